@@ -1,0 +1,169 @@
+"""Benchmark records in the kernelindex.dev/v1alpha1 format of the project's seed record.
+
+Pure functions (no GPU, no torch) so they can be unit-tested anywhere: canonical JSON, digests, the
+GPU slug, the hardware description, the protocol / environment objects, the run record, and the
+memory-traffic floor of each timed mode.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+SOURCE = "fastglu-bench"
+HARNESS_NAME = "fastglu bench/bench_swiglu.py"
+TITLE = "SwiGLU activation, Megatron layout"
+MODES = ("forward", "backward", "full", "bwd_only")
+
+# Minimum HBM traffic of each timed mode, in elements of T*F (T = S*B tokens, x is [T, 2F], y is [T, F]).
+FLOOR_ELEMS = {
+    "forward": 3,   # read x (2TF), write y (TF)
+    "backward": 8,  # forward 3TF + y.sum() reads TF + backward reads x 2TF, writes dx 2TF
+    "full": 8,      # forward 3TF + backward reads dy TF, x 2TF, writes dx 2TF
+    "bwd_only": 5,  # reads dy TF, x 2TF, writes dx 2TF
+}
+
+_TIMED = {
+    "forward": "the forward pass y = swiglu(x) with x requiring grad (the autograd graph is built)",
+    "backward": "per iteration the forward y = swiglu(x) then y.sum().backward(), the input gradient reset "
+                "to None before each iteration (the seed record's timed pass)",
+    "full": "per iteration the forward y = swiglu(x) then y.backward(dy) with a fixed random upstream "
+            "gradient dy, the input gradient reset to None before each iteration",
+    "bwd_only": "y.backward(dy, retain_graph=True) with a fixed random upstream gradient dy on the graph of "
+                "one untimed forward, the input gradient reset to None before each iteration",
+}
+_TIMERS = {
+    "cuda_events": ("do-bench", "triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between "
+                                "iterations) with quantiles 0.5/0.2/0.8 (median with p20/p80 spread)"),
+    "perf_counter": ("perf-counter", "time.perf_counter around each call on the CPU backend (do_bench-like "
+                                     "25 ms warmup and {rep} ms of repetitions), median and p20/p80 via "
+                                     "numpy.quantile"),
+}
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def digest(obj) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def slug(text: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def shape_tag(seq: int, batch: int, ffn: int, dtype: str) -> str:
+    return f"batch{batch}-ffn{ffn}-seq{seq}-{dtype}"
+
+
+def floor_ms(mode: str, seq: int, batch: int, ffn: int, elem_bytes: int, bytes_per_s: float) -> float:
+    """Time to move the mode's minimum traffic at the measured copy bandwidth."""
+    return FLOOR_ELEMS[mode] * seq * batch * ffn * elem_bytes / bytes_per_s * 1e3
+
+
+def gpu_hardware(name: str, total_mem_bytes: int, capability: tuple[int, int]) -> dict:
+    """Hardware block from torch.cuda device properties; the memory suffix of the name ('80GB HBM3')
+    is the form factor when present, else the rounded memory size in GiB."""
+    m = re.search(r"[\s-](\d+\s*GB\b.*)$", name)
+    return {
+        "vendor": "nvidia",
+        "product": name[: m.start()] if m else name,
+        "formFactor": m.group(1) if m else f"{round(total_mem_bytes / 2**30)}GB",
+        "architecture": f"sm_{capability[0]}{capability[1]}",
+    }
+
+
+def cpu_hardware(processor: str, machine: str, cores: int | None, mem_bytes: int | None) -> dict:
+    form = [f"{cores} cores"] if cores else []
+    form += [f"{round(mem_bytes / 2**30)}GB RAM"] if mem_bytes else []
+    return {
+        "vendor": "cpu",
+        "product": processor or machine or "unknown",
+        "formFactor": ", ".join(form) or "unknown",
+        "architecture": machine or "unknown",
+    }
+
+
+def environment(hardware: dict, software: dict, device_slug: str, device_name: str) -> dict:
+    return {
+        "kind": "ExecutionEnvironment",
+        "spec": {"hardware": hardware, "software": {k: v for k, v in software.items() if v}},
+        "metadata": {
+            "name": f"fastglu-bench-{device_slug}",
+            "title": f"fastglu benchmark host · {re.sub(r'^NVIDIA ', '', device_name)}",
+        },
+        "apiVersion": API_VERSION,
+    }
+
+
+def protocol(mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None) -> dict:
+    tag, how = _TIMERS[timer]
+    notes = (f"Timed: {_TIMED[mode]}, via {how.format(rep=rep)}. Input x of shape [S, B, 2F] from torch.randn "
+             "(gate = first F columns, up = last F); every provider timed in the same process. Comparable only "
+             "within one kernel, workload, timed pass, and device.")
+    return {
+        "kind": "BenchmarkProtocol",
+        "spec": {
+            "harness": {"name": HARNESS_NAME, "repository": repository},
+            "measurement": {"timer": timer, "primaryStatistic": "median"},
+            "comparability": {"notes": notes, "family": "fastglu_bench"},
+        },
+        "metadata": {"name": f"fastglu-bench-{tag}-{slug(mode)}", "title": f"fastglu benchmark harness · {mode} pass"},
+        "apiVersion": API_VERSION,
+    }
+
+
+def workload(seq: int, batch: int, ffn: int, dtype: str, mode: str) -> dict:
+    return {"op": "swiglu", "layout": "megatron", "S": seq, "B": batch, "F": ffn, "dtype": dtype, "mode": mode}
+
+
+def _ns(ms: float) -> int:
+    return int(round(ms * 1e6))
+
+
+def run_record(*, provider: str, mode: str, seq: int, batch: int, ffn: int, dtype: str,
+               ms: tuple[float, float, float], device_slug: str, protocol_obj: dict, environment_obj: dict,
+               versions: dict, observed: dt.datetime, status: str = "passed") -> dict:
+    """The full record (run, protocol, environment); ms = (p50, p20, p80) in milliseconds."""
+    p50, p20, p80 = ms
+    observed = observed.astimezone(dt.timezone.utc)
+    shape = shape_tag(seq, batch, ffn, dtype)
+    labels = {k: str(v) for k, v in versions.items() if v}
+    run = {
+        "kind": "BenchmarkRun",
+        "spec": {
+            "status": status,
+            "timing": {"latencyNs": {"median": _ns(p50)}, "primaryStatistic": "median"},
+            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{observed.microsecond // 1000:03d}Z",
+            "measurements": [
+                {"unit": "ns", "value": _ns(p), "metric": "latency", "statistic": s}
+                for s, p in (("p20", p20), ("p80", p80))
+            ],
+            "sourceNative": {
+                "source": SOURCE,
+                "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
+                "benchmark": f"megatron_swiglu/{mode}",
+                "externalId": f"megatron_swiglu/{mode}/{provider}/{device_slug}/{shape}/"
+                              f"{observed:%Y-%m-%d-%H-%M-%S}",
+            },
+            "protocolDigest": digest(protocol_obj),
+            "workloadDigest": digest(workload(seq, batch, ffn, dtype, mode)),
+            "environmentDigest": digest(environment_obj),
+            "implementationDigest": digest({"provider": provider, "versions": labels}),
+        },
+        "metadata": {
+            "name": slug(f"fastglu-megatron-swiglu-{mode}-{provider}-{device_slug}-{shape}-{observed:%Y-%m-%d}"),
+            "title": f"{TITLE} · {provider} · {mode}",
+            "labels": labels,
+        },
+        "apiVersion": API_VERSION,
+    }
+    return {"run": run, "protocol": protocol_obj, "environment": environment_obj}
+
+
+def record_filename(provider: str, mode: str, seq: int, batch: int, ffn: int, dtype: str) -> str:
+    return f"{mode}_{provider}_{shape_tag(seq, batch, ffn, dtype)}.json"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# device_run.sh — one call on the GPU machine: build, check the compiler's resource report and the
+# SASS, run the C (CTest) and Python (pytest) tests, and time every provider in one process.
+# Everything lands under $OUT (default ./device-out): logs, the bench records as a tarball, a summary.
+#
+#   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
+#
+# Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
+# (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
+set -uo pipefail
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "machine"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -1
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+} 2>&1 | tee "$OUT/machine.txt"
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  step "peers from .whl/"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+step "C build (CMake) with the ptxas resource report"
+rm -rf build-device
+cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON > "$OUT/build.log" 2>&1 \
+  && cmake --build build-device >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+grep -E "Compiling entry|registers|stack frame" "$OUT/build.log" | paste - - - \
+  | sed -E 's/ptxas info *: //g; s/Compiling entry function//; s/for .sm_90.//' > "$OUT/resources.txt"
+echo "kernels: $(wc -l < "$OUT/resources.txt"); any spills: $(grep -c '[1-9][0-9]* bytes spill' "$OUT/resources.txt")"
+
+step "SASS: 128-bit global loads/stores in the bf16 V=8 kernels"
+cuobjdump --dump-sass build-device/libfastglu.so > /tmp/sass.txt 2>&1
+python3 - "$OUT/sass.txt" <<'EOF'
+import re, sys
+text = open("/tmp/sass.txt").read()
+out = []
+for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function :|\Z)", text, re.S):
+    ld = sorted(set(re.findall(r"\b(LDG\.E[\w.]*)", body)))
+    st = sorted(set(re.findall(r"\b(STG\.E[\w.]*)", body)))
+    out.append(f"{name}\n  loads: {' '.join(ld)}\n  stores: {' '.join(st)}")
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+for block in out:
+    if "nv_bfloat16Li8E" in block:
+        print(block)
+EOF
+
+step "C tests (CTest)"
+(cd build-device && ctest --output-on-failure) 2>&1 | tee "$OUT/ctest.log"
+
+step "Python package (pip install --no-build-isolation)"
+python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+
+step "Python tests (pytest)"
+python3 -m pytest -q -rs tests/python 2>&1 | tee "$OUT/pytest.log" | tail -15
+
+step "benchmark (all providers, one process)"
+python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
+tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
+ls -la "$OUT"

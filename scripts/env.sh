@@ -1,0 +1,19 @@
+# env.sh — sourced by scripts/test.sh and scripts/bench.sh: installs what they need when it is
+# missing, and builds the Python package (libfastglu + its binding) into build/py.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+
+need() { "$PY" -c "import $1" 2>/dev/null; }
+# torch: the CPU build 2.13.0 when none is installed (a GPU machine brings its own).
+need torch || "$PY" -m pip install -q torch==2.13.0 || "$PY" -m pip install -q torch
+for mod in pytest numpy scikit_build_core cmake ninja; do
+  need "$mod" || "$PY" -m pip install -q "$(echo "$mod" | tr _ -)"
+done
+
+# Build and install the package into build/py (not into site-packages), then use it from there.
+build_python_package() {
+  rm -rf build/py
+  "$PY" -m pip install -q --no-build-isolation --no-deps --target build/py . >/dev/null
+  export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
+}

@@ -1,0 +1,310 @@
+/*
+ * swiglu_cuda.cu — SwiGLU forward and backward on the GPU (the CUDA backend), written as C.
+ *
+ * Math and layout: see include/fastglu.h (Megatron-Core fused_bias_swiglu.py: swiglu, swiglu_back).
+ *   forward:  y[t, j]      = silu(x[t, j]) * x[t, F + j]
+ *   backward: dx[t, j]     = dy[t, j] * x[t, F + j] * s * (1 + g * (1 - s)),  g = x[t, j], s = sigmoid(g)
+ *             dx[t, F + j] = dy[t, j] * g * s
+ *
+ * Work decomposition: one thread owns V consecutive columns j .. j+V-1 of one row; it loads the
+ * V gate and V up elements as two packed vectors (16 bytes each when alignment allows), computes
+ * in fp32, and stores one (forward) or two (backward) packed vectors. A block is 256 threads
+ * shaped (bx, by): bx threads across the row's F/V vectors (a power of two <= 256) and by rows;
+ * the grid covers the row in x and strides over rows in y. V is the widest of 16/8/4/2/1 elements
+ * for which every pointer, every row stride and F are multiples (the second half of a row starts
+ * F elements in, so an odd F forces V = 1). All offsets are int64.
+ *
+ * dy is read in one of three ways, chosen per launch: packed like the input (column stride 1,
+ * aligned), one scalar (both strides 0: the expanded scalar of y.sum().backward()), or element by
+ * element with its own strides.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "internal.h"
+
+#define THREADS_PER_BLOCK 256
+#define MAX_GRID_Y 65535
+
+/* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
+
+static __device__ __forceinline__ float to_f32(float x) { return x; }
+static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+static __device__ __forceinline__ void from_f32(float *dst, float x) { *dst = x; }
+static __device__ __forceinline__ void from_f32(__half *dst, float x) { *dst = __float2half_rn(x); }
+static __device__ __forceinline__ void from_f32(__nv_bfloat16 *dst, float x) {
+    *dst = __float2bfloat16_rn(x);
+}
+
+static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+/* V elements of T, aligned to their size so that one load/store instruction moves them.
+ * A template: one definition serves 3 dtypes x 5 widths, which a macro would repeat 15 times. */
+template <typename T, int V> struct __align__(sizeof(T) * V) pack {
+    T v[V];
+};
+
+enum dy_mode { DY_PACKED = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+template <typename T, int V>
+__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+    swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
+                      int64_t out_rs, int64_t tokens, int64_t F) {
+    typedef pack<T, V> P;
+    const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (col >= F) return;
+    const int64_t row_step = (int64_t)gridDim.y * blockDim.y;
+    for (int64_t t = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; t < tokens; t += row_step) {
+        const T *gate = input + t * in_rs + col;
+        P g = *(const P *)gate;
+        P u = *(const P *)(gate + F);
+        P y;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            float gf = to_f32(g.v[i]);
+            from_f32(&y.v[i], gf * sigmoid_f32(gf) * to_f32(u.v[i]));
+        }
+        *(P *)(out + t * out_rs + col) = y;
+    }
+}
+
+template <typename T, int V, int DY>
+__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs,
+                      const T *input, int64_t in_rs, T *dinput, int64_t din_rs,
+                      int64_t tokens, int64_t F) {
+    /* input and dinput are not __restrict__: the in-place backward passes the same storage. */
+    typedef pack<T, V> P;
+    const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (col >= F) return;
+    const int64_t row_step = (int64_t)gridDim.y * blockDim.y;
+    const float dy_scalar = DY == DY_SCALAR ? to_f32(dy[0]) : 0.0f;
+    for (int64_t t = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; t < tokens; t += row_step) {
+        const T *gate = input + t * in_rs + col;
+        P g = *(const P *)gate;
+        P u = *(const P *)(gate + F);
+        float d[V];
+        if (DY == DY_PACKED) {
+            P dp = *(const P *)(dy + t * dy_rs + col);
+#pragma unroll
+            for (int i = 0; i < V; ++i) d[i] = to_f32(dp.v[i]);
+        } else if (DY == DY_SCALAR) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) d[i] = dy_scalar;
+        } else {
+            const T *dr = dy + t * dy_rs + col * dy_cs;
+#pragma unroll
+            for (int i = 0; i < V; ++i) d[i] = to_f32(dr[i * dy_cs]);
+        }
+        P dg, du;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            float gf = to_f32(g.v[i]), uf = to_f32(u.v[i]);
+            float s = sigmoid_f32(gf);
+            from_f32(&dg.v[i], d[i] * s * (1.0f + gf * (1.0f - s)) * uf);
+            from_f32(&du.v[i], d[i] * gf * s);
+        }
+        T *dgate = dinput + t * din_rs + col;
+        *(P *)dgate = dg;
+        *(P *)(dgate + F) = du;
+    }
+}
+
+/* ---- launch helpers ----------------------------------------------------------------------- */
+
+/* Widest vector (elements) such that 16 bytes >= V*esize and every address and element count in
+ * `addr_or` / `count_or` (bitwise ORs of all of them) is a multiple of V elements. */
+static int pick_vector_width(size_t esize, uintptr_t addr_or, int64_t count_or) {
+    int v = (int)(16 / esize);
+    while (v > 1 && ((addr_or % (v * esize)) != 0 || (count_or % v) != 0)) v /= 2;
+    return v;
+}
+
+typedef struct launch_shape {
+    dim3 grid, block;
+} launch_shape;
+
+/* Block and grid for a [tokens, F] launch with V-wide vectors; returns 0 if F needs more than
+ * 2^31 - 1 blocks across (F > 2^39 elements). */
+static int shape_for(int64_t tokens, int64_t F, int v, launch_shape *out) {
+    launch_shape s;
+    int64_t nvec = F / v;
+    unsigned bx = 1;
+    while (bx < THREADS_PER_BLOCK && (int64_t)bx < nvec) bx *= 2;
+    unsigned by = THREADS_PER_BLOCK / bx;
+    int64_t gy = (tokens + by - 1) / by;
+    int64_t gx = (nvec + bx - 1) / bx;
+    if (gx > INT32_MAX) return 0;
+    s.block = dim3(bx, by, 1);
+    s.grid = dim3((unsigned)gx, (unsigned)(gy < MAX_GRID_Y ? gy : MAX_GRID_Y), 1);
+    *out = s;
+    return 1;
+}
+
+static fastglu_status too_wide(const char *fn, int64_t F) {
+    return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                             "%s: ffn_hidden_size = %lld is too large for one launch", fn,
+                             (long long)F);
+}
+
+static fastglu_status check_launch(const char *fn) {
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: kernel launch failed: %s", fn,
+                                 cudaGetErrorString(err));
+    return FASTGLU_SUCCESS;
+}
+
+template <typename T>
+static void launch_fwd(int v, launch_shape s, cudaStream_t stream, const void *input, int64_t in_rs,
+                       void *out, int64_t out_rs, int64_t tokens, int64_t F) {
+#define FWD_CASE(V)                                                                                \
+    case V:                                                                                        \
+        swiglu_fwd_kernel<T, V><<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, \
+                                                                out_rs, tokens, F);                \
+        break;
+    switch (v) {
+        FWD_CASE(8)
+        FWD_CASE(4)
+        FWD_CASE(2)
+        FWD_CASE(1)
+    }
+#undef FWD_CASE
+}
+
+template <typename T, int DY>
+static void launch_bwd_mode(int v, launch_shape s, cudaStream_t stream, const void *dy,
+                            int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
+                            void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
+#define BWD_CASE(V)                                                                                \
+    case V:                                                                                        \
+        swiglu_bwd_kernel<T, V, DY><<<s.grid, s.block, 0, stream>>>(                              \
+            (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, tokens, F); \
+        break;
+    switch (v) {
+        BWD_CASE(8)
+        BWD_CASE(4)
+        BWD_CASE(2)
+        BWD_CASE(1)
+    }
+#undef BWD_CASE
+}
+
+template <typename T>
+static void launch_bwd(int v, int mode, launch_shape s, cudaStream_t stream, const void *dy,
+                       int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
+                       void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
+    if (mode == DY_PACKED)
+        launch_bwd_mode<T, DY_PACKED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
+                                      tokens, F);
+    else if (mode == DY_SCALAR)
+        launch_bwd_mode<T, DY_SCALAR>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
+                                      tokens, F);
+    else
+        launch_bwd_mode<T, DY_STRIDED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput,
+                                       din_rs, tokens, F);
+}
+
+/* ---- public entry points ------------------------------------------------------------------ */
+
+extern "C" int fastglu_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" so it does not leak into a later call */
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stride,
+                                                  void *output, int64_t output_row_stride,
+                                                  int64_t tokens, int64_t ffn_hidden_size,
+                                                  fastglu_dtype dtype, void *stream) {
+    static const char fn[] = "fastglu_swiglu_fwd_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_swiglu_fwd(fn, input, input_row_stride, output,
+                                                 output_row_stride, tokens, ffn_hidden_size, dtype,
+                                                 &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    size_t esize = fastglu_dtype_size(dtype);
+    int64_t counts = ffn_hidden_size;
+    if (tokens > 1) counts |= input_row_stride | output_row_stride;
+    int v = pick_vector_width(esize, (uintptr_t)input | (uintptr_t)output, counts);
+    launch_shape s;
+    if (!shape_for(tokens, ffn_hidden_size, v, &s)) return too_wide(fn, ffn_hidden_size);
+    cudaStream_t cs = (cudaStream_t)stream;
+    switch (dtype) {
+    case FASTGLU_DTYPE_FP32:
+        launch_fwd<float>(v, s, cs, input, input_row_stride, output, output_row_stride, tokens,
+                          ffn_hidden_size);
+        break;
+    case FASTGLU_DTYPE_FP16:
+        launch_fwd<__half>(v, s, cs, input, input_row_stride, output, output_row_stride, tokens,
+                           ffn_hidden_size);
+        break;
+    case FASTGLU_DTYPE_BF16:
+        launch_fwd<__nv_bfloat16>(v, s, cs, input, input_row_stride, output, output_row_stride,
+                                  tokens, ffn_hidden_size);
+        break;
+    }
+    return check_launch(fn);
+}
+
+extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
+                                                  int64_t dy_col_stride, const void *input,
+                                                  int64_t input_row_stride, void *dinput,
+                                                  int64_t dinput_row_stride, int64_t tokens,
+                                                  int64_t ffn_hidden_size, fastglu_dtype dtype,
+                                                  void *stream) {
+    static const char fn[] = "fastglu_swiglu_bwd_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_swiglu_bwd(fn, dy, dy_row_stride, dy_col_stride, input,
+                                                 input_row_stride, dinput, dinput_row_stride,
+                                                 tokens, ffn_hidden_size, dtype, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    size_t esize = fastglu_dtype_size(dtype);
+    uintptr_t addrs = (uintptr_t)input | (uintptr_t)dinput;
+    int64_t counts = ffn_hidden_size;
+    if (tokens > 1) counts |= input_row_stride | dinput_row_stride;
+    int mode;
+    if (dy_col_stride == 0 && (dy_row_stride == 0 || tokens == 1)) {
+        mode = DY_SCALAR;
+    } else if (dy_col_stride == 1) {
+        /* Packed dy only when it does not narrow the input's vectors. */
+        int v_in = pick_vector_width(esize, addrs, counts);
+        int v_dy = pick_vector_width(esize, addrs | (uintptr_t)dy,
+                                     counts | (tokens > 1 ? dy_row_stride : 0));
+        mode = v_dy == v_in ? DY_PACKED : DY_STRIDED;
+    } else {
+        mode = DY_STRIDED;
+    }
+    if (mode == DY_PACKED) {
+        addrs |= (uintptr_t)dy;
+        if (tokens > 1) counts |= dy_row_stride;
+    }
+    int v = pick_vector_width(esize, addrs, counts);
+    launch_shape s;
+    if (!shape_for(tokens, ffn_hidden_size, v, &s)) return too_wide(fn, ffn_hidden_size);
+    cudaStream_t cs = (cudaStream_t)stream;
+    switch (dtype) {
+    case FASTGLU_DTYPE_FP32:
+        launch_bwd<float>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
+                          input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
+        break;
+    case FASTGLU_DTYPE_FP16:
+        launch_bwd<__half>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
+                           input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
+        break;
+    case FASTGLU_DTYPE_BF16:
+        launch_bwd<__nv_bfloat16>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
+                                  input_row_stride, dinput, dinput_row_stride, tokens,
+                                  ffn_hidden_size);
+        break;
+    }
+    return check_launch(fn);
+}

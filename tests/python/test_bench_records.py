@@ -1,0 +1,156 @@
+"""Tests of bench/records.py against the project's seed record (no GPU needed)."""
+import copy
+import datetime as dt
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT / "bench"))
+import records  # noqa: E402
+
+# Free-form maps whose keys legitimately differ from the seed's.
+OPEN_MAPS = {("run", "metadata", "labels"), ("environment", "spec", "software")}
+OBSERVED = dt.datetime(2026, 7, 26, 0, 9, 55, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def seed():
+    text = (SHARED / "seed" / "000_ce942733f966174c.txt").read_text()
+    header, body = text.split("\n", 1)
+    assert header.strip() == "PyTorch"
+    return json.loads(body)
+
+
+def make_record(seed_ms=(1.2886880040168762, 1.287782382965088, 1.289689588546753), **overrides):
+    args = dict(provider="megatron", mode="backward", seq=2048, batch=4, ffn=8192, dtype="bf16", ms=seed_ms,
+                device_slug="nvidia-h100-80gb-hbm3", observed=OBSERVED,
+                versions={"torch_version": "2.11.0+cu130", "liger_version": "0.8.1", "fastglu_version": None},
+                protocol_obj=records.protocol("backward"),
+                environment_obj=records.environment(
+                    records.gpu_hardware("NVIDIA H100 80GB HBM3", 85_045_870_592, (9, 0)),
+                    {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": None},
+                    "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"))
+    args.update(overrides)
+    return records.run_record(**args)
+
+
+def key_diffs(ours, theirs, path=()):
+    """Paths where the two JSON trees differ in keys (or in being dict/list)."""
+    if isinstance(theirs, dict):
+        if not isinstance(ours, dict):
+            return [path]
+        if path in OPEN_MAPS:
+            return []
+        diffs = [path + (k,) for k in set(ours) ^ set(theirs)]
+        return diffs + [d for k in set(ours) & set(theirs) for d in key_diffs(ours[k], theirs[k], path + (k,))]
+    if isinstance(theirs, list):
+        if not isinstance(ours, list) or len(ours) != len(theirs):
+            return [path]
+        return [d for i, (o, t) in enumerate(zip(ours, theirs)) for d in key_diffs(o, t, path + (i,))]
+    return [path] if isinstance(ours, (dict, list)) else []
+
+
+def test_record_has_the_seed_keys(seed):
+    assert key_diffs(make_record(), seed) == []
+
+
+def test_record_reproduces_the_seed_run_fields(seed):
+    ours, theirs = make_record()["run"], seed["run"]
+    assert ours["apiVersion"] == theirs["apiVersion"] == "kernelindex.dev/v1alpha1"
+    assert ours["kind"] == theirs["kind"]
+    for key in ("status", "timing", "observedAt", "measurements"):
+        assert ours["spec"][key] == theirs["spec"][key], key
+    native, seed_native = ours["spec"]["sourceNative"], theirs["spec"]["sourceNative"]
+    assert native["source"] == "fastglu-bench"
+    assert {k: native[k] for k in ("metrics", "benchmark", "externalId")} == \
+           {k: seed_native[k] for k in ("metrics", "benchmark", "externalId")}
+    assert ours["metadata"]["title"] == theirs["metadata"]["title"]
+    assert ours["metadata"]["name"] == "fastglu-" + theirs["metadata"]["name"].removeprefix("liger-")
+    assert ours["metadata"]["labels"] == {"torch_version": "2.11.0+cu130", "liger_version": "0.8.1"}
+
+
+def test_observed_at_has_milliseconds_in_utc():
+    local = dt.datetime(2026, 7, 26, 2, 9, 55, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert make_record(observed=local)["run"]["spec"]["observedAt"] == "2026-07-26T00:09:55.123Z"
+
+
+def test_protocol_and_environment_follow_the_seed(seed):
+    record = make_record()
+    for part, kind in (("protocol", "BenchmarkProtocol"), ("environment", "ExecutionEnvironment")):
+        assert record[part]["kind"] == seed[part]["kind"] == kind
+        assert record[part]["apiVersion"] == seed[part]["apiVersion"]
+    assert record["protocol"]["spec"]["harness"]["name"] == "fastglu bench/bench_swiglu.py"
+    assert record["environment"]["spec"]["hardware"] == seed["environment"]["spec"]["hardware"]
+    assert record["environment"]["spec"]["software"] == {"torch": "2.11.0+cu130", "cuda": "13.0"}
+    notes = {m: records.protocol(m)["spec"]["comparability"]["notes"] for m in records.MODES}
+    assert len(set(notes.values())) == len(records.MODES)
+
+
+def test_gpu_hardware_without_memory_in_the_name():
+    assert records.gpu_hardware("NVIDIA H200", int(139.8 * 2**30), (9, 0)) == {
+        "vendor": "nvidia", "product": "NVIDIA H200", "formFactor": "140GB", "architecture": "sm_90"}
+
+
+def test_gpu_slug():
+    assert records.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert records.slug("NVIDIA H200") == "nvidia-h200"
+    assert records.slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100-sxm4-80gb"
+
+
+def test_digest_is_sha256_of_canonical_json():
+    obj = {"b": [1, 2], "a": {"y": "·", "x": 1.5}}
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    assert records.canonical_json(obj) == canonical == '{"a":{"x":1.5,"y":"\\u00b7"},"b":[1,2]}'
+    assert records.digest(obj) == "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    assert records.digest(dict(reversed(list(obj.items())))) == records.digest(obj)
+    changed = copy.deepcopy(obj)
+    changed["a"]["x"] = 2.5
+    assert records.digest(changed) != records.digest(obj)
+
+
+def test_record_digests_cover_their_objects():
+    record = make_record()
+    spec = record["run"]["spec"]
+    assert spec["protocolDigest"] == records.digest(record["protocol"])
+    assert spec["environmentDigest"] == records.digest(record["environment"])
+    assert spec["workloadDigest"] == records.digest(
+        {"op": "swiglu", "layout": "megatron", "S": 2048, "B": 4, "F": 8192, "dtype": "bf16", "mode": "backward"})
+    assert spec["implementationDigest"] == records.digest(
+        {"provider": "megatron", "versions": {"torch_version": "2.11.0+cu130", "liger_version": "0.8.1"}})
+    for digest in ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest"):
+        assert spec[digest].startswith("sha256:") and len(spec[digest]) == 7 + 64
+
+
+@pytest.mark.parametrize("overrides, changed", [
+    ({"ffn": 4096}, "workloadDigest"),
+    ({"dtype": "fp16"}, "workloadDigest"),
+    ({"protocol_obj": records.protocol("backward", rep=20)}, "protocolDigest"),
+    ({"environment_obj": records.environment(records.gpu_hardware("NVIDIA H200", 150 * 10**9, (9, 0)), {},
+                                             "nvidia-h200", "NVIDIA H200")}, "environmentDigest"),
+    ({"provider": "liger"}, "implementationDigest"),
+    ({"versions": {"torch_version": "2.12.0"}}, "implementationDigest"),
+])
+def test_digests_change_with_content(overrides, changed):
+    base, other = make_record()["run"]["spec"], make_record(**overrides)["run"]["spec"]
+    digests = ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest")
+    assert {d for d in digests if base[d] != other[d]} == {changed}
+
+
+def test_floor_matches_the_peers_file():
+    peers = json.loads((SHARED / "peers" / "h200-2026-11-30.json").read_text())
+    rows = [r for r in peers["rows"] if "floor_ms" in r]
+    assert rows
+    for r in rows:
+        ours = records.floor_ms(r["mode"], 2048, 4, r["ffn"], 2, peers["copy_TBps"] * 1e12)
+        assert ours == pytest.approx(r["floor_ms"], rel=1e-9), r
+    assert records.FLOOR_ELEMS == {"forward": 3, "backward": 8, "full": 8, "bwd_only": 5}
+
+
+def test_record_filename():
+    assert records.record_filename("fastglu", "bwd_only", 2048, 4, 8192, "bf16") == \
+        "bwd_only_fastglu_batch4-ffn8192-seq2048-bf16.json"

@@ -1,0 +1,254 @@
+"""fastglu's SwiGLU from PyTorch against a float64 torch reference, on CPU (CI) and CUDA (device).
+
+Fresh random inputs every run (never zeros); outputs given through ``out=`` are pre-filled with NaN,
+so an element the kernel did not write fails the relative-norm check.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F_
+
+import fastglu
+from fastglu import ops
+
+WIDTHS = [1, 3, 768, 1408, 3420, 5632, 8192]
+ROWS = [1, 257]
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
+
+HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+
+
+def ref_fwd(x):
+    g, u = x.double().chunk(2, -1)
+    return F_.silu(g) * u
+
+
+def ref_bwd(dy, x):
+    g, u = x.double().chunk(2, -1)
+    d = dy.double()
+    s = torch.sigmoid(g)
+    return torch.cat((d * s * (1 + g * (1 - s)) * u, d * g * s), -1)
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    return float("inf") if err != err else err  # NaN (an unwritten sentinel) never passes
+
+
+def randn(*shape, dtype, device):
+    return (torch.randn(*shape, dtype=torch.float32, device=device) * 2).to(dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("F", WIDTHS)
+def test_kernels_against_float64(F, rows, dtype, device):
+    x = randn(rows, 2 * F, dtype=dtype, device=device)
+    dy = randn(rows, F, dtype=dtype, device=device)
+    y = torch.full((rows, F), float("nan"), dtype=dtype, device=device)
+    dx = torch.full((rows, 2 * F), float("nan"), dtype=dtype, device=device)
+    assert ops.swiglu_fwd(x, out=y) is y
+    assert ops.swiglu_bwd(dy, x, out=dx) is dx
+    assert rel_err(y, ref_fwd(x)) <= TOL[dtype]
+    assert rel_err(dx, ref_bwd(dy, x)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(257, 2 * 1408), (5, 3, 2 * 768), (1, 1, 2), (2, 4, 2 * 3420)])
+def test_autograd_2d_and_3d(shape, dtype, device):
+    x = randn(*shape, dtype=dtype, device=device).requires_grad_()
+    y = fastglu.swiglu(x)
+    assert y.shape == shape[:-1] + (shape[-1] // 2,) and y.dtype == dtype and y.device == x.device
+    assert rel_err(y, ref_fwd(x.detach())) <= TOL[dtype]
+    dy = randn(*y.shape, dtype=dtype, device=device)
+    y.backward(dy)
+    assert rel_err(x.grad, ref_bwd(dy, x.detach())) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sum_backward_reads_expanded_scalar_dy(device):
+    """The seed's backward mode: y.sum().backward() hands the kernel an all-zero-stride dy."""
+    x = randn(3, 7, 2 * 1408, dtype=torch.bfloat16, device=device).requires_grad_()
+    fastglu.swiglu(x).sum().backward()
+    assert rel_err(x.grad, ref_bwd(torch.ones(3, 7, 1408, device=device), x.detach())) <= 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F", [1, 3, 768, 3420])
+def test_column_slice_input_is_read_in_place(F, device):
+    """x = a column slice of a wider tensor (fc1 output sharing storage): no copy, right answer."""
+    wide = randn(257, 2 * F + 40, dtype=torch.bfloat16, device=device)
+    x = wide[:, 8 : 8 + 2 * F]
+    assert ops._rows(x, 2 * F, True).data_ptr() == x.data_ptr()  # a view, not a copy
+    x3 = randn(4, 6, 2 * F + 10, dtype=torch.bfloat16, device=device)[..., 3 : 3 + 2 * F]
+    for inp in (x, x3):
+        inp = inp.detach().requires_grad_()
+        y = fastglu.swiglu(inp)
+        dy = randn(*y.shape, dtype=torch.bfloat16, device=device)
+        y.backward(dy)
+        assert rel_err(y, ref_fwd(inp.detach())) <= 1e-2
+        assert rel_err(inp.grad, ref_bwd(dy, inp.detach())) <= 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["transposed", "column-step-2", "row-broadcast", "3d-permuted"])
+def test_strided_dy(kind, device):
+    T, F = 257, 1408
+    x = randn(T, 2 * F, dtype=torch.float32, device=device)
+    if kind == "transposed":
+        dy = randn(F, T, dtype=torch.float32, device=device).t()
+    elif kind == "column-step-2":
+        dy = randn(T, 2 * F, dtype=torch.float32, device=device)[:, ::2]
+    elif kind == "row-broadcast":
+        dy = randn(1, F, dtype=torch.float32, device=device).expand(T, F)
+    else:
+        x = x[:256].reshape(16, 16, 2 * F)
+        dy = randn(16, 16, F, dtype=torch.float32, device=device).permute(1, 0, 2)
+    dx = ops.swiglu_bwd(dy, x)
+    assert rel_err(dx, ref_bwd(dy, x)) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_backward_writes_into_input(device):
+    x = randn(257, 2 * 768, dtype=torch.float32, device=device)
+    dy = randn(257, 768, dtype=torch.float32, device=device)
+    expected = ref_bwd(dy, x)
+    assert ops.swiglu_bwd(dy, x, out=x) is x
+    assert rel_err(x, expected) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_inputs(device):
+    for shape in [(0, 16), (3, 0), (0, 4, 8)]:
+        x = torch.randn(shape, device=device).requires_grad_()
+        y = fastglu.swiglu(x)
+        assert y.shape == shape[:-1] + (shape[-1] // 2,)
+        y.sum().backward()
+        assert x.grad.shape == x.shape
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+
+def test_odd_last_dim_raises_value_error():
+    with pytest.raises(ValueError, match=r"last dimension.*even.*\(4, 7\)"):
+        fastglu.swiglu(torch.randn(4, 7))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.float8_e4m3fn])
+def test_wrong_dtype_raises_type_error(dtype):
+    with pytest.raises(TypeError, match="dtype"):
+        fastglu.swiglu(torch.ones(4, 8).to(dtype))
+
+
+def test_not_a_tensor_and_wrong_rank():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        fastglu.swiglu([1.0, 2.0])
+    with pytest.raises(ValueError, match="2D.*3D"):
+        fastglu.swiglu(torch.randn(8))
+    with pytest.raises(ValueError, match="2D.*3D"):
+        fastglu.swiglu(torch.randn(2, 2, 2, 8))
+
+
+def test_mixed_devices_raise_value_error():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="dy is on meta"):
+        ops.swiglu_bwd(torch.empty(4, 4, device="meta"), x)
+    with pytest.raises(ValueError, match="device meta"):
+        fastglu.swiglu(torch.empty(4, 8, device="meta"))
+
+
+@cuda_only
+def test_mixed_cpu_cuda_raise_value_error():
+    x = torch.randn(4, 8, device="cuda")
+    with pytest.raises(ValueError, match="dy is on cpu"):
+        ops.swiglu_bwd(torch.randn(4, 4), x)
+    with pytest.raises(ValueError, match="device"):
+        ops.swiglu_fwd(x, out=torch.empty(4, 4))
+
+
+def test_bad_dy_and_out_leave_outputs_untouched():
+    x = torch.randn(4, 8)
+    out = torch.full((4, 4), 7.0)
+    with pytest.raises(ValueError, match="dy has shape"):
+        ops.swiglu_bwd(torch.randn(4, 5), x)
+    with pytest.raises(TypeError, match="dy has dtype"):
+        ops.swiglu_bwd(torch.randn(4, 4, dtype=torch.float64), x)
+    with pytest.raises(ValueError, match="out must have shape"):
+        ops.swiglu_fwd(x, out=torch.empty(4, 5))
+    big = torch.full((4, 8), 7.0)
+    with pytest.raises(ValueError, match="overlaps"):  # from the C library's own check
+        ops.swiglu_fwd(big, out=big[:, :4])
+    assert torch.equal(big, torch.full((4, 8), 7.0)) and torch.equal(out, torch.full((4, 4), 7.0))
+
+
+# ---- Megatron-Core signature -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_swiglu_impl_shapes_and_values(device):
+    x2 = randn(64, 2 * 768, dtype=torch.bfloat16, device=device).requires_grad_()
+    y2 = fastglu.bias_swiglu_impl(x2, None)
+    assert y2.shape == (64, 768)
+    x3 = randn(8, 4, 2 * 768, dtype=torch.bfloat16, device=device).requires_grad_()
+    y3 = fastglu.bias_swiglu_impl(x3, None)
+    assert y3.shape == (8, 4, 768)
+    y3.sum().backward()
+    assert rel_err(y3, ref_fwd(x3.detach())) <= 1e-2
+    assert rel_err(x3.grad, ref_bwd(torch.ones(8, 4, 768, device=device), x3.detach())) <= 1e-2
+
+
+def test_bias_swiglu_impl_rejects_what_it_does_not_do_yet():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="2D or 3D"):
+        fastglu.bias_swiglu_impl(torch.randn(2, 2, 2, 8), None)
+    with pytest.raises(NotImplementedError, match="bias"):
+        fastglu.bias_swiglu_impl(x, torch.zeros(8))
+    with pytest.raises(NotImplementedError, match="clamp_value"):
+        fastglu.bias_swiglu_impl(x, None, clamp_value=7.0)
+    for no_clamp in (None, 0, -1.0):  # Megatron's "no clamp" values
+        assert fastglu.bias_swiglu_impl(x, None, clamp_value=no_clamp).shape == (4, 4)
+
+
+def test_fp8_input_store_and_cpu_offload_flags():
+    x = randn(32, 2 * 64, dtype=torch.bfloat16, device="cpu").requires_grad_()
+    y = fastglu.bias_swiglu_impl(x, None, fp8_input_store=True, cpu_offload_input=True)
+    saved = y.grad_fn.saved_tensors[0]
+    assert saved.dtype == torch.float8_e4m3fn and saved.activation_offloading is True
+    y.sum().backward()
+    # Megatron's semantics: the backward sees the input rounded through float8_e4m3fn.
+    x8 = x.detach().to(torch.float8_e4m3fn).to(torch.bfloat16)
+    assert rel_err(x.grad, ref_bwd(torch.ones(32, 64), x8)) <= 1e-2
+
+
+# ---- CUDA specifics ----------------------------------------------------------------------------
+
+
+@cuda_only
+def test_runs_on_the_current_stream():
+    s = torch.cuda.Stream()
+    x = randn(4096, 2 * 4096, dtype=torch.bfloat16, device="cuda")
+    dy = randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        y = ops.swiglu_fwd(x)
+        dx = ops.swiglu_bwd(dy, x)
+    s.synchronize()
+    assert rel_err(y, ref_fwd(x)) <= 1e-2 and rel_err(dx, ref_bwd(dy, x)) <= 1e-2
+
+
+@cuda_only
+@pytest.mark.parametrize("offset", range(1, 8))
+def test_misaligned_views_on_cuda(offset):
+    F = 1408
+    flat = randn(257 * 2 * F + 16, dtype=torch.bfloat16, device="cuda")
+    x = flat[offset : offset + 257 * 2 * F].view(257, 2 * F)
+    dy = randn(257, F, dtype=torch.bfloat16, device="cuda")
+    assert rel_err(ops.swiglu_fwd(x), ref_fwd(x)) <= 1e-2
+    assert rel_err(ops.swiglu_bwd(dy, x), ref_bwd(dy, x)) <= 1e-2
