@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+SHARED = ROOT.parent / "shared"  # beside the checkout in CI; the GPU machine gets the repo alone
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (the seed and peers records) is absent")
 sys.path.insert(0, str(ROOT / "bench"))
 import records  # noqa: E402
 
@@ -20,6 +21,8 @@ OBSERVED = dt.datetime(2026, 7, 26, 0, 9, 55, tzinfo=dt.timezone.utc)
 
 @pytest.fixture(scope="module")
 def seed():
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} (the seed record) is absent")
     text = (SHARED / "seed" / "000_ce942733f966174c.txt").read_text()
     header, body = text.split("\n", 1)
     assert header.strip() == "PyTorch"
@@ -141,6 +144,7 @@ def test_digests_change_with_content(overrides, changed):
     assert {d for d in digests if base[d] != other[d]} == {changed}
 
 
+@needs_shared
 def test_floor_matches_the_peers_file():
     peers = json.loads((SHARED / "peers" / "h200-2026-11-30.json").read_text())
     rows = [r for r in peers["rows"] if "floor_ms" in r]
