@@ -4,6 +4,8 @@
 # Everything lands under $OUT (default ./device-out): logs, the bench records as a tarball, a summary.
 #
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
+#   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
+#                                                    build ctest pytest tune host bench)
 #
 # Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
 # (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
@@ -13,6 +15,8 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 
+STAGES=${STAGES:-build ctest pytest tune host bench}
+want() { [[ " $STAGES " == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
 step "machine"
@@ -52,16 +56,33 @@ for block in out:
         print(block)
 EOF
 
-step "C tests (CTest)"
-(cd build-device && ctest --output-on-failure) 2>&1 | tee "$OUT/ctest.log"
+if want ctest; then
+  step "C tests (CTest)"
+  (cd build-device && ctest --output-on-failure) 2>&1 | tee "$OUT/ctest.log"
+fi
 
 step "Python package (pip install --no-build-isolation)"
 python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 
-step "Python tests (pytest)"
-python3 -m pytest -q -rs tests/python 2>&1 | tee "$OUT/pytest.log" | tail -15
+if want pytest; then
+  step "Python tests (pytest)"
+  python3 -m pytest -q -rs tests/python 2>&1 | tee "$OUT/pytest.log" | tail -15
+fi
 
-step "benchmark (all providers, one process)"
-python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
-tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
+if want tune; then
+  step "launch-configuration tuning (bench/tune/tune_swiglu.cu)"
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Iinclude -Isrc bench/tune/tune_swiglu.cu src/common.c \
+    -o build-device/tune_swiglu > /dev/null 2>&1 && build-device/tune_swiglu 8192 1024 4096 8192 16384 32768 2>&1 | tee "$OUT/tune.log"
+fi
+
+if want host; then
+  step "host time per call and peak memory (bench/host_memory.py)"
+  python3 bench/host_memory.py --out "$OUT/host_memory.json" 2>&1 | grep -v Warning | tee "$OUT/host_memory.log"
+fi
+
+if want bench; then
+  step "benchmark (all providers, one process)"
+  python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
+  tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
+fi
 ls -la "$OUT"

@@ -21,11 +21,30 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "internal.h"
 
-#define THREADS_PER_BLOCK 256
+#define MAX_THREADS 512 /* the largest block a tuning may choose; kernels are bounded by it */
 #define MAX_GRID_Y 65535
+
+/* The launch configuration: threads per block, rows per thread, cache policy. The library's
+ * defaults below were chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
+#ifndef FASTGLU_THREADS
+#define FASTGLU_THREADS 256
+#endif
+#ifndef FASTGLU_FWD_ROWS
+#define FASTGLU_FWD_ROWS 1
+#endif
+#ifndef FASTGLU_FWD_HINT
+#define FASTGLU_FWD_HINT HINT_DEFAULT
+#endif
+#ifndef FASTGLU_BWD_ROWS
+#define FASTGLU_BWD_ROWS 1
+#endif
+#ifndef FASTGLU_BWD_HINT
+#define FASTGLU_BWD_HINT HINT_DEFAULT
+#endif
 
 /* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
 
@@ -42,76 +61,142 @@ static __device__ __forceinline__ void from_f32(__nv_bfloat16 *dst, float x) {
 static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 /* V elements of T, aligned to their size so that one load/store instruction moves them.
- * A template: one definition serves 3 dtypes x 5 widths, which a macro would repeat 15 times. */
+ * A template: one definition serves 3 dtypes x 4 widths, which a macro would repeat 12 times. */
 template <typename T, int V> struct __align__(sizeof(T) * V) pack {
     T v[V];
 };
+
+/* The integer word of a pack's size, for the cache-hinted load/store intrinsics. */
+template <int BYTES> struct word_of;
+template <> struct word_of<16> { typedef uint4 type; };
+template <> struct word_of<8> { typedef uint2 type; };
+template <> struct word_of<4> { typedef unsigned int type; };
+template <> struct word_of<2> { typedef unsigned short type; };
+
+/* Cache policy of global loads and stores: default (loads through the read-only path),
+ * streaming (ld.cs/st.cs: evict first), or L2 only (ld.cg/st.cg). */
+enum cache_hint { HINT_DEFAULT = 0, HINT_STREAM = 1, HINT_L2ONLY = 2 };
+
+template <int HINT, typename T, int V>
+static __device__ __forceinline__ pack<T, V> load_pack(const T *p) {
+    typedef typename word_of<sizeof(T) * V>::type W;
+    W w = HINT == HINT_STREAM ? __ldcs((const W *)p)
+        : HINT == HINT_L2ONLY ? __ldcg((const W *)p)
+                              : __ldg((const W *)p);
+    pack<T, V> r;
+    memcpy(&r, &w, sizeof r);
+    return r;
+}
+
+template <int HINT, typename T, int V>
+static __device__ __forceinline__ void store_pack(T *p, const pack<T, V> &v) {
+    typedef typename word_of<sizeof(T) * V>::type W;
+    W w;
+    memcpy(&w, &v, sizeof w);
+    if (HINT == HINT_STREAM)
+        __stcs((W *)p, w);
+    else if (HINT == HINT_L2ONLY)
+        __stcg((W *)p, w);
+    else
+        *(W *)p = w;
+}
 
 enum dy_mode { DY_PACKED = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-template <typename T, int V>
-__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+/* Each thread: columns [col, col + V) of ROWS rows spaced blockDim.y apart; all loads of the ROWS
+ * rows are issued before the first use. */
+template <typename T, int V, int ROWS, int HINT>
+__global__ void __launch_bounds__(MAX_THREADS)
     swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
                       int64_t out_rs, int64_t tokens, int64_t F) {
     typedef pack<T, V> P;
     const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (col >= F) return;
-    const int64_t row_step = (int64_t)gridDim.y * blockDim.y;
-    for (int64_t t = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; t < tokens; t += row_step) {
-        const T *gate = input + t * in_rs + col;
-        P g = *(const P *)gate;
-        P u = *(const P *)(gate + F);
-        P y;
+    const int64_t rows_per_block = (int64_t)blockDim.y * ROWS;
+    const int64_t step = (int64_t)gridDim.y * rows_per_block;
+    for (int64_t t0 = (int64_t)blockIdx.y * rows_per_block + threadIdx.y; t0 < tokens; t0 += step) {
+        P g[ROWS], u[ROWS];
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            float gf = to_f32(g.v[i]);
-            from_f32(&y.v[i], gf * sigmoid_f32(gf) * to_f32(u.v[i]));
+        for (int k = 0; k < ROWS; ++k) {
+            const int64_t t = t0 + (int64_t)k * blockDim.y;
+            if (t < tokens) {
+                const T *gate = input + t * in_rs + col;
+                g[k] = load_pack<HINT, T, V>(gate);
+                u[k] = load_pack<HINT, T, V>(gate + F);
+            }
         }
-        *(P *)(out + t * out_rs + col) = y;
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) {
+            const int64_t t = t0 + (int64_t)k * blockDim.y;
+            if (t < tokens) {
+                P y;
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    float gf = to_f32(g[k].v[i]);
+                    from_f32(&y.v[i], gf * sigmoid_f32(gf) * to_f32(u[k].v[i]));
+                }
+                store_pack<HINT>(out + t * out_rs + col, y);
+            }
+        }
     }
 }
 
-template <typename T, int V, int DY>
-__global__ void __launch_bounds__(THREADS_PER_BLOCK)
+template <typename T, int V, int DY, int ROWS, int HINT>
+__global__ void __launch_bounds__(MAX_THREADS)
     swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs,
                       const T *input, int64_t in_rs, T *dinput, int64_t din_rs,
                       int64_t tokens, int64_t F) {
-    /* input and dinput are not __restrict__: the in-place backward passes the same storage. */
+    /* input and dinput are not __restrict__: the in-place backward passes the same storage (each
+     * thread reads its elements before it writes them, and no element is read twice). */
     typedef pack<T, V> P;
     const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (col >= F) return;
-    const int64_t row_step = (int64_t)gridDim.y * blockDim.y;
+    const int64_t rows_per_block = (int64_t)blockDim.y * ROWS;
+    const int64_t step = (int64_t)gridDim.y * rows_per_block;
     const float dy_scalar = DY == DY_SCALAR ? to_f32(dy[0]) : 0.0f;
-    for (int64_t t = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; t < tokens; t += row_step) {
-        const T *gate = input + t * in_rs + col;
-        P g = *(const P *)gate;
-        P u = *(const P *)(gate + F);
-        float d[V];
-        if (DY == DY_PACKED) {
-            P dp = *(const P *)(dy + t * dy_rs + col);
+    for (int64_t t0 = (int64_t)blockIdx.y * rows_per_block + threadIdx.y; t0 < tokens; t0 += step) {
+        P g[ROWS], u[ROWS];
+        float d[ROWS][V];
 #pragma unroll
-            for (int i = 0; i < V; ++i) d[i] = to_f32(dp.v[i]);
-        } else if (DY == DY_SCALAR) {
+        for (int k = 0; k < ROWS; ++k) {
+            const int64_t t = t0 + (int64_t)k * blockDim.y;
+            if (t < tokens) {
+                const T *gate = input + t * in_rs + col;
+                g[k] = load_pack<HINT, T, V>(gate);
+                u[k] = load_pack<HINT, T, V>(gate + F);
+                if (DY == DY_PACKED) {
+                    P dp = load_pack<HINT, T, V>(dy + t * dy_rs + col);
 #pragma unroll
-            for (int i = 0; i < V; ++i) d[i] = dy_scalar;
-        } else {
-            const T *dr = dy + t * dy_rs + col * dy_cs;
+                    for (int i = 0; i < V; ++i) d[k][i] = to_f32(dp.v[i]);
+                } else if (DY == DY_SCALAR) {
 #pragma unroll
-            for (int i = 0; i < V; ++i) d[i] = to_f32(dr[i * dy_cs]);
+                    for (int i = 0; i < V; ++i) d[k][i] = dy_scalar;
+                } else {
+                    const T *dr = dy + t * dy_rs + col * dy_cs;
+#pragma unroll
+                    for (int i = 0; i < V; ++i) d[k][i] = to_f32(dr[i * dy_cs]);
+                }
+            }
         }
-        P dg, du;
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            float gf = to_f32(g.v[i]), uf = to_f32(u.v[i]);
-            float s = sigmoid_f32(gf);
-            from_f32(&dg.v[i], d[i] * s * (1.0f + gf * (1.0f - s)) * uf);
-            from_f32(&du.v[i], d[i] * gf * s);
+        for (int k = 0; k < ROWS; ++k) {
+            const int64_t t = t0 + (int64_t)k * blockDim.y;
+            if (t < tokens) {
+                P dg, du;
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    float gf = to_f32(g[k].v[i]), uf = to_f32(u[k].v[i]);
+                    float s = sigmoid_f32(gf);
+                    from_f32(&dg.v[i], d[k][i] * s * (1.0f + gf * (1.0f - s)) * uf);
+                    from_f32(&du.v[i], d[k][i] * gf * s);
+                }
+                T *dgate = dinput + t * din_rs + col;
+                store_pack<HINT>(dgate, dg);
+                store_pack<HINT>(dgate + F, du);
+            }
         }
-        T *dgate = dinput + t * din_rs + col;
-        *(P *)dgate = dg;
-        *(P *)(dgate + F) = du;
     }
 }
 
@@ -129,15 +214,15 @@ typedef struct launch_shape {
     dim3 grid, block;
 } launch_shape;
 
-/* Block and grid for a [tokens, F] launch with V-wide vectors; returns 0 if F needs more than
- * 2^31 - 1 blocks across (F > 2^39 elements). */
-static int shape_for(int64_t tokens, int64_t F, int v, launch_shape *out) {
+/* Block and grid for a [tokens, F] launch with V-wide vectors, `threads` per block and `rows` rows
+ * per thread; returns 0 if F needs more than 2^31 - 1 blocks across (F > 2^39 elements). */
+static int shape_for(int64_t tokens, int64_t F, int v, int threads, int rows, launch_shape *out) {
     launch_shape s;
     int64_t nvec = F / v;
     unsigned bx = 1;
-    while (bx < THREADS_PER_BLOCK && (int64_t)bx < nvec) bx *= 2;
-    unsigned by = THREADS_PER_BLOCK / bx;
-    int64_t gy = (tokens + by - 1) / by;
+    while (bx < (unsigned)threads && (int64_t)bx < nvec) bx *= 2;
+    unsigned by = threads / bx;
+    int64_t gy = (tokens + (int64_t)by * rows - 1) / ((int64_t)by * rows);
     int64_t gx = (nvec + bx - 1) / bx;
     if (gx > INT32_MAX) return 0;
     s.block = dim3(bx, by, 1);
@@ -160,12 +245,15 @@ static fastglu_status check_launch(const char *fn) {
     return FASTGLU_SUCCESS;
 }
 
+/* V clipped to 16 bytes: the launchers' switch lists every width, the pick never exceeds 16 bytes. */
+#define WIDTH(T, V) (sizeof(T) * (V) <= 16 ? (V) : (int)(16 / sizeof(T)))
+
 template <typename T>
 static void launch_fwd(int v, launch_shape s, cudaStream_t stream, const void *input, int64_t in_rs,
                        void *out, int64_t out_rs, int64_t tokens, int64_t F) {
 #define FWD_CASE(V)                                                                                \
     case V:                                                                                        \
-        swiglu_fwd_kernel<T, V><<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, \
+        swiglu_fwd_kernel<T, WIDTH(T, V), FASTGLU_FWD_ROWS, FASTGLU_FWD_HINT><<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, \
                                                                 out_rs, tokens, F);                \
         break;
     switch (v) {
@@ -183,7 +271,7 @@ static void launch_bwd_mode(int v, launch_shape s, cudaStream_t stream, const vo
                             void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
 #define BWD_CASE(V)                                                                                \
     case V:                                                                                        \
-        swiglu_bwd_kernel<T, V, DY><<<s.grid, s.block, 0, stream>>>(                              \
+        swiglu_bwd_kernel<T, WIDTH(T, V), DY, FASTGLU_BWD_ROWS, FASTGLU_BWD_HINT><<<s.grid, s.block, 0, stream>>>(                              \
             (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, tokens, F); \
         break;
     switch (v) {
@@ -236,7 +324,8 @@ extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t inp
     if (tokens > 1) counts |= input_row_stride | output_row_stride;
     int v = pick_vector_width(esize, (uintptr_t)input | (uintptr_t)output, counts);
     launch_shape s;
-    if (!shape_for(tokens, ffn_hidden_size, v, &s)) return too_wide(fn, ffn_hidden_size);
+    if (!shape_for(tokens, ffn_hidden_size, v, FASTGLU_THREADS, FASTGLU_FWD_ROWS, &s))
+        return too_wide(fn, ffn_hidden_size);
     cudaStream_t cs = (cudaStream_t)stream;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:
@@ -289,7 +378,8 @@ extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row
     }
     int v = pick_vector_width(esize, addrs, counts);
     launch_shape s;
-    if (!shape_for(tokens, ffn_hidden_size, v, &s)) return too_wide(fn, ffn_hidden_size);
+    if (!shape_for(tokens, ffn_hidden_size, v, FASTGLU_THREADS, FASTGLU_BWD_ROWS, &s))
+        return too_wide(fn, ffn_hidden_size);
     cudaStream_t cs = (cudaStream_t)stream;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:

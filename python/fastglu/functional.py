@@ -11,33 +11,67 @@ import torch
 from . import ops
 
 
-class SwiGLUFunction(torch.autograd.Function):
-    """y = silu(gate) * up on a [.., 2F] input; saves the input (optionally as float8_e4m3fn)."""
+class _SwiGLU(torch.autograd.Function):
+    """Plain SwiGLU: the lean Function behind ``swiglu(x)`` (host time matters at small sizes)."""
 
     @staticmethod
-    def forward(ctx, input, fp8_input_store=False, cpu_offload_input=False):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.swiglu_fwd(x, "swiglu")
+
+    @staticmethod
+    def backward(ctx, dy):
+        return ops.swiglu_bwd(dy, ctx.saved_tensors[0], "swiglu.backward")
+
+
+class SwiGLUFunction(torch.autograd.Function):
+    """y = silu(gate) * up on a [.., 2F] input, with Megatron's and Liger's options.
+
+    Saves the input for backward (optionally as float8_e4m3fn, Megatron's ``fp8_input_store``).
+    With ``in_place`` the backward writes the input gradient into the saved input's storage
+    (no new [.., 2F] tensor), so it can run only once per forward.
+    """
+
+    @staticmethod
+    def forward(ctx, input, fp8_input_store=False, cpu_offload_input=False, in_place=False):
         y = ops.swiglu_fwd(input, "swiglu")
         saved = input.to(torch.float8_e4m3fn) if fp8_input_store else input
         if cpu_offload_input:
             saved.activation_offloading = True
         ctx.save_for_backward(saved)
         ctx.input_dtype = input.dtype if fp8_input_store else None
+        ctx.in_place = in_place and not fp8_input_store  # an fp8 copy has no storage to reuse
+        ctx.backward_done = False
         return y
 
     @staticmethod
     def backward(ctx, dy):
+        if ctx.in_place:
+            if ctx.backward_done:
+                raise RuntimeError(
+                    "fastglu.swiglu(in_place=True): backward can run only once per forward: the saved input "
+                    "was overwritten by its gradient. Use in_place=False for retain_graph=True or a second backward."
+                )
+            ctx.backward_done = True
         (x,) = ctx.saved_tensors
         if ctx.input_dtype is not None:
             x = x.to(ctx.input_dtype)
-        return ops.swiglu_bwd(dy, x, "swiglu.backward"), None, None
+        if not ctx.in_place:
+            return ops.swiglu_bwd(dy, x, "swiglu.backward"), None, None, None
+        dx = ops.swiglu_bwd(dy, x, "swiglu.backward", out=x)
+        torch.autograd.graph.increment_version(x)  # other users of x now fail loudly, not silently
+        return dx, None, None, None
 
 
-def swiglu(x: torch.Tensor) -> torch.Tensor:
+def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """SwiGLU on the Megatron layout.
 
     Args:
         x: ``[tokens, 2F]`` or ``[S, B, 2F]`` tensor, bfloat16 / float16 / float32, on CPU or CUDA;
             gate = ``x[..., :F]``, up = ``x[..., F:]``. May be a strided view (e.g. a column slice).
+        in_place: the backward writes the gradient into x's storage instead of a new tensor (saves
+            2F elements per token of peak memory; x's values are lost, and a second backward through
+            the same graph raises RuntimeError). x's rows must then be evenly strided.
 
     Returns:
         ``silu(gate) * up`` of shape ``[..., F]``, x's dtype and device. Differentiable in x:
@@ -47,7 +81,9 @@ def swiglu(x: torch.Tensor) -> torch.Tensor:
         TypeError: x is not a tensor, or its dtype is not bfloat16/float16/float32.
         ValueError: x is not 2D/3D, its last dimension is odd, or it is on another device type.
     """
-    return SwiGLUFunction.apply(x, False, False)
+    if in_place:
+        return SwiGLUFunction.apply(x, False, False, True)
+    return _SwiGLU.apply(x)
 
 
 def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False, clamp_value=None):
@@ -76,4 +112,6 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
         raise NotImplementedError("fastglu.bias_swiglu_impl: bias is not supported yet (bias=None only)")
     if clamp_value is not None and clamp_value > 0:
         raise NotImplementedError("fastglu.bias_swiglu_impl: clamp_value is not supported yet")
-    return SwiGLUFunction.apply(input, fp8_input_store, cpu_offload_input)
+    if not (fp8_input_store or cpu_offload_input):
+        return _SwiGLU.apply(input)
+    return SwiGLUFunction.apply(input, fp8_input_store, cpu_offload_input, False)

@@ -8,6 +8,9 @@ Outputs come from PyTorch's allocator. Inputs are read in place whenever their r
 strided with unit column stride (any column slice of a wider tensor qualifies); only a tensor whose
 leading dimensions cannot be merged into one evenly strided row index, or whose last dimension is
 not contiguous, is copied first. ``dy`` is read in place with any strides, zero included.
+
+This module is on the hot path of every call: the common case is checked with a few attribute
+reads, and the slower, message-building checks run only when that fast test fails.
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ _DTYPE_CODES = {
 
 try:  # the raw cudaStream_t of a device's current stream, without building a Stream object
     _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover - older/newer torch
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover - a torch without these private helpers
 
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
+
+    def _current_device():
+        return torch.cuda.current_device()
 
 
 def _fail(exc, fn, msg):
@@ -51,61 +58,74 @@ def check_input(x, fn: str, name: str = "input"):
     return code, width // 2
 
 
-def _tokens(t: torch.Tensor) -> int:
-    """Rows of a 2D [T, w] or 3D [S, B, w] tensor (explicit, so that empty tensors view cleanly)."""
-    s = t.shape
-    return s[0] if len(s) == 2 else s[0] * s[1]
+def _row_strides(shape, stride):
+    """(tokens, row stride, column stride) of a 2D/3D tensor seen as [tokens, width] rows, or
+    (tokens, None, None) when its leading dimensions cannot be merged into one row index."""
+    if len(shape) == 2:
+        return shape[0], stride[0], stride[1]
+    s0, s1 = shape[0], shape[1]
+    if s1 == 1:
+        return s0, stride[0], stride[2]
+    if s0 == 1 or stride[0] == s1 * stride[1]:
+        return s0 * s1, stride[1], stride[2]
+    return s0 * s1, None, None
 
 
-def _rows(t: torch.Tensor, width: int, need_unit_cols: bool) -> torch.Tensor:
-    """``t`` as a 2D [rows, width] tensor, a view whenever the strides allow it."""
-    t2 = t if t.dim() == 2 else t.reshape(_tokens(t), width)  # reshape copies only when it must
-    if need_unit_cols and t2.stride(1) != 1 and width > 1:
-        t2 = t2.contiguous()
-    return t2
-
-
-def _launch(x: torch.Tensor):
-    """(on_cuda, stream) for a launch on x's device; the device must be the current one."""
-    if x.is_cuda:
-        return 1, _raw_stream(x.device.index)
-    return 0, 0
+def _rows(t: torch.Tensor, width: int):
+    """(t or a copy, tokens, row stride) such that the data is [tokens, width] rows with unit column
+    stride: a copy is made only if t's strides do not allow that."""
+    tokens, rs, cs = _row_strides(t.shape, t.stride())
+    if rs is None or (cs != 1 and width > 1):
+        t = t.contiguous()
+        return t, tokens, width
+    return t, tokens, rs
 
 
 def _out_rows(out, shape, x, width, fn):
-    """Validate a caller-given output and view it as evenly strided [rows, width] rows."""
+    """Validate a caller-given output; returns its row stride."""
     if not isinstance(out, torch.Tensor) or out.shape != shape or out.dtype != x.dtype or out.device != x.device:
         got = (tuple(out.shape), out.dtype, out.device) if isinstance(out, torch.Tensor) else type(out).__name__
         _fail(ValueError, fn, f"out must have shape {tuple(shape)}, dtype {x.dtype} and device {x.device}; got {got}")
-    try:
-        out2 = out.view(_tokens(out), width)
-    except RuntimeError:
-        out2 = None
-    if out2 is None or (width > 1 and out2.stride(1) != 1):
+    _, rs, cs = _row_strides(out.shape, out.stride())
+    if rs is None or (width > 1 and cs != 1):
         _fail(ValueError, fn, f"out (strides {out.stride()}) must have evenly strided rows with unit column stride")
-    return out2
+    return rs
+
+
+def _stream(x: torch.Tensor):
+    """(on_cuda, stream) for a launch on x's device, which must be the current device."""
+    if x.is_cuda:
+        return 1, _raw_stream(x.get_device())
+    return 0, 0
+
+
+def _on_other_device(x: torch.Tensor) -> bool:
+    return x.is_cuda and x.get_device() != _current_device()
 
 
 def swiglu_fwd(x: torch.Tensor, fn: str = "swiglu_fwd", out: torch.Tensor | None = None) -> torch.Tensor:
     """y = silu(x[..., :F]) * x[..., F:] for x of shape [..., 2F] (2D or 3D); returns [..., F].
 
     ``out`` (optional) receives the result: x's leading shape + (F,), x's dtype and device, rows
-    evenly strided with unit column stride; it must not overlap x.
+    evenly strided with unit column stride; it must not overlap x (ValueError).
     """
-    code, F = check_input(x, fn)
-    x2 = _rows(x, 2 * F, True)
-    shape = x.shape[:-1] + (F,)
+    code = _DTYPE_CODES.get(getattr(x, "dtype", None))
+    shape = getattr(x, "shape", ())
+    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu):
+        check_input(x, fn)  # raises the precise error
+    F = shape[-1] >> 1
+    x, tokens, in_rs = _rows(x, 2 * F)
     if out is None:
-        y = torch.empty(shape, dtype=x.dtype, device=x.device)
-        y2 = y.view(_tokens(y), F)
+        y = x.new_empty(shape[:-1] + (F,))
+        out_rs = F
     else:
-        y, y2 = out, _out_rows(out, shape, x, F, fn)
-    if y.numel():
-        if x.is_cuda and x.device.index != torch.cuda.current_device():
+        y, out_rs = out, _out_rows(out, shape[:-1] + (F,), x, F, fn)
+    if tokens and F:
+        if _on_other_device(x):
             with torch.cuda.device(x.device):
                 return swiglu_fwd(x, fn, out)
-        on_cuda, stream = _launch(x)
-        _C.swiglu_fwd(on_cuda, code, x2.data_ptr(), x2.stride(0), y2.data_ptr(), y2.stride(0), x2.shape[0], F, stream)
+        on_cuda, stream = _stream(x)
+        _C.swiglu_fwd(on_cuda, code, x.data_ptr(), in_rs, y.data_ptr(), out_rs, tokens, F, stream)
     return y
 
 
@@ -115,27 +135,34 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, fn: str = "swiglu_bwd", out: t
     ``out`` (optional) receives the result: a tensor of x's shape and dtype on x's device whose
     rows are evenly strided with unit column stride; it may be ``x`` itself (in-place backward).
     """
-    code, F = check_input(x, fn)
+    code = _DTYPE_CODES.get(getattr(x, "dtype", None))
+    shape = getattr(x, "shape", ())
+    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu):
+        check_input(x, fn)
+    F = shape[-1] >> 1
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
     if dy.device != x.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but input is on {x.device}")
     if dy.dtype != x.dtype:
         _fail(TypeError, fn, f"dy has dtype {dy.dtype} but input has dtype {x.dtype}")
-    if dy.shape != x.shape[:-1] + (F,):
-        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {tuple(x.shape[:-1]) + (F,)} for input {tuple(x.shape)}")
-    x2 = _rows(x, 2 * F, True)
+    if dy.shape != shape[:-1] + (F,):
+        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {tuple(shape[:-1]) + (F,)} for input {tuple(shape)}")
     if out is None:
-        dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        dx2 = dx.view(_tokens(dx), 2 * F)
+        dx = x.new_empty(shape)
+        dx_rs = 2 * F
     else:
-        dx, dx2 = out, _out_rows(out, x.shape, x, 2 * F, fn)
-    if dx.numel():
-        if x.is_cuda and x.device.index != torch.cuda.current_device():
+        dx, dx_rs = out, _out_rows(out, shape, x, 2 * F, fn)
+    x, tokens, in_rs = _rows(x, 2 * F)
+    if tokens and F:
+        if _on_other_device(x):
             with torch.cuda.device(x.device):
                 return swiglu_bwd(dy, x, fn, out)
-        dy2 = dy if dy.dim() == 2 else dy.reshape(_tokens(dy), F)
-        on_cuda, stream = _launch(x)
-        _C.swiglu_bwd(on_cuda, code, dy2.data_ptr(), dy2.stride(0), dy2.stride(1), x2.data_ptr(), x2.stride(0),
-                      dx2.data_ptr(), dx2.stride(0), x2.shape[0], F, stream)
+        _, dy_rs, dy_cs = _row_strides(dy.shape, dy.stride())
+        if dy_rs is None:  # leading dimensions that no single row stride describes
+            dy = dy.contiguous()
+            dy_rs, dy_cs = F, 1
+        on_cuda, stream = _stream(x)
+        _C.swiglu_bwd(on_cuda, code, dy.data_ptr(), dy_rs, dy_cs, x.data_ptr(), in_rs,
+                      dx.data_ptr(), dx_rs, tokens, F, stream)
     return dx

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Host time per call and peak memory of SwiGLU providers (issue: floor, host overhead, memory).
+
+Host time: a CPU timer (time.perf_counter) over many calls on a tiny problem, so that the GPU is
+never the limit (it idles between launches); one synchronize at the end. Reported per call, for
+``forward`` (y = f(x), x requiring grad) and ``forward+backward`` (y = f(x); y.backward(dy)).
+For fastglu it also shows where the time goes: the bare C call with ready integers, the torch
+calls the binding makes around it, the op without autograd, and the autograd Function.
+
+Memory (Liger's method): peak ``torch.cuda.max_memory_allocated()`` during one forward+backward on
+the seed shape minus what was allocated before (the input and dy), in MiB. The input reaches each
+provider through ``FC1Stub``, an autograd node that stands for fc1: it passes the input through and
+drops the gradient it receives (as fc1's backward consumes it), so the number is the activation's
+own memory (its output, its gradient buffer and its temporaries) for every provider alike.
+
+    python bench/host_memory.py [--out results.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_swiglu import load_provider  # noqa: E402
+
+import fastglu  # noqa: E402
+from fastglu import _C, ops  # noqa: E402
+
+
+def per_call_us(fn, n=3000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def host_times(providers, T=8, F=1024):
+    x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+    rows = []
+    for name, fn in providers.items():
+        def fwd():
+            fn(x)
+
+        def fwd_bwd():
+            fn(x).backward(dy)
+            x.grad = None
+
+        rows.append({"provider": name, "forward_us": per_call_us(fwd), "forward_backward_us": per_call_us(fwd_bwd)})
+
+    # Where fastglu's forward goes.
+    xd = x.detach()
+    y = torch.empty(T, F, device="cuda", dtype=torch.bfloat16)
+    stream = torch.cuda.current_stream().cuda_stream
+    code = ops._DTYPE_CODES[xd.dtype]
+    xp, yp = xd.data_ptr(), y.data_ptr()
+    class Identity(torch.autograd.Function):  # what any Python autograd.Function costs by itself
+        @staticmethod
+        def forward(ctx, t):
+            return t.view_as(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    parts = {
+        "an identity autograd.Function (the floor of any Python Function)": lambda: Identity.apply(x),
+        "C call with ready integers (_C.swiglu_fwd)": lambda: _C.swiglu_fwd(1, code, xp, 2 * F, yp, F, T, F, stream),
+        "torch.empty of the output": lambda: torch.empty((T, F), device="cuda", dtype=torch.bfloat16),
+        "raw stream lookup": lambda: ops._raw_stream(0),
+        "ops.swiglu_fwd (checks + empty + launch)": lambda: ops.swiglu_fwd(xd),
+        "fastglu.swiglu (autograd Function)": lambda: fastglu.swiglu(x),
+        "torch eager silu(gate) * up": lambda: torch.nn.functional.silu(xd[:, :F]) * xd[:, F:],
+    }
+    breakdown = {k: per_call_us(f) for k, f in parts.items()}
+    return rows, breakdown
+
+
+class FC1Stub(torch.autograd.Function):
+    """Stands for fc1's output: a view of the input; its backward consumes the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
+def peak_memory(providers, S=2048, B=4, F=8192):
+    out = {}
+    for name, provider in providers.items():
+        def fn(x, provider=provider):
+            return provider(FC1Stub.apply(x))
+
+        x = torch.randn(S, B, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        dy = torch.randn(S, B, F, device="cuda", dtype=torch.bfloat16)
+        for _ in range(2):  # the second pass is measured (compilation and caches out of the way)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            fn(x).backward(dy)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+        out[name] = peak / 2**20
+        del x, dy
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, help="write the numbers as JSON here")
+    args = p.parse_args()
+    providers = {}
+    for name in ("fastglu", "torch", "compile", "megatron", "liger"):
+        try:
+            providers[name] = load_provider(name, True)[0]
+        except Exception as e:  # a peer that is not installed is reported, not fatal
+            print(f"note: {name}: {e}")
+    host, breakdown = host_times(providers)
+    mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
+    print(f"{'provider':<18}{'forward us':>12}{'fwd+bwd us':>12}")
+    for r in host:
+        print(f"{r['provider']:<18}{r['forward_us']:>12.1f}{r['forward_backward_us']:>12.1f}")
+    print("\nfastglu forward, where the host time goes (us per call):")
+    for k, v in breakdown.items():
+        print(f"  {v:8.2f}  {k}")
+    print("\npeak memory over forward+backward, S=2048 B=4 F=8192 bf16 (MiB above input and dy):")
+    for k, v in mem.items():
+        print(f"  {k:<18}{v:10.1f}  ({v / mem['megatron']:.2f} x megatron)" if "megatron" in mem else f"  {k:<18}{v:10.1f}")
+    if args.out:
+        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                        "host_us": host, "fastglu_forward_breakdown_us": breakdown,
+                                        "peak_memory_mib": mem}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+/*
+ * tune_swiglu.cu — times the library's own SwiGLU kernels (src/swiglu_cuda.cu, included, not
+ * copied) under different launch configurations, to choose the defaults FASTGLU_THREADS,
+ * FASTGLU_{FWD,BWD}_ROWS and FASTGLU_{FWD,BWD}_HINT. bf16, 16-byte vectors, [T, 2F] input.
+ *
+ *   nvcc -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Isrc bench/tune/tune_swiglu.cu \
+ *        src/common.c -o tune_swiglu && ./tune_swiglu [T] [F ...]
+ *
+ * Timing: CUDA events around each launch, the L2 flushed (a 512 MiB memset) before each, 40 runs
+ * after 5 warm-ups, median. Bytes: forward 3TF, backward with a packed dy 5TF, backward with a
+ * scalar dy (y.sum().backward()) 4TF elements; floor = bytes / the copy bandwidth measured here.
+ * Before each direction it also times a device-to-device copy of the same bytes (read + written),
+ * whose ratio to the floor is the fixed cost (launch, ramp-up, tail) that any single pass pays at
+ * that size. Prints one line per (direction, configuration) and writes nothing else.
+ */
+#include "../../src/swiglu_cuda.cu"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+typedef __nv_bfloat16 bf16;
+
+typedef struct problem {
+    const bf16 *x, *dy;
+    bf16 *y, *dx;
+    int64_t T, F;
+} problem;
+
+typedef void (*launch_fn)(launch_shape s, const problem *p);
+
+template <int ROWS, int HINT> static void fwd(launch_shape s, const problem *p) {
+    swiglu_fwd_kernel<bf16, 8, ROWS, HINT><<<s.grid, s.block>>>(p->x, 2 * p->F, p->y, p->F, p->T, p->F);
+}
+template <int DY, int ROWS, int HINT> static void bwd(launch_shape s, const problem *p) {
+    int64_t dy_rs = DY == DY_SCALAR ? 0 : p->F, dy_cs = DY == DY_SCALAR ? 0 : 1;
+    swiglu_bwd_kernel<bf16, 8, DY, ROWS, HINT><<<s.grid, s.block>>>(
+        p->dy, dy_rs, dy_cs, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+}
+
+typedef struct variant {
+    const char *dir;
+    int elems_per_tf; /* bytes moved = elems_per_tf * T * F * 2 */
+    int rows, hint;
+    launch_fn fn;
+} variant;
+
+#define VARIANTS(DIR, E, FN)                                                                       \
+    {DIR, E, 1, 0, FN<1, 0>}, {DIR, E, 2, 0, FN<2, 0>}, {DIR, E, 4, 0, FN<4, 0>},                  \
+        {DIR, E, 1, 1, FN<1, 1>}, {DIR, E, 2, 1, FN<2, 1>}, {DIR, E, 1, 2, FN<1, 2>},              \
+        {DIR, E, 2, 2, FN<2, 2>}
+
+template <int ROWS, int HINT> static void bwd_packed(launch_shape s, const problem *p) {
+    bwd<DY_PACKED, ROWS, HINT>(s, p);
+}
+template <int ROWS, int HINT> static void bwd_scalar(launch_shape s, const problem *p) {
+    bwd<DY_SCALAR, ROWS, HINT>(s, p);
+}
+
+static const variant variants[] = {VARIANTS("fwd", 3, fwd), VARIANTS("bwd_dy", 5, bwd_packed),
+                                   VARIANTS("bwd_scalar_dy", 4, bwd_scalar)};
+static const char *hint_name[] = {"default", "stream", "l2only"};
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void *flush_buf;
+static const size_t flush_bytes = (size_t)512 << 20;
+
+/* Median ms of `launch` over 40 runs, L2 flushed before each. */
+template <typename L> static float time_median(L launch) {
+    enum { WARM = 5, RUNS = 40 };
+    cudaEvent_t a[RUNS], b[RUNS];
+    float ms[RUNS];
+    for (int i = 0; i < RUNS; ++i) {
+        CHECK(cudaEventCreate(&a[i]));
+        CHECK(cudaEventCreate(&b[i]));
+    }
+    for (int i = 0; i < WARM; ++i) launch();
+    for (int i = 0; i < RUNS; ++i) {
+        CHECK(cudaMemsetAsync(flush_buf, i, flush_bytes));
+        CHECK(cudaEventRecord(a[i]));
+        launch();
+        CHECK(cudaEventRecord(b[i]));
+    }
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < RUNS; ++i) {
+        CHECK(cudaEventElapsedTime(&ms[i], a[i], b[i]));
+        CHECK(cudaEventDestroy(a[i]));
+        CHECK(cudaEventDestroy(b[i]));
+    }
+    qsort(ms, RUNS, sizeof *ms, cmp_float);
+    return ms[RUNS / 2];
+}
+
+int main(int argc, char **argv) {
+    int64_t T = argc > 1 ? atoll(argv[1]) : 8192;
+    int64_t Fs[16] = {8192};
+    int nF = 1;
+    if (argc > 2)
+        for (nF = 0; nF < 16 && nF + 2 < argc; ++nF) Fs[nF] = atoll(argv[nF + 2]);
+    int64_t Fmax = 0;
+    for (int i = 0; i < nF; ++i) Fmax = Fs[i] > Fmax ? Fs[i] : Fmax;
+
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    problem p;
+    CHECK(cudaMalloc((void **)&p.x, T * 2 * Fmax * sizeof(bf16)));
+    CHECK(cudaMalloc((void **)&p.dy, T * Fmax * sizeof(bf16)));
+    CHECK(cudaMalloc((void **)&p.y, T * Fmax * sizeof(bf16)));
+    CHECK(cudaMalloc((void **)&p.dx, T * 2 * Fmax * sizeof(bf16)));
+    CHECK(cudaMalloc(&flush_buf, flush_bytes));
+    void *copy_src, *copy_dst; /* room for the largest same-bytes copy: 5TF bytes each way */
+    CHECK(cudaMalloc(&copy_src, 5 * T * Fmax * sizeof(bf16) / 2));
+    CHECK(cudaMalloc(&copy_dst, 5 * T * Fmax * sizeof(bf16) / 2));
+    CHECK(cudaMemset(copy_src, 1, 5 * T * Fmax * sizeof(bf16) / 2));
+    CHECK(cudaMemset((void *)p.x, 0x3c, T * 2 * Fmax * sizeof(bf16))); /* ~0.01: finite, nonzero */
+    CHECK(cudaMemset((void *)p.dy, 0x3c, T * Fmax * sizeof(bf16)));
+
+    /* copy bandwidth: bytes read + written over the median of a large device-to-device copy */
+    size_t cbytes = T * 2 * Fmax * sizeof(bf16);
+    float cms = time_median([&] { CHECK(cudaMemcpyAsync(p.dx, p.x, cbytes, cudaMemcpyDeviceToDevice)); });
+    double copy_tbps = 2.0 * cbytes / (cms * 1e-3) / 1e12;
+    printf("device %s, %d SMs; copy %.3f TB/s over %.0f MB\n", prop.name, prop.multiProcessorCount,
+           copy_tbps, cbytes / 1e6);
+    printf("%-14s %6s %6s %5s %8s %10s %8s %8s\n", "direction", "F", "threads", "rows", "hint",
+           "median_us", "TB/s", "x_floor");
+
+    static const int threads[] = {128, 256, 512};
+    for (int f = 0; f < nF; ++f) {
+        p.F = Fs[f];
+        p.T = T;
+        for (size_t v = 0; v < sizeof variants / sizeof *variants; ++v) {
+            if (v == 0 || strcmp(variants[v].dir, variants[v - 1].dir) != 0) {
+                /* A device-to-device copy moving the same bytes (read + written) as this direction:
+                 * what a single pass over this many bytes costs, fixed overheads included. */
+                size_t half = (size_t)variants[v].elems_per_tf * T * p.F * sizeof(bf16) / 2;
+                float ms = time_median([&] { CHECK(cudaMemcpyAsync(copy_dst, copy_src, half, cudaMemcpyDeviceToDevice)); });
+                double floor_ms = 2.0 * half / (copy_tbps * 1e12) * 1e3;
+                printf("%-14s %6lld %6s %5s %8s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F,
+                       "-", "-", "-", ms * 1e3, 2.0 * half / (ms * 1e-3) / 1e12, ms / floor_ms);
+            }
+            for (int ti = 0; ti < 3; ++ti) {
+                const variant *var = &variants[v];
+                launch_shape s;
+                if (!shape_for(T, p.F, 8, threads[ti], var->rows, &s)) continue;
+                float ms = time_median([&] { var->fn(s, &p); });
+                double bytes = (double)var->elems_per_tf * T * p.F * sizeof(bf16);
+                double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
+                printf("%-14s %6lld %6d %5d %8s %10.2f %8.3f %8.3f\n", var->dir, (long long)p.F,
+                       threads[ti], var->rows, hint_name[var->hint], ms * 1e3,
+                       bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
+            }
+        }
+    }
+    return 0;
+}
