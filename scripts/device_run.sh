@@ -24,7 +24,7 @@ step "machine"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   nvcc --version | tail -1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
-} 2>&1 | tee "$OUT/machine.txt"
+} 2>&1 | tee "$OUT/build.log"
 
 if ls .whl/*.whl >/dev/null 2>&1; then
   step "peers from .whl/"
@@ -34,7 +34,7 @@ fi
 
 step "C build (CMake) with the ptxas resource report"
 rm -rf build-device
-cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON > "$OUT/build.log" 2>&1 \
+cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON >> "$OUT/build.log" 2>&1 \
   && cmake --build build-device >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "Compiling entry|registers|stack frame" "$OUT/build.log" | paste - - - \
   | sed -E 's/ptxas info *: //g; s/Compiling entry function//; s/for .sm_90.//' > "$OUT/resources.txt"
@@ -82,7 +82,8 @@ fi
 
 if want bench; then
   step "benchmark (all providers, one process)"
-  python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
+  # bounded, so that the records written so far are packed even if the sweep runs long
+  timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
   tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
 fi
 ls -la "$OUT"
