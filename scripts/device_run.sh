@@ -40,7 +40,7 @@ grep -E "Compiling entry|registers|stack frame" "$OUT/build.log" | paste - - - \
   | sed -E 's/ptxas info *: //g; s/Compiling entry function//; s/for .sm_90.//' > "$OUT/resources.txt"
 echo "kernels: $(wc -l < "$OUT/resources.txt"); any spills: $(grep -c '[1-9][0-9]* bytes spill' "$OUT/resources.txt")"
 
-step "SASS: 128-bit global loads/stores in the bf16 V=8 kernels"
+step "SASS: global load/store widths in the bf16 kernels"
 cuobjdump --dump-sass build-device/libfastglu.so > /tmp/sass.txt 2>&1
 python3 - "$OUT/sass.txt" <<'EOF'
 import re, sys
@@ -52,7 +52,7 @@ for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function :|\Z)", t
     out.append(f"{name}\n  loads: {' '.join(ld)}\n  stores: {' '.join(st)}")
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 for block in out:
-    if "nv_bfloat16Li8E" in block:
+    if "bfloat16" in block:
         print(block)
 EOF
 
@@ -72,7 +72,7 @@ fi
 if want tune; then
   step "launch-configuration tuning (bench/tune/tune_swiglu.cu)"
   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Iinclude -Isrc bench/tune/tune_swiglu.cu src/common.c \
-    -o build-device/tune_swiglu > /dev/null 2>&1 && build-device/tune_swiglu 8192 1024 4096 8192 16384 32768 2>&1 | tee "$OUT/tune.log"
+    -o build-device/tune_swiglu > /dev/null 2>&1 && build-device/tune_swiglu 8192 1024 1408 3420 5632 8192 32768 2>&1 | tee "$OUT/tune.log"
 fi
 
 if want host; then

@@ -6,17 +6,22 @@
  *   backward: dx[t, j]     = dy[t, j] * x[t, F + j] * s * (1 + g * (1 - s)),  g = x[t, j], s = sigmoid(g)
  *             dx[t, F + j] = dy[t, j] * g * s
  *
- * Work decomposition: one thread owns V consecutive columns j .. j+V-1 of one row; it loads the
- * V gate and V up elements as two packed vectors (16 bytes each when alignment allows), computes
- * in fp32, and stores one (forward) or two (backward) packed vectors. A block is 256 threads
- * shaped (bx, by): bx threads across the row's F/V vectors (a power of two <= 256) and by rows;
- * the grid covers the row in x and strides over rows in y. V is the widest of 16/8/4/2/1 elements
- * for which every pointer, every row stride and F are multiples (the second half of a row starts
- * F elements in, so an odd F forces V = 1). All offsets are int64.
+ * Work decomposition: each row is cut into nvec = ceil(F / V) chunks of V = 16 / sizeof(T)
+ * elements (16 bytes), and the tokens * nvec chunks are numbered row by row; thread i of the grid
+ * takes chunk i (and i + the grid's size, ... when the grid is capped). Row and chunk come from one
+ * division by nvec, done as a multiply-shift when the chunk count fits in 32 bits. So every warp is
+ * full whatever F is, and no thread idles at the end of a row.
  *
- * dy is read in one of three ways, chosen per launch: packed like the input (column stride 1,
- * aligned), one scalar (both strides 0: the expanded scalar of y.sum().backward()), or element by
- * element with its own strides.
+ * A chunk moves 16 bytes of each tensor. Each tensor is read or written with the widest access
+ * (16, 8, 4 or 2 bytes) that its alignment allows: the alignment of its base pointer, its row
+ * stride, and for the up half the F elements that precede it (an F that is not a multiple of 8
+ * leaves the up half only 8-, 4- or 2-byte aligned while the gate stays 16-byte aligned). The
+ * access width is uniform over the launch, so the branch that picks it costs no divergence. The
+ * last chunk of a row, when F is not a multiple of V, is done element by element.
+ *
+ * dy is read in one of three ways, chosen per launch: like the input (column stride 1), one scalar
+ * (both strides 0: the expanded scalar of y.sum().backward()), or element by element with its own
+ * strides. All offsets are int64.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,26 +30,12 @@
 
 #include "internal.h"
 
-#define MAX_THREADS 512 /* the largest block a tuning may choose; kernels are bounded by it */
-#define MAX_GRID_Y 65535
-
-/* The launch configuration: threads per block, rows per thread, cache policy. The library's
- * defaults below were chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
+/* Threads per block, chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
 #ifndef FASTGLU_THREADS
 #define FASTGLU_THREADS 256
 #endif
-#ifndef FASTGLU_FWD_ROWS
-#define FASTGLU_FWD_ROWS 1
-#endif
-#ifndef FASTGLU_FWD_HINT
-#define FASTGLU_FWD_HINT HINT_DEFAULT
-#endif
-#ifndef FASTGLU_BWD_ROWS
-#define FASTGLU_BWD_ROWS 1
-#endif
-#ifndef FASTGLU_BWD_HINT
-#define FASTGLU_BWD_HINT HINT_DEFAULT
-#endif
+#define MAX_THREADS 512 /* the largest block the tuner tries; kernels are bounded by it */
+#define MAX_BLOCKS 2147483647LL
 
 /* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
 
@@ -60,141 +51,170 @@ static __device__ __forceinline__ void from_f32(__nv_bfloat16 *dst, float x) {
 
 static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-/* V elements of T, aligned to their size so that one load/store instruction moves them.
- * A template: one definition serves 3 dtypes x 4 widths, which a macro would repeat 12 times. */
-template <typename T, int V> struct __align__(sizeof(T) * V) pack {
-    T v[V];
-};
+/* ---- 16-byte chunks moved with the widest aligned accesses ---------------------------------- */
 
-/* The integer word of a pack's size, for the cache-hinted load/store intrinsics. */
-template <int BYTES> struct word_of;
-template <> struct word_of<16> { typedef uint4 type; };
-template <> struct word_of<8> { typedef uint2 type; };
-template <> struct word_of<4> { typedef unsigned int type; };
-template <> struct word_of<2> { typedef unsigned short type; };
+typedef struct __align__(16) chunk16 {
+    uint4 w;
+} chunk16;
 
-/* Cache policy of global loads and stores: default (loads through the read-only path),
- * streaming (ld.cs/st.cs: evict first), or L2 only (ld.cg/st.cg). */
-enum cache_hint { HINT_DEFAULT = 0, HINT_STREAM = 1, HINT_L2ONLY = 2 };
-
-template <int HINT, typename T, int V>
-static __device__ __forceinline__ pack<T, V> load_pack(const T *p) {
-    typedef typename word_of<sizeof(T) * V>::type W;
-    W w = HINT == HINT_STREAM ? __ldcs((const W *)p)
-        : HINT == HINT_L2ONLY ? __ldcg((const W *)p)
-                              : __ldg((const W *)p);
-    pack<T, V> r;
-    memcpy(&r, &w, sizeof r);
-    return r;
+/* Reads 16 bytes at p with accesses of `width` bytes (16, 8, 4 or 2; p is width-aligned). */
+static __device__ __forceinline__ chunk16 load16(const void *p, int width) {
+    chunk16 c;
+    if (width == 16) {
+        c.w = __ldg((const uint4 *)p);
+    } else if (width == 8) {
+        uint2 a = __ldg((const uint2 *)p), b = __ldg((const uint2 *)p + 1);
+        c.w = make_uint4(a.x, a.y, b.x, b.y);
+    } else if (width == 4) {
+        const unsigned *q = (const unsigned *)p;
+        c.w = make_uint4(__ldg(q), __ldg(q + 1), __ldg(q + 2), __ldg(q + 3));
+    } else {
+        const unsigned short *q = (const unsigned short *)p;
+        unsigned short h[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) h[i] = __ldg(q + i);
+        c.w = make_uint4(h[0] | (unsigned)h[1] << 16, h[2] | (unsigned)h[3] << 16,
+                         h[4] | (unsigned)h[5] << 16, h[6] | (unsigned)h[7] << 16);
+    }
+    return c;
 }
 
-template <int HINT, typename T, int V>
-static __device__ __forceinline__ void store_pack(T *p, const pack<T, V> &v) {
-    typedef typename word_of<sizeof(T) * V>::type W;
-    W w;
-    memcpy(&w, &v, sizeof w);
-    if (HINT == HINT_STREAM)
-        __stcs((W *)p, w);
-    else if (HINT == HINT_L2ONLY)
-        __stcg((W *)p, w);
-    else
-        *(W *)p = w;
+/* Writes 16 bytes at p with accesses of `width` bytes. */
+static __device__ __forceinline__ void store16(void *p, chunk16 c, int width) {
+    if (width == 16) {
+        *(uint4 *)p = c.w;
+    } else if (width == 8) {
+        ((uint2 *)p)[0] = make_uint2(c.w.x, c.w.y);
+        ((uint2 *)p)[1] = make_uint2(c.w.z, c.w.w);
+    } else if (width == 4) {
+        unsigned *q = (unsigned *)p;
+        q[0] = c.w.x, q[1] = c.w.y, q[2] = c.w.z, q[3] = c.w.w;
+    } else {
+        unsigned short *q = (unsigned short *)p;
+        const unsigned v[4] = {c.w.x, c.w.y, c.w.z, c.w.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) q[2 * i] = (unsigned short)v[i], q[2 * i + 1] = (unsigned short)(v[i] >> 16);
+    }
 }
 
-enum dy_mode { DY_PACKED = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
+/* The V elements of T in a chunk. */
+#define ELEMS(T) ((int)(16 / sizeof(T)))
+
+template <typename T> static __device__ __forceinline__ float chunk_get(const chunk16 &c, int i) {
+    T v[ELEMS(T)];
+    memcpy(v, &c, 16);
+    return to_f32(v[i]);
+}
+
+/* ---- row/chunk from a flat chunk index -------------------------------------------------------- */
+
+/* Division by a fixed d as multiply-high and shift (Granlund & Montgomery), exact for n < 2^32. */
+typedef struct fastdiv {
+    uint64_t d;
+    unsigned magic, shift;
+    int small; /* 1: every index fits in 32 bits and the multiply-shift is used */
+} fastdiv;
+
+static fastdiv make_fastdiv(uint64_t d, uint64_t n_max) {
+    fastdiv f;
+    f.d = d, f.magic = 0, f.shift = 0;
+    f.small = n_max <= 0xffffffffull && d < 0x80000000ull;
+    if (f.small) {
+        while ((1ull << f.shift) < d) f.shift++;
+        f.magic = (unsigned)(((1ull << 32) * ((1ull << f.shift) - d)) / d + 1);
+    }
+    return f;
+}
+
+static __device__ __forceinline__ uint64_t fastdiv_div(const fastdiv &f, uint64_t n) {
+    if (f.small) {
+        unsigned n32 = (unsigned)n;
+        return ((uint64_t)__umulhi(n32, f.magic) + n32) >> f.shift;
+    }
+    return n / f.d;
+}
+
+/* Access widths (bytes) of the tensors of one launch. */
+typedef struct widths {
+    int in, up, out, out_up, dy;
+} widths;
+
+enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-/* Each thread: columns [col, col + V) of ROWS rows spaced blockDim.y apart; all loads of the ROWS
- * rows are issued before the first use. */
-template <typename T, int V, int ROWS, int HINT>
+template <typename T>
 __global__ void __launch_bounds__(MAX_THREADS)
     swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
-                      int64_t out_rs, int64_t tokens, int64_t F) {
-    typedef pack<T, V> P;
-    const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (col >= F) return;
-    const int64_t rows_per_block = (int64_t)blockDim.y * ROWS;
-    const int64_t step = (int64_t)gridDim.y * rows_per_block;
-    for (int64_t t0 = (int64_t)blockIdx.y * rows_per_block + threadIdx.y; t0 < tokens; t0 += step) {
-        P g[ROWS], u[ROWS];
+                      int64_t out_rs, int64_t F, uint64_t chunks, fastdiv nvec, widths w) {
+    enum { V = ELEMS(T) };
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
+        const uint64_t t = fastdiv_div(nvec, i);
+        const int64_t col = (int64_t)(i - t * nvec.d) * V;
+        const T *gate = input + (int64_t)t * in_rs + col;
+        T *y = out + (int64_t)t * out_rs + col;
+        if (col + V <= F) {
+            chunk16 g = load16(gate, w.in), u = load16(gate + F, w.up), r;
+            T yv[V];
 #pragma unroll
-        for (int k = 0; k < ROWS; ++k) {
-            const int64_t t = t0 + (int64_t)k * blockDim.y;
-            if (t < tokens) {
-                const T *gate = input + t * in_rs + col;
-                g[k] = load_pack<HINT, T, V>(gate);
-                u[k] = load_pack<HINT, T, V>(gate + F);
+            for (int k = 0; k < V; ++k) {
+                float gf = chunk_get<T>(g, k);
+                from_f32(&yv[k], gf * sigmoid_f32(gf) * chunk_get<T>(u, k));
             }
-        }
-#pragma unroll
-        for (int k = 0; k < ROWS; ++k) {
-            const int64_t t = t0 + (int64_t)k * blockDim.y;
-            if (t < tokens) {
-                P y;
-#pragma unroll
-                for (int i = 0; i < V; ++i) {
-                    float gf = to_f32(g[k].v[i]);
-                    from_f32(&y.v[i], gf * sigmoid_f32(gf) * to_f32(u[k].v[i]));
-                }
-                store_pack<HINT>(out + t * out_rs + col, y);
+            memcpy(&r, yv, 16);
+            store16(y, r, w.out);
+        } else { /* the row's last, partial chunk */
+            for (int64_t k = 0; k < F - col; ++k) {
+                float gf = to_f32(gate[k]);
+                from_f32(&y[k], gf * sigmoid_f32(gf) * to_f32(gate[F + k]));
             }
         }
     }
 }
 
-template <typename T, int V, int DY, int ROWS, int HINT>
+template <typename T, int DY>
 __global__ void __launch_bounds__(MAX_THREADS)
-    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs,
-                      const T *input, int64_t in_rs, T *dinput, int64_t din_rs,
-                      int64_t tokens, int64_t F) {
+    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *input,
+                      int64_t in_rs, T *dinput, int64_t din_rs, int64_t F, uint64_t chunks,
+                      fastdiv nvec, widths w) {
     /* input and dinput are not __restrict__: the in-place backward passes the same storage (each
      * thread reads its elements before it writes them, and no element is read twice). */
-    typedef pack<T, V> P;
-    const int64_t col = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (col >= F) return;
-    const int64_t rows_per_block = (int64_t)blockDim.y * ROWS;
-    const int64_t step = (int64_t)gridDim.y * rows_per_block;
+    enum { V = ELEMS(T) };
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     const float dy_scalar = DY == DY_SCALAR ? to_f32(dy[0]) : 0.0f;
-    for (int64_t t0 = (int64_t)blockIdx.y * rows_per_block + threadIdx.y; t0 < tokens; t0 += step) {
-        P g[ROWS], u[ROWS];
-        float d[ROWS][V];
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
+        const uint64_t t = fastdiv_div(nvec, i);
+        const int64_t col = (int64_t)(i - t * nvec.d) * V;
+        const T *gate = input + (int64_t)t * in_rs + col;
+        const T *d = dy + (int64_t)t * dy_rs + col * dy_cs;
+        T *dgate = dinput + (int64_t)t * din_rs + col;
+        if (col + V <= F) {
+            chunk16 g = load16(gate, w.in), u = load16(gate + F, w.up), dc;
+            if (DY == DY_CHUNK) dc = load16(d, w.dy);
+            T dgv[V], duv[V];
 #pragma unroll
-        for (int k = 0; k < ROWS; ++k) {
-            const int64_t t = t0 + (int64_t)k * blockDim.y;
-            if (t < tokens) {
-                const T *gate = input + t * in_rs + col;
-                g[k] = load_pack<HINT, T, V>(gate);
-                u[k] = load_pack<HINT, T, V>(gate + F);
-                if (DY == DY_PACKED) {
-                    P dp = load_pack<HINT, T, V>(dy + t * dy_rs + col);
-#pragma unroll
-                    for (int i = 0; i < V; ++i) d[k][i] = to_f32(dp.v[i]);
-                } else if (DY == DY_SCALAR) {
-#pragma unroll
-                    for (int i = 0; i < V; ++i) d[k][i] = dy_scalar;
-                } else {
-                    const T *dr = dy + t * dy_rs + col * dy_cs;
-#pragma unroll
-                    for (int i = 0; i < V; ++i) d[k][i] = to_f32(dr[i * dy_cs]);
-                }
+            for (int k = 0; k < V; ++k) {
+                float gf = chunk_get<T>(g, k), uf = chunk_get<T>(u, k);
+                float dk = DY == DY_CHUNK ? chunk_get<T>(dc, k)
+                         : DY == DY_SCALAR ? dy_scalar
+                                           : to_f32(d[k * dy_cs]);
+                float s = sigmoid_f32(gf);
+                from_f32(&dgv[k], dk * s * (1.0f + gf * (1.0f - s)) * uf);
+                from_f32(&duv[k], dk * gf * s);
             }
-        }
-#pragma unroll
-        for (int k = 0; k < ROWS; ++k) {
-            const int64_t t = t0 + (int64_t)k * blockDim.y;
-            if (t < tokens) {
-                P dg, du;
-#pragma unroll
-                for (int i = 0; i < V; ++i) {
-                    float gf = to_f32(g[k].v[i]), uf = to_f32(u[k].v[i]);
-                    float s = sigmoid_f32(gf);
-                    from_f32(&dg.v[i], d[k][i] * s * (1.0f + gf * (1.0f - s)) * uf);
-                    from_f32(&du.v[i], d[k][i] * gf * s);
-                }
-                T *dgate = dinput + t * din_rs + col;
-                store_pack<HINT>(dgate, dg);
-                store_pack<HINT>(dgate + F, du);
+            chunk16 a, b;
+            memcpy(&a, dgv, 16);
+            memcpy(&b, duv, 16);
+            store16(dgate, a, w.out);
+            store16(dgate + F, b, w.out_up);
+        } else { /* the row's last, partial chunk */
+            for (int64_t k = 0; k < F - col; ++k) {
+                float gf = to_f32(gate[k]), uf = to_f32(gate[F + k]);
+                float dk = DY == DY_SCALAR ? dy_scalar : to_f32(d[k * dy_cs]);
+                float s = sigmoid_f32(gf);
+                from_f32(&dgate[k], dk * s * (1.0f + gf * (1.0f - s)) * uf);
+                from_f32(&dgate[F + k], dk * gf * s);
             }
         }
     }
@@ -202,39 +222,38 @@ __global__ void __launch_bounds__(MAX_THREADS)
 
 /* ---- launch helpers ----------------------------------------------------------------------- */
 
-/* Widest vector (elements) such that 16 bytes >= V*esize and every address and element count in
- * `addr_or` / `count_or` (bitwise ORs of all of them) is a multiple of V elements. */
-static int pick_vector_width(size_t esize, uintptr_t addr_or, int64_t count_or) {
-    int v = (int)(16 / esize);
-    while (v > 1 && ((addr_or % (v * esize)) != 0 || (count_or % v) != 0)) v /= 2;
-    return v;
+/* Widest access (16, 8, 4 or 2 bytes; at least one element) that divides the address of every
+ * row's chunks: the base address and the row stride in bytes (when there is more than one row);
+ * a chunk's offset within its row is a multiple of 16 bytes. */
+static int access_width(const void *base, int64_t row_stride, int64_t tokens, size_t esize) {
+    uint64_t bits = (uint64_t)(uintptr_t)base;
+    if (tokens > 1) bits |= (uint64_t)row_stride * esize;
+    int w = 16;
+    while (w > (int)esize && bits % (uint64_t)w) w /= 2;
+    return w;
 }
 
-typedef struct launch_shape {
-    dim3 grid, block;
-} launch_shape;
+typedef struct launch_plan {
+    uint64_t chunks;
+    fastdiv nvec;
+    unsigned blocks, threads;
+} launch_plan;
 
-/* Block and grid for a [tokens, F] launch with V-wide vectors, `threads` per block and `rows` rows
- * per thread; returns 0 if F needs more than 2^31 - 1 blocks across (F > 2^39 elements). */
-static int shape_for(int64_t tokens, int64_t F, int v, int threads, int rows, launch_shape *out) {
-    launch_shape s;
-    int64_t nvec = F / v;
-    unsigned bx = 1;
-    while (bx < (unsigned)threads && (int64_t)bx < nvec) bx *= 2;
-    unsigned by = threads / bx;
-    int64_t gy = (tokens + (int64_t)by * rows - 1) / ((int64_t)by * rows);
-    int64_t gx = (nvec + bx - 1) / bx;
-    if (gx > INT32_MAX) return 0;
-    s.block = dim3(bx, by, 1);
-    s.grid = dim3((unsigned)gx, (unsigned)(gy < MAX_GRID_Y ? gy : MAX_GRID_Y), 1);
-    *out = s;
+/* Grid for tokens x ceil(F / V) chunks with `threads` per block; 0 if that count overflows. */
+static int plan_launch(int64_t tokens, int64_t F, size_t esize, int threads, launch_plan *p) {
+    const int64_t v = (int64_t)(16 / esize);
+    const uint64_t nvec = (uint64_t)((F + v - 1) / v);
+    if (nvec != 0 && (uint64_t)tokens > UINT64_MAX / 2 / nvec) return 0;
+    p->chunks = (uint64_t)tokens * nvec;
+    p->nvec = make_fastdiv(nvec, p->chunks);
+    uint64_t blocks = (p->chunks + threads - 1) / threads;
+    p->blocks = (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
+    p->threads = (unsigned)threads;
     return 1;
 }
 
-static fastglu_status too_wide(const char *fn, int64_t F) {
-    return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                             "%s: ffn_hidden_size = %lld is too large for one launch", fn,
-                             (long long)F);
+static fastglu_status too_large(const char *fn) {
+    return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
 }
 
 static fastglu_status check_launch(const char *fn) {
@@ -245,57 +264,47 @@ static fastglu_status check_launch(const char *fn) {
     return FASTGLU_SUCCESS;
 }
 
-/* V clipped to 16 bytes: the launchers' switch lists every width, the pick never exceeds 16 bytes. */
-#define WIDTH(T, V) (sizeof(T) * (V) <= 16 ? (V) : (int)(16 / sizeof(T)))
-
+/* The launchers the API and the tuner share: one kernel launch on `stream`. */
 template <typename T>
-static void launch_fwd(int v, launch_shape s, cudaStream_t stream, const void *input, int64_t in_rs,
+static void launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input, int64_t in_rs,
                        void *out, int64_t out_rs, int64_t tokens, int64_t F) {
-#define FWD_CASE(V)                                                                                \
-    case V:                                                                                        \
-        swiglu_fwd_kernel<T, WIDTH(T, V), FASTGLU_FWD_ROWS, FASTGLU_FWD_HINT><<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, \
-                                                                out_rs, tokens, F);                \
-        break;
-    switch (v) {
-        FWD_CASE(8)
-        FWD_CASE(4)
-        FWD_CASE(2)
-        FWD_CASE(1)
-    }
-#undef FWD_CASE
+    const size_t es = sizeof(T);
+    widths w;
+    w.in = access_width(input, in_rs, tokens, es);
+    w.up = access_width((const T *)input + F, in_rs, tokens, es);
+    w.out = access_width(out, out_rs, tokens, es);
+    w.out_up = w.dy = 0;
+    swiglu_fwd_kernel<T><<<p->blocks, p->threads, 0, stream>>>(
+        (const T *)input, in_rs, (T *)out, out_rs, F, p->chunks, p->nvec, w);
 }
 
-template <typename T, int DY>
-static void launch_bwd_mode(int v, launch_shape s, cudaStream_t stream, const void *dy,
-                            int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
-                            void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
-#define BWD_CASE(V)                                                                                \
-    case V:                                                                                        \
-        swiglu_bwd_kernel<T, WIDTH(T, V), DY, FASTGLU_BWD_ROWS, FASTGLU_BWD_HINT><<<s.grid, s.block, 0, stream>>>(                              \
-            (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, tokens, F); \
-        break;
-    switch (v) {
-        BWD_CASE(8)
-        BWD_CASE(4)
-        BWD_CASE(2)
-        BWD_CASE(1)
-    }
-#undef BWD_CASE
+/* dy is one value for every element: both strides 0 (an expanded scalar), or one row of one. */
+static int dy_is_scalar(int64_t dy_rs, int64_t dy_cs, int64_t tokens, int64_t F) {
+    return (dy_cs == 0 || F == 1) && (dy_rs == 0 || tokens == 1);
 }
 
 template <typename T>
-static void launch_bwd(int v, int mode, launch_shape s, cudaStream_t stream, const void *dy,
-                       int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
-                       void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
-    if (mode == DY_PACKED)
-        launch_bwd_mode<T, DY_PACKED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
-                                      tokens, F);
-    else if (mode == DY_SCALAR)
-        launch_bwd_mode<T, DY_SCALAR>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
-                                      tokens, F);
+static void launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy, int64_t dy_rs,
+                       int64_t dy_cs, const void *input, int64_t in_rs, void *dinput,
+                       int64_t din_rs, int64_t tokens, int64_t F) {
+    const size_t es = sizeof(T);
+    widths w;
+    w.in = access_width(input, in_rs, tokens, es);
+    w.up = access_width((const T *)input + F, in_rs, tokens, es);
+    w.out = access_width(dinput, din_rs, tokens, es);
+    w.out_up = access_width((const T *)dinput + F, din_rs, tokens, es);
+    w.dy = dy_cs == 1 ? access_width(dy, dy_rs, tokens, es) : 0;
+#define BWD(MODE)                                                                                  \
+    swiglu_bwd_kernel<T, MODE><<<p->blocks, p->threads, 0, stream>>>(                             \
+        (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, F, p->chunks,   \
+        p->nvec, w)
+    if (dy_is_scalar(dy_rs, dy_cs, tokens, F))
+        BWD(DY_SCALAR);
+    else if (dy_cs == 1)
+        BWD(DY_CHUNK);
     else
-        launch_bwd_mode<T, DY_STRIDED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput,
-                                       din_rs, tokens, F);
+        BWD(DY_STRIDED);
+#undef BWD
 }
 
 /* ---- public entry points ------------------------------------------------------------------ */
@@ -319,25 +328,21 @@ extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t inp
                                                  output_row_stride, tokens, ffn_hidden_size, dtype,
                                                  &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    size_t esize = fastglu_dtype_size(dtype);
-    int64_t counts = ffn_hidden_size;
-    if (tokens > 1) counts |= input_row_stride | output_row_stride;
-    int v = pick_vector_width(esize, (uintptr_t)input | (uintptr_t)output, counts);
-    launch_shape s;
-    if (!shape_for(tokens, ffn_hidden_size, v, FASTGLU_THREADS, FASTGLU_FWD_ROWS, &s))
-        return too_wide(fn, ffn_hidden_size);
+    launch_plan p;
+    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
+        return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:
-        launch_fwd<float>(v, s, cs, input, input_row_stride, output, output_row_stride, tokens,
+        launch_fwd<float>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
                           ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_FP16:
-        launch_fwd<__half>(v, s, cs, input, input_row_stride, output, output_row_stride, tokens,
+        launch_fwd<__half>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
                            ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_BF16:
-        launch_fwd<__nv_bfloat16>(v, s, cs, input, input_row_stride, output, output_row_stride,
+        launch_fwd<__nv_bfloat16>(&p, cs, input, input_row_stride, output, output_row_stride,
                                   tokens, ffn_hidden_size);
         break;
     }
@@ -356,42 +361,21 @@ extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row
                                                  input_row_stride, dinput, dinput_row_stride,
                                                  tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    size_t esize = fastglu_dtype_size(dtype);
-    uintptr_t addrs = (uintptr_t)input | (uintptr_t)dinput;
-    int64_t counts = ffn_hidden_size;
-    if (tokens > 1) counts |= input_row_stride | dinput_row_stride;
-    int mode;
-    if (dy_col_stride == 0 && (dy_row_stride == 0 || tokens == 1)) {
-        mode = DY_SCALAR;
-    } else if (dy_col_stride == 1) {
-        /* Packed dy only when it does not narrow the input's vectors. */
-        int v_in = pick_vector_width(esize, addrs, counts);
-        int v_dy = pick_vector_width(esize, addrs | (uintptr_t)dy,
-                                     counts | (tokens > 1 ? dy_row_stride : 0));
-        mode = v_dy == v_in ? DY_PACKED : DY_STRIDED;
-    } else {
-        mode = DY_STRIDED;
-    }
-    if (mode == DY_PACKED) {
-        addrs |= (uintptr_t)dy;
-        if (tokens > 1) counts |= dy_row_stride;
-    }
-    int v = pick_vector_width(esize, addrs, counts);
-    launch_shape s;
-    if (!shape_for(tokens, ffn_hidden_size, v, FASTGLU_THREADS, FASTGLU_BWD_ROWS, &s))
-        return too_wide(fn, ffn_hidden_size);
+    launch_plan p;
+    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
+        return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:
-        launch_bwd<float>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
-                          input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
+        launch_bwd<float>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
+                          dinput, dinput_row_stride, tokens, ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_FP16:
-        launch_bwd<__half>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
-                           input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
+        launch_bwd<__half>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
+                           dinput, dinput_row_stride, tokens, ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_BF16:
-        launch_bwd<__nv_bfloat16>(v, mode, s, cs, dy, dy_row_stride, dy_col_stride, input,
+        launch_bwd<__nv_bfloat16>(&p, cs, dy, dy_row_stride, dy_col_stride, input,
                                   input_row_stride, dinput, dinput_row_stride, tokens,
                                   ffn_hidden_size);
         break;

@@ -1,7 +1,7 @@
 /*
  * tune_swiglu.cu — times the library's own SwiGLU kernels (src/swiglu_cuda.cu, included, not
- * copied) under different launch configurations, to choose the defaults FASTGLU_THREADS,
- * FASTGLU_{FWD,BWD}_ROWS and FASTGLU_{FWD,BWD}_HINT. bf16, 16-byte vectors, [T, 2F] input.
+ * copied) through the library's own launchers with 128, 256 and 512 threads per block, to choose
+ * FASTGLU_THREADS. bf16, [T, 2F] input, any F (the F list on the command line).
  *
  *   nvcc -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Isrc bench/tune/tune_swiglu.cu \
  *        src/common.c -o tune_swiglu && ./tune_swiglu [T] [F ...]
@@ -36,39 +36,25 @@ typedef struct problem {
     int64_t T, F;
 } problem;
 
-typedef void (*launch_fn)(launch_shape s, const problem *p);
-
-template <int ROWS, int HINT> static void fwd(launch_shape s, const problem *p) {
-    swiglu_fwd_kernel<bf16, 8, ROWS, HINT><<<s.grid, s.block>>>(p->x, 2 * p->F, p->y, p->F, p->T, p->F);
+/* The three launches the library makes, through its own launchers. */
+static void run_fwd(const launch_plan *lp, const problem *p) {
+    launch_fwd<bf16>(lp, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
 }
-template <int DY, int ROWS, int HINT> static void bwd(launch_shape s, const problem *p) {
-    int64_t dy_rs = DY == DY_SCALAR ? 0 : p->F, dy_cs = DY == DY_SCALAR ? 0 : 1;
-    swiglu_bwd_kernel<bf16, 8, DY, ROWS, HINT><<<s.grid, s.block>>>(
-        p->dy, dy_rs, dy_cs, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+static void run_bwd_dy(const launch_plan *lp, const problem *p) {
+    launch_bwd<bf16>(lp, 0, p->dy, p->F, 1, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+}
+static void run_bwd_scalar(const launch_plan *lp, const problem *p) {
+    launch_bwd<bf16>(lp, 0, p->dy, 0, 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
 }
 
 typedef struct variant {
     const char *dir;
     int elems_per_tf; /* bytes moved = elems_per_tf * T * F * 2 */
-    int rows, hint;
-    launch_fn fn;
+    void (*fn)(const launch_plan *, const problem *);
 } variant;
 
-#define VARIANTS(DIR, E, FN)                                                                       \
-    {DIR, E, 1, 0, FN<1, 0>}, {DIR, E, 2, 0, FN<2, 0>}, {DIR, E, 4, 0, FN<4, 0>},                  \
-        {DIR, E, 1, 1, FN<1, 1>}, {DIR, E, 2, 1, FN<2, 1>}, {DIR, E, 1, 2, FN<1, 2>},              \
-        {DIR, E, 2, 2, FN<2, 2>}
-
-template <int ROWS, int HINT> static void bwd_packed(launch_shape s, const problem *p) {
-    bwd<DY_PACKED, ROWS, HINT>(s, p);
-}
-template <int ROWS, int HINT> static void bwd_scalar(launch_shape s, const problem *p) {
-    bwd<DY_SCALAR, ROWS, HINT>(s, p);
-}
-
-static const variant variants[] = {VARIANTS("fwd", 3, fwd), VARIANTS("bwd_dy", 5, bwd_packed),
-                                   VARIANTS("bwd_scalar_dy", 4, bwd_scalar)};
-static const char *hint_name[] = {"default", "stream", "l2only"};
+static const variant variants[] = {
+    {"fwd", 3, run_fwd}, {"bwd_dy", 5, run_bwd_dy}, {"bwd_scalar_dy", 4, run_bwd_scalar}};
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -135,10 +121,12 @@ int main(int argc, char **argv) {
     double copy_tbps = 2.0 * cbytes / (cms * 1e-3) / 1e12;
     printf("device %s, %d SMs; copy %.3f TB/s over %.0f MB\n", prop.name, prop.multiProcessorCount,
            copy_tbps, cbytes / 1e6);
-    printf("%-14s %6s %6s %5s %8s %10s %8s %8s\n", "direction", "F", "threads", "rows", "hint",
-           "median_us", "TB/s", "x_floor");
+    printf("%-15s %6s %7s %10s %8s %8s\n", "direction", "F", "threads", "median_us", "TB/s",
+           "x_floor");
 
-    static const int threads[] = {128, 256, 512};
+    /* threads per block; 0 = 256 threads with the grid capped at one full wave (a persistent grid:
+     * SMs x 2048 / 256 blocks, read from the device), each thread looping over several chunks */
+    static const int threads[] = {128, 256, 512, 0};
     for (int f = 0; f < nF; ++f) {
         p.F = Fs[f];
         p.T = T;
@@ -149,19 +137,22 @@ int main(int argc, char **argv) {
                 size_t half = (size_t)variants[v].elems_per_tf * T * p.F * sizeof(bf16) / 2;
                 float ms = time_median([&] { CHECK(cudaMemcpyAsync(copy_dst, copy_src, half, cudaMemcpyDeviceToDevice)); });
                 double floor_ms = 2.0 * half / (copy_tbps * 1e12) * 1e3;
-                printf("%-14s %6lld %6s %5s %8s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F,
-                       "-", "-", "-", ms * 1e3, 2.0 * half / (ms * 1e-3) / 1e12, ms / floor_ms);
+                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F, "-",
+                       ms * 1e3, 2.0 * half / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
-            for (int ti = 0; ti < 3; ++ti) {
+            for (int ti = 0; ti < 4; ++ti) {
                 const variant *var = &variants[v];
-                launch_shape s;
-                if (!shape_for(T, p.F, 8, threads[ti], var->rows, &s)) continue;
-                float ms = time_median([&] { var->fn(s, &p); });
+                launch_plan lp;
+                if (!plan_launch(T, p.F, sizeof(bf16), threads[ti] ? threads[ti] : 256, &lp)) continue;
+                if (!threads[ti]) {
+                    unsigned wave = (unsigned)prop.multiProcessorCount * (2048 / 256);
+                    lp.blocks = lp.blocks < wave ? lp.blocks : wave;
+                }
+                float ms = time_median([&] { var->fn(&lp, &p); });
                 double bytes = (double)var->elems_per_tf * T * p.F * sizeof(bf16);
                 double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
-                printf("%-14s %6lld %6d %5d %8s %10.2f %8.3f %8.3f\n", var->dir, (long long)p.F,
-                       threads[ti], var->rows, hint_name[var->hint], ms * 1e3,
-                       bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
+                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", var->dir, (long long)p.F,
+                       threads[ti] == 128 ? "128" : threads[ti] == 256 ? "256" : threads[ti] == 512 ? "512" : "256/pers", ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
         }
     }
