@@ -35,6 +35,10 @@
 #define FASTGLU_THREADS 256
 #endif
 #define MAX_THREADS 512 /* the largest block the tuner tries; kernels are bounded by it */
+/* The forward's register cap, through the minimum resident blocks of MAX_THREADS: 4 x 512 =
+ * 2048 threads per SM (<= 32 registers), so that enough loads are in flight. (The backward moves
+ * 80 bytes per thread and needs no cap; a cap of 40 made it spill.) */
+#define FWD_MIN_BLOCKS 4
 #define MAX_BLOCKS 2147483647LL
 
 /* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
@@ -144,7 +148,7 @@ enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 template <typename T>
-__global__ void __launch_bounds__(MAX_THREADS)
+__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
                       int64_t out_rs, int64_t F, uint64_t chunks, fastdiv nvec, widths w) {
     enum { V = ELEMS(T) };

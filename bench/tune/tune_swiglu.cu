@@ -15,6 +15,10 @@
  */
 #include "../../src/swiglu_cuda.cu"
 
+namespace v1 { /* the previous kernels, timed beside the current ones */
+#include "swiglu_v1.cuh"
+}
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,19 @@ typedef struct variant {
     int elems_per_tf; /* bytes moved = elems_per_tf * T * F * 2 */
     void (*fn)(const launch_plan *, const problem *);
 } variant;
+
+/* Version 1 through its own launch plan (2D grid, vector width from the common alignment). */
+static void run_v1(const problem *p, int dir) {
+    int64_t counts = p->F | 2 * p->F;
+    int v = v1::pick_vector_width(sizeof(bf16), (uintptr_t)p->x | (uintptr_t)p->y | (uintptr_t)p->dx, counts);
+    v1::launch_shape s;
+    v1::shape_for(p->T, p->F, v, 256, 1, &s);
+    if (dir == 0)
+        v1::launch_fwd<bf16>(v, s, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
+    else
+        v1::launch_bwd<bf16>(v, dir == 1 ? v1::DY_PACKED : v1::DY_SCALAR, s, 0, p->dy, dir == 1 ? p->F : 0,
+                             dir == 1 ? 1 : 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+}
 
 static const variant variants[] = {
     {"fwd", 3, run_fwd}, {"bwd_dy", 5, run_bwd_dy}, {"bwd_scalar_dy", 4, run_bwd_scalar}};
@@ -139,6 +156,14 @@ int main(int argc, char **argv) {
                 double floor_ms = 2.0 * half / (copy_tbps * 1e12) * 1e3;
                 printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F, "-",
                        ms * 1e3, 2.0 * half / (ms * 1e-3) / 1e12, ms / floor_ms);
+            }
+            {
+                const int dir = (int)v;
+                float ms = time_median([&] { run_v1(&p, dir); });
+                double bytes = (double)variants[v].elems_per_tf * T * p.F * sizeof(bf16);
+                double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
+                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F, "v1/256",
+                       ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
             for (int ti = 0; ti < 4; ++ti) {
                 const variant *var = &variants[v];
