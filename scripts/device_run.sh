@@ -58,7 +58,7 @@ EOF
 
 if want ctest; then
   step "C tests (CTest)"
-  (cd build-device && ctest --output-on-failure) 2>&1 | tee "$OUT/ctest.log"
+  (cd build-device && ctest --output-on-failure) 2>&1 | tee "$OUT/tests.log"
 fi
 
 step "Python package (pip install --no-build-isolation)"
@@ -66,7 +66,7 @@ python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2
 
 if want pytest; then
   step "Python tests (pytest)"
-  python3 -m pytest -q -rs tests/python 2>&1 | tee "$OUT/pytest.log" | tail -15
+  python3 -m pytest -q -rs tests/python 2>&1 | tee -a "$OUT/tests.log" | tail -15
 fi
 
 if want tune; then

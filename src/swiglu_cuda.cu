@@ -32,7 +32,7 @@
 
 /* Threads per block, chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
 #ifndef FASTGLU_THREADS
-#define FASTGLU_THREADS 256
+#define FASTGLU_THREADS 128
 #endif
 #define MAX_THREADS 512 /* the largest block the tuner tries; kernels are bounded by it */
 /* The forward's register cap, through the minimum resident blocks of MAX_THREADS: 4 x 512 =
