@@ -61,43 +61,95 @@ typedef struct __align__(16) chunk16 {
     uint4 w;
 } chunk16;
 
+/* Cache policy of the chunk loads and stores (bench/PERF_NOTES.md): loads through the read-only
+ * path (ld.global.nc), plain (ld.global), or streaming (ld.global.cs, evict first); stores plain
+ * or streaming (st.global.cs). A template argument, so that the tuner times every policy through
+ * the same kernel body; the library uses FASTGLU_LOAD / FASTGLU_STORE. */
+enum load_policy { LOAD_NC = 0, LOAD_PLAIN = 1, LOAD_STREAM = 2 };
+enum store_policy { STORE_PLAIN = 0, STORE_STREAM = 1 };
+#ifndef FASTGLU_LOAD
+#define FASTGLU_LOAD LOAD_NC
+#endif
+#ifndef FASTGLU_STORE
+#define FASTGLU_STORE STORE_PLAIN
+#endif
+
+/* ld.global without .nc, whatever the compiler could prove about the pointer. */
+static __device__ __forceinline__ uint4 ld_plain(const uint4 *p) {
+    uint4 r;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+static __device__ __forceinline__ uint2 ld_plain(const uint2 *p) {
+    uint2 r;
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+static __device__ __forceinline__ unsigned ld_plain(const unsigned *p) {
+    unsigned r;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
+static __device__ __forceinline__ unsigned short ld_plain(const unsigned short *p) {
+    unsigned short r;
+    asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return r;
+}
+
+template <int LP, typename W> static __device__ __forceinline__ W ld(const W *p) {
+    if (LP == LOAD_NC) return __ldg(p);
+    if (LP == LOAD_STREAM) return __ldcs(p);
+    return ld_plain(p);
+}
+
 /* Reads 16 bytes at p with accesses of `width` bytes (16, 8, 4 or 2; p is width-aligned). */
-static __device__ __forceinline__ chunk16 load16(const void *p, int width) {
+template <int LP> static __device__ __forceinline__ chunk16 load16(const void *p, int width) {
     chunk16 c;
     if (width == 16) {
-        c.w = __ldg((const uint4 *)p);
+        c.w = ld<LP>((const uint4 *)p);
     } else if (width == 8) {
-        uint2 a = __ldg((const uint2 *)p), b = __ldg((const uint2 *)p + 1);
+        uint2 a = ld<LP>((const uint2 *)p), b = ld<LP>((const uint2 *)p + 1);
         c.w = make_uint4(a.x, a.y, b.x, b.y);
     } else if (width == 4) {
         const unsigned *q = (const unsigned *)p;
-        c.w = make_uint4(__ldg(q), __ldg(q + 1), __ldg(q + 2), __ldg(q + 3));
+        c.w = make_uint4(ld<LP>(q), ld<LP>(q + 1), ld<LP>(q + 2), ld<LP>(q + 3));
     } else {
         const unsigned short *q = (const unsigned short *)p;
         unsigned short h[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) h[i] = __ldg(q + i);
+        for (int i = 0; i < 8; ++i) h[i] = ld<LP>(q + i);
         c.w = make_uint4(h[0] | (unsigned)h[1] << 16, h[2] | (unsigned)h[3] << 16,
                          h[4] | (unsigned)h[5] << 16, h[6] | (unsigned)h[7] << 16);
     }
     return c;
 }
 
+template <int SP, typename W> static __device__ __forceinline__ void st(W *p, W v) {
+    if (SP == STORE_STREAM)
+        __stcs(p, v);
+    else
+        *p = v;
+}
+
 /* Writes 16 bytes at p with accesses of `width` bytes. */
-static __device__ __forceinline__ void store16(void *p, chunk16 c, int width) {
+template <int SP> static __device__ __forceinline__ void store16(void *p, chunk16 c, int width) {
     if (width == 16) {
-        *(uint4 *)p = c.w;
+        st<SP>((uint4 *)p, c.w);
     } else if (width == 8) {
-        ((uint2 *)p)[0] = make_uint2(c.w.x, c.w.y);
-        ((uint2 *)p)[1] = make_uint2(c.w.z, c.w.w);
+        st<SP>((uint2 *)p, make_uint2(c.w.x, c.w.y));
+        st<SP>((uint2 *)p + 1, make_uint2(c.w.z, c.w.w));
     } else if (width == 4) {
         unsigned *q = (unsigned *)p;
-        q[0] = c.w.x, q[1] = c.w.y, q[2] = c.w.z, q[3] = c.w.w;
+        st<SP>(q, c.w.x), st<SP>(q + 1, c.w.y), st<SP>(q + 2, c.w.z), st<SP>(q + 3, c.w.w);
     } else {
         unsigned short *q = (unsigned short *)p;
         const unsigned v[4] = {c.w.x, c.w.y, c.w.z, c.w.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) q[2 * i] = (unsigned short)v[i], q[2 * i + 1] = (unsigned short)(v[i] >> 16);
+        for (int i = 0; i < 4; ++i) {
+            st<SP>(q + 2 * i, (unsigned short)v[i]);
+            st<SP>(q + 2 * i + 1, (unsigned short)(v[i] >> 16));
+        }
     }
 }
 
@@ -147,7 +199,7 @@ enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-template <typename T>
+template <typename T, int LP, int SP>
 __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
                       int64_t out_rs, int64_t F, uint64_t chunks, fastdiv nvec, widths w) {
@@ -159,7 +211,7 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
         const T *gate = input + (int64_t)t * in_rs + col;
         T *y = out + (int64_t)t * out_rs + col;
         if (col + V <= F) {
-            chunk16 g = load16(gate, w.in), u = load16(gate + F, w.up), r;
+            chunk16 g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up), r;
             T yv[V];
 #pragma unroll
             for (int k = 0; k < V; ++k) {
@@ -167,7 +219,7 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
                 from_f32(&yv[k], gf * sigmoid_f32(gf) * chunk_get<T>(u, k));
             }
             memcpy(&r, yv, 16);
-            store16(y, r, w.out);
+            store16<SP>(y, r, w.out);
         } else { /* the row's last, partial chunk */
             for (int64_t k = 0; k < F - col; ++k) {
                 float gf = to_f32(gate[k]);
@@ -177,7 +229,7 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     }
 }
 
-template <typename T, int DY>
+template <typename T, int DY, int LP, int SP>
 __global__ void __launch_bounds__(MAX_THREADS)
     swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *input,
                       int64_t in_rs, T *dinput, int64_t din_rs, int64_t F, uint64_t chunks,
@@ -194,8 +246,8 @@ __global__ void __launch_bounds__(MAX_THREADS)
         const T *d = dy + (int64_t)t * dy_rs + col * dy_cs;
         T *dgate = dinput + (int64_t)t * din_rs + col;
         if (col + V <= F) {
-            chunk16 g = load16(gate, w.in), u = load16(gate + F, w.up), dc;
-            if (DY == DY_CHUNK) dc = load16(d, w.dy);
+            chunk16 g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up), dc;
+            if (DY == DY_CHUNK) dc = load16<LP>(d, w.dy);
             T dgv[V], duv[V];
 #pragma unroll
             for (int k = 0; k < V; ++k) {
@@ -210,8 +262,8 @@ __global__ void __launch_bounds__(MAX_THREADS)
             chunk16 a, b;
             memcpy(&a, dgv, 16);
             memcpy(&b, duv, 16);
-            store16(dgate, a, w.out);
-            store16(dgate + F, b, w.out_up);
+            store16<SP>(dgate, a, w.out);
+            store16<SP>(dgate + F, b, w.out_up);
         } else { /* the row's last, partial chunk */
             for (int64_t k = 0; k < F - col; ++k) {
                 float gf = to_f32(gate[k]), uf = to_f32(gate[F + k]);
@@ -269,7 +321,7 @@ static fastglu_status check_launch(const char *fn) {
 }
 
 /* The launchers the API and the tuner share: one kernel launch on `stream`. */
-template <typename T>
+template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
 static void launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input, int64_t in_rs,
                        void *out, int64_t out_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
@@ -278,7 +330,7 @@ static void launch_fwd(const launch_plan *p, cudaStream_t stream, const void *in
     w.up = access_width((const T *)input + F, in_rs, tokens, es);
     w.out = access_width(out, out_rs, tokens, es);
     w.out_up = w.dy = 0;
-    swiglu_fwd_kernel<T><<<p->blocks, p->threads, 0, stream>>>(
+    swiglu_fwd_kernel<T, LP, SP><<<p->blocks, p->threads, 0, stream>>>(
         (const T *)input, in_rs, (T *)out, out_rs, F, p->chunks, p->nvec, w);
 }
 
@@ -287,7 +339,7 @@ static int dy_is_scalar(int64_t dy_rs, int64_t dy_cs, int64_t tokens, int64_t F)
     return (dy_cs == 0 || F == 1) && (dy_rs == 0 || tokens == 1);
 }
 
-template <typename T>
+template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
 static void launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy, int64_t dy_rs,
                        int64_t dy_cs, const void *input, int64_t in_rs, void *dinput,
                        int64_t din_rs, int64_t tokens, int64_t F) {
@@ -299,7 +351,7 @@ static void launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy
     w.out_up = access_width((const T *)dinput + F, din_rs, tokens, es);
     w.dy = dy_cs == 1 ? access_width(dy, dy_rs, tokens, es) : 0;
 #define BWD(MODE)                                                                                  \
-    swiglu_bwd_kernel<T, MODE><<<p->blocks, p->threads, 0, stream>>>(                             \
+    swiglu_bwd_kernel<T, MODE, LP, SP><<<p->blocks, p->threads, 0, stream>>>(                             \
         (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, F, p->chunks,   \
         p->nvec, w)
     if (dy_is_scalar(dy_rs, dy_cs, tokens, F))

@@ -1,7 +1,9 @@
 /*
  * tune_swiglu.cu — times the library's own SwiGLU kernels (src/swiglu_cuda.cu, included, not
- * copied) through the library's own launchers with 128, 256 and 512 threads per block, to choose
- * FASTGLU_THREADS. bf16, [T, 2F] input, any F (the F list on the command line).
+ * copied) through the library's own launchers with 128 and 256 threads per block and five cache
+ * policies (loads: read-only path / plain / streaming; stores: plain / streaming), beside version 1
+ * of the kernels, to choose FASTGLU_THREADS, FASTGLU_LOAD and FASTGLU_STORE. bf16, [T, 2F] input,
+ * any F (the F list on the command line).
  *
  *   nvcc -O3 -gencode=arch=compute_90,code=sm_90 -Iinclude -Isrc bench/tune/tune_swiglu.cu \
  *        src/common.c -o tune_swiglu && ./tune_swiglu [T] [F ...]
@@ -40,22 +42,33 @@ typedef struct problem {
     int64_t T, F;
 } problem;
 
-/* The three launches the library makes, through its own launchers. */
-static void run_fwd(const launch_plan *lp, const problem *p) {
-    launch_fwd<bf16>(lp, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
+/* The three launches the library makes, through its own launchers, under a cache policy. */
+template <int LP, int SP> static void run_fwd(const launch_plan *lp, const problem *p) {
+    launch_fwd<bf16, LP, SP>(lp, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
 }
-static void run_bwd_dy(const launch_plan *lp, const problem *p) {
-    launch_bwd<bf16>(lp, 0, p->dy, p->F, 1, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+template <int LP, int SP> static void run_bwd_dy(const launch_plan *lp, const problem *p) {
+    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, p->F, 1, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
 }
-static void run_bwd_scalar(const launch_plan *lp, const problem *p) {
-    launch_bwd<bf16>(lp, 0, p->dy, 0, 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+template <int LP, int SP> static void run_bwd_scalar(const launch_plan *lp, const problem *p) {
+    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, 0, 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
 }
+
+typedef void (*run_fn)(const launch_plan *, const problem *);
 
 typedef struct variant {
     const char *dir;
     int elems_per_tf; /* bytes moved = elems_per_tf * T * F * 2 */
-    void (*fn)(const launch_plan *, const problem *);
+    run_fn fn[5];     /* per cache policy, in the order of policy_name */
 } variant;
+
+static const char *policy_name[5] = {"nc/plain", "plain/plain", "cs/plain", "nc/cs", "cs/cs"};
+#define POLICIES(FN)                                                                               \
+    {FN<LOAD_NC, STORE_PLAIN>, FN<LOAD_PLAIN, STORE_PLAIN>, FN<LOAD_STREAM, STORE_PLAIN>,          \
+     FN<LOAD_NC, STORE_STREAM>, FN<LOAD_STREAM, STORE_STREAM>}
+
+static const variant variants[] = {{"fwd", 3, POLICIES(run_fwd)},
+                                   {"bwd_dy", 5, POLICIES(run_bwd_dy)},
+                                   {"bwd_scalar_dy", 4, POLICIES(run_bwd_scalar)}};
 
 /* Version 1 through its own launch plan (2D grid, vector width from the common alignment). */
 static void run_v1(const problem *p, int dir) {
@@ -69,9 +82,6 @@ static void run_v1(const problem *p, int dir) {
         v1::launch_bwd<bf16>(v, dir == 1 ? v1::DY_PACKED : v1::DY_SCALAR, s, 0, p->dy, dir == 1 ? p->F : 0,
                              dir == 1 ? 1 : 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
 }
-
-static const variant variants[] = {
-    {"fwd", 3, run_fwd}, {"bwd_dy", 5, run_bwd_dy}, {"bwd_scalar_dy", 4, run_bwd_scalar}};
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -138,47 +148,40 @@ int main(int argc, char **argv) {
     double copy_tbps = 2.0 * cbytes / (cms * 1e-3) / 1e12;
     printf("device %s, %d SMs; copy %.3f TB/s over %.0f MB\n", prop.name, prop.multiProcessorCount,
            copy_tbps, cbytes / 1e6);
-    printf("%-15s %6s %7s %10s %8s %8s\n", "direction", "F", "threads", "median_us", "TB/s",
-           "x_floor");
+    printf("%-15s %6s %7s %12s %10s %8s %8s\n", "direction", "F", "threads", "load/store",
+           "median_us", "TB/s", "x_floor");
 
-    /* threads per block; 0 = 256 threads with the grid capped at one full wave (a persistent grid:
-     * SMs x 2048 / 256 blocks, read from the device), each thread looping over several chunks */
-    static const int threads[] = {128, 256, 512, 0};
+    static const int threads[] = {128, 256};
     for (int f = 0; f < nF; ++f) {
         p.F = Fs[f];
         p.T = T;
         for (size_t v = 0; v < sizeof variants / sizeof *variants; ++v) {
-            if (v == 0 || strcmp(variants[v].dir, variants[v - 1].dir) != 0) {
+            const double bytes = (double)variants[v].elems_per_tf * T * p.F * sizeof(bf16);
+            const double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
+            {
                 /* A device-to-device copy moving the same bytes (read + written) as this direction:
                  * what a single pass over this many bytes costs, fixed overheads included. */
-                size_t half = (size_t)variants[v].elems_per_tf * T * p.F * sizeof(bf16) / 2;
+                size_t half = (size_t)(bytes / 2);
                 float ms = time_median([&] { CHECK(cudaMemcpyAsync(copy_dst, copy_src, half, cudaMemcpyDeviceToDevice)); });
-                double floor_ms = 2.0 * half / (copy_tbps * 1e12) * 1e3;
-                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F, "-",
-                       ms * 1e3, 2.0 * half / (ms * 1e-3) / 1e12, ms / floor_ms);
+                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F, "-", "-",
+                       ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
             {
                 const int dir = (int)v;
                 float ms = time_median([&] { run_v1(&p, dir); });
-                double bytes = (double)variants[v].elems_per_tf * T * p.F * sizeof(bf16);
-                double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
-                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F, "v1/256",
-                       ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
+                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F, "256",
+                       "v1", ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
-            for (int ti = 0; ti < 4; ++ti) {
-                const variant *var = &variants[v];
-                launch_plan lp;
-                if (!plan_launch(T, p.F, sizeof(bf16), threads[ti] ? threads[ti] : 256, &lp)) continue;
-                if (!threads[ti]) {
-                    unsigned wave = (unsigned)prop.multiProcessorCount * (2048 / 256);
-                    lp.blocks = lp.blocks < wave ? lp.blocks : wave;
+            for (int ti = 0; ti < 2; ++ti)
+                for (int pol = 0; pol < 5; ++pol) {
+                    launch_plan lp;
+                    if (!plan_launch(T, p.F, sizeof(bf16), threads[ti], &lp)) continue;
+                    const run_fn fn = variants[v].fn[pol];
+                    float ms = time_median([&] { fn(&lp, &p); });
+                    printf("%-15s %6lld %7d %12s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F,
+                           threads[ti], policy_name[pol], ms * 1e3, bytes / (ms * 1e-3) / 1e12,
+                           ms / floor_ms);
                 }
-                float ms = time_median([&] { var->fn(&lp, &p); });
-                double bytes = (double)var->elems_per_tf * T * p.F * sizeof(bf16);
-                double floor_ms = bytes / (copy_tbps * 1e12) * 1e3;
-                printf("%-15s %6lld %7s %10.2f %8.3f %8.3f\n", var->dir, (long long)p.F,
-                       threads[ti] == 128 ? "128" : threads[ti] == 256 ? "256" : threads[ti] == 512 ? "512" : "256/pers", ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
-            }
         }
     }
     return 0;
