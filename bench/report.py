@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Plots and tables from a committed sweep (the summary.json that bench_swiglu.py wrote).
+
+    python bench/report.py bench/results/nvidia-h200/<run>/records/summary.json [--out DIR] [--readme README.md]
+
+Writes into --out (default: beside the summary): ``median_ms.png`` (median ms vs F, every provider, one panel per mode),
+``fastglu_vs_floor.png`` (fastglu's median over the bandwidth floor, per mode), and
+``cells.md`` (per (mode, F): fastglu's median, its ratio to the floor and to the fastest peer).
+With ``--readme`` it replaces the README's text between ``<!-- perf-table:begin -->`` and
+``<!-- perf-table:end -->`` with the seed-shape table of that run, so that the README's numbers
+come from the records, not from a keyboard.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MODES = ("forward", "backward", "full", "bwd_only")
+PEERS = ("torch", "compile", "megatron", "liger")
+
+
+def load(summary: Path):
+    data = json.loads(summary.read_text())
+    cells = defaultdict(dict)  # (mode, F) -> provider -> row
+    for r in data["rows"]:
+        cells[(r["mode"], r["ffn"])][r["provider"]] = r
+    return data, cells
+
+
+def plot_medians(cells, out: Path, gpu: str):
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True)
+    for ax, mode in zip(axes.flat, MODES):
+        ffns = sorted(F for (m, F) in cells if m == mode)
+        for prov in ("fastglu",) + PEERS:
+            pts = [(F, cells[(mode, F)][prov]["ms"][0]) for F in ffns if prov in cells[(mode, F)]]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=prov, lw=2.2 if prov == "fastglu" else 1.2)
+        floor = [(F, cells[(mode, F)]["fastglu"]["floor_ms"]) for F in ffns if "fastglu" in cells[(mode, F)]]
+        if floor and floor[0][1]:
+            ax.plot(*zip(*floor), "k--", lw=1, label="bandwidth floor")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(mode)
+        ax.set_xlabel("F (ffn_hidden_size)")
+        ax.set_ylabel("median ms")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(f"SwiGLU, Megatron layout, S=2048 B=4 bf16, {gpu}: median of do_bench (rep 100 ms)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_floor_ratio(cells, out: Path, gpu: str):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for mode in MODES:
+        ffns = sorted(F for (m, F) in cells if m == mode and "fastglu" in cells[(m, F)])
+        ax.plot(ffns, [cells[(mode, F)]["fastglu"]["ratio_to_floor"] for F in ffns], marker="o", label=mode)
+    ax.axhline(1.0, color="k", lw=1)
+    ax.axhline(1.03, color="gray", ls=":", lw=1, label="1.03 x floor")
+    ax.axhline(1.12, color="gray", ls="--", lw=1, label="1.12 x floor")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("F (ffn_hidden_size)")
+    ax.set_ylabel("fastglu median / floor")
+    ax.set_ylim(0.9, 2.0)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax.set_title(f"fastglu vs the bandwidth floor (bytes / measured copy bandwidth), {gpu}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def cells_table(cells) -> str:
+    lines = ["| mode | F | fastglu ms | x floor | fastest peer | peer ms | fastglu / peer |",
+             "|---|---:|---:|---:|---|---:|---:|"]
+    for mode in MODES:
+        for F in sorted(F for (m, F) in cells if m == mode):
+            c = cells[(mode, F)]
+            if "fastglu" not in c:
+                continue
+            peers = {p: c[p]["ms"][0] for p in PEERS if p in c}
+            best = min(peers, key=peers.get)
+            fg = c["fastglu"]
+            lines.append(f"| {mode} | {F} | {fg['ms'][0]:.4f} | {fg['ratio_to_floor']:.3f} | {best} | "
+                         f"{peers[best]:.4f} | {fg['ms'][0] / peers[best]:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def seed_table(cells, summary: Path, F=8192) -> str:
+    lines = [f"Seed shape S=2048 B=4 F={F} bf16, median ms (p20-p80) from `{summary.as_posix()}`:", "",
+             "| mode | " + " | ".join(("fastglu",) + PEERS) + " | floor |",
+             "|---|" + "---:|" * (len(PEERS) + 2)]
+    for mode in MODES:
+        c = cells.get((mode, F), {})
+        if not c:
+            continue
+        vals = [f"{c[p]['ms'][0]:.4f} ({c[p]['ms'][1]:.4f}-{c[p]['ms'][2]:.4f})" if p in c else "n/a"
+                for p in ("fastglu",) + PEERS]
+        floor = next(iter(c.values()))["floor_ms"]
+        lines.append(f"| {mode} | " + " | ".join(vals) + f" | {floor:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("summary", type=Path, help="summary.json written by bench/bench_swiglu.py")
+    p.add_argument("--out", type=Path, help="directory for the plots and cells.md (default: the summary's)")
+    p.add_argument("--readme", type=Path, help="README whose perf-table section to regenerate")
+    args = p.parse_args()
+    data, cells = load(args.summary)
+    out = args.out or args.summary.parent
+    out.mkdir(parents=True, exist_ok=True)
+    plot_medians(cells, out / "median_ms.png", data["gpu"])
+    plot_floor_ratio(cells, out / "fastglu_vs_floor.png", data["gpu"])
+    (out / "cells.md").write_text(cells_table(cells))
+    print(f"wrote {out / 'median_ms.png'}, {out / 'fastglu_vs_floor.png'}, {out / 'cells.md'}")
+    if args.readme:
+        text = args.readme.read_text()
+        begin, end = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+        if begin not in text or end not in text:
+            raise SystemExit(f"{args.readme} has no {begin} ... {end} section")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        rel = args.summary.resolve().relative_to(args.readme.resolve().parent)
+        args.readme.write_text(head + begin + "\n" + seed_table(cells, rel) + end + tail)
+        print(f"updated the perf table in {args.readme}")
+
+
+if __name__ == "__main__":
+    main()
