@@ -1,6 +1,7 @@
 /*
  * cuda_stub.c — the CUDA entry points of a CPU-only build: they validate their arguments like the
- * real ones, then return FASTGLU_ERROR_NO_CUDA without touching memory.
+ * real ones; an empty problem succeeds (as it does with CUDA: nothing to launch), anything else
+ * returns FASTGLU_ERROR_NO_CUDA without touching memory.
  */
 #include "internal.h"
 
@@ -21,7 +22,7 @@ fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stri
                                                  output_row_stride, tokens, ffn_hidden_size, dtype,
                                                  &empty);
     (void)stream;
-    return st != FASTGLU_SUCCESS ? st : no_cuda(fn);
+    return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
 }
 
 fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
@@ -35,5 +36,5 @@ fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride, in
                                                  input_row_stride, dinput, dinput_row_stride,
                                                  tokens, ffn_hidden_size, dtype, &empty);
     (void)stream;
-    return st != FASTGLU_SUCCESS ? st : no_cuda(fn);
+    return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
 }
