@@ -52,7 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
     p.add_argument("--quick", action="store_true", help="short smoke run: --rep 20")
     p.add_argument("--out", type=Path,
-                   help="output directory (default bench/results/<gpu-slug>/, bench/results/cpu/ on CPU)")
+                   help="output directory (default bench/results/<gpu-slug>/<UTC time>/, "
+                        "bench/results/cpu/<UTC time>/ on the CPU backend)")
     args = p.parse_args(argv)
     if args.quick:
         args.rep = 20
@@ -232,7 +233,7 @@ def main(argv=None):
     elem_bytes = torch.empty((), dtype=dtype).element_size()
     bench = make_bench(on_gpu, args.rep)
     gpu, device_slug, env = describe_device(on_gpu)
-    out = args.out or BENCH_DIR / "results" / device_slug
+    out = args.out or BENCH_DIR / "results" / device_slug / dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
 
     try:

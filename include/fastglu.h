@@ -56,7 +56,7 @@ typedef enum fastglu_status {
     FASTGLU_SUCCESS = 0,
     FASTGLU_ERROR_INVALID_VALUE = 1,   /* a NULL pointer, negative size, bad stride, aliasing  */
     FASTGLU_ERROR_UNSUPPORTED_DTYPE = 2, /* dtype is not one of fastglu_dtype                  */
-    FASTGLU_ERROR_NO_CUDA = 3,         /* library built without CUDA, or no usable device       */
+    FASTGLU_ERROR_NO_CUDA = 3,         /* library built without CUDA, or no usable device/driver */
     FASTGLU_ERROR_CUDA = 4             /* the CUDA runtime reported an error (launch failure)   */
 } fastglu_status;
 
@@ -78,6 +78,9 @@ FASTGLU_API int fastglu_version(void);
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 FASTGLU_API size_t fastglu_dtype_size(fastglu_dtype dtype);
+
+/* 1 if the library was built with the CUDA backend (whether or not a GPU is present), else 0. */
+FASTGLU_API int fastglu_cuda_built(void);
 
 /* 1 if the library was built with the CUDA backend and a CUDA device is usable, else 0. */
 FASTGLU_API int fastglu_cuda_available(void);

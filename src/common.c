@@ -46,11 +46,14 @@ size_t fastglu_dtype_size(fastglu_dtype dtype) {
     return 0;
 }
 
-/* A strided [rows, cols] region as a byte range [begin, begin + bytes). */
+/* A strided [rows, cols] region: its bounding byte range [begin, begin + bytes) and, when its
+ * columns are contiguous (col_stride 1) or it has one column, its rows as byte intervals
+ * [begin + i * row_bytes, begin + i * row_bytes + width_bytes), i < rows. */
 typedef struct region {
     const char *name;
     uintptr_t begin;
     uint64_t bytes;
+    int64_t rows, row_bytes, width_bytes; /* width_bytes 0: columns not contiguous */
 } region;
 
 /*
@@ -69,8 +72,32 @@ static int span_bytes(int64_t rows, int64_t cols, int64_t row_stride, int64_t co
     return 1;
 }
 
+/*
+ * Whether two regions share a byte. Regions whose rows are contiguous intervals with one common
+ * row stride r are tested exactly: rows i of x and j of y meet iff, with d = y.begin - x.begin and
+ * k = j - i, -y.width < d + k r < x.width for some |k| < rows; any other pair by bounding ranges
+ * (which may refuse a legal interleaving, never accept an overlap).
+ */
+__extension__ typedef __int128 i128; /* GCC/Clang: exact arithmetic on address differences */
+
+static i128 floor_div(i128 a, i128 r) { /* r > 0 */
+    i128 q = a / r;
+    return (a % r != 0 && a < 0) ? q - 1 : q;
+}
+
 static int regions_overlap(const region *x, const region *y) {
-    return x->begin < y->begin + y->bytes && y->begin < x->begin + x->bytes;
+    if (!(x->begin < y->begin + y->bytes && y->begin < x->begin + x->bytes)) return 0;
+    if (x->width_bytes == 0 || y->width_bytes == 0 || x->row_bytes != y->row_bytes ||
+        x->row_bytes <= 0)
+        return 1;
+    const i128 r = x->row_bytes, d = (i128)y->begin - (i128)x->begin;
+    /* k r must lie in the open interval (lo, hi) */
+    const i128 lo = -(i128)y->width_bytes - d, hi = (i128)x->width_bytes - d;
+    i128 kmin = floor_div(lo, r) + 1;  /* smallest k with k r > lo */
+    i128 kmax = -floor_div(-hi, r) - 1; /* largest k with k r < hi */
+    if (kmin < -(i128)(x->rows - 1)) kmin = -(i128)(x->rows - 1); /* k = j - i */
+    if (kmax > (i128)(y->rows - 1)) kmax = (i128)(y->rows - 1);
+    return kmin <= kmax;
 }
 
 /* Checks shared by both directions: dtype, sizes, and one tensor's pointer, stride and span. */
@@ -125,6 +152,13 @@ static fastglu_status check_tensor(const char *fn, region *r, const char *name, 
                                  ", row stride %" PRId64 ")",
                                  fn, name, rows, row_stride);
     r->begin = (uintptr_t)ptr;
+    if (r->begin + r->bytes < r->begin)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: %s = %p spans past the end of the address space", fn, name,
+                                 ptr);
+    r->rows = rows;
+    r->row_bytes = rows > 1 ? row_stride * (int64_t)esize : 0;
+    r->width_bytes = (col_stride == 1 || cols == 1) ? cols * (int64_t)esize : 0;
     return FASTGLU_SUCCESS;
 }
 
@@ -175,6 +209,7 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
                      esize, 1));
     TRY(check_disjoint(fn, &din, &g));
     /* In place (dinput is exactly input) is legal: each thread reads an element before writing it. */
-    if (dinput == input && dinput_row_stride == input_row_stride) return FASTGLU_SUCCESS;
+    if (dinput == input && (dinput_row_stride == input_row_stride || tokens == 1))
+        return FASTGLU_SUCCESS;
     return check_disjoint(fn, &din, &in);
 }

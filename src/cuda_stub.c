@@ -5,6 +5,8 @@
  */
 #include "internal.h"
 
+int fastglu_cuda_built(void) { return 0; }
+
 int fastglu_cuda_available(void) { return 0; }
 
 static fastglu_status no_cuda(const char *fn) {

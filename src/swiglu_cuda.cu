@@ -312,26 +312,33 @@ static fastglu_status too_large(const char *fn) {
     return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
 }
 
-static fastglu_status check_launch(const char *fn) {
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess)
-        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: kernel launch failed: %s", fn,
-                                 cudaGetErrorString(err));
-    return FASTGLU_SUCCESS;
+/* A launch's status: no device or no (recent enough) driver is FASTGLU_ERROR_NO_CUDA, any other
+ * failure FASTGLU_ERROR_CUDA. `err` is what cudaLaunchKernel returned for this launch alone (an
+ * earlier, unrelated error left pending by other code is not taken for ours). */
+static fastglu_status launch_status(const char *fn, cudaError_t err) {
+    if (err == cudaSuccess) return FASTGLU_SUCCESS;
+    const int no_device = err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver;
+    return fastglu_set_error(no_device ? FASTGLU_ERROR_NO_CUDA : FASTGLU_ERROR_CUDA,
+                             "%s: kernel launch failed: %s", fn, cudaGetErrorString(err));
 }
 
-/* The launchers the API and the tuner share: one kernel launch on `stream`. */
+/* The launchers the API and the tuner share: one kernel launch on `stream`; returns its status. */
 template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
-static void launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input, int64_t in_rs,
-                       void *out, int64_t out_rs, int64_t tokens, int64_t F) {
+static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input,
+                              int64_t in_rs, void *out, int64_t out_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
     widths w;
     w.in = access_width(input, in_rs, tokens, es);
     w.up = access_width((const T *)input + F, in_rs, tokens, es);
     w.out = access_width(out, out_rs, tokens, es);
     w.out_up = w.dy = 0;
-    swiglu_fwd_kernel<T, LP, SP><<<p->blocks, p->threads, 0, stream>>>(
-        (const T *)input, in_rs, (T *)out, out_rs, F, p->chunks, p->nvec, w);
+    const T *x = (const T *)input;
+    T *y = (T *)out;
+    uint64_t chunks = p->chunks;
+    fastdiv nvec = p->nvec;
+    void *args[] = {&x, &in_rs, &y, &out_rs, &F, &chunks, &nvec, &w};
+    return cudaLaunchKernel((const void *)swiglu_fwd_kernel<T, LP, SP>, dim3(p->blocks),
+                            dim3(p->threads), args, 0, stream);
 }
 
 /* dy is one value for every element: both strides 0 (an expanded scalar), or one row of one. */
@@ -340,9 +347,9 @@ static int dy_is_scalar(int64_t dy_rs, int64_t dy_cs, int64_t tokens, int64_t F)
 }
 
 template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
-static void launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy, int64_t dy_rs,
-                       int64_t dy_cs, const void *input, int64_t in_rs, void *dinput,
-                       int64_t din_rs, int64_t tokens, int64_t F) {
+static cudaError_t launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy,
+                              int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
+                              void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
     widths w;
     w.in = access_width(input, in_rs, tokens, es);
@@ -350,20 +357,29 @@ static void launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy
     w.out = access_width(dinput, din_rs, tokens, es);
     w.out_up = access_width((const T *)dinput + F, din_rs, tokens, es);
     w.dy = dy_cs == 1 ? access_width(dy, dy_rs, tokens, es) : 0;
-#define BWD(MODE)                                                                                  \
-    swiglu_bwd_kernel<T, MODE, LP, SP><<<p->blocks, p->threads, 0, stream>>>(                             \
-        (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, F, p->chunks,   \
-        p->nvec, w)
-    if (dy_is_scalar(dy_rs, dy_cs, tokens, F))
-        BWD(DY_SCALAR);
-    else if (dy_cs == 1)
-        BWD(DY_CHUNK);
-    else
-        BWD(DY_STRIDED);
-#undef BWD
+    const T *g = (const T *)dy, *x = (const T *)input;
+    T *dx = (T *)dinput;
+    uint64_t chunks = p->chunks;
+    fastdiv nvec = p->nvec;
+    void *args[] = {&g, &dy_rs, &dy_cs, &x, &in_rs, &dx, &din_rs, &F, &chunks, &nvec, &w};
+    const void *kernel;
+    if (input == dinput) {
+        /* In place: the kernel writes the memory it reads, which the read-only (.nc) path does
+         * not allow for; plain loads then (equally fast, bench/PERF_NOTES.md). */
+        kernel = dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOAD_PLAIN, SP>
+               : dy_cs == 1 ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOAD_PLAIN, SP>
+                            : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOAD_PLAIN, SP>;
+    } else {
+        kernel = dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LP, SP>
+               : dy_cs == 1 ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LP, SP>
+                            : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LP, SP>;
+    }
+    return cudaLaunchKernel(kernel, dim3(p->blocks), dim3(p->threads), args, 0, stream);
 }
 
 /* ---- public entry points ------------------------------------------------------------------ */
+
+extern "C" int fastglu_cuda_built(void) { return 1; }
 
 extern "C" int fastglu_cuda_available(void) {
     int n = 0;
@@ -388,21 +404,22 @@ extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t inp
     if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
         return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
+    cudaError_t err = cudaSuccess;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:
-        launch_fwd<float>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
+        err = launch_fwd<float>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
                           ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_FP16:
-        launch_fwd<__half>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
+        err = launch_fwd<__half>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
                            ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_BF16:
-        launch_fwd<__nv_bfloat16>(&p, cs, input, input_row_stride, output, output_row_stride,
+        err = launch_fwd<__nv_bfloat16>(&p, cs, input, input_row_stride, output, output_row_stride,
                                   tokens, ffn_hidden_size);
         break;
     }
-    return check_launch(fn);
+    return launch_status(fn, err);
 }
 
 extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
@@ -421,20 +438,21 @@ extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row
     if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
         return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
+    cudaError_t err = cudaSuccess;
     switch (dtype) {
     case FASTGLU_DTYPE_FP32:
-        launch_bwd<float>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
+        err = launch_bwd<float>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
                           dinput, dinput_row_stride, tokens, ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_FP16:
-        launch_bwd<__half>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
+        err = launch_bwd<__half>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
                            dinput, dinput_row_stride, tokens, ffn_hidden_size);
         break;
     case FASTGLU_DTYPE_BF16:
-        launch_bwd<__nv_bfloat16>(&p, cs, dy, dy_row_stride, dy_col_stride, input,
+        err = launch_bwd<__nv_bfloat16>(&p, cs, dy, dy_row_stride, dy_col_stride, input,
                                   input_row_stride, dinput, dinput_row_stride, tokens,
                                   ffn_hidden_size);
         break;
     }
-    return check_launch(fn);
+    return launch_status(fn, err);
 }

@@ -21,6 +21,16 @@ static int get_i64(PyObject *o, int64_t *out) {
     return 1;
 }
 
+/* The dtype code must name a fastglu_dtype (a wider integer must not wrap onto one). */
+static int get_dtype(PyObject *o, int64_t *out) {
+    if (!get_i64(o, out)) return 0;
+    if (*out < FASTGLU_DTYPE_FP32 || *out > FASTGLU_DTYPE_BF16) {
+        PyErr_Format(PyExc_TypeError, "fastglu: dtype code %lld is not a fastglu_dtype", (long long)*out);
+        return 0;
+    }
+    return 1;
+}
+
 static int get_ptr(PyObject *o, void **out) {
     void *p = PyLong_AsVoidPtr(o);
     if (p == NULL && PyErr_Occurred()) return 0;
@@ -51,7 +61,7 @@ static PyObject *py_swiglu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t
     void *in, *out, *stream;
     (void)self;
     CHECK_NARGS("swiglu_fwd", 9);
-    if (!get_i64(args[0], &on_cuda) || !get_i64(args[1], &dtype) || !get_ptr(args[2], &in) ||
+    if (!get_i64(args[0], &on_cuda) || !get_dtype(args[1], &dtype) || !get_ptr(args[2], &in) ||
         !get_i64(args[3], &in_rs) || !get_ptr(args[4], &out) || !get_i64(args[5], &out_rs) ||
         !get_i64(args[6], &tokens) || !get_i64(args[7], &F) || !get_ptr(args[8], &stream))
         return NULL;
@@ -74,7 +84,7 @@ static PyObject *py_swiglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t
     void *dy, *in, *din, *stream;
     (void)self;
     CHECK_NARGS("swiglu_bwd", 12);
-    if (!get_i64(args[0], &on_cuda) || !get_i64(args[1], &dtype) || !get_ptr(args[2], &dy) ||
+    if (!get_i64(args[0], &on_cuda) || !get_dtype(args[1], &dtype) || !get_ptr(args[2], &dy) ||
         !get_i64(args[3], &dy_rs) || !get_i64(args[4], &dy_cs) || !get_ptr(args[5], &in) ||
         !get_i64(args[6], &in_rs) || !get_ptr(args[7], &din) || !get_i64(args[8], &din_rs) ||
         !get_i64(args[9], &tokens) || !get_i64(args[10], &F) || !get_ptr(args[11], &stream))
@@ -97,6 +107,11 @@ static PyObject *py_cuda_available(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(fastglu_cuda_available());
 }
 
+static PyObject *py_cuda_built(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyBool_FromLong(fastglu_cuda_built());
+}
+
 static PyObject *py_version(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyLong_FromLong(fastglu_version());
@@ -111,6 +126,8 @@ static PyMethodDef methods[] = {
      "dinput, dinput_row_stride, tokens, F, stream): fastglu_swiglu_bwd_{cpu,cuda}."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True if libfastglu has its CUDA backend and a CUDA device is usable."},
+    {"cuda_built", py_cuda_built, METH_NOARGS,
+     "True if libfastglu was built with its CUDA backend (a GPU need not be present)."},
     {"version", py_version, METH_NOARGS, "libfastglu's version as MAJOR*10000+MINOR*100+PATCH."},
     {NULL, NULL, 0, NULL}};
 

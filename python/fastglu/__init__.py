@@ -6,7 +6,8 @@ PyTorch. Public API:
 - ``fastglu.swiglu(x)``: autograd-aware SwiGLU on the Megatron layout ``[..., 2F]`` -> ``[..., F]``.
 - ``fastglu.bias_swiglu_impl(...)``: Megatron-Core's signature, as a drop-in.
 - ``fastglu.ops.swiglu_fwd / swiglu_bwd``: the kernels without autograd.
-- ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable.
+- ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
+  ``fastglu.cuda_built()``: whether it was built.
 """
 
 from . import _C, ops
@@ -21,4 +22,9 @@ def cuda_available() -> bool:
     return _C.cuda_available()
 
 
-__all__ = ["swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "__version__"]
+def cuda_built() -> bool:
+    """True if libfastglu was built with its CUDA backend (whether or not a GPU is present)."""
+    return _C.cuda_built()
+
+
+__all__ = ["swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__"]

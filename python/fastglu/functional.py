@@ -11,17 +11,27 @@ import torch
 from . import ops
 
 
+def _no_double_backward():
+    # The engine runs a backward with grad mode on only under create_graph=True (double backward,
+    # gradient penalties): the kernels have no derivative of their own, so refuse rather than hand
+    # back a gradient that silently drops its dependence on the input.
+    if torch.is_grad_enabled():
+        raise RuntimeError("fastglu.swiglu: double backward (create_graph=True) is not supported; "
+                           "the SwiGLU backward kernel is not differentiable")
+
+
 class _SwiGLU(torch.autograd.Function):
     """Plain SwiGLU: the lean Function behind ``swiglu(x)`` (host time matters at small sizes)."""
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ops.swiglu_fwd(x, "swiglu")
+        return ops.swiglu_fwd(x, fn="swiglu")
 
     @staticmethod
     def backward(ctx, dy):
-        return ops.swiglu_bwd(dy, ctx.saved_tensors[0], "swiglu.backward")
+        _no_double_backward()
+        return ops.swiglu_bwd(dy, ctx.saved_tensors[0], fn="swiglu.backward")
 
 
 class SwiGLUFunction(torch.autograd.Function):
@@ -34,7 +44,9 @@ class SwiGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, fp8_input_store=False, cpu_offload_input=False, in_place=False):
-        y = ops.swiglu_fwd(input, "swiglu")
+        if in_place and not fp8_input_store:
+            ops.check_in_place(input, "swiglu")
+        y = ops.swiglu_fwd(input, fn="swiglu")
         saved = input.to(torch.float8_e4m3fn) if fp8_input_store else input
         if cpu_offload_input:
             saved.activation_offloading = True
@@ -46,6 +58,7 @@ class SwiGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        _no_double_backward()
         if ctx.in_place:
             if ctx.backward_done:
                 raise RuntimeError(
@@ -57,8 +70,8 @@ class SwiGLUFunction(torch.autograd.Function):
         if ctx.input_dtype is not None:
             x = x.to(ctx.input_dtype)
         if not ctx.in_place:
-            return ops.swiglu_bwd(dy, x, "swiglu.backward"), None, None, None
-        dx = ops.swiglu_bwd(dy, x, "swiglu.backward", out=x)
+            return ops.swiglu_bwd(dy, x, fn="swiglu.backward"), None, None, None
+        dx = ops.swiglu_bwd(dy, x, out=x, fn="swiglu.backward")
         torch.autograd.graph.increment_version(x)  # other users of x now fail loudly, not silently
         return dx, None, None, None
 
@@ -71,15 +84,17 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
             gate = ``x[..., :F]``, up = ``x[..., F:]``. May be a strided view (e.g. a column slice).
         in_place: the backward writes the gradient into x's storage instead of a new tensor (saves
             2F elements per token of peak memory; x's values are lost, and a second backward through
-            the same graph raises RuntimeError). x's rows must then be evenly strided.
+            the same graph raises RuntimeError). x's rows must then be evenly strided, unit column
+            stride, not overlapping (ValueError at the forward otherwise).
 
     Returns:
         ``silu(gate) * up`` of shape ``[..., F]``, x's dtype and device. Differentiable in x:
         ``d_gate = dy * up * s * (1 + gate * (1 - s))``, ``d_up = dy * silu(gate)``, s = sigmoid(gate).
 
     Raises:
-        TypeError: x is not a tensor, or its dtype is not bfloat16/float16/float32.
+        TypeError: x is not a dense tensor, or its dtype is not bfloat16/float16/float32.
         ValueError: x is not 2D/3D, its last dimension is odd, or it is on another device type.
+        RuntimeError: a backward with create_graph=True (the backward is not differentiable).
     """
     if in_place:
         return SwiGLUFunction.apply(x, False, False, True)

@@ -45,6 +45,8 @@ def check_input(x, fn: str, name: str = "input"):
     """Validate a gate|up tensor; returns (dtype code, F). Raises TypeError / ValueError."""
     if not isinstance(x, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        _fail(TypeError, fn, f"{name} has layout {x.layout}; fastglu needs a dense (torch.strided) tensor")
     code = _DTYPE_CODES.get(x.dtype)
     if code is None:
         _fail(TypeError, fn, f"{name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 or torch.float32")
@@ -64,6 +66,8 @@ def _row_strides(shape, stride):
     if len(shape) == 2:
         return shape[0], stride[0], stride[1]
     s0, s1 = shape[0], shape[1]
+    if s0 == 0 or s1 == 0:  # no rows: any stride describes them
+        return 0, shape[2], 1
     if s1 == 1:
         return s0, stride[0], stride[2]
     if s0 == 1 or stride[0] == s1 * stride[1]:
@@ -75,21 +79,37 @@ def _rows(t: torch.Tensor, width: int):
     """(t or a copy, tokens, row stride) such that the data is [tokens, width] rows with unit column
     stride: a copy is made only if t's strides do not allow that."""
     tokens, rs, cs = _row_strides(t.shape, t.stride())
-    if rs is None or (cs != 1 and width > 1):
-        t = t.contiguous()
+    if rs is None or (cs != 1 and width > 1) or t.is_neg():
+        t = t.resolve_neg().contiguous()  # a negated view's memory holds -t: materialize it
         return t, tokens, width
     return t, tokens, rs
 
 
 def _out_rows(out, shape, x, width, fn):
     """Validate a caller-given output; returns its row stride."""
-    if not isinstance(out, torch.Tensor) or out.shape != shape or out.dtype != x.dtype or out.device != x.device:
-        got = (tuple(out.shape), out.dtype, out.device) if isinstance(out, torch.Tensor) else type(out).__name__
-        _fail(ValueError, fn, f"out must have shape {tuple(shape)}, dtype {x.dtype} and device {x.device}; got {got}")
+    if not isinstance(out, torch.Tensor):
+        _fail(TypeError, fn, f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.dtype != x.dtype:
+        _fail(TypeError, fn, f"out has dtype {out.dtype} but input has dtype {x.dtype}")
+    if out.shape != shape or out.device != x.device or out.layout != torch.strided:
+        _fail(ValueError, fn, f"out must be a dense tensor of shape {tuple(shape)} on {x.device}; "
+                              f"got {tuple(out.shape)} on {out.device} ({out.layout})")
     _, rs, cs = _row_strides(out.shape, out.stride())
-    if rs is None or (width > 1 and cs != 1):
-        _fail(ValueError, fn, f"out (strides {out.stride()}) must have evenly strided rows with unit column stride")
+    if rs is None or (width > 1 and cs != 1) or out.is_neg():
+        _fail(ValueError, fn, f"out (strides {out.stride()}) must have evenly strided rows with unit column stride "
+                              "and no negation flag")
     return rs
+
+
+def check_in_place(x: torch.Tensor, fn: str):
+    """Raise ValueError unless x can take its own gradient in place: evenly strided rows that do
+    not overlap, unit column stride, no negation flag."""
+    check_input(x, fn)
+    tokens, rs, cs = _row_strides(x.shape, x.stride())
+    width = x.shape[-1]
+    if tokens and width and (rs is None or (width > 1 and cs != 1) or (tokens > 1 and rs < width) or x.is_neg()):
+        _fail(ValueError, fn, f"in_place=True needs an input with evenly strided, non-overlapping rows and unit "
+                              f"column stride; got shape {tuple(x.shape)}, strides {x.stride()}")
 
 
 def _stream(x: torch.Tensor):
@@ -103,7 +123,7 @@ def _on_other_device(x: torch.Tensor) -> bool:
     return x.is_cuda and x.get_device() != _current_device()
 
 
-def swiglu_fwd(x: torch.Tensor, fn: str = "swiglu_fwd", out: torch.Tensor | None = None) -> torch.Tensor:
+def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "swiglu_fwd") -> torch.Tensor:
     """y = silu(x[..., :F]) * x[..., F:] for x of shape [..., 2F] (2D or 3D); returns [..., F].
 
     ``out`` (optional) receives the result: x's leading shape + (F,), x's dtype and device, rows
@@ -111,7 +131,7 @@ def swiglu_fwd(x: torch.Tensor, fn: str = "swiglu_fwd", out: torch.Tensor | None
     """
     code = _DTYPE_CODES.get(getattr(x, "dtype", None))
     shape = getattr(x, "shape", ())
-    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu):
+    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu) or x.layout != torch.strided:
         check_input(x, fn)  # raises the precise error
     F = shape[-1] >> 1
     x, tokens, in_rs = _rows(x, 2 * F)
@@ -123,13 +143,14 @@ def swiglu_fwd(x: torch.Tensor, fn: str = "swiglu_fwd", out: torch.Tensor | None
     if tokens and F:
         if _on_other_device(x):
             with torch.cuda.device(x.device):
-                return swiglu_fwd(x, fn, out)
+                return swiglu_fwd(x, out=out, fn=fn)
         on_cuda, stream = _stream(x)
         _C.swiglu_fwd(on_cuda, code, x.data_ptr(), in_rs, y.data_ptr(), out_rs, tokens, F, stream)
     return y
 
 
-def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, fn: str = "swiglu_bwd", out: torch.Tensor | None = None) -> torch.Tensor:
+def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = None,
+               fn: str = "swiglu_bwd") -> torch.Tensor:
     """The input gradient [..., 2F] of ``swiglu_fwd`` for upstream gradient ``dy`` [..., F].
 
     ``out`` (optional) receives the result: a tensor of x's shape and dtype on x's device whose
@@ -137,11 +158,13 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, fn: str = "swiglu_bwd", out: t
     """
     code = _DTYPE_CODES.get(getattr(x, "dtype", None))
     shape = getattr(x, "shape", ())
-    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu):
+    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu) or x.layout != torch.strided:
         check_input(x, fn)
     F = shape[-1] >> 1
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
+    if dy.layout != torch.strided:
+        _fail(TypeError, fn, f"dy has layout {dy.layout}; fastglu needs a dense (torch.strided) tensor")
     if dy.device != x.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but input is on {x.device}")
     if dy.dtype != x.dtype:
@@ -157,10 +180,10 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, fn: str = "swiglu_bwd", out: t
     if tokens and F:
         if _on_other_device(x):
             with torch.cuda.device(x.device):
-                return swiglu_bwd(dy, x, fn, out)
+                return swiglu_bwd(dy, x, out=out, fn=fn)
         _, dy_rs, dy_cs = _row_strides(dy.shape, dy.stride())
-        if dy_rs is None:  # leading dimensions that no single row stride describes
-            dy = dy.contiguous()
+        if dy_rs is None or dy.is_neg():  # no single row stride describes it, or a negated view
+            dy = dy.resolve_neg().contiguous()
             dy_rs, dy_cs = F, 1
         on_cuda, stream = _stream(x)
         _C.swiglu_bwd(on_cuda, code, dy.data_ptr(), dy_rs, dy_cs, x.data_ptr(), in_rs,

@@ -95,6 +95,31 @@ int main(void) {
     bwd_case(__LINE__, INV, "dy has a negative stride", dy, F, -1, in, 2 * F, din, 2 * F, T, F,
              f32);
 
+    fwd_case(__LINE__, INV, "past the end of the address space", (const void *)(UINTPTR_MAX - 63),
+             2 * F, (void *)(UINTPTR_MAX - 63), F, T, F, f32);
+    bwd_case(__LINE__, INV, "dinput overlaps input", dy, F, 1, in, 2 * F, (float *)in + 2, 2 * F, T,
+             F / 2, f32); /* same row stride, rows interleaved by 2 elements: they meet */
+
+    /* Legal: input and output interleaved in one buffer with one row stride, never sharing a byte
+     * ([gate | up | y] rows of 3F/2 ... here x = buf[:, :2F'], y = buf[:, 2F':3F']). */
+    {
+        enum { FF = F / 2, W = 3 * FF };
+        static float buf[T][W];
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j < W; ++j) buf[i][j] = (j < 2 * FF) ? in[i][j] : 7.0f;
+        fastglu_status st = fastglu_swiglu_fwd_cpu(buf, W, &buf[0][2 * FF], W, T, FF, f32);
+        EXPECT(st == FASTGLU_SUCCESS, "interleaved x and y refused: %s", fastglu_last_error_message());
+        EXPECT(buf[1][2 * FF] != 7.0f && buf[T - 1][W - 1] != 7.0f, "interleaved y not written");
+        /* dinput = buf[:, :2F'] and dy = buf[:, 2F':] likewise, for the backward */
+        static float din2[T][2 * FF];
+        st = fastglu_swiglu_bwd_cpu(&buf[0][2 * FF], W, 1, din2, 2 * FF, buf, W, T, FF, f32);
+        EXPECT(st == FASTGLU_SUCCESS, "interleaved dinput and dy refused: %s",
+               fastglu_last_error_message());
+    }
+    /* Legal: in place with one token, whatever the (irrelevant) row strides say. */
+    EXPECT(fastglu_swiglu_bwd_cpu(dy, F, 1, din, 2 * F, din, 3 * F, 1, F, f32) == FASTGLU_SUCCESS,
+           "in-place single row refused: %s", fastglu_last_error_message());
+
     /* Empty problems: success, nothing touched, NULL pointers allowed. */
     poison();
     EXPECT(fastglu_swiglu_fwd_cpu(NULL, 0, NULL, 0, 0, F, f32) == FASTGLU_SUCCESS, "T=0 fwd");
@@ -103,6 +128,19 @@ int main(void) {
     EXPECT(fastglu_swiglu_fwd_cuda(NULL, 0, NULL, 0, 0, F, f32, NULL) == FASTGLU_SUCCESS,
            "T=0 fwd cuda");
     EXPECT(untouched(), "empty calls changed an output");
+
+    /* Without a usable device (a CPU-only build, or a CUDA build on a machine with no GPU or driver),
+     * a legal CUDA call says so with FASTGLU_ERROR_NO_CUDA and touches nothing. */
+    if (!fastglu_cuda_available()) {
+        poison();
+        fastglu_status st = fastglu_swiglu_fwd_cuda(in, 2 * F, out, F, T, F, f32, NULL);
+        EXPECT(st == FASTGLU_ERROR_NO_CUDA, "no device: status %d (%s)", st,
+               fastglu_last_error_message());
+        st = fastglu_swiglu_bwd_cuda(dy, F, 1, in, 2 * F, din, 2 * F, T, F, f32, NULL);
+        EXPECT(st == FASTGLU_ERROR_NO_CUDA, "no device (bwd): status %d (%s)", st,
+               fastglu_last_error_message());
+        EXPECT(untouched(), "no device: an output changed");
+    }
 
     /* A legal call succeeds and clears the message. */
     EXPECT(fastglu_swiglu_fwd_cpu(in, 2 * F, out, F, T, F, f32) == FASTGLU_SUCCESS, "legal fwd");

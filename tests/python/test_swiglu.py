@@ -180,8 +180,10 @@ def test_bad_dy_and_out_leave_outputs_untouched():
         ops.swiglu_bwd(torch.randn(4, 5), x)
     with pytest.raises(TypeError, match="dy has dtype"):
         ops.swiglu_bwd(torch.randn(4, 4, dtype=torch.float64), x)
-    with pytest.raises(ValueError, match="out must have shape"):
+    with pytest.raises(ValueError, match="out must be a dense tensor of shape"):
         ops.swiglu_fwd(x, out=torch.empty(4, 5))
+    with pytest.raises(TypeError, match="out has dtype"):
+        ops.swiglu_fwd(x, out=torch.empty(4, 4, dtype=torch.float16))
     big = torch.full((4, 8), 7.0)
     with pytest.raises(ValueError, match="overlaps"):  # from the C library's own check
         ops.swiglu_fwd(big, out=big[:, :4])
@@ -276,3 +278,67 @@ def test_in_place_second_backward_raises(device):
     y.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="only once"):
         y.sum().backward()
+
+
+# ---- unusual tensors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_negated_views_are_read_as_their_values(device):
+    """torch's lazy negation (e.g. complex.conj().imag) keeps -t in memory; it must not leak."""
+    x = randn(8, 2 * 16, dtype=torch.float32, device=device)
+    dy = torch.randn(8, 16, dtype=torch.complex64, device=device).conj().imag
+    assert dy.is_neg()
+    xn = torch._neg_view(-x)
+    assert xn.is_neg()
+    assert rel_err(ops.swiglu_fwd(xn), ref_fwd(x)) <= 1e-5
+    assert rel_err(ops.swiglu_bwd(dy, x), ref_bwd(dy.resolve_neg(), x)) <= 1e-5
+    with pytest.raises(ValueError, match="negation"):
+        ops.swiglu_fwd(x, out=torch._neg_view(torch.zeros(8, 16, device=device)))
+
+
+def test_out_and_fn_are_keyword_only():
+    x, y = torch.randn(4, 8), torch.empty(4, 4)
+    with pytest.raises(TypeError):
+        ops.swiglu_fwd(x, y)
+    with pytest.raises(TypeError):
+        ops.swiglu_bwd(torch.randn(4, 4), x, torch.empty(4, 8))
+
+
+def test_empty_3d_outputs_are_legal():
+    x = torch.randn(2, 0, 8)
+    assert ops.swiglu_fwd(x, out=torch.empty(2, 0, 4)).shape == (2, 0, 4)
+    assert ops.swiglu_bwd(torch.empty(2, 0, 4), x, out=torch.empty(2, 0, 8)).shape == (2, 0, 8)
+    xr = x.clone().requires_grad_()
+    fastglu.swiglu(xr * 1.0, in_place=True).sum().backward()
+    assert xr.grad.shape == (2, 0, 8)
+
+
+@pytest.mark.parametrize("kind", ["transposed", "expanded"])
+def test_in_place_rejects_inputs_it_cannot_overwrite_at_the_forward(kind):
+    if kind == "transposed":
+        x = torch.randn(8, 6).t() * 1.0  # elementwise ops keep the transposed strides: (1, 6)
+    else:
+        x = torch.randn(1, 8).expand(6, 8)  # every row is the same memory
+    with pytest.raises(ValueError, match="in_place=True needs"):
+        fastglu.swiglu(x, in_place=True)
+
+
+def test_sparse_inputs_raise_type_error():
+    with pytest.raises(TypeError, match="layout"):
+        fastglu.swiglu(torch.randn(4, 8).to_sparse())
+    with pytest.raises(TypeError, match="layout"):
+        ops.swiglu_bwd(torch.randn(4, 4).to_sparse(), torch.randn(4, 8))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_double_backward_raises_instead_of_a_wrong_answer(in_place):
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(fastglu.swiglu(x * 1.0, in_place=in_place).sum(), x, create_graph=True)
+
+
+def test_binding_rejects_unknown_dtype_codes():
+    x, y = torch.randn(1, 2), torch.empty(1, 1)
+    with pytest.raises(TypeError, match="dtype code"):
+        fastglu._C.swiglu_fwd(0, 2**32 + 2, x.data_ptr(), 2, y.data_ptr(), 1, 1, 1, 0)
