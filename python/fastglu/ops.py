@@ -92,8 +92,8 @@ def _out_rows(out, shape, x, width, fn):
     if out.dtype != x.dtype:
         _fail(TypeError, fn, f"out has dtype {out.dtype} but input has dtype {x.dtype}")
     if out.shape != shape or out.device != x.device or out.layout != torch.strided:
-        _fail(ValueError, fn, f"out must be a dense tensor of shape {tuple(shape)} on {x.device}; "
-                              f"got {tuple(out.shape)} on {out.device} ({out.layout})")
+        _fail(ValueError, fn, f"out must be a dense tensor of shape {tuple(shape)} on device {x.device}; "
+                              f"got shape {tuple(out.shape)} on device {out.device} (layout {out.layout})")
     _, rs, cs = _row_strides(out.shape, out.stride())
     if rs is None or (width > 1 and cs != 1) or out.is_neg():
         _fail(ValueError, fn, f"out (strides {out.stride()}) must have evenly strided rows with unit column stride "

@@ -162,6 +162,8 @@ def test_mixed_devices_raise_value_error():
         ops.swiglu_bwd(torch.empty(4, 4, device="meta"), x)
     with pytest.raises(ValueError, match="device meta"):
         fastglu.swiglu(torch.empty(4, 8, device="meta"))
+    with pytest.raises(ValueError, match="on device cpu; got shape .* on device meta"):
+        ops.swiglu_fwd(x, out=torch.empty(4, 4, device="meta"))
 
 
 @cuda_only
@@ -169,7 +171,7 @@ def test_mixed_cpu_cuda_raise_value_error():
     x = torch.randn(4, 8, device="cuda")
     with pytest.raises(ValueError, match="dy is on cpu"):
         ops.swiglu_bwd(torch.randn(4, 4), x)
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(ValueError, match="on device cuda:0; got shape .* on device cpu"):
         ops.swiglu_fwd(x, out=torch.empty(4, 4))
 
 
