@@ -379,6 +379,12 @@ static cudaError_t launch_bwd(const launch_plan *p, cudaStream_t stream, const v
 
 /* ---- public entry points ------------------------------------------------------------------ */
 
+/* launcher<T>(...) for the element type T of a (validated) fastglu_dtype. */
+#define LAUNCH_FOR_DTYPE(dtype, launcher, ...)                                                     \
+    ((dtype) == FASTGLU_DTYPE_FP32   ? launcher<float>(__VA_ARGS__)                                \
+     : (dtype) == FASTGLU_DTYPE_FP16 ? launcher<__half>(__VA_ARGS__)                               \
+                                     : launcher<__nv_bfloat16>(__VA_ARGS__))
+
 extern "C" int fastglu_cuda_built(void) { return 1; }
 
 extern "C" int fastglu_cuda_available(void) {
@@ -404,21 +410,8 @@ extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t inp
     if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
         return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
-    cudaError_t err = cudaSuccess;
-    switch (dtype) {
-    case FASTGLU_DTYPE_FP32:
-        err = launch_fwd<float>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
-                          ffn_hidden_size);
-        break;
-    case FASTGLU_DTYPE_FP16:
-        err = launch_fwd<__half>(&p, cs, input, input_row_stride, output, output_row_stride, tokens,
-                           ffn_hidden_size);
-        break;
-    case FASTGLU_DTYPE_BF16:
-        err = launch_fwd<__nv_bfloat16>(&p, cs, input, input_row_stride, output, output_row_stride,
-                                  tokens, ffn_hidden_size);
-        break;
-    }
+    const cudaError_t err = LAUNCH_FOR_DTYPE(dtype, launch_fwd, &p, cs, input, input_row_stride,
+                                             output, output_row_stride, tokens, ffn_hidden_size);
     return launch_status(fn, err);
 }
 
@@ -438,21 +431,8 @@ extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row
     if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
         return too_large(fn);
     cudaStream_t cs = (cudaStream_t)stream;
-    cudaError_t err = cudaSuccess;
-    switch (dtype) {
-    case FASTGLU_DTYPE_FP32:
-        err = launch_bwd<float>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
-                          dinput, dinput_row_stride, tokens, ffn_hidden_size);
-        break;
-    case FASTGLU_DTYPE_FP16:
-        err = launch_bwd<__half>(&p, cs, dy, dy_row_stride, dy_col_stride, input, input_row_stride,
-                           dinput, dinput_row_stride, tokens, ffn_hidden_size);
-        break;
-    case FASTGLU_DTYPE_BF16:
-        err = launch_bwd<__nv_bfloat16>(&p, cs, dy, dy_row_stride, dy_col_stride, input,
-                                  input_row_stride, dinput, dinput_row_stride, tokens,
-                                  ffn_hidden_size);
-        break;
-    }
+    const cudaError_t err =
+        LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, cs, dy, dy_row_stride, dy_col_stride, input,
+                         input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
     return launch_status(fn, err);
 }
