@@ -19,6 +19,7 @@ import torch
 
 from . import _C
 
+_STRIDED = torch.strided
 _DTYPE_CODES = {
     torch.float32: _C.DTYPE_FP32,
     torch.float16: _C.DTYPE_FP16,
@@ -75,16 +76,6 @@ def _row_strides(shape, stride):
     return s0 * s1, None, None
 
 
-def _rows(t: torch.Tensor, width: int):
-    """(t or a copy, tokens, row stride) such that the data is [tokens, width] rows with unit column
-    stride: a copy is made only if t's strides do not allow that."""
-    tokens, rs, cs = _row_strides(t.shape, t.stride())
-    if rs is None or (cs != 1 and width > 1) or t.is_neg():
-        t = t.resolve_neg().contiguous()  # a negated view's memory holds -t: materialize it
-        return t, tokens, width
-    return t, tokens, rs
-
-
 def _out_rows(out, shape, x, width, fn):
     """Validate a caller-given output; returns its row stride."""
     if not isinstance(out, torch.Tensor):
@@ -112,15 +103,36 @@ def check_in_place(x: torch.Tensor, fn: str):
                               f"column stride; got shape {tuple(x.shape)}, strides {x.stride()}")
 
 
-def _stream(x: torch.Tensor):
-    """(on_cuda, stream) for a launch on x's device, which must be the current device."""
-    if x.is_cuda:
-        return 1, _raw_stream(x.get_device())
-    return 0, 0
+def _input_rows(x, fn: str):
+    """Validate a gate|up input and see it as rows: (x or a copy, dtype code, shape, F, tokens, row
+    stride). The common case costs a few attribute reads; anything unusual goes to check_input."""
+    code = _DTYPE_CODES.get(getattr(x, "dtype", None))
+    shape = getattr(x, "shape", ())
+    nd = len(shape)
+    if code is None or (nd != 2 and nd != 3) or shape[-1] & 1 or x.layout is not _STRIDED or not (x.is_cuda or x.is_cpu):
+        check_input(x, fn)  # raises the precise error (or passes a legal oddity, e.g. a non-interned layout)
+    width = shape[-1]
+    stride = x.stride()
+    if nd == 2:
+        tokens, rs, cs = shape[0], stride[0], stride[1]
+    else:
+        tokens, rs, cs = _row_strides(shape, stride)
+    if rs is None or (cs != 1 and width > 1) or x.is_neg():
+        x = x.resolve_neg().contiguous()  # a negated view's memory holds -x: materialize it
+        rs = width
+    return x, code, shape, width >> 1, tokens, rs
 
 
-def _on_other_device(x: torch.Tensor) -> bool:
-    return x.is_cuda and x.get_device() != _current_device()
+def _launch(kernel, x: torch.Tensor, *args):
+    """kernel(on_cuda, *args, stream) on x's device: its current stream, under a device guard only
+    when x is not on the current device."""
+    if not x.is_cuda:
+        return kernel(0, *args, 0)
+    dev = x.get_device()
+    if dev == _current_device():
+        return kernel(1, *args, _raw_stream(dev))
+    with torch.cuda.device(dev):
+        return kernel(1, *args, _raw_stream(dev))
 
 
 def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "swiglu_fwd") -> torch.Tensor:
@@ -129,23 +141,14 @@ def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "s
     ``out`` (optional) receives the result: x's leading shape + (F,), x's dtype and device, rows
     evenly strided with unit column stride; it must not overlap x (ValueError).
     """
-    code = _DTYPE_CODES.get(getattr(x, "dtype", None))
-    shape = getattr(x, "shape", ())
-    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu) or x.layout != torch.strided:
-        check_input(x, fn)  # raises the precise error
-    F = shape[-1] >> 1
-    x, tokens, in_rs = _rows(x, 2 * F)
+    x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
+    out_shape = (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
     if out is None:
-        y = x.new_empty(shape[:-1] + (F,))
-        out_rs = F
+        y, out_rs = x.new_empty(out_shape), F
     else:
-        y, out_rs = out, _out_rows(out, shape[:-1] + (F,), x, F, fn)
+        y, out_rs = out, _out_rows(out, out_shape, x, F, fn)
     if tokens and F:
-        if _on_other_device(x):
-            with torch.cuda.device(x.device):
-                return swiglu_fwd(x, out=out, fn=fn)
-        on_cuda, stream = _stream(x)
-        _C.swiglu_fwd(on_cuda, code, x.data_ptr(), in_rs, y.data_ptr(), out_rs, tokens, F, stream)
+        _launch(_C.swiglu_fwd, x, code, x.data_ptr(), in_rs, y.data_ptr(), out_rs, tokens, F)
     return y
 
 
@@ -156,36 +159,28 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
     ``out`` (optional) receives the result: a tensor of x's shape and dtype on x's device whose
     rows are evenly strided with unit column stride; it may be ``x`` itself (in-place backward).
     """
-    code = _DTYPE_CODES.get(getattr(x, "dtype", None))
-    shape = getattr(x, "shape", ())
-    if code is None or len(shape) not in (2, 3) or shape[-1] & 1 or not (x.is_cuda or x.is_cpu) or x.layout != torch.strided:
-        check_input(x, fn)
-    F = shape[-1] >> 1
+    x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
-    if dy.layout != torch.strided:
+    if dy.layout != _STRIDED:
         _fail(TypeError, fn, f"dy has layout {dy.layout}; fastglu needs a dense (torch.strided) tensor")
     if dy.device != x.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but input is on {x.device}")
     if dy.dtype != x.dtype:
         _fail(TypeError, fn, f"dy has dtype {dy.dtype} but input has dtype {x.dtype}")
-    if dy.shape != shape[:-1] + (F,):
-        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {tuple(shape[:-1]) + (F,)} for input {tuple(shape)}")
+    dy_shape = (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
+    if dy.shape != dy_shape:
+        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {dy_shape} for input {tuple(shape)}")
     if out is None:
-        dx = x.new_empty(shape)
-        dx_rs = 2 * F
+        dx, dx_rs = x.new_empty(shape), 2 * F
     else:
+        # (an input that _input_rows had to copy fails these checks too, so out=x is never the copy)
         dx, dx_rs = out, _out_rows(out, shape, x, 2 * F, fn)
-    x, tokens, in_rs = _rows(x, 2 * F)
     if tokens and F:
-        if _on_other_device(x):
-            with torch.cuda.device(x.device):
-                return swiglu_bwd(dy, x, out=out, fn=fn)
         _, dy_rs, dy_cs = _row_strides(dy.shape, dy.stride())
         if dy_rs is None or dy.is_neg():  # no single row stride describes it, or a negated view
             dy = dy.resolve_neg().contiguous()
             dy_rs, dy_cs = F, 1
-        on_cuda, stream = _stream(x)
-        _C.swiglu_bwd(on_cuda, code, dy.data_ptr(), dy_rs, dy_cs, x.data_ptr(), in_rs,
-                      dx.data_ptr(), dx_rs, tokens, F, stream)
+        _launch(_C.swiglu_bwd, x, code, dy.data_ptr(), dy_rs, dy_cs, x.data_ptr(), in_rs,
+                dx.data_ptr(), dx_rs, tokens, F)
     return dx
