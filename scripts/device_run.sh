@@ -5,7 +5,8 @@
 #
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
-#                                                    build ctest pytest tune host bench)
+#                                                    build ctest pytest tune host bench;
+#                                                    "sanitize" runs compute-sanitizer too)
 #
 # Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
 # (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
@@ -67,6 +68,14 @@ python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2
 if want pytest; then
   step "Python tests (pytest)"
   python3 -m pytest -q -rs tests/python 2>&1 | tee -a "$OUT/tests.log" | tail -15
+fi
+
+if want sanitize; then
+  step "compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the CUDA C test"
+  for tool in memcheck racecheck initcheck synccheck; do
+    echo "-- $tool"
+    FASTGLU_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 build-device/test_swiglu_cuda 2>&1 | tail -4
+  done 2>&1 | tee "$OUT/sanitizer.log"
 fi
 
 if want tune; then

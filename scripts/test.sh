@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs all tests: the C tests under CTest (the CUDA test skips without a GPU) and the Python tests
-# under pytest (GPU tests skip without one). Exits non-zero on any failure.
+# Runs all tests: the C tests under CTest (the CUDA test skips without a GPU), a bounded fuzzing run
+# of the C API (FASTGLU_FUZZ_SECONDS, default 30), and the Python tests under pytest (GPU tests
+# skip without one). Exits non-zero on any failure.
 source "$(dirname "$0")/env.sh"
 
 # The C tests run twice: as configured here (CUDA backend when nvcc is found) and CPU-only, so that
@@ -10,8 +11,11 @@ for cfg in "build/c" "build/c-cpu-only -DFASTGLU_CUDA=OFF"; do
   echo "== C library and C tests (CMake + CTest): $dir"
   cmake -S . -B "$dir" $opts -G Ninja >/dev/null
   cmake --build "$dir" > "$dir/build.log" 2>&1 || { tail -50 "$dir/build.log"; exit 1; }
-  (cd "$dir" && ctest --output-on-failure)
+  (cd "$dir" && ctest --output-on-failure -j 2)
 done
+
+echo "== fuzzing the C API (CPU backend, ASan + UBSan), ${FASTGLU_FUZZ_SECONDS:-30} s"
+bash tests/fuzz/run.sh "${FASTGLU_FUZZ_SECONDS:-30}"
 
 echo "== Python package and tests (pytest)"
 build_python_package

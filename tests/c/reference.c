@@ -230,6 +230,31 @@ static void run_inplace_case(const test_backend *b, fastglu_dtype dt, int64_t T,
     free(h_in), free(h_dy), free(h_out), free(got), free(ref);
 }
 
+static void seed_rng(const char *name) {
+    const char *env = getenv("FASTGLU_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    rng_state = seed;
+    printf("%s: seed %llu (set FASTGLU_TEST_SEED to repeat)\n", name, (unsigned long long)seed);
+}
+
+int run_sentinel_sweep(const test_backend *b) {
+    /* Widths that break vectorized kernels (odd, prime, just past a power of two, misaligned
+     * halves) x row counts from one to past a 4096-row wave, every dtype: every output element
+     * written, nothing outside the outputs (the gaps of padded rows included) touched. */
+    static const int64_t widths[] = {1, 2, 3, 5, 7, 8, 127, 256, 257, 320, 640, 768, 1408, 2816, 3420, 5632};
+    static const int64_t rows[] = {1, 2, 257, 4097};
+    static const fastglu_dtype dtypes[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
+    static const layout padded = {"sweep", 0, 0, 3, 0};
+    seed_rng(b->name);
+    failures = checks = 0;
+    for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; ++d)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r)
+                run_case(b, dtypes[d], rows[r], widths[w], &padded);
+    printf("%s sentinel sweep: %d checks, %d failed\n", b->name, checks, failures);
+    return failures;
+}
+
 int run_swiglu_suite(const test_backend *b) {
     static const int64_t widths[] = {1, 3, 768, 1408, 3420, 5632, 8192};
     static const int64_t rows[] = {1, 257};
@@ -243,10 +268,7 @@ int run_swiglu_suite(const test_backend *b) {
         {"dy-row-broadcast", 8, 0, 0, 2},  /* dy expanded over rows */
         {"dy-transposed", 0, 0, 0, 4},     /* dy read column-major */
     };
-    const char *env = getenv("FASTGLU_TEST_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
-    rng_state = seed;
-    printf("%s: seed %llu (set FASTGLU_TEST_SEED to repeat)\n", b->name, (unsigned long long)seed);
+    seed_rng(b->name);
     failures = checks = 0;
     for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; ++d)
         for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)

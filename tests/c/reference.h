@@ -30,4 +30,9 @@ typedef struct test_backend {
  * Returns the number of failed checks. */
 int run_swiglu_suite(const test_backend *b);
 
+/* The sentinel sweep: F in {1, 2, 3, 5, 7, 8, 127, 256, 257, 320, 640, 768, 1408, 2816, 3420, 5632}
+ * x rows in {1, 2, 257, 4097} x every dtype, outputs in padded rows pre-filled with a sentinel.
+ * Returns the number of failed checks. */
+int run_sentinel_sweep(const test_backend *b);
+
 #endif

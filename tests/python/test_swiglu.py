@@ -344,3 +344,59 @@ def test_binding_rejects_unknown_dtype_codes():
     x, y = torch.randn(1, 2), torch.empty(1, 1)
     with pytest.raises(TypeError, match="dtype code"):
         fastglu._C.swiglu_fwd(0, 2**32 + 2, x.data_ptr(), 2, y.data_ptr(), 1, 1, 1, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_bitwise_deterministic(device, dtype):
+    """The same inputs give bitwise-identical outputs and gradients, run after run (no reductions,
+    no atomics: each element is computed by one thread from its own inputs)."""
+    x = randn(257, 2 * 3420, dtype=dtype, device=device)
+    dy = randn(257, 3420, dtype=dtype, device=device)
+    y0, dx0 = ops.swiglu_fwd(x), ops.swiglu_bwd(dy, x)
+    for _ in range(3):
+        assert torch.equal(ops.swiglu_fwd(x), y0)
+        assert torch.equal(ops.swiglu_bwd(dy, x), dx0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_and_inf_propagate_like_the_torch_formulas(device, dtype):
+    """Special values in gate, up and dy come out where Megatron's formulas, evaluated by torch in
+    fp32 on the same stored values, put them (NaN where NaN, the same infinities, the rest close)."""
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.0, -88.0, 1e4, -1e4, 1.5],
+                            dtype=torch.float32)
+    n = len(specials)
+    g = specials.repeat_interleave(n * n)
+    u = specials.repeat(n).repeat_interleave(n)
+    d = specials.repeat(n * n)
+    x = torch.cat([g, u]).reshape(1, 2 * n ** 3).to(dtype).to(device)
+    dy = d.reshape(1, n ** 3).to(dtype).to(device)
+    gf, uf = x.float().chunk(2, -1)
+    s = torch.sigmoid(gf)
+    want_y = (F_.silu(gf) * uf).to(dtype).float()
+    want_dx = torch.cat((dy.float() * s * (1 + gf * (1 - s)) * uf, dy.float() * F_.silu(gf)), -1).to(dtype).float()
+    for got, want in ((ops.swiglu_fwd(x).float(), want_y), (ops.swiglu_bwd(dy, x).float(), want_dx)):
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        inf = torch.isinf(want)
+        assert torch.equal(got[inf], want[inf])
+        finite = torch.isfinite(want)
+        assert torch.allclose(got[finite], want[finite], rtol=TOL[dtype] * 4, atol=1e-3)
+
+
+@cuda_only
+@pytest.mark.parametrize("input_elements", [2**31 + 2**21, 2**32 - 2**14], ids=["just-above-2^31", "near-2^32"])
+def test_more_than_2_31_elements(input_elements):
+    """64-bit offsets: an input of more than 2^31 elements (and near 2^32), forward and backward, the
+    first and last rows checked against the CPU backend."""
+    F = 8192
+    T = -(-input_elements // (2 * F))
+    x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16)
+    assert x.numel() > 2**31
+    y = ops.swiglu_fwd(x)
+    dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+    dx = ops.swiglu_bwd(dy, x)
+    for rows in (slice(0, 2), slice(T // 2, T // 2 + 1), slice(T - 3, T)):
+        xc, dyc = x[rows].cpu(), dy[rows].cpu()
+        assert rel_err(y[rows].cpu(), ops.swiglu_fwd(xc)) <= 1e-2
+        assert rel_err(dx[rows].cpu(), ops.swiglu_bwd(dyc, xc)) <= 1e-2
