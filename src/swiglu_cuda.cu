@@ -199,6 +199,9 @@ enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
+/* Templates on the element type, dy's mode and the cache policy: one body stands for every
+ * combination the launchers and the tuner use, where macros would paste the body once each. */
+
 template <typename T, int LP, int SP>
 __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
