@@ -10,6 +10,8 @@ import torch
 
 from . import ops
 
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+
 
 def _no_double_backward():
     # The engine runs a backward with grad mode on only under create_graph=True (double backward,
@@ -72,7 +74,8 @@ class SwiGLUFunction(torch.autograd.Function):
         if not ctx.in_place:
             return ops.swiglu_bwd(dy, x, fn="swiglu.backward"), None, None, None
         dx = ops.swiglu_bwd(dy, x, out=x, fn="swiglu.backward")
-        torch.autograd.graph.increment_version(x)  # other users of x now fail loudly, not silently
+        if _increment_version is not None:
+            _increment_version(x)  # other users of x now fail loudly, not silently
         return dx, None, None, None
 
 
