@@ -14,6 +14,17 @@ for cfg in "build/c" "build/c-cpu-only -DFASTGLU_CUDA=OFF"; do
   (cd "$dir" && ctest --output-on-failure -j 2)
 done
 
+echo "== C users: cmake --install, then examples/c through find_package(fastglu) and through pkg-config"
+cmake --install build/c --prefix build/prefix > /dev/null
+cmake -S examples/c -B build/example -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/prefix" > /dev/null
+cmake --build build/example > /dev/null
+build/example/swiglu_example
+if command -v pkg-config > /dev/null; then
+  cc examples/c/swiglu_example.c $(PKG_CONFIG_PATH=build/prefix/lib/pkgconfig pkg-config --cflags --libs fastglu) \
+    -lm -Wl,-rpath,"$PWD/build/prefix/lib" -o build/example/swiglu_example_pc
+  build/example/swiglu_example_pc
+fi
+
 echo "== fuzzing the C API (CPU backend, ASan + UBSan), ${FASTGLU_FUZZ_SECONDS:-30} s"
 bash tests/fuzz/run.sh "${FASTGLU_FUZZ_SECONDS:-30}"
 
