@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_swiglu import load_provider  # noqa: E402
+from fastglu.bench.swiglu import load_provider  # noqa: E402
 
 import fastglu  # noqa: E402
 from fastglu import _C, ops  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds fastglu and runs the main job: the seed benchmark (Megatron-layout SwiGLU, S=2048 B=4
 # F=8192 bf16, every available provider, all modes) on the GPU; on a machine without one, the CPU
-# backend on a small default shape (it says so). Extra arguments go to bench/bench_swiglu.py.
+# backend on a small default shape (it says so). Extra arguments go to python -m fastglu.bench.
 source "$(dirname "$0")/env.sh"
 build_python_package
-"$PY" bench/bench_swiglu.py "$@"
+"$PY" -m fastglu.bench "$@"

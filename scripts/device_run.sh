@@ -92,7 +92,7 @@ fi
 if want bench; then
   step "benchmark (all providers, one process)"
   # bounded, so that the records written so far are packed even if the sweep runs long
-  timeout "${BENCH_TIMEOUT:-480}" python3 bench/bench_swiglu.py --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
+  timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
   tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
 fi
 ls -la "$OUT"

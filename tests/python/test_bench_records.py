@@ -1,9 +1,8 @@
-"""Tests of bench/records.py against the project's seed record (no GPU needed)."""
+"""Tests of fastglu.bench.records against the project's seed record (no GPU needed)."""
 import copy
 import datetime as dt
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"  # beside the checkout in CI; the GPU machine gets the repo alone
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (the seed and peers records) is absent")
-sys.path.insert(0, str(ROOT / "bench"))
-import records  # noqa: E402
+from fastglu.bench import records  # noqa: E402
 
 # Free-form maps whose keys legitimately differ from the seed's.
 OPEN_MAPS = {("run", "metadata", "labels"), ("environment", "spec", "software")}
@@ -87,7 +85,7 @@ def test_protocol_and_environment_follow_the_seed(seed):
     for part, kind in (("protocol", "BenchmarkProtocol"), ("environment", "ExecutionEnvironment")):
         assert record[part]["kind"] == seed[part]["kind"] == kind
         assert record[part]["apiVersion"] == seed[part]["apiVersion"]
-    assert record["protocol"]["spec"]["harness"]["name"] == "fastglu bench/bench_swiglu.py"
+    assert record["protocol"]["spec"]["harness"]["name"] == "fastglu python -m fastglu.bench"
     assert record["environment"]["spec"]["hardware"] == seed["environment"]["spec"]["hardware"]
     assert record["environment"]["spec"]["software"] == {"torch": "2.11.0+cu130", "cuda": "13.0"}
     notes = {m: records.protocol(m)["spec"]["comparability"]["notes"] for m in records.MODES}
@@ -158,3 +156,24 @@ def test_floor_matches_the_peers_file():
 def test_record_filename():
     assert records.record_filename("fastglu", "bwd_only", 2048, 4, 8192, "bf16") == \
         "bwd_only_fastglu_batch4-ffn8192-seq2048-bf16.json"
+
+
+def test_liger_csv_has_ligers_columns_and_one_row_per_record(tmp_path):
+    import csv
+
+    from fastglu.bench.swiglu import LIGER_COLUMNS, write_liger_csv
+
+    rows = [{"provider": p, "mode": "backward", "ffn": 8192, "dtype": "bf16", "ms": [1.0, 0.9, 1.1],
+             "versions": {"liger_version": "0.8.5"} if p == "liger" else {}} for p in ("fastglu", "liger")]
+    path = tmp_path / "all_benchmark_data.csv"
+    write_liger_csv(path, rows, "NVIDIA H200", 2048, 4)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == LIGER_COLUMNS == [
+            "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
+            "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80", "extra_benchmark_config_str",
+            "gpu_name", "timestamp", "liger_version"]
+        got = list(reader)
+    assert [r["kernel_provider"] for r in got] == ["fastglu", "liger"]
+    assert got[1]["liger_version"] == "0.8.5" and got[0]["x_value"] == "8192" and got[0]["y_value_50"] == "1.0"
+    assert json.loads(got[0]["extra_benchmark_config_str"]) == {"S": 2048, "B": 4, "dtype": "bf16"}

@@ -11,23 +11,20 @@ on a small shape with a perf_counter timer.
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import importlib.metadata
 import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import records  # noqa: E402
-
-BENCH_DIR = Path(__file__).resolve().parent
+from . import records
 PROVIDERS = ("fastglu", "torch", "compile", "megatron", "liger")
 CPU_PROVIDERS = ("fastglu", "torch")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -52,8 +49,8 @@ def parse_args(argv=None):
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
     p.add_argument("--quick", action="store_true", help="short smoke run: --rep 20")
     p.add_argument("--out", type=Path,
-                   help="output directory (default bench/results/<gpu-slug>/<UTC time>/, "
-                        "bench/results/cpu/<UTC time>/ on the CPU backend)")
+                   help="output directory (default ./bench/results/<gpu-slug>/<UTC time>/, "
+                        "./bench/results/cpu/<UTC time>/ on the CPU backend)")
     args = p.parse_args(argv)
     if args.quick:
         args.rep = 20
@@ -163,7 +160,7 @@ def driver_version():
 
 def git_remote():
     try:
-        out = subprocess.run(["git", "-C", str(BENCH_DIR), "remote", "get-url", "origin"],
+        out = subprocess.run(["git", "remote", "get-url", "origin"],
                              capture_output=True, text=True, timeout=10)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
@@ -233,7 +230,7 @@ def main(argv=None):
     elem_bytes = torch.empty((), dtype=dtype).element_size()
     bench = make_bench(on_gpu, args.rep)
     gpu, device_slug, env = describe_device(on_gpu)
-    out = args.out or BENCH_DIR / "results" / device_slug / dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
+    out = args.out or Path("bench", "results", device_slug, dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S"))
     out.mkdir(parents=True, exist_ok=True)
 
     try:
@@ -267,7 +264,12 @@ def main(argv=None):
 
     torch.manual_seed(0)
     rows = []
-    for ffn in ffns:
+    try:  # a progress bar over the sweep when tqdm is installed
+        from tqdm.auto import tqdm
+    except ImportError:
+        def tqdm(it, **_):
+            return it
+    for ffn in tqdm(ffns, desc="F", unit="shape", disable=len(ffns) < 2):
         # Training runs one shape: drop torch.compile's caches (compile and megatron providers) so every shape of
         # a sweep compiles as in a fresh process, static, instead of as a dynamic-shape kernel from the 2nd on.
         torch._dynamo.reset()
@@ -315,7 +317,36 @@ def main(argv=None):
                "copy_TBps": bandwidth / 1e12 if bandwidth else None, "rep_ms": args.rep, "notes": notes,
                "environment": env, "rows": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {len(rows)} records, summary.json and table.txt to {out}")
+    write_liger_csv(out / "all_benchmark_data.csv", rows, gpu, seq, batch)
+    print(f"wrote {len(rows)} records, summary.json, table.txt and all_benchmark_data.csv to {out}")
+    try:
+        from .report import write_report
+        write_report(out / "summary.json")
+        print(f"wrote median_ms.png and cells.md to {out}")
+    except ImportError as e:  # matplotlib is optional
+        print(f"note: no plots ({e})")
+
+
+LIGER_COLUMNS = ["kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
+                 "x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
+                 "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version"]
+
+
+def write_liger_csv(path, rows, gpu, seq, batch):
+    """The rows in the column layout of Liger-Kernel's benchmark/data/all_benchmark_data.csv, so
+    that Liger's benchmarks_visualizer.py can plot them (kernel megatron_swiglu, x = F)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=LIGER_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({"kernel_name": "megatron_swiglu", "kernel_provider": r["provider"],
+                        "kernel_operation_mode": r["mode"], "metric_name": "speed", "metric_unit": "ms",
+                        "x_name": "F", "x_label": "ffn_hidden_size", "x_value": r["ffn"],
+                        "y_value_50": r["ms"][0], "y_value_20": r["ms"][1], "y_value_80": r["ms"][2],
+                        "extra_benchmark_config_str": json.dumps({"S": seq, "B": batch, "dtype": r["dtype"]}),
+                        "gpu_name": gpu, "timestamp": stamp,
+                        "liger_version": r["versions"].get("liger_version") or pkg_version("liger-kernel") or ""})
 
 
 if __name__ == "__main__":

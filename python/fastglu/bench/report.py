@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Plots and tables from a committed sweep (the summary.json that bench_swiglu.py wrote).
+"""Plots and tables from a sweep (the summary.json that ``python -m fastglu.bench`` wrote).
 
-    python bench/report.py bench/results/nvidia-h200/<run>/records/summary.json [--out DIR] [--readme README.md]
+    python -m fastglu.bench.report bench/results/nvidia-h200/<run>/records/summary.json [--out DIR] [--readme README.md]
 
 Writes into --out (default: beside the summary): ``median_ms.png`` (median ms vs F, every provider, one panel per mode),
 ``fastglu_vs_floor.png`` (fastglu's median over the bandwidth floor, per mode), and
@@ -87,9 +87,12 @@ def cells_table(cells) -> str:
             if "fastglu" not in c:
                 continue
             peers = {p: c[p]["ms"][0] for p in PEERS if p in c}
-            best = min(peers, key=peers.get)
             fg = c["fastglu"]
-            lines.append(f"| {mode} | {F} | {fg['ms'][0]:.4f} | {fg['ratio_to_floor']:.3f} | {best} | "
+            if not peers:
+                continue
+            best = min(peers, key=peers.get)
+            floor_ratio = "n/a" if fg["ratio_to_floor"] is None else f"{fg['ratio_to_floor']:.3f}"
+            lines.append(f"| {mode} | {F} | {fg['ms'][0]:.4f} | {floor_ratio} | {best} | "
                          f"{peers[best]:.4f} | {fg['ms'][0] / peers[best]:.3f} |")
     return "\n".join(lines) + "\n"
 
@@ -105,24 +108,32 @@ def seed_table(cells, summary: Path, F=8192) -> str:
         vals = [f"{c[p]['ms'][0]:.4f} ({c[p]['ms'][1]:.4f}-{c[p]['ms'][2]:.4f})" if p in c else "n/a"
                 for p in ("fastglu",) + PEERS]
         floor = next(iter(c.values()))["floor_ms"]
-        lines.append(f"| {mode} | " + " | ".join(vals) + f" | {floor:.4f} |")
+        lines.append(f"| {mode} | " + " | ".join(vals) + (" | n/a |" if floor is None else f" | {floor:.4f} |"))
     return "\n".join(lines) + "\n"
+
+
+def write_report(summary: Path, out: Path | None = None) -> Path:
+    """Plots and cells.md for one run; returns the directory written."""
+    data, cells = load(summary)
+    out = out or summary.parent
+    out.mkdir(parents=True, exist_ok=True)
+    plot_medians(cells, out / "median_ms.png", data["gpu"])
+    if any(r.get("ratio_to_floor") for r in data["rows"]):
+        plot_floor_ratio(cells, out / "fastglu_vs_floor.png", data["gpu"])
+    (out / "cells.md").write_text(cells_table(cells))
+    return out
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("summary", type=Path, help="summary.json written by bench/bench_swiglu.py")
+    p.add_argument("summary", type=Path, help="summary.json written by python -m fastglu.bench")
     p.add_argument("--out", type=Path, help="directory for the plots and cells.md (default: the summary's)")
     p.add_argument("--readme", type=Path, help="README whose perf-table section to regenerate")
     args = p.parse_args()
-    data, cells = load(args.summary)
-    out = args.out or args.summary.parent
-    out.mkdir(parents=True, exist_ok=True)
-    plot_medians(cells, out / "median_ms.png", data["gpu"])
-    plot_floor_ratio(cells, out / "fastglu_vs_floor.png", data["gpu"])
-    (out / "cells.md").write_text(cells_table(cells))
-    print(f"wrote {out / 'median_ms.png'}, {out / 'fastglu_vs_floor.png'}, {out / 'cells.md'}")
+    out = write_report(args.summary, args.out)
+    print(f"wrote the plots and cells.md to {out}")
     if args.readme:
+        _, cells = load(args.summary)
         text = args.readme.read_text()
         begin, end = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
         if begin not in text or end not in text:

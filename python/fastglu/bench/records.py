@@ -13,7 +13,7 @@ import re
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 SOURCE = "fastglu-bench"
-HARNESS_NAME = "fastglu bench/bench_swiglu.py"
+HARNESS_NAME = "fastglu python -m fastglu.bench"
 TITLE = "SwiGLU activation, Megatron layout"
 MODES = ("forward", "backward", "full", "bwd_only")
 
