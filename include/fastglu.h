@@ -88,7 +88,8 @@ FASTGLU_API int fastglu_cuda_available(void);
 /* ---------------------------------------------------------------------------------------------
  * SwiGLU forward.
  *
- *   input            [tokens, 2 * ffn_hidden_size], row stride input_row_stride (>= 2F if tokens > 1)
+ *   input            [tokens, 2 * ffn_hidden_size], row stride input_row_stride (any >= 0: rows
+ *                    may overlap, e.g. 0 for one row broadcast to every token; it is only read)
  *   output           [tokens, ffn_hidden_size],     row stride output_row_stride (>= F if tokens > 1)
  *   tokens           number of rows (S * B for a [S, B, 2F] input), >= 0
  *   ffn_hidden_size  F, >= 0

@@ -4,12 +4,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
 
-need() { "$PY" -c "import $1" 2>/dev/null; }
+need() { (cd / && "$PY" -c "import $1" 2>/dev/null); }  # from /, so that ./cmake is not taken for a module
 install() { echo "-- installing $* (missing)"; "$PY" -m pip install -q "$@"; }
-# torch: the CPU build 2.13.0 when none is installed (a GPU machine brings its own).
+# torch 2.13.0 when none is installed (a GPU machine brings its own)
 need torch || install torch==2.13.0 || install torch
-for mod in pytest numpy scikit_build_core cmake ninja; do
+for mod in pytest numpy scikit_build_core; do
   need "$mod" || install "$(echo "$mod" | tr _ -)"
+done
+for tool in cmake ninja; do
+  command -v "$tool" > /dev/null || install "$tool"
 done
 
 # Build and install the package into build/py (not into site-packages), then use it from there.
@@ -18,5 +21,5 @@ build_python_package() {
   echo "-- building libfastglu and the Python package into build/py"
   "$PY" -m pip install -q --no-build-isolation --no-deps --target build/py . >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
-  "$PY" -c "import fastglu as f; print('-- fastglu', f.__version__, 'built with', 'CUDA' if f.cuda_built() else 'the CPU backend only (no nvcc found)', '; GPU usable:', f.cuda_available())"
+  "$PY" -c "import fastglu as f; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else 'the CPU backend only (no nvcc found);', 'GPU usable:', f.cuda_available())"
 }

@@ -34,7 +34,14 @@ def load(summary: Path):
     return data, cells
 
 
-def plot_medians(cells, out: Path, gpu: str):
+def run_label(data) -> str:
+    """'S=.. B=.. dtype, device: median of <timer> (rep .. ms)' from a summary's own fields."""
+    r = data["rows"][0]
+    timer = "triton do_bench" if data.get("copy_TBps") else "a perf_counter loop"
+    return f"S={r['seq']} B={r['batch']} {r['dtype']}, {data['gpu']}: median of {timer} (rep {data['rep_ms']} ms)"
+
+
+def plot_medians(cells, out: Path, label: str):
     fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True)
     for ax, mode in zip(axes.flat, MODES):
         ffns = sorted(F for (m, F) in cells if m == mode)
@@ -52,7 +59,7 @@ def plot_medians(cells, out: Path, gpu: str):
         ax.set_ylabel("median ms")
         ax.grid(True, which="both", alpha=0.3)
     axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"SwiGLU, Megatron layout, S=2048 B=4 bf16, {gpu}: median of do_bench (rep 100 ms)")
+    fig.suptitle(f"SwiGLU, Megatron layout, {label}")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -97,8 +104,9 @@ def cells_table(cells) -> str:
     return "\n".join(lines) + "\n"
 
 
-def seed_table(cells, summary: Path, F=8192) -> str:
-    lines = [f"Seed shape S=2048 B=4 F={F} bf16, median ms (p20-p80) from `{summary.as_posix()}`:", "",
+def seed_table(cells, data, summary: Path, F=8192) -> str:
+    r = data["rows"][0]
+    lines = [f"S={r['seq']} B={r['batch']} F={F} {r['dtype']}, median ms (p20-p80) from `{summary.as_posix()}`:", "",
              "| mode | " + " | ".join(("fastglu",) + PEERS) + " | floor |",
              "|---|" + "---:|" * (len(PEERS) + 2)]
     for mode in MODES:
@@ -117,7 +125,7 @@ def write_report(summary: Path, out: Path | None = None) -> Path:
     data, cells = load(summary)
     out = out or summary.parent
     out.mkdir(parents=True, exist_ok=True)
-    plot_medians(cells, out / "median_ms.png", data["gpu"])
+    plot_medians(cells, out / "median_ms.png", run_label(data))
     if any(r.get("ratio_to_floor") for r in data["rows"]):
         plot_floor_ratio(cells, out / "fastglu_vs_floor.png", data["gpu"])
     (out / "cells.md").write_text(cells_table(cells))
@@ -133,7 +141,7 @@ def main():
     out = write_report(args.summary, args.out)
     print(f"wrote the plots and cells.md to {out}")
     if args.readme:
-        _, cells = load(args.summary)
+        data, cells = load(args.summary)
         text = args.readme.read_text()
         begin, end = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
         if begin not in text or end not in text:
@@ -141,7 +149,7 @@ def main():
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
         rel = args.summary.resolve().relative_to(args.readme.resolve().parent)
-        args.readme.write_text(head + begin + "\n" + seed_table(cells, rel) + end + tail)
+        args.readme.write_text(head + begin + "\n" + seed_table(cells, data, rel) + end + tail)
         print(f"updated the perf table in {args.readme}")
 
 

@@ -5,8 +5,9 @@ Times fastglu and its peers (torch eager, torch.compile, Megatron-Core, Liger) i
 seed record's protocol (triton.testing.do_bench, rep=100, quantiles 0.5/0.2/0.8), checks each provider
 against a float64 reference, compares every median with a memory-traffic floor from the measured
 device-to-device copy bandwidth, and writes one kernelindex.dev/v1alpha1 record per
-(provider, mode, shape) plus summary.json and table.txt. Without a CUDA GPU it runs the CPU backend
-on a small shape with a perf_counter timer.
+(provider, mode, shape) plus summary.json, table.txt, all_benchmark_data.csv (Liger-Kernel's
+benchmark-data columns) and, when matplotlib is installed (pip install "fastglu[bench]"), median_ms.png
+and cells.md. Without a CUDA GPU it runs the CPU backend on a small shape with a perf_counter timer.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ GPU_SHAPE, CPU_SHAPE = (2048, 4, [8192]), (64, 2, [256])  # (S, B, [F])
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m fastglu.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seq", type=int, help="sequence length S (default 2048; 64 on the CPU backend)")
     p.add_argument("--batch", type=int, help="micro-batch size B (default 4; 2 on the CPU backend)")
     p.add_argument("--ffn", type=int, nargs="+",
@@ -162,7 +164,8 @@ def git_remote():
     try:
         out = subprocess.run(["git", "remote", "get-url", "origin"],
                              capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or None
+        url = out.stdout.strip()
+        return url if "://" in url or "@" in url else None  # a local path names nothing to others
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -184,7 +187,7 @@ def describe_device(on_gpu):
 
 
 def render_table(rows):
-    head = ["provider", "mode", "F", "p50 ms", "p20 ms", "p80 ms", "floor ms", "x floor", "x fastglu"]
+    head = ["provider", "mode", "F", "p50 ms", "p20 ms", "p80 ms", "floor ms", "/ floor", "/ fastglu"]
     right = head[2:]
 
     def fmt(v, spec):
@@ -324,7 +327,7 @@ def main(argv=None):
         write_report(out / "summary.json")
         print(f"wrote median_ms.png and cells.md to {out}")
     except ImportError as e:  # matplotlib is optional
-        print(f"note: no plots ({e})")
+        print(f"note: no plots ({e}; pip install matplotlib, or fastglu[bench])")
 
 
 LIGER_COLUMNS = ["kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
