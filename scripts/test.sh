@@ -15,7 +15,7 @@ for cfg in "build/c" "build/c-cpu-only -DFASTGLU_CUDA=OFF"; do
 done
 
 echo "== C users: cmake --install, then examples/c through find_package(fastglu) and through pkg-config"
-cmake --install build/c --prefix build/prefix > /dev/null
+rm -rf build/example build/prefix && cmake --install build/c --prefix build/prefix > /dev/null
 cmake -S examples/c -B build/example -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/prefix" > /dev/null
 cmake --build build/example > /dev/null
 build/example/swiglu_example
