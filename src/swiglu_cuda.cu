@@ -365,18 +365,14 @@ static cudaError_t launch_bwd(const launch_plan *p, cudaStream_t stream, const v
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
     void *args[] = {&g, &dy_rs, &dy_cs, &x, &in_rs, &dx, &din_rs, &F, &chunks, &nvec, &w};
-    const void *kernel;
-    if (input == dinput) {
-        /* In place: the kernel writes the memory it reads, which the read-only (.nc) path does
-         * not allow for; plain loads then (equally fast, bench/PERF_NOTES.md). */
-        kernel = dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOAD_PLAIN, SP>
-               : dy_cs == 1 ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOAD_PLAIN, SP>
-                            : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOAD_PLAIN, SP>;
-    } else {
-        kernel = dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LP, SP>
-               : dy_cs == 1 ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LP, SP>
-                            : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LP, SP>;
-    }
+#define BWD_KERNEL(LOADS)                                                                          \
+    (dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOADS, SP> \
+     : dy_cs == 1                          ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOADS, SP>  \
+                                           : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOADS, SP>)
+    /* In place, the kernel writes the memory it reads, which the read-only (.nc) path does not
+     * allow for: plain loads then (equally fast, bench/PERF_NOTES.md). */
+    const void *kernel = input == dinput ? BWD_KERNEL(LOAD_PLAIN) : BWD_KERNEL(LP);
+#undef BWD_KERNEL
     return cudaLaunchKernel(kernel, dim3(p->blocks), dim3(p->threads), args, 0, stream);
 }
 
