@@ -39,7 +39,9 @@
  * 2048 threads per SM (<= 32 registers), so that enough loads are in flight. (The backward moves
  * 80 bytes per thread and needs no cap; a cap of 40 made it spill.) */
 #define FWD_MIN_BLOCKS 4
+#ifndef MAX_BLOCKS /* tests/emu caps it to exercise the grid-stride loop */
 #define MAX_BLOCKS 2147483647LL
+#endif
 
 /* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
 
@@ -74,6 +76,7 @@ enum store_policy { STORE_PLAIN = 0, STORE_STREAM = 1 };
 #define FASTGLU_STORE STORE_PLAIN
 #endif
 
+#ifndef FASTGLU_HOST_EMULATION
 /* ld.global without .nc, whatever the compiler could prove about the pointer. */
 static __device__ __forceinline__ uint4 ld_plain(const uint4 *p) {
     uint4 r;
@@ -96,6 +99,9 @@ static __device__ __forceinline__ unsigned short ld_plain(const unsigned short *
     asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
     return r;
 }
+#else /* tests/emu compiles these kernels as host C++: a plain load there */
+template <typename W> static inline W ld_plain(const W *p) { return emu_ld_plain(p); }
+#endif
 
 template <int LP, typename W> static __device__ __forceinline__ W ld(const W *p) {
     if (LP == LOAD_NC) return __ldg(p);

@@ -1,0 +1,147 @@
+/* tests/emu/glue.cpp — see CMakeLists.txt (test_cuda_emulation) and tests/emu/harness.cpp. */
+/* Host emulation glue: compiles the (minimally edited) swiglu_cuda.cu as host C++ and emulates
+ * cudaLaunchKernel through a registry from kernel pointer to an arg-unpacking invoker. */
+#include <utility>
+#include <type_traits>
+#include <vector>
+#include <string>
+#include <algorithm>
+#include <typeinfo>
+#ifdef EMU_CAP_BLOCKS
+extern long long emu_max_blocks;
+#define MAX_BLOCKS emu_max_blocks
+#endif
+#include "swiglu_cuda.cu"
+
+dim3 blockIdx, threadIdx, gridDim, blockDim;
+long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
+long long emu_max_blocks = 2147483647LL;
+extern "C" {
+int emu_order = 0; /* 0 forward, 1 reverse, 2 shuffled */
+long emu_bad_launch = 0, emu_launches = 0, emu_multi_iter = 0;
+}
+
+typedef void (*invoker)(const void *, void **);
+struct entry { const void *f; invoker inv; std::string name; long hits; };
+static std::vector<entry> registry;
+
+template <typename... A, size_t... I>
+static void call_impl(const void *f, void **args, std::index_sequence<I...>) {
+    ((void (*)(A...))f)(*(typename std::remove_cv<typename std::remove_reference<A>::type>::type *)args[I]...);
+}
+template <typename... A> static void call(const void *f, void **args) {
+    call_impl<A...>(f, args, std::index_sequence_for<A...>{});
+}
+template <typename... A> static void reg(void (*f)(A...), std::string name) {
+    registry.push_back({(const void *)f, &call<A...>, name, 0});
+}
+static const char *tn(float *) { return "f32"; }
+static const char *tn(__half *) { return "f16"; }
+static const char *tn(__nv_bfloat16 *) { return "bf16"; }
+template <typename T, int LP, int SP> static void reg_fwd() {
+    reg(swiglu_fwd_kernel<T, LP, SP>, std::string("fwd<") + tn((T *)0) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
+}
+template <typename T, int DY, int LP, int SP> static void reg_bwd() {
+    reg(swiglu_bwd_kernel<T, DY, LP, SP>, std::string("bwd<") + tn((T *)0) + ",DY" + std::to_string(DY) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
+}
+template <typename T, int LP, int SP> static void reg_all3() {
+    reg_fwd<T, LP, SP>(); reg_bwd<T, DY_CHUNK, LP, SP>(); reg_bwd<T, DY_SCALAR, LP, SP>(); reg_bwd<T, DY_STRIDED, LP, SP>();
+}
+template <typename T> static void reg_type() {
+    reg_all3<T, LOAD_NC, STORE_PLAIN>(); reg_all3<T, LOAD_PLAIN, STORE_PLAIN>(); reg_all3<T, LOAD_STREAM, STORE_PLAIN>();
+    reg_all3<T, LOAD_NC, STORE_STREAM>(); reg_all3<T, LOAD_PLAIN, STORE_STREAM>(); reg_all3<T, LOAD_STREAM, STORE_STREAM>();
+}
+static void init_registry() {
+    if (!registry.empty()) return;
+    reg_type<float>(); reg_type<__half>(); reg_type<__nv_bfloat16>();
+}
+
+static uint64_t shuf_state = 0x243F6A8885A308D3ull;
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t) {
+    init_registry();
+    entry *e = nullptr;
+    for (auto &r : registry) if (r.f == func) e = &r;
+    if (!e) { fprintf(stderr, "EMU: unregistered kernel %p\n", func); abort(); }
+    if (grid.x < 1 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 || block.x < 1 || block.x > MAX_THREADS ||
+        block.y != 1 || block.z != 1 || smem != 0) {
+        emu_bad_launch++; fprintf(stderr, "EMU: bad launch %s grid %u block %u smem %zu\n", e->name.c_str(), grid.x, block.x, smem);
+        return cudaErrorInvalidValue;
+    }
+    e->hits++; emu_launches++;
+    { /* grid-stride accounting: chunks is argument 5 of the forward, 8 of the backward */
+        uint64_t chunks = *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
+        if ((uint64_t)grid.x * block.x < chunks) emu_multi_iter++;
+    }
+    gridDim = grid; blockDim = block;
+    uint64_t n = (uint64_t)grid.x * block.x;
+    std::vector<uint64_t> order(n);
+    for (uint64_t i = 0; i < n; i++) order[i] = i;
+    if (emu_order == 1) std::reverse(order.begin(), order.end());
+    if (emu_order == 2) for (uint64_t i = n; i > 1; i--) {
+        shuf_state ^= shuf_state << 13; shuf_state ^= shuf_state >> 7; shuf_state ^= shuf_state << 17;
+        std::swap(order[i - 1], order[shuf_state % i]);
+    }
+    for (uint64_t k : order) {
+        blockIdx = dim3((unsigned)(k / block.x)); threadIdx = dim3((unsigned)(k % block.x));
+        e->inv(func, args);
+    }
+    return cudaSuccess;
+}
+
+extern "C" void emu_report(void) {
+    init_registry();
+    long used = 0;
+    for (auto &r : registry) if (r.hits) used++;
+    printf("kernels hit %ld/%zu:", used, registry.size());
+    for (auto &r : registry) if (r.hits) printf(" %s=%ld", r.name.c_str(), r.hits);
+    printf("\nlaunches %ld bad %ld grid-stride(multi-iteration) launches %ld; ldg %ld ldcs %ld ldplain %ld stcs %ld misaligned %ld\n",
+           emu_launches, emu_bad_launch, emu_multi_iter, emu_ldg, emu_ldcs, emu_ldplain, emu_stcs, emu_misaligned);
+}
+
+/* fastdiv: the multiply-shift against plain division */
+extern "C" long emu_fastdiv_selftest(long *checked) {
+    long bad = 0, n_checked = 0;
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    auto rnd = [&]() { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; };
+    auto test = [&](uint64_t d, uint64_t n) {
+        fastdiv f = make_fastdiv(d, 0xffffffffull);
+        if (!f.small) { bad++; return; }
+        uint64_t q = fastdiv_div(f, n);
+        n_checked++;
+        if (q != n / d) { if (bad < 10) fprintf(stderr, "fastdiv d=%llu n=%llu got %llu want %llu\n", (unsigned long long)d, (unsigned long long)n, (unsigned long long)q, (unsigned long long)(n / d)); bad++; }
+    };
+    std::vector<uint64_t> ds;
+    for (uint64_t d = 1; d <= 5000; d++) ds.push_back(d);
+    for (int k = 1; k < 31; k++) for (int e = -3; e <= 3; e++) { int64_t d = (int64_t(1) << k) + e; if (d >= 1 && d < 0x80000000ll) ds.push_back(d); }
+    ds.push_back(0x7fffffff); ds.push_back(0x7ffffffe); ds.push_back(0x40000001); ds.push_back(3u * 0x2aaaaaab / 3);
+    for (int i = 0; i < 20000; i++) ds.push_back(1 + rnd() % 0x7fffffffull);
+    for (int i = 0; i < 2000; i++) ds.push_back(1 + rnd() % (1 + (rnd() % 100000)));
+    for (uint64_t d : ds) {
+        uint64_t edge[] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 0xffffffffull, 0xfffffffeull, 0x80000000ull, 0x7fffffffull};
+        for (uint64_t n : edge) if (n <= 0xffffffffull) test(d, n);
+        uint64_t qmax = 0xffffffffull / d; /* multiples and their neighbours near the top */
+        for (uint64_t q : {qmax, qmax - 1, qmax / 2, (uint64_t)1}) for (int64_t e = -1; e <= 1; e++) {
+            uint64_t n = q * d + e; if (q * d >= 1 && n <= 0xffffffffull) test(d, n); }
+        for (int i = 0; i < 200; i++) test(d, rnd() & 0xffffffffull);
+    }
+    /* exhaustive n for a few divisors (every n < 2^32) */
+    if (getenv("EMU_FASTDIV_EXHAUSTIVE")) {
+        for (uint64_t d : {3ull, 7ull, 641ull, 0x7fffffffull, 12345ull, 704ull, 428ull, 1408ull}) {
+            fastdiv f = make_fastdiv(d, 0xffffffffull);
+            for (uint64_t n = 0; n <= 0xffffffffull; n++) { n_checked++; if (fastdiv_div(f, n) != n / d) { bad++; break; } }
+        }
+    }
+    /* the 64-bit fallback: make_fastdiv picks it when n_max > 2^32-1 or d >= 2^31 */
+    for (int i = 0; i < 200000; i++) {
+        uint64_t d = 1 + (rnd() >> (rnd() % 64)), n = rnd() >> (rnd() % 64);
+        if (d == 0) d = 1;
+        fastdiv f = make_fastdiv(d, 0x100000000ull + (rnd() % 1000));
+        n_checked++;
+        if (f.small || fastdiv_div(f, n) != n / d) bad++;
+        fastdiv g = make_fastdiv(0x80000000ull + (rnd() % 0x80000000ull), 100);
+        n_checked++;
+        if (g.small || fastdiv_div(g, n) != n / g.d) bad++;
+    }
+    *checked = n_checked;
+    return bad;
+}

@@ -1,0 +1,43 @@
+#pragma once
+/* Host shim of the CUDA runtime for emulating swiglu_cuda.cu sequentially. */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+extern dim3 blockIdx, threadIdx, gridDim, blockDim;
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { uint4 r = {a, b, c, d}; return r; }
+static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r = {a, b}; return r; }
+/* counters: accesses by kind, and any access not aligned to its own width */
+extern long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
+template <typename W> static inline void emu_chk(const W *p) {
+    if ((uintptr_t)p % sizeof(W)) { emu_misaligned++; fprintf(stderr, "misaligned %zu-byte access %p\n", sizeof(W), (const void *)p); }
+}
+template <typename W> static inline W emu_load(const W *p) { emu_chk(p); W v; memcpy(&v, p, sizeof v); return v; }
+template <typename W> static inline W __ldg(const W *p) { emu_ldg++; return emu_load(p); }
+template <typename W> static inline W __ldcs(const W *p) { emu_ldcs++; return emu_load(p); }
+template <typename W> static inline W emu_ld_plain(const W *p) { emu_ldplain++; return emu_load(p); }
+template <typename W> static inline void __stcs(W *p, W v) { emu_stcs++; emu_chk(p); memcpy(p, &v, sizeof v); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
+#ifdef EMU_APPROX_EXP /* rough model of ex2.approx: exp2 of the fp32-rounded product */
+static inline float emu_expf(float x) { float y = x * 1.44269504f; return exp2f(y); }
+#else
+static inline float emu_expf(float x) { return expf(x); }
+#endif
+#define __expf emu_expf /* glibc declares its own __expf */
+typedef struct emu_stream *cudaStream_t;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline const char *cudaGetErrorString(cudaError_t) { return "emu"; }
+static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+/* cudaLaunchKernel: looks the kernel pointer up in a registry (glue.cpp) and runs the grid. */
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream);
