@@ -15,11 +15,13 @@ for tool in cmake ninja; do
   command -v "$tool" > /dev/null || install "$tool"
 done
 
-# Build and install the package into build/py (not into site-packages), then use it from there.
+# Build the wheel (build/wheel) and install it into build/py (not into site-packages), then use it
+# from there.
 build_python_package() {
-  rm -rf build/py
-  echo "-- building libfastglu and the Python package into build/py"
-  "$PY" -m pip install -q --no-build-isolation --no-deps --target build/py . >/dev/null
+  rm -rf build/py build/wheel
+  echo "-- building the wheel (libfastglu and the Python package) and installing it into build/py"
+  "$PY" -m pip wheel -q --no-build-isolation --no-deps -w build/wheel . >/dev/null
+  "$PY" -m pip install -q --no-deps --target build/py build/wheel/fastglu-*.whl >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" -c "import fastglu as f; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else 'the CPU backend only (no nvcc found);', 'GPU usable:', f.cuda_available())"
 }
