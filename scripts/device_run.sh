@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # device_run.sh — one call on the GPU machine: build, check the compiler's resource report and the
 # SASS, run the C (CTest) and Python (pytest) tests, and time every provider in one process.
-# Everything lands under $OUT (default ./device-out): logs, the bench records as a tarball, a summary.
+# Everything lands under $OUT (default ./device-out), at most 8 files (the device tool's limit):
+# build.log, kernels.txt (ptxas resources + SASS access widths), tests.log (CTest, pytest,
+# compute-sanitizer), tune.log, host_memory.json (+ .txt, or its table appended to bench.log),
+# bench.log and records.tar.gz.
 #
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
@@ -38,12 +41,12 @@ rm -rf build-device
 cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON >> "$OUT/build.log" 2>&1 \
   && cmake --build build-device >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 grep -E "Compiling entry|registers|stack frame" "$OUT/build.log" | paste - - - \
-  | sed -E 's/ptxas info *: //g; s/Compiling entry function//; s/for .sm_90.//' > "$OUT/resources.txt"
-echo "kernels: $(wc -l < "$OUT/resources.txt"); any spills: $(grep -c '[1-9][0-9]* bytes spill' "$OUT/resources.txt")"
+  | sed -E 's/ptxas info *: //g; s/Compiling entry function//; s/for .sm_90.//' > "$OUT/kernels.txt"
+echo "kernels: $(wc -l < "$OUT/kernels.txt"); any spills: $(grep -c '[1-9][0-9]* bytes spill' "$OUT/kernels.txt")"
 
 step "SASS: global load/store widths in the bf16 kernels"
 cuobjdump --dump-sass build-device/libfastglu.so > /tmp/sass.txt 2>&1
-python3 - "$OUT/sass.txt" <<'EOF'
+python3 - "$OUT/kernels.txt" <<'EOF'
 import re, sys
 text = open("/tmp/sass.txt").read()
 out = []
@@ -51,7 +54,7 @@ for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function :|\Z)", t
     ld = sorted(set(re.findall(r"\b(LDG\.E[\w.]*)", body)))
     st = sorted(set(re.findall(r"\b(STG\.E[\w.]*)", body)))
     out.append(f"{name}\n  loads: {' '.join(ld)}\n  stores: {' '.join(st)}")
-open(sys.argv[1], "w").write("\n".join(out) + "\n")
+open(sys.argv[1], "a").write("\nSASS global accesses per kernel\n" + "\n".join(out) + "\n")
 for block in out:
     if "bfloat16" in block:
         print(block)
@@ -75,7 +78,7 @@ if want sanitize; then
   for tool in memcheck racecheck initcheck synccheck; do
     echo "-- $tool"
     FASTGLU_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 build-device/test_swiglu_cuda 2>&1 | tail -4
-  done 2>&1 | tee "$OUT/sanitizer.log"
+  done 2>&1 | tee -a "$OUT/tests.log"
 fi
 
 if want tune; then
@@ -86,7 +89,7 @@ fi
 
 if want host; then
   step "host time per call and peak memory (bench/host_memory.py)"
-  python3 bench/host_memory.py --out "$OUT/host_memory.json" 2>&1 | grep -v Warning | tee "$OUT/host_memory.log"
+  python3 bench/host_memory.py --out "$OUT/host_memory.json" 2>&1 | grep -v Warning | tee "$OUT/host_memory.txt"
 fi
 
 if want bench; then
@@ -94,5 +97,9 @@ if want bench; then
   # bounded, so that the records written so far are packed even if the sweep runs long
   timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
   tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
+fi
+# At most 8 files come back: the host-time table travels inside the records tarball when there is one.
+if [ -f "$OUT/host_memory.txt" ] && [ -f "$OUT/records.tar.gz" ]; then
+  cat "$OUT/host_memory.txt" >> "$OUT/bench.log" && rm "$OUT/host_memory.txt"
 fi
 ls -la "$OUT"
