@@ -103,6 +103,21 @@ def check_in_place(x: torch.Tensor, fn: str):
                               f"column stride; got shape {tuple(x.shape)}, strides {x.stride()}")
 
 
+def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory spans of a and b intersect (bounding ranges: may say yes for an
+    interleaving that shares no byte). Used where the C library's exact check only saw a copy."""
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+
+    def span(t):
+        start = t.data_ptr()
+        last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        return start, start + (last + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
 def _input_rows(x, fn: str):
     """Validate a gate|up input and see it as rows: (x or a copy, dtype code, shape, F, tokens, row
     stride). The common case costs a few attribute reads; anything unusual goes to check_input."""
@@ -141,12 +156,15 @@ def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "s
     ``out`` (optional) receives the result: x's leading shape + (F,), x's dtype and device, rows
     evenly strided with unit column stride; it must not overlap x (ValueError).
     """
+    x_given = x
     x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
     out_shape = (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
     if out is None:
         y, out_rs = x.new_empty(out_shape), F
     else:
         y, out_rs = out, _out_rows(out, out_shape, x, F, fn)
+        if x is not x_given and _may_overlap(out, x_given):  # the C check will only see the copy
+            _fail(ValueError, fn, "out overlaps input")
     if tokens and F:
         _launch(_C.swiglu_fwd, x, code, x.data_ptr(), in_rs, y.data_ptr(), out_rs, tokens, F)
     return y
@@ -159,6 +177,7 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
     ``out`` (optional) receives the result: a tensor of x's shape and dtype on x's device whose
     rows are evenly strided with unit column stride; it may be ``x`` itself (in-place backward).
     """
+    x_given = x
     x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
@@ -179,8 +198,12 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
     if tokens and F:
         _, dy_rs, dy_cs = _row_strides(dy.shape, dy.stride())
         if dy_rs is None or dy.is_neg():  # no single row stride describes it, or a negated view
+            if out is not None and _may_overlap(out, dy):  # the C check will only see the copy
+                _fail(ValueError, fn, "out (dinput) overlaps dy")
             dy = dy.resolve_neg().contiguous()
             dy_rs, dy_cs = F, 1
+        if out is not None and x is not x_given and out is not x_given and _may_overlap(out, x_given):
+            _fail(ValueError, fn, "out (dinput) overlaps input")
         _launch(_C.swiglu_bwd, x, code, dy.data_ptr(), dy_rs, dy_cs, x.data_ptr(), in_rs,
                 dx.data_ptr(), dx_rs, tokens, F)
     return dx

@@ -400,3 +400,23 @@ def test_more_than_2_31_elements(input_elements):
         xc, dyc = x[rows].cpu(), dy[rows].cpu()
         assert rel_err(y[rows].cpu(), ops.swiglu_fwd(xc)) <= 1e-2
         assert rel_err(dx[rows].cpu(), ops.swiglu_bwd(dyc, xc)) <= 1e-2
+
+
+def test_overlap_with_an_input_that_had_to_be_copied_is_still_refused():
+    """A non-mergeable or negated input is copied before the C call, whose overlap check then sees
+    only the copy: the Python layer checks the original."""
+    base = torch.randn(4, 3, 4)
+    x = base.transpose(0, 1)  # (3, 4, 4), strides (4, 12, 1): no single row stride
+    before = base.clone()
+    with pytest.raises(ValueError, match="overlaps"):
+        ops.swiglu_fwd(x, out=base.view(-1)[:24].view(3, 4, 2))
+    assert torch.equal(base, before)
+    b = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="overlaps"):
+        ops.swiglu_fwd(torch._neg_view(b), out=b[:, :2])
+    xo, o = torch.randn(3, 4, 4), torch.zeros(3, 4, 4)
+    dy = o.view(-1)[:24].view(4, 3, 2).transpose(0, 1)  # a non-mergeable dy inside out
+    with pytest.raises(ValueError, match="overlaps dy"):
+        ops.swiglu_bwd(dy, xo, out=o)
+    with pytest.raises(ValueError, match="overlaps input"):
+        ops.swiglu_bwd(torch.randn(3, 4, 2), base.transpose(0, 1), out=base.view(-1)[:48].view(3, 4, 4))

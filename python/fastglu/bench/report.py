@@ -34,7 +34,7 @@ def load(summary: Path):
     return data, cells
 
 
-def run_label(data) -> str:
+def run_label(data) -> str:  # data has rows (write_report and main return early otherwise)
     """'S=.. B=.. dtype, device: median of <timer> (rep .. ms)' from a summary's own fields."""
     r = data["rows"][0]
     timer = "triton do_bench" if data.get("copy_TBps") else "a perf_counter loop"
@@ -58,7 +58,8 @@ def plot_medians(cells, out: Path, label: str):
         ax.set_xlabel("F (ffn_hidden_size)")
         ax.set_ylabel("median ms")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
+    if axes[0, 0].get_legend_handles_labels()[0]:
+        axes[0, 0].legend(fontsize=8)
     fig.suptitle(f"SwiGLU, Megatron layout, {label}")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -104,7 +105,10 @@ def cells_table(cells) -> str:
     return "\n".join(lines) + "\n"
 
 
-def seed_table(cells, data, summary: Path, F=8192) -> str:
+def seed_table(cells, data, summary: Path) -> str:
+    """The seed shape's table (F = 8192), or the largest F's when the run has no 8192."""
+    ffns = {F for (_, F) in cells}
+    F = 8192 if 8192 in ffns else max(ffns)
     r = data["rows"][0]
     lines = [f"S={r['seq']} B={r['batch']} F={F} {r['dtype']}, median ms (p20-p80) from `{summary.as_posix()}`:", "",
              "| mode | " + " | ".join(("fastglu",) + PEERS) + " | floor |",
@@ -123,6 +127,8 @@ def seed_table(cells, data, summary: Path, F=8192) -> str:
 def write_report(summary: Path, out: Path | None = None) -> Path:
     """Plots and cells.md for one run; returns the directory written."""
     data, cells = load(summary)
+    if not data["rows"]:
+        raise SystemExit(f"{summary} has no rows: nothing to plot")
     out = out or summary.parent
     out.mkdir(parents=True, exist_ok=True)
     plot_medians(cells, out / "median_ms.png", run_label(data))

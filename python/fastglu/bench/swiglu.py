@@ -33,12 +33,19 @@ TOLERANCE = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-5}  # relative norm error vs
 GPU_SHAPE, CPU_SHAPE = (2048, 4, [8192]), (64, 2, [256])  # (S, B, [F])
 
 
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m fastglu.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seq", type=int, help="sequence length S (default 2048; 64 on the CPU backend)")
-    p.add_argument("--batch", type=int, help="micro-batch size B (default 4; 2 on the CPU backend)")
-    p.add_argument("--ffn", type=int, nargs="+",
+    p.add_argument("--seq", type=positive_int, help="sequence length S (default 2048; 64 on the CPU backend)")
+    p.add_argument("--batch", type=positive_int, help="micro-batch size B (default 4; 2 on the CPU backend)")
+    p.add_argument("--ffn", type=positive_int, nargs="+",
                    help="FFN hidden size F, one or more for a sweep; x is [S, B, 2F] (default 8192; 256 on CPU)")
     p.add_argument("--dtype", choices=DTYPES, default="bf16", help="input dtype (default bf16)")
     p.add_argument("--modes", nargs="+", choices=records.MODES, default=list(records.MODES),
@@ -56,6 +63,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.quick:
         args.rep = 20
+    args.modes = list(dict.fromkeys(args.modes))  # a mode named twice runs once
     return args
 
 
@@ -227,7 +235,9 @@ def main(argv=None):
         default = all(v is None for v in (args.seq, args.batch, args.ffn))
         print("No CUDA GPU found: running the CPU backend"
               + (" on a small default shape (S=64, B=2, F=256)" if default else ""))
-    seq, batch, ffns = args.seq or seq, args.batch or batch, args.ffn or ffns
+    seq = seq if args.seq is None else args.seq
+    batch = batch if args.batch is None else args.batch
+    ffns = ffns if args.ffn is None else list(dict.fromkeys(args.ffn))  # duplicates once
     print(f"shape: S={seq}, B={batch}, F={ffns}, {args.dtype}; modes {args.modes}; rep {args.rep} ms")
     device, dtype = ("cuda" if on_gpu else "cpu"), DTYPES[args.dtype]
     elem_bytes = torch.empty((), dtype=dtype).element_size()
@@ -322,6 +332,9 @@ def main(argv=None):
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     write_liger_csv(out / "all_benchmark_data.csv", rows, gpu, seq, batch)
     print(f"wrote {len(rows)} records, summary.json, table.txt and all_benchmark_data.csv to {out}")
+    if not rows:
+        print("note: no provider ran, so no plots")
+        return
     try:
         from .report import write_report
         write_report(out / "summary.json")
