@@ -62,9 +62,11 @@ typedef enum fastglu_status {
 
 /* Element types of input, output, dinput and dy (all four share one type). */
 typedef enum fastglu_dtype {
-    FASTGLU_DTYPE_FP32 = 0, /* IEEE binary32                         */
-    FASTGLU_DTYPE_FP16 = 1, /* IEEE binary16                         */
-    FASTGLU_DTYPE_BF16 = 2  /* bfloat16 (8-bit exponent, 7-bit mantissa) */
+    FASTGLU_DTYPE_FP32 = 0,    /* IEEE binary32                                              */
+    FASTGLU_DTYPE_FP16 = 1,    /* IEEE binary16                                              */
+    FASTGLU_DTYPE_BF16 = 2,    /* bfloat16 (8-bit exponent, 7-bit mantissa)                  */
+    FASTGLU_DTYPE_FP8_E4M3 = 3 /* float8 e4m3fn (torch.float8_e4m3fn); only as the saved input
+                                  of fastglu_glu_bwd_* (input_dtype), never as a compute type */
 } fastglu_dtype;
 
 /* A static, human-readable name of a status code ("success", "invalid value", ...). */
@@ -137,6 +139,163 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
                                                   int64_t input_row_stride, void *dinput,
                                                   int64_t dinput_row_stride, int64_t tokens,
                                                   int64_t ffn_hidden_size, fastglu_dtype dtype);
+
+/* =============================================================================================
+ * The gated-linear-unit family (Megatron-Core's fused activations, Liger's SwiGLU options).
+ *
+ * Sources of the formulas: Megatron-Core megatron/core/fusions/fused_bias_swiglu.py (swiglu,
+ * swiglu_back, weighted_swiglu, weighted_swiglu_back), fused_bias_geglu.py (geglu, geglu_back,
+ * quick_gelu, quick_geglu, quick_geglu_back, weighted_bias_quick_geglu_impl and its clamp),
+ * Liger-Kernel's SwiGLU (gate_multiplier inside the activation, down_multiplier on the output).
+ *
+ * For token t and column j < F (F = ffn_hidden_size), with the raw operands g = gate[t, j],
+ * u = up[t, j], the bias b = [b_gate | b_up] of 2F values, the per-token weight w[t] (1 without
+ * weights), clamp value c, offset o = glu_linear_offset, multipliers m_g, m_d:
+ *
+ *   clamp (only when c > 0):   g' = min(g, c),  u' = min(max(u, -c), c)      (else g' = g, u' = u)
+ *   bias:                      a = g' + b_gate[j],  v = u' + b_up[j]          (bias 0 without one)
+ *   activation of z = m_g * a:
+ *     SILU        act(z) = z * sigmoid(z)                                      act'(z) = s (1 + z (1 - s)), s = sigmoid(z)
+ *     GELU_TANH   act(z) = 0.5 z (1 + tanh(k z (1 + 0.044715 z^2))), k = 0.79788456
+ *                 act'(z) = 0.5 z (1 - th^2)(0.79788456 + 0.1070322243 z^2) + 0.5 (1 + th)
+ *     QUICK_GELU  act(z) = z * sigmoid(1.702 z)                               act'(z) = s (1 + 1.702 z (1 - s))
+ *   forward:    y[t, j] = m_d * w[t] * act(z) * (v + o)
+ *   backward, with e = m_d * w[t] * dy[t, j]:
+ *     d_a = e * (v + o) * act'(z) * m_g        d_v = e * act(z)
+ *     dbias[j] = sum_t d_a,  dbias[F + j] = sum_t d_v          (the bias enters after the clamp)
+ *     d_gate[t, j] = d_a if (c <= 0 or g <= c) else 0
+ *     d_up[t, j]   = d_v if (c <= 0 or -c <= u <= c) else 0    (as torch.clamp's gradient)
+ *     dweights[t]  = sum_j m_d * act(z) * (v + o) * dy[t, j]
+ *
+ * The clamp is applied to the raw operand, before the bias, as in Megatron's
+ * weighted_bias_quick_geglu_impl (the only Megatron function with both). clamp_value <= 0 or NaN
+ * means no clamp (Megatron 0.19 clamps for any value that is not None; 0 would zero the output).
+ *
+ * Layouts:
+ *   FASTGLU_LAYOUT_SPLIT        gate and up are two [tokens, F] operands, each with its own pointer
+ *                               and row stride (Megatron's fc1 output passes up = gate + F with the
+ *                               same row stride; HF's gate_proj / up_proj outputs pass two tensors).
+ *                               bias (if any) is [2F]: b_gate = bias[0:F], b_up = bias[F:2F].
+ *                               The gradients are written the same way: d_gate / d_up pointers.
+ *   FASTGLU_LAYOUT_INTERLEAVED  one [tokens, 2F] operand x: gate[t, j] = x[t, 2j], up[t, j] =
+ *                               x[t, 2j + 1] (GPT-OSS checkpoints). Pass x as `gate`, NULL as `up`
+ *                               (up_row_stride ignored); bias [2F] is interleaved the same way;
+ *                               d_gate is the [tokens, 2F] gradient, d_up NULL.
+ *
+ * Element types: gate, up, bias, output, dy, d_gate, d_up and dbias share `dtype` (FP32, FP16 or
+ * BF16); weights and dweights have `weights_dtype` (FP32, FP16 or BF16; Megatron passes fp32 probs
+ * with bf16 activations). The backward may read a saved input stored as FASTGLU_DTYPE_FP8_E4M3
+ * (input_dtype), decoded as fp8 * input_scale_inv. All arithmetic is fp32; dbias and dweights
+ * accumulate in fp32 in a fixed order, so results are bitwise reproducible run to run and
+ * independent of the launch configuration.
+ * ========================================================================================== */
+
+typedef enum fastglu_activation {
+    FASTGLU_ACT_SILU = 0,      /* SwiGLU                                     */
+    FASTGLU_ACT_GELU_TANH = 1, /* GeGLU with Megatron's tanh approximation   */
+    FASTGLU_ACT_QUICK_GELU = 2 /* quick-GeGLU: z * sigmoid(1.702 z)          */
+} fastglu_activation;
+
+typedef enum fastglu_layout {
+    FASTGLU_LAYOUT_SPLIT = 0,      /* gate, up: two [tokens, F] operands        */
+    FASTGLU_LAYOUT_INTERLEAVED = 1 /* one [tokens, 2F] operand, gate at even columns */
+} fastglu_layout;
+
+/* What the activation computes (see above). fastglu_glu_params_default() gives the plain
+ * activation: no clamp (0), offset 0, both multipliers 1, SPLIT layout. */
+typedef struct fastglu_glu_params {
+    fastglu_activation activation;
+    fastglu_layout layout;
+    float clamp_value;       /* c: > 0 clamps; <= 0 or NaN: no clamp          */
+    float glu_linear_offset; /* o: added to up after clamp and bias             */
+    float gate_multiplier;   /* m_g: scales the activation's argument (Liger)   */
+    float down_multiplier;   /* m_d: scales the output (Liger)                  */
+} fastglu_glu_params;
+
+FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation activation);
+
+/* ---------------------------------------------------------------------------------------------
+ * Gated activation, forward.
+ *
+ *   params           activation, layout, clamp, offset, multipliers (not NULL)
+ *   gate             SPLIT: [tokens, F], row stride gate_row_stride (>= 0, only read);
+ *                    INTERLEAVED: [tokens, 2F] (gate and up interleaved)
+ *   up               SPLIT: [tokens, F], row stride up_row_stride; INTERLEAVED: must be NULL
+ *   bias             NULL, or [2F] contiguous, dtype (see Layouts)
+ *   weights          NULL, or [tokens] per-token weights (MoE probs) of weights_dtype, element t
+ *                    at weights[t * weights_stride] (weights_stride >= 0)
+ *   output           [tokens, F], row stride output_row_stride (>= F if tokens > 1), column stride 1
+ *   tokens, ffn_hidden_size (F), dtype: as fastglu_swiglu_fwd_*
+ *   stream           (CUDA only) cudaStream_t
+ *
+ * output must not overlap any input. Errors: FASTGLU_ERROR_INVALID_VALUE (NULL, negative size or
+ * stride, overlap, up given with INTERLEAVED, bad params), FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+ * FASTGLU_ERROR_NO_CUDA, FASTGLU_ERROR_CUDA. One kernel launch; no allocation, no synchronization.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_fwd_cuda(
+    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
+    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
+    int64_t weights_stride, void *output, int64_t output_row_stride, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
+    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
+    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
+    int64_t weights_stride, void *output, int64_t output_row_stride, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype);
+
+/* ---------------------------------------------------------------------------------------------
+ * Gated activation, backward (dgrad of gate and up; bias and weight gradients reduced).
+ *
+ *   params           as the forward
+ *   dy               [tokens, F]: element (t, j) at dy[t * dy_row_stride + j * dy_col_stride];
+ *                    any strides >= 0 (0 = broadcast), read in place; dtype
+ *   gate, up         the forward's operands (same layout rules), stored as input_dtype
+ *   input_dtype      dtype, or FASTGLU_DTYPE_FP8_E4M3 (Megatron's fp8_input_store)
+ *   input_scale_inv  fp8 only: NULL (scale 1), or fp32 values with element t at
+ *                    input_scale_inv[t * input_scale_stride] (stride 0: one per-tensor value,
+ *                    1: one per token); the operand is fp8 * scale_inv. Must be NULL otherwise.
+ *   bias             NULL or the forward's [2F] bias
+ *   weights          NULL or the forward's weights (weights_dtype, weights_stride)
+ *   d_gate, d_up     outputs with the operands' layout: SPLIT: two [tokens, F] (row strides
+ *                    d_gate_row_stride, d_up_row_stride); INTERLEAVED: d_gate [tokens, 2F], d_up
+ *                    NULL. dtype. In place is legal: d_gate == gate and d_up == up with equal row
+ *                    strides (input_dtype == dtype); any other overlap with an input is an error.
+ *   dbias            NULL, or [2F] contiguous, dtype: the bias gradient summed over tokens
+ *                    (requires bias). Same layout as bias.
+ *   dweights         NULL, or [tokens] contiguous, weights_dtype (requires weights)
+ *   workspace        device (CUDA) or host (CPU) memory of at least
+ *                    fastglu_glu_bwd_workspace_bytes(...) bytes, 16-byte aligned; may be NULL when
+ *                    that size is 0 (no dbias and no dweights). Its contents on entry do not matter.
+ *   tokens, ffn_hidden_size, dtype, stream: as the forward
+ *
+ * CUDA: without dbias and dweights one kernel; with either, one kernel plus one short reduction
+ * kernel over the workspace. Errors: as the forward.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API size_t fastglu_glu_bwd_workspace_bytes(int64_t tokens, int64_t ffn_hidden_size,
+                                                   int want_dbias, int want_dweights);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_cuda(
+    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
+    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
+    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
+    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
+    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
+    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
+    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
+    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype);
+
+/* Testing hook: caps the CUDA grid of every later launch at max_blocks blocks (0 restores the
+ * default), to show that results do not depend on the launch configuration. Not thread-safe. */
+FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
 
 #ifdef __cplusplus
 }

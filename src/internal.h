@@ -39,6 +39,57 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
                                         int64_t dinput_row_stride, int64_t tokens,
                                         int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty);
 
+/* ---- the gated-linear-unit family (fastglu_glu_*) --------------------------------------------
+ *
+ * Backward reductions (dbias over tokens, dweights over columns) use a fixed tiling so that their
+ * fp32 summation order never depends on the launch configuration or the backend's threads:
+ *   - tokens are cut into slabs of FASTGLU_SLAB_ROWS rows; a slab's per-column partial sum of d_a /
+ *     d_v is formed in row order ... (see src/glu_cuda.cu); dbias = sum over slabs in slab order.
+ *   - columns j < F are cut into tiles of FASTGLU_TILE_COLS; dweights[t] = sum over tiles in tile
+ *     order of each tile's partial.
+ * Workspace (fastglu_glu_bwd_workspace_bytes), fp32, each part starting 16-byte aligned:
+ *   [0, A)        dbias partials  [ceil(tokens / SLAB_ROWS)][2F]          (if want_dbias)
+ *   [A, A + B)    dweights partials [ceil(F / TILE_COLS)][tokens]         (if want_dweights)
+ */
+#define FASTGLU_SLAB_ROWS 64
+#define FASTGLU_TILE_COLS 256
+
+/* Byte offsets of the two workspace parts (0 when a part is absent) and the total. */
+typedef struct fastglu_glu_workspace_layout {
+    size_t dbias_offset, dbias_bytes, dweights_offset, dweights_bytes, total;
+} fastglu_glu_workspace_layout;
+fastglu_glu_workspace_layout fastglu_glu_workspace(int64_t tokens, int64_t ffn_hidden_size,
+                                                   int want_dbias, int want_dweights);
+
+/*
+ * Validate fastglu_glu_fwd_* arguments (same parameters as the API, plus the function name for the
+ * message). On success *empty is 1 when tokens == 0 or F == 0 (nothing to compute).
+ */
+fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *params,
+                                     const void *gate, int64_t gate_row_stride, const void *up,
+                                     int64_t up_row_stride, const void *bias, const void *weights,
+                                     fastglu_dtype weights_dtype, int64_t weights_stride,
+                                     const void *output, int64_t output_row_stride, int64_t tokens,
+                                     int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty);
+
+/*
+ * Validate fastglu_glu_bwd_* arguments. On success *empty is 1 when tokens == 0 or F == 0; then the
+ * caller still zero-fills dbias ([2F], when F > 0) and dweights ([tokens], when tokens > 0), whose
+ * pointers have been validated for exactly that.
+ */
+fastglu_status fastglu_check_glu_bwd(
+    const char *fn, const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride,
+    int64_t dy_col_stride, const void *gate, int64_t gate_row_stride, const void *up,
+    int64_t up_row_stride, fastglu_dtype input_dtype, const float *input_scale_inv,
+    int64_t input_scale_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
+    int64_t weights_stride, const void *d_gate, int64_t d_gate_row_stride, const void *d_up,
+    int64_t d_up_row_stride, const void *dbias, const void *dweights, const void *workspace,
+    size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+    int *empty);
+
+/* 1 when params asks for a clamp (clamp_value > 0; NaN and <= 0 do not). */
+static inline int fastglu_clamps(const fastglu_glu_params *p) { return p->clamp_value > 0.0f; }
+
 #ifdef __cplusplus
 }
 #endif
