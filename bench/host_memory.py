@@ -5,7 +5,10 @@ Host time: a CPU timer (time.perf_counter) over many calls on a tiny problem, so
 never the limit (it idles between launches); one synchronize at the end. Reported per call, for
 ``forward`` (y = f(x), x requiring grad) and ``forward+backward`` (y = f(x); y.backward(dy)).
 For fastglu it also shows where the time goes: the bare C call with ready integers, the torch
-calls the binding makes around it, the op without autograd, and the autograd Function.
+calls the binding makes around it, the op without autograd, and the autograd Function. Two fastglu
+paths are timed as providers: ``fastglu`` (``fastglu.swiglu``: the lean autograd.Function eager mode
+uses) and ``fastglu_library_op`` (``torch.ops.fastglu.swiglu_fwd``: the torch.library op that
+torch.compile traces, here called eagerly, with its registered autograd; ``fastglu/library.py``).
 
 Memory (Liger's method): peak ``torch.cuda.max_memory_allocated()`` during one forward+backward on
 the seed shape minus what was allocated before (the input and dy), in MiB. The input reaches each
@@ -14,6 +17,7 @@ drops the gradient it receives (as fc1's backward consumes it), so the number is
 own memory (its output, its gradient buffer and its temporaries) for every provider alike.
 
     python bench/host_memory.py [--out results.json]
+    python bench/host_memory.py --device cpu     # host time only, on CPU tensors (no GPU needed)
 """
 from __future__ import annotations
 
@@ -42,20 +46,29 @@ class FC1Stub(torch.autograd.Function):
         return None
 
 
+def _sync():
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def per_call_us(fn, n=3000):
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     t0 = time.perf_counter()
     for _ in range(n):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     return (time.perf_counter() - t0) / n * 1e6
 
 
-def host_times(providers, T=8, F=1024):
-    x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+def host_times(providers, T=8, F=1024, device="cuda"):
+    """On the CPU (device="cpu") the problem is one row of F=1 so that the C loop's own time is
+    negligible: what is left is the host overhead of each path."""
+    if device == "cpu":
+        T, F = 1, 1
+    x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
     rows = []
     for name, fn in providers.items():
         def fwd():
@@ -69,19 +82,25 @@ def host_times(providers, T=8, F=1024):
 
     # Where fastglu's forward goes.
     xd = x.detach()
-    y = torch.empty(T, F, device="cuda", dtype=torch.bfloat16)
-    stream = torch.cuda.current_stream().cuda_stream
+    on_cuda = device == "cuda"
+    y = torch.empty(T, F, device=device, dtype=torch.bfloat16)
+    stream = torch.cuda.current_stream().cuda_stream if on_cuda else 0
     code = ops._DTYPE_CODES[xd.dtype]
     xp, yp = xd.data_ptr(), y.data_ptr()
     parts = {
         "an identity autograd.Function (the floor of any Python Function)": lambda: FC1Stub.apply(x),
-        "C call with ready integers (_C.swiglu_fwd)": lambda: _C.swiglu_fwd(1, code, xp, 2 * F, yp, F, T, F, stream),
-        "torch.empty of the output": lambda: torch.empty((T, F), device="cuda", dtype=torch.bfloat16),
-        "raw stream lookup": lambda: ops._raw_stream(0),
+        "C call with ready integers (_C.swiglu_fwd)": lambda: _C.swiglu_fwd(int(on_cuda), code, xp, 2 * F, yp, F, T, F,
+                                                                            stream),
+        "torch.empty of the output": lambda: torch.empty((T, F), device=device, dtype=torch.bfloat16),
         "ops.swiglu_fwd (checks + empty + launch)": lambda: ops.swiglu_fwd(xd),
         "fastglu.swiglu (autograd Function)": lambda: fastglu.swiglu(x),
+        "fastglu.swiglu, no grad (autograd Function)": lambda: fastglu.swiglu(xd),
+        "torch.ops.fastglu.swiglu_fwd (torch.library op + its autograd)": lambda: torch.ops.fastglu.swiglu_fwd(x),
+        "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: torch.ops.fastglu.swiglu_fwd(xd),
         "torch eager silu(gate) * up": lambda: torch.nn.functional.silu(xd[:, :F]) * xd[:, F:],
     }
+    if on_cuda:
+        parts["raw stream lookup"] = lambda: ops._raw_stream(0)
     breakdown = {k: per_call_us(f) for k, f in parts.items()}
     return rows, breakdown
 
@@ -109,21 +128,34 @@ def peak_memory(providers, S=2048, B=4, F=8192):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, help="write the numbers as JSON here")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: host time only, on CPU tensors (no peak memory, no GPU-only peers)")
     args = p.parse_args()
+    on_gpu = args.device == "cuda"
     providers = {}
-    for name in ("fastglu", "torch", "compile", "megatron", "liger"):
+    for name in ("fastglu", "fastglu_library_op", "torch", "compile", "megatron", "liger"):
+        if not on_gpu and name not in ("fastglu", "fastglu_library_op", "torch"):
+            continue
         try:
-            providers[name] = load_provider(name, True)[0]
+            if name == "fastglu_library_op":
+                providers[name] = torch.ops.fastglu.swiglu_fwd
+            else:
+                providers[name] = load_provider(name, on_gpu)[0]
         except Exception as e:  # a peer that is not installed is reported, not fatal
             print(f"note: {name}: {e}")
-    host, breakdown = host_times(providers)
-    mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
-    print(f"{'provider':<18}{'forward us':>12}{'fwd+bwd us':>12}")
+    host, breakdown = host_times(providers, device=args.device)
+    print(f"{'provider':<20}{'forward us':>12}{'fwd+bwd us':>12}")
     for r in host:
-        print(f"{r['provider']:<18}{r['forward_us']:>12.1f}{r['forward_backward_us']:>12.1f}")
+        print(f"{r['provider']:<20}{r['forward_us']:>12.1f}{r['forward_backward_us']:>12.1f}")
     print("\nfastglu forward, where the host time goes (us per call):")
     for k, v in breakdown.items():
         print(f"  {v:8.2f}  {k}")
+    if not on_gpu:
+        if args.out:
+            args.out.write_text(json.dumps({"device": "cpu", "torch": torch.__version__, "host_us": host,
+                                            "fastglu_forward_breakdown_us": breakdown}, indent=1))
+        return
+    mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
     print("\npeak memory over forward+backward, S=2048 B=4 F=8192 bf16 (MiB above input and dy):")
     for k, v in mem.items():
         print(f"  {k:<18}{v:10.1f}  ({v / mem['megatron']:.2f} x megatron)" if "megatron" in mem else f"  {k:<18}{v:10.1f}")

@@ -269,6 +269,8 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
  *                    that size is 0 (no dbias and no dweights). Its contents on entry do not matter.
  *   tokens, ffn_hidden_size, dtype, stream: as the forward
  *
+ * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
+ * set to zero, the sums over nothing (their pointers are validated); nothing else is written.
  * CUDA: without dbias and dweights one kernel; with either, one kernel plus one short reduction
  * kernel over the workspace. Errors: as the forward.
  * ------------------------------------------------------------------------------------------- */

@@ -79,8 +79,29 @@ if want sanitize; then
   step "compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the CUDA C test"
   for tool in memcheck racecheck initcheck synccheck; do
     echo "-- $tool"
-    FASTGLU_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 build-device/test_swiglu_cuda 2>&1 | tail -4
+    for t in build-device/test_swiglu_cuda build-device/test_glu_cuda; do
+      [ -x "$t" ] || continue
+      echo "   $(basename "$t")"
+      FASTGLU_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -3
+    done
   done 2>&1 | tee -a "$OUT/tests.log"
+fi
+
+# Extra outputs travel in one tarball (extra.tar.gz), to stay under the device tool's file limit.
+mkdir -p "$OUT/extra"
+if want variants; then
+  step "variants beside Megatron-Core (python -m fastglu.bench.variants)"
+  python3 -m fastglu.bench.variants --out "$OUT/extra/variants" 2>&1 | tail -20
+fi
+if want cbench; then
+  step "the C benchmark program (fastglu-bench) at the seed shape"
+  build-device/bench/c/fastglu-bench --mode all --json "$OUT/extra/cbench.json" 2>&1 | tee "$OUT/extra/cbench.txt" | tail -12
+  build-device/bench/c/fastglu-bench --mode forward,bwd_only --activation quick_gelu --bias --weights fp32 --clamp 7 \
+    --json "$OUT/extra/cbench_quick_geglu.json" 2>&1 | tee "$OUT/extra/cbench_quick_geglu.txt" | tail -6
+fi
+if want llama; then
+  step "examples/llama on the GPU (bf16)"
+  OUT="$OUT/extra" bash scripts/device_llama.sh 2>&1 | tail -8
 fi
 
 if want tune; then
@@ -100,6 +121,8 @@ if want bench; then
   timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench --out "$OUT/records" "$@" 2>&1 | tee "$OUT/bench.log"
   tar -C "$OUT" -czf "$OUT/records.tar.gz" records && rm -rf "$OUT/records"
 fi
+if [ -n "$(ls -A "$OUT/extra")" ]; then tar -C "$OUT" -czf "$OUT/extra.tar.gz" extra; fi
+rm -rf "$OUT/extra"
 # At most 8 files come back: the host-time table travels inside the records tarball when there is one.
 if [ -f "$OUT/host_memory.txt" ] && [ -f "$OUT/records.tar.gz" ]; then
   cat "$OUT/host_memory.txt" >> "$OUT/bench.log" && rm "$OUT/host_memory.txt"

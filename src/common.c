@@ -42,19 +42,30 @@ size_t fastglu_dtype_size(fastglu_dtype dtype) {
     case FASTGLU_DTYPE_FP32: return 4;
     case FASTGLU_DTYPE_FP16: return 2;
     case FASTGLU_DTYPE_BF16: return 2;
+    case FASTGLU_DTYPE_FP8_E4M3: return 1;
     }
     return 0;
 }
 
-/* A strided [rows, cols] region: its bounding byte range [begin, begin + bytes) and, when its
- * columns are contiguous (col_stride 1) or it has one column, its rows as byte intervals
- * [begin + i * row_bytes, begin + i * row_bytes + width_bytes), i < rows. */
-typedef struct region {
-    const char *name;
-    uintptr_t begin;
-    uint64_t bytes;
-    int64_t rows, row_bytes, width_bytes; /* width_bytes 0: columns not contiguous */
-} region;
+int fastglu_is_compute_dtype(fastglu_dtype dtype) {
+    return dtype == FASTGLU_DTYPE_FP32 || dtype == FASTGLU_DTYPE_FP16 ||
+           dtype == FASTGLU_DTYPE_BF16;
+}
+
+fastglu_status fastglu_check_compute_dtype(const char *fn, const char *name, fastglu_dtype dtype) {
+    if (fastglu_is_compute_dtype(dtype)) return FASTGLU_SUCCESS;
+    if (dtype == FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: %s %d (FASTGLU_DTYPE_FP8_E4M3) is not FASTGLU_DTYPE_FP32, "
+                                 "_FP16 or _BF16 (fp8 is accepted only as the saved input of "
+                                 "fastglu_glu_bwd_*, input_dtype)",
+                                 fn, name, (int)dtype);
+    return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                             "%s: %s %d is not FASTGLU_DTYPE_FP32, _FP16 or _BF16", fn, name,
+                             (int)dtype);
+}
+
+typedef fastglu_region region; /* see internal.h */
 
 /*
  * Bytes spanned by a [rows, cols] region with the given element strides (rows, cols >= 1,
@@ -73,10 +84,10 @@ static int span_bytes(int64_t rows, int64_t cols, int64_t row_stride, int64_t co
 }
 
 /*
- * Whether two regions share a byte. Regions whose rows are contiguous intervals with one common
- * row stride r are tested exactly: rows i of x and j of y meet iff, with d = y.begin - x.begin and
- * k = j - i, -y.width < d + k r < x.width for some |k| < rows; any other pair by bounding ranges
- * (which may refuse a legal interleaving, never accept an overlap).
+ * fastglu_regions_overlap (internal.h): regions whose rows are contiguous intervals with one
+ * common row stride r are tested exactly: rows i of x and j of y meet iff, with
+ * d = y.begin - x.begin and k = j - i, -y.width < d + k r < x.width for some |k| < rows; any other
+ * pair by bounding ranges (which may refuse a legal interleaving, never accept an overlap).
  */
 __extension__ typedef __int128 i128; /* GCC/Clang: exact arithmetic on address differences */
 
@@ -85,7 +96,7 @@ static i128 floor_div(i128 a, i128 r) { /* r > 0 */
     return (a % r != 0 && a < 0) ? q - 1 : q;
 }
 
-static int regions_overlap(const region *x, const region *y) {
+int fastglu_regions_overlap(const region *x, const region *y) {
     if (!(x->begin < y->begin + y->bytes && y->begin < x->begin + x->bytes)) return 0;
     if (x->width_bytes == 0 || y->width_bytes == 0 || x->row_bytes != y->row_bytes ||
         x->row_bytes <= 0)
@@ -100,13 +111,21 @@ static int regions_overlap(const region *x, const region *y) {
     return kmin <= kmax;
 }
 
-/* Checks shared by both directions: dtype, sizes, and one tensor's pointer, stride and span. */
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        fastglu_status s_ = (expr);                                                                \
+        if (s_ != FASTGLU_SUCCESS) return s_;                                                      \
+    } while (0)
+
+/* Checks shared by both swiglu directions: dtype and sizes. */
 static fastglu_status check_sizes(const char *fn, int64_t tokens, int64_t ffn_hidden_size,
                                   fastglu_dtype dtype, int *empty) {
-    if (fastglu_dtype_size(dtype) == 0)
-        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: dtype %d is not FASTGLU_DTYPE_FP32, _FP16 or _BF16", fn,
-                                 (int)dtype);
+    TRY(fastglu_check_compute_dtype(fn, "dtype", dtype));
+    return fastglu_check_shape(fn, tokens, ffn_hidden_size, empty);
+}
+
+fastglu_status fastglu_check_shape(const char *fn, int64_t tokens, int64_t ffn_hidden_size,
+                                   int *empty) {
     if (tokens < 0)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens = %" PRId64 " is negative",
                                  fn, tokens);
@@ -122,13 +141,9 @@ static fastglu_status check_sizes(const char *fn, int64_t tokens, int64_t ffn_hi
     return FASTGLU_SUCCESS;
 }
 
-/*
- * One tensor: non-NULL, element-aligned, strides >= 0, span representable; an output's rows must
- * not overlap each other (row_stride >= cols when rows > 1).
- */
-static fastglu_status check_tensor(const char *fn, region *r, const char *name, const void *ptr,
-                                   int64_t rows, int64_t cols, int64_t row_stride,
-                                   int64_t col_stride, size_t esize, int is_output) {
+fastglu_status fastglu_check_tensor(const char *fn, region *r, const char *name, const void *ptr,
+                                    int64_t rows, int64_t cols, int64_t row_stride,
+                                    int64_t col_stride, size_t esize, int is_output) {
     r->name = name;
     if (ptr == NULL)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: %s is NULL", fn, name);
@@ -162,18 +177,12 @@ static fastglu_status check_tensor(const char *fn, region *r, const char *name, 
     return FASTGLU_SUCCESS;
 }
 
-static fastglu_status check_disjoint(const char *fn, const region *out, const region *in) {
-    if (regions_overlap(out, in))
+fastglu_status fastglu_check_disjoint(const char *fn, const region *out, const region *in) {
+    if (fastglu_regions_overlap(out, in))
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: %s overlaps %s", fn, out->name,
                                  in->name);
     return FASTGLU_SUCCESS;
 }
-
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        fastglu_status s_ = (expr);                                                                \
-        if (s_ != FASTGLU_SUCCESS) return s_;                                                      \
-    } while (0)
 
 fastglu_status fastglu_check_swiglu_fwd(const char *fn, const void *input, int64_t input_row_stride,
                                         const void *output, int64_t output_row_stride,
@@ -184,11 +193,11 @@ fastglu_status fastglu_check_swiglu_fwd(const char *fn, const void *input, int64
     fastglu_clear_error();
     TRY(check_sizes(fn, tokens, ffn_hidden_size, dtype, empty));
     if (*empty) return FASTGLU_SUCCESS;
-    TRY(check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size, input_row_stride, 1,
-                     esize, 0));
-    TRY(check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size, output_row_stride, 1,
-                     esize, 1));
-    return check_disjoint(fn, &out, &in);
+    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size,
+                             input_row_stride, 1, esize, 0));
+    TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size,
+                             output_row_stride, 1, esize, 1));
+    return fastglu_check_disjoint(fn, &out, &in);
 }
 
 fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t dy_row_stride,
@@ -201,15 +210,15 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
     fastglu_clear_error();
     TRY(check_sizes(fn, tokens, ffn_hidden_size, dtype, empty));
     if (*empty) return FASTGLU_SUCCESS;
-    TRY(check_tensor(fn, &g, "dy", dy, tokens, ffn_hidden_size, dy_row_stride, dy_col_stride, esize,
-                     0));
-    TRY(check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size, input_row_stride, 1,
-                     esize, 0));
-    TRY(check_tensor(fn, &din, "dinput", dinput, tokens, 2 * ffn_hidden_size, dinput_row_stride, 1,
-                     esize, 1));
-    TRY(check_disjoint(fn, &din, &g));
+    TRY(fastglu_check_tensor(fn, &g, "dy", dy, tokens, ffn_hidden_size, dy_row_stride,
+                             dy_col_stride, esize, 0));
+    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size,
+                             input_row_stride, 1, esize, 0));
+    TRY(fastglu_check_tensor(fn, &din, "dinput", dinput, tokens, 2 * ffn_hidden_size,
+                             dinput_row_stride, 1, esize, 1));
+    TRY(fastglu_check_disjoint(fn, &din, &g));
     /* In place (dinput is exactly input) is legal: each thread reads an element before writing it. */
     if (dinput == input && (dinput_row_stride == input_row_stride || tokens == 1))
         return FASTGLU_SUCCESS;
-    return check_disjoint(fn, &din, &in);
+    return fastglu_check_disjoint(fn, &din, &in);
 }

@@ -39,6 +39,47 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
                                         int64_t dinput_row_stride, int64_t tokens,
                                         int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty);
 
+/* ---- validation building blocks (common.c), shared by the swiglu and glu checks ------------- */
+
+/* 1 for FASTGLU_DTYPE_FP32, _FP16, _BF16 (the types arithmetic results are stored in), else 0. */
+int fastglu_is_compute_dtype(fastglu_dtype dtype);
+
+/* FASTGLU_ERROR_UNSUPPORTED_DTYPE naming `name` unless dtype is a compute dtype (fp8 included:
+ * it is only ever a saved input). */
+fastglu_status fastglu_check_compute_dtype(const char *fn, const char *name, fastglu_dtype dtype);
+
+/* tokens >= 0, 0 <= ffn_hidden_size <= INT64_MAX / 4; *empty = (tokens == 0 || F == 0). */
+fastglu_status fastglu_check_shape(const char *fn, int64_t tokens, int64_t ffn_hidden_size,
+                                   int *empty);
+
+/* A strided [rows, cols] region: its bounding byte range [begin, begin + bytes) and, when its
+ * columns are contiguous (col_stride 1) or it has one column, its rows as byte intervals
+ * [begin + i * row_bytes, begin + i * row_bytes + width_bytes), i < rows. */
+typedef struct fastglu_region {
+    const char *name;
+    uintptr_t begin;
+    uint64_t bytes;
+    int64_t rows, row_bytes, width_bytes; /* width_bytes 0: columns not contiguous */
+} fastglu_region;
+
+/*
+ * One tensor of `rows` x `cols` (both >= 1) elements of esize bytes: non-NULL, element-aligned,
+ * strides >= 0, span representable; an output's rows must not overlap each other (row_stride >=
+ * cols when rows > 1). Fills *r (named `name`) for the overlap tests.
+ */
+fastglu_status fastglu_check_tensor(const char *fn, fastglu_region *r, const char *name,
+                                    const void *ptr, int64_t rows, int64_t cols,
+                                    int64_t row_stride, int64_t col_stride, size_t esize,
+                                    int is_output);
+
+/* Whether two regions share a byte (exact for row intervals of one common row stride; otherwise
+ * by bounding ranges, which may refuse a legal interleaving but never accept an overlap). */
+int fastglu_regions_overlap(const fastglu_region *x, const fastglu_region *y);
+
+/* FASTGLU_ERROR_INVALID_VALUE "fn: <out> overlaps <in>" when they share a byte. */
+fastglu_status fastglu_check_disjoint(const char *fn, const fastglu_region *out,
+                                      const fastglu_region *in);
+
 /* ---- the gated-linear-unit family (fastglu_glu_*) --------------------------------------------
  *
  * Backward reductions (dbias over tokens, dweights over columns) use a fixed tiling so that their

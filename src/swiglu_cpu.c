@@ -79,6 +79,8 @@ fastglu_status fastglu_swiglu_fwd_cpu(const void *input, int64_t input_row_strid
         swiglu_fwd_bf16((const uint16_t *)input, input_row_stride, (uint16_t *)output,
                         output_row_stride, tokens, ffn_hidden_size);
         break;
+    default: /* FP8 is rejected by the check above */
+        break;
     }
     return FASTGLU_SUCCESS;
 }
@@ -107,6 +109,8 @@ fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int
         swiglu_bwd_bf16((const uint16_t *)dy, dy_row_stride, dy_col_stride,
                         (const uint16_t *)input, input_row_stride, (uint16_t *)dinput,
                         dinput_row_stride, tokens, ffn_hidden_size);
+        break;
+    default: /* FP8 is rejected by the check above */
         break;
     }
     return FASTGLU_SUCCESS;

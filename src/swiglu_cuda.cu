@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
+#include "cuda_common.cuh"
 #include "internal.h"
 
 /* Threads per block, chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
@@ -42,20 +43,6 @@
 #ifndef MAX_BLOCKS /* tests/emu caps it to exercise the grid-stride loop */
 #define MAX_BLOCKS 2147483647LL
 #endif
-
-/* ---- element conversions (overloads stand in for C11 _Generic) ----------------------------- */
-
-static __device__ __forceinline__ float to_f32(float x) { return x; }
-static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-static __device__ __forceinline__ void from_f32(float *dst, float x) { *dst = x; }
-static __device__ __forceinline__ void from_f32(__half *dst, float x) { *dst = __float2half_rn(x); }
-static __device__ __forceinline__ void from_f32(__nv_bfloat16 *dst, float x) {
-    *dst = __float2bfloat16_rn(x);
-}
-
-static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 /* ---- 16-byte chunks moved with the widest aligned accesses ---------------------------------- */
 
@@ -170,32 +157,6 @@ template <typename T> static __device__ __forceinline__ float chunk_get(const ch
 
 /* ---- row/chunk from a flat chunk index -------------------------------------------------------- */
 
-/* Division by a fixed d as multiply-high and shift (Granlund & Montgomery), exact for n < 2^32. */
-typedef struct fastdiv {
-    uint64_t d;
-    unsigned magic, shift;
-    int small; /* 1: every index fits in 32 bits and the multiply-shift is used */
-} fastdiv;
-
-static fastdiv make_fastdiv(uint64_t d, uint64_t n_max) {
-    fastdiv f;
-    f.d = d, f.magic = 0, f.shift = 0;
-    f.small = n_max <= 0xffffffffull && d < 0x80000000ull;
-    if (f.small) {
-        while ((1ull << f.shift) < d) f.shift++;
-        f.magic = (unsigned)(((1ull << 32) * ((1ull << f.shift) - d)) / d + 1);
-    }
-    return f;
-}
-
-static __device__ __forceinline__ uint64_t fastdiv_div(const fastdiv &f, uint64_t n) {
-    if (f.small) {
-        unsigned n32 = (unsigned)n;
-        return ((uint64_t)__umulhi(n32, f.magic) + n32) >> f.shift;
-    }
-    return n / f.d;
-}
-
 /* Access widths (bytes) of the tensors of one launch. */
 typedef struct widths {
     int in, up, out, out_up, dy;
@@ -287,17 +248,6 @@ __global__ void __launch_bounds__(MAX_THREADS)
 
 /* ---- launch helpers ----------------------------------------------------------------------- */
 
-/* Widest access (16, 8, 4 or 2 bytes; at least one element) that divides the address of every
- * row's chunks: the base address and the row stride in bytes (when there is more than one row);
- * a chunk's offset within its row is a multiple of 16 bytes. */
-static int access_width(const void *base, int64_t row_stride, int64_t tokens, size_t esize) {
-    uint64_t bits = (uint64_t)(uintptr_t)base;
-    if (tokens > 1) bits |= (uint64_t)row_stride * esize;
-    int w = 16;
-    while (w > (int)esize && bits % (uint64_t)w) w /= 2;
-    return w;
-}
-
 typedef struct launch_plan {
     uint64_t chunks;
     fastdiv nvec;
@@ -319,16 +269,6 @@ static int plan_launch(int64_t tokens, int64_t F, size_t esize, int threads, lau
 
 static fastglu_status too_large(const char *fn) {
     return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
-}
-
-/* A launch's status: no device or no (recent enough) driver is FASTGLU_ERROR_NO_CUDA, any other
- * failure FASTGLU_ERROR_CUDA. `err` is what cudaLaunchKernel returned for this launch alone (an
- * earlier, unrelated error left pending by other code is not taken for ours). */
-static fastglu_status launch_status(const char *fn, cudaError_t err) {
-    if (err == cudaSuccess) return FASTGLU_SUCCESS;
-    const int no_device = err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver;
-    return fastglu_set_error(no_device ? FASTGLU_ERROR_NO_CUDA : FASTGLU_ERROR_CUDA,
-                             "%s: kernel launch failed: %s", fn, cudaGetErrorString(err));
 }
 
 /* The launchers the API and the tuner share: one kernel launch on `stream`; returns its status. */

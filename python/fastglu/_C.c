@@ -5,6 +5,10 @@
  * FASTCALL function with integer arguments costs a fraction of a microsecond per call, where
  * ctypes argument conversion costs several.
  *
+ * The gated-linear-unit family (glu_fwd, glu_bwd, glu_bwd_workspace_bytes) takes its
+ * fastglu_glu_params as six leading arguments (activation and layout codes, four floats);
+ * python/fastglu/glu.py builds them from tensors and options.
+ *
  * Every function raises with the library's message when the C call fails: ValueError for an
  * invalid argument (e.g. an output overlapping an input), TypeError for a dtype, RuntimeError for
  * CUDA errors. The Python layer rejects most bad tensors before this point.
@@ -21,14 +25,52 @@ static int get_i64(PyObject *o, int64_t *out) {
     return 1;
 }
 
-/* The dtype code must name a fastglu_dtype (a wider integer must not wrap onto one). */
-static int get_dtype(PyObject *o, int64_t *out) {
+/* The dtype code must name a fastglu_dtype no greater than max (a wider integer must not wrap onto
+ * one): compute types up to BF16; the glu backward's saved input also FP8_E4M3. */
+static int get_dtype_upto(PyObject *o, int64_t *out, int64_t max) {
     if (!get_i64(o, out)) return 0;
-    if (*out < FASTGLU_DTYPE_FP32 || *out > FASTGLU_DTYPE_BF16) {
+    if (*out < FASTGLU_DTYPE_FP32 || *out > max) {
         PyErr_Format(PyExc_TypeError, "fastglu: dtype code %lld is not a fastglu_dtype", (long long)*out);
         return 0;
     }
     return 1;
+}
+
+static int get_dtype(PyObject *o, int64_t *out) { return get_dtype_upto(o, out, FASTGLU_DTYPE_BF16); }
+
+static int get_f32(PyObject *o, float *out) {
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+static int get_size(PyObject *o, size_t *out) {
+    size_t v = PyLong_AsSize_t(o);
+    if (v == (size_t)-1 && PyErr_Occurred()) return 0;
+    *out = v;
+    return 1;
+}
+
+/* params from (activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ * down_multiplier); the codes must name enum values (the C call checks the floats). */
+static int get_params(PyObject *const *a, fastglu_glu_params *p) {
+    int64_t act, layout;
+    if (!get_i64(a[0], &act) || !get_i64(a[1], &layout)) return 0;
+    if (act < FASTGLU_ACT_SILU || act > FASTGLU_ACT_QUICK_GELU) {
+        PyErr_Format(PyExc_ValueError, "fastglu: activation code %lld is not a fastglu_activation",
+                     (long long)act);
+        return 0;
+    }
+    if (layout < FASTGLU_LAYOUT_SPLIT || layout > FASTGLU_LAYOUT_INTERLEAVED) {
+        PyErr_Format(PyExc_ValueError, "fastglu: layout code %lld is not a fastglu_layout",
+                     (long long)layout);
+        return 0;
+    }
+    *p = fastglu_glu_params_default((fastglu_activation)act);
+    p->layout = (fastglu_layout)layout;
+    return get_f32(a[2], &p->clamp_value) && get_f32(a[3], &p->glu_linear_offset) &&
+           get_f32(a[4], &p->gate_multiplier) && get_f32(a[5], &p->down_multiplier);
 }
 
 static int get_ptr(PyObject *o, void **out) {
@@ -102,6 +144,90 @@ static PyObject *py_swiglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t
     return status_result(st);
 }
 
+/* glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *         down_multiplier, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype,
+ *         weights_stride, output, output_row_stride, tokens, F, dtype, stream)
+ * Pointers as integers, 0 for NULL (up with the interleaved layout; no bias; no weights). */
+static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    fastglu_glu_params p;
+    int64_t on_cuda, g_rs, u_rs, w_dtype, w_stride, out_rs, tokens, F, dtype;
+    void *g, *u, *bias, *w, *out, *stream;
+    (void)self;
+    CHECK_NARGS("glu_fwd", 21);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_ptr(args[7], &g) ||
+        !get_i64(args[8], &g_rs) || !get_ptr(args[9], &u) || !get_i64(args[10], &u_rs) ||
+        !get_ptr(args[11], &bias) || !get_ptr(args[12], &w) || !get_dtype(args[13], &w_dtype) ||
+        !get_i64(args[14], &w_stride) || !get_ptr(args[15], &out) || !get_i64(args[16], &out_rs) ||
+        !get_i64(args[17], &tokens) || !get_i64(args[18], &F) || !get_dtype(args[19], &dtype) ||
+        !get_ptr(args[20], &stream))
+        return NULL;
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_glu_fwd_cuda(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
+                                  out, out_rs, tokens, F, (fastglu_dtype)dtype, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fastglu_glu_fwd_cpu(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
+                                 out, out_rs, tokens, F, (fastglu_dtype)dtype);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
+/* glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *         down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up,
+ *         up_row_stride, input_dtype, input_scale_inv, input_scale_stride, bias, weights,
+ *         weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
+ *         dweights, workspace, workspace_bytes, tokens, F, dtype, stream) */
+static PyObject *py_glu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    fastglu_glu_params p;
+    int64_t on_cuda, dy_rs, dy_cs, g_rs, u_rs, in_dtype, sc_stride, w_dtype, w_stride, dg_rs, du_rs,
+        tokens, F, dtype;
+    void *dy, *g, *u, *scale_inv, *bias, *w, *dg, *du, *dbias, *dw, *ws, *stream;
+    size_t ws_bytes;
+    (void)self;
+    CHECK_NARGS("glu_bwd", 33);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_ptr(args[7], &dy) ||
+        !get_i64(args[8], &dy_rs) || !get_i64(args[9], &dy_cs) || !get_ptr(args[10], &g) ||
+        !get_i64(args[11], &g_rs) || !get_ptr(args[12], &u) || !get_i64(args[13], &u_rs) ||
+        !get_dtype_upto(args[14], &in_dtype, FASTGLU_DTYPE_FP8_E4M3) ||
+        !get_ptr(args[15], &scale_inv) || !get_i64(args[16], &sc_stride) ||
+        !get_ptr(args[17], &bias) || !get_ptr(args[18], &w) || !get_dtype(args[19], &w_dtype) ||
+        !get_i64(args[20], &w_stride) || !get_ptr(args[21], &dg) || !get_i64(args[22], &dg_rs) ||
+        !get_ptr(args[23], &du) || !get_i64(args[24], &du_rs) || !get_ptr(args[25], &dbias) ||
+        !get_ptr(args[26], &dw) || !get_ptr(args[27], &ws) || !get_size(args[28], &ws_bytes) ||
+        !get_i64(args[29], &tokens) || !get_i64(args[30], &F) || !get_dtype(args[31], &dtype) ||
+        !get_ptr(args[32], &stream))
+        return NULL;
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_glu_bwd_cuda(&p, dy, dy_rs, dy_cs, g, g_rs, u, u_rs, (fastglu_dtype)in_dtype,
+                                  (const float *)scale_inv, sc_stride, bias, w,
+                                  (fastglu_dtype)w_dtype, w_stride, dg, dg_rs, du, du_rs, dbias, dw,
+                                  ws, ws_bytes, tokens, F, (fastglu_dtype)dtype, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fastglu_glu_bwd_cpu(&p, dy, dy_rs, dy_cs, g, g_rs, u, u_rs, (fastglu_dtype)in_dtype,
+                                 (const float *)scale_inv, sc_stride, bias, w,
+                                 (fastglu_dtype)w_dtype, w_stride, dg, dg_rs, du, du_rs, dbias, dw,
+                                 ws, ws_bytes, tokens, F, (fastglu_dtype)dtype);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
+/* glu_bwd_workspace_bytes(tokens, F, want_dbias, want_dweights) */
+static PyObject *py_glu_bwd_workspace_bytes(PyObject *self, PyObject *const *args,
+                                            Py_ssize_t nargs) {
+    int64_t tokens, F, want_db, want_dw;
+    (void)self;
+    CHECK_NARGS("glu_bwd_workspace_bytes", 4);
+    if (!get_i64(args[0], &tokens) || !get_i64(args[1], &F) || !get_i64(args[2], &want_db) ||
+        !get_i64(args[3], &want_dw))
+        return NULL;
+    return PyLong_FromSize_t(fastglu_glu_bwd_workspace_bytes(tokens, F, want_db != 0, want_dw != 0));
+}
+
 static PyObject *py_cuda_available(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyBool_FromLong(fastglu_cuda_available());
@@ -124,6 +250,21 @@ static PyMethodDef methods[] = {
     {"swiglu_bwd", (PyCFunction)(void (*)(void))py_swiglu_bwd, METH_FASTCALL,
      "swiglu_bwd(on_cuda, dtype, dy, dy_row_stride, dy_col_stride, input, input_row_stride, "
      "dinput, dinput_row_stride, tokens, F, stream): fastglu_swiglu_bwd_{cpu,cuda}."},
+    {"glu_fwd", (PyCFunction)(void (*)(void))py_glu_fwd, METH_FASTCALL,
+     "glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
+     "down_multiplier, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype, "
+     "weights_stride, output, output_row_stride, tokens, F, dtype, stream): "
+     "fastglu_glu_fwd_{cpu,cuda}; pointers as integers, 0 for NULL."},
+    {"glu_bwd", (PyCFunction)(void (*)(void))py_glu_bwd, METH_FASTCALL,
+     "glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
+     "down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride, "
+     "input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype, "
+     "weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, workspace, "
+     "workspace_bytes, tokens, F, dtype, stream): fastglu_glu_bwd_{cpu,cuda}."},
+    {"glu_bwd_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_workspace_bytes,
+     METH_FASTCALL,
+     "glu_bwd_workspace_bytes(tokens, F, want_dbias, want_dweights): "
+     "fastglu_glu_bwd_workspace_bytes."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True if libfastglu has its CUDA backend and a CUDA device is usable."},
     {"cuda_built", py_cuda_built, METH_NOARGS,
@@ -140,7 +281,13 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "DTYPE_FP32", FASTGLU_DTYPE_FP32) < 0 ||
         PyModule_AddIntConstant(m, "DTYPE_FP16", FASTGLU_DTYPE_FP16) < 0 ||
-        PyModule_AddIntConstant(m, "DTYPE_BF16", FASTGLU_DTYPE_BF16) < 0) {
+        PyModule_AddIntConstant(m, "DTYPE_BF16", FASTGLU_DTYPE_BF16) < 0 ||
+        PyModule_AddIntConstant(m, "DTYPE_FP8_E4M3", FASTGLU_DTYPE_FP8_E4M3) < 0 ||
+        PyModule_AddIntConstant(m, "ACT_SILU", FASTGLU_ACT_SILU) < 0 ||
+        PyModule_AddIntConstant(m, "ACT_GELU_TANH", FASTGLU_ACT_GELU_TANH) < 0 ||
+        PyModule_AddIntConstant(m, "ACT_QUICK_GELU", FASTGLU_ACT_QUICK_GELU) < 0 ||
+        PyModule_AddIntConstant(m, "LAYOUT_SPLIT", FASTGLU_LAYOUT_SPLIT) < 0 ||
+        PyModule_AddIntConstant(m, "LAYOUT_INTERLEAVED", FASTGLU_LAYOUT_INTERLEAVED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,4 +1,4 @@
-"""fastglu: gated-linear-unit activations (SwiGLU) for LLM training.
+"""fastglu: gated-linear-unit activations (SwiGLU, GeGLU, quick-GeGLU) for LLM training.
 
 A C library (CUDA kernels and a C CPU backend behind one C API, ``include/fastglu.h``) bound to
 PyTorch. Public API:
@@ -6,12 +6,32 @@ PyTorch. Public API:
 - ``fastglu.swiglu(x)``: autograd-aware SwiGLU on the Megatron layout ``[..., 2F]`` -> ``[..., F]``.
 - ``fastglu.bias_swiglu_impl(...)``: Megatron-Core's signature, as a drop-in.
 - ``fastglu.ops.swiglu_fwd / swiglu_bwd``: the kernels without autograd.
+- The gated-linear-unit family (``glu.py``): ``fastglu.glu(x, activation="silu"|"gelu_tanh"|
+  "quick_gelu", bias=, weights=, clamp_value=, glu_linear_offset=, gate_multiplier=,
+  down_multiplier=, interleaved=, fp8_input_store=, in_place=)``; ``fastglu.silu_mul(gate, up)``
+  and ``fastglu.glu_mul(gate, up, activation)`` for two tensors (Liger-Kernel / Hugging Face);
+  Megatron-Core's ``weighted_bias_swiglu_impl``, ``bias_geglu_impl``,
+  ``weighted_bias_quick_geglu_impl`` (and ``bias_swiglu_impl`` with bias and clamp_value).
+  ``fastglu.glu`` is the function; its module (with the op layer ``glu_fwd`` / ``glu_bwd``) is
+  ``from fastglu.glu import glu_fwd, glu_bwd``.
+- ``fastglu.modules``: ``SwiGLU``, ``GeGLU``, ``QuickGeGLU``, ``FastGLUActivation`` (nn.Module forms).
+- ``fastglu.megatron.apply()`` / ``undo()``: route Megatron-Core's fused activations to fastglu.
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
 """
 
 from . import _C, ops
 from .functional import SwiGLUFunction, bias_swiglu_impl, swiglu
+from .glu import (
+    GLUFunction,
+    bias_geglu_impl,
+    glu,
+    glu_mul,
+    silu_mul,
+    weighted_bias_quick_geglu_impl,
+    weighted_bias_swiglu_impl,
+)
+from . import megatron, modules  # noqa: E402  (after glu: both use it)
 
 _v = _C.version()
 __version__ = f"{_v // 10000}.{_v // 100 % 100}.{_v % 100}"
@@ -27,4 +47,8 @@ def cuda_built() -> bool:
     return _C.cuda_built()
 
 
-__all__ = ["swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__"]
+__all__ = [
+    "swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__",
+    "glu", "glu_mul", "silu_mul", "GLUFunction", "weighted_bias_swiglu_impl", "bias_geglu_impl",
+    "weighted_bias_quick_geglu_impl", "megatron", "modules",
+]

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from . import ops
+from .glu import bias_swiglu_impl as _glu_bias_swiglu_impl
+from . import library, ops
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+_Tensor = torch.Tensor
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 
 def _no_double_backward():
@@ -98,38 +101,52 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
         TypeError: x is not a dense tensor, or its dtype is not bfloat16/float16/float32.
         ValueError: x is not 2D/3D, its last dimension is odd, or it is on another device type.
         RuntimeError: a backward with create_graph=True (the backward is not differentiable).
+
+    torch.compile / torch.export: traced as the registered op ``torch.ops.fastglu.swiglu_fwd``
+    (``library.py``), with no graph break; ``in_place`` is ignored there. A plain tensor in eager
+    mode takes the lean autograd.Function (``_SwiGLU``): the two checks in front of it cost about
+    0.1 us. A DTensor input must be sharded ``Shard(-1)`` in Megatron's tensor-parallel layout (each
+    rank's local [..., 2F/tp] holds its own gate and up slices); the result is a DTensor
+    ``Shard(-1)`` of global shape [..., F]; other placements raise ValueError (``library.py``).
     """
-    if in_place:
-        return SwiGLUFunction.apply(x, False, False, True)
-    return _SwiGLU.apply(x)
+    if type(x) is _Tensor and not _is_compiling():
+        if in_place:
+            return SwiGLUFunction.apply(x, False, False, True)
+        return _SwiGLU.apply(x)
+    return library.swiglu(x, in_place)
 
 
 def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False, clamp_value=None):
     """Drop-in for ``megatron.core.fusions.fused_bias_swiglu.bias_swiglu_impl``.
 
+    Without bias, clamp, fp8 store or offload flag it is ``swiglu(input)`` (the SwiGLU kernels);
+    otherwise it is ``fastglu.glu.bias_swiglu_impl`` (the gated-linear-unit kernels, ``glu.py``).
+
     Args:
-        input: ``[tokens, 2F]`` or ``[S, B, 2F]``.
-        bias: must be None for now (the bias variant is not implemented yet).
-        fp8_input_store: save the input for backward as ``torch.float8_e4m3fn`` (Megatron's cast).
-        cpu_offload_input: mark the saved input with ``activation_offloading = True`` as Megatron does.
-        clamp_value: None, 0 or negative (no clamp); a positive clamp is not implemented yet.
+        input: ``[tokens, 2F]`` or ``[S, B, 2F]``, bfloat16 / float16 / float32.
+        bias: None, or ``[2F]`` of input's dtype (``[b_gate | b_up]``, added after the clamp); its
+            gradient is returned already summed over tokens, ``[2F]``.
+        fp8_input_store: False; True: save the input for backward as ``torch.float8_e4m3fn``
+            (Megatron's cast), read by the backward kernel as fp8; ``"per_row"`` / ``"per_tensor"``:
+            the scaled fp8 store (``glu.py`` documents its measured error).
+        cpu_offload_input: mark the saved input and bias with ``activation_offloading = True`` as
+            Megatron does.
+        clamp_value: None, 0 or negative: no clamp; c > 0: gate clamped to ``<= c`` and up to
+            ``[-c, c]`` before the bias (gradient 0 where the clamp cut, passed at the boundary).
 
     Returns:
-        ``[tokens, F]`` for 2D input, ``[S, B, F]`` for 3D input.
+        ``[tokens, F]`` for 2D input, ``[S, B, F]`` for 3D input, in input's dtype.
 
     Raises:
-        ValueError: input is not 2D or 3D (Megatron asserts), or its last dimension is odd.
-        NotImplementedError: a bias or a positive clamp_value.
+        TypeError: input is not a tensor; a dtype other than bf16/fp16/fp32, or a bias of another dtype.
+        ValueError: input is not 2D or 3D (Megatron asserts), its last dimension is odd, a bias that
+            is not ``[2F]`` or on another device.
     """
-    if not isinstance(input, torch.Tensor):
-        raise TypeError(f"fastglu.bias_swiglu_impl: input must be a torch.Tensor, got {type(input).__name__}")
-    ori_shape = input.shape
-    if len(ori_shape) not in (2, 3):
-        raise ValueError(f"fastglu.bias_swiglu_impl: input must be 2D or 3D, got shape {tuple(ori_shape)}")
-    if bias is not None:
-        raise NotImplementedError("fastglu.bias_swiglu_impl: bias is not supported yet (bias=None only)")
-    if clamp_value is not None and clamp_value > 0:
-        raise NotImplementedError("fastglu.bias_swiglu_impl: clamp_value is not supported yet")
-    if not (fp8_input_store or cpu_offload_input):
-        return _SwiGLU.apply(input)
-    return SwiGLUFunction.apply(input, fp8_input_store, cpu_offload_input, False)
+    if (bias is None and not fp8_input_store and not cpu_offload_input
+            and (clamp_value is None or not clamp_value > 0)):
+        if not isinstance(input, torch.Tensor):
+            raise TypeError(f"fastglu.bias_swiglu_impl: input must be a torch.Tensor, got {type(input).__name__}")
+        if input.dim() not in (2, 3):
+            raise ValueError(f"fastglu.bias_swiglu_impl: input must be 2D or 3D, got shape {tuple(input.shape)}")
+        return swiglu(input)
+    return _glu_bias_swiglu_impl(input, bias, fp8_input_store, cpu_offload_input, clamp_value)

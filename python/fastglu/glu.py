@@ -1,0 +1,873 @@
+"""The gated-linear-unit family on torch tensors: SwiGLU, GeGLU, quick-GeGLU with bias, per-token
+weights, clamp, offset, multipliers, the interleaved layout, two-tensor (gate, up) inputs, and an
+fp8 saved input; the op layer (``glu_fwd`` / ``glu_bwd``), its autograd Function (``GLUFunction``),
+and Megatron-Core's and Liger-Kernel's signatures on top.
+
+Math (``include/fastglu.h``, "The gated-linear-unit family"; sources: Megatron-Core
+``megatron/core/fusions/fused_bias_swiglu.py`` and ``fused_bias_geglu.py``, Liger-Kernel's SwiGLU).
+For token t and column j < F, gate g, up u, bias b = [b_gate | b_up] ([2F]), per-token weight w[t],
+clamp value c, offset o (``glu_linear_offset``), multipliers m_g (``gate_multiplier``) and m_d
+(``down_multiplier``)::
+
+    clamp (c > 0 only):  g' = min(g, c),   u' = min(max(u, -c), c)
+    bias:                a = g' + b_gate[j],   v = u' + b_up[j]
+    forward:             y = m_d * w[t] * act(m_g * a) * (v + o)
+    act:  "silu"        z * sigmoid(z)
+          "gelu_tanh"   0.5 z (1 + tanh(0.79788456 z (1 + 0.044715 z^2)))   (Megatron's geglu)
+          "quick_gelu"  z * sigmoid(1.702 z)
+
+The backward gives d_input (zero where the clamp cut the operand: g > c, or |u| > c; the boundary
+values g == c, u == +-c pass their gradient, as torch.clamp's), the bias gradient already summed
+over tokens ([2F], never an input-sized tensor), and the weights gradient
+``dweights[t] = sum_j m_d * act(z) * (v + o) * dy[t, j]`` in the weights' dtype and shape.
+
+Layouts of the input:
+
+- one tensor ``x[..., 2F]``, gate = ``x[..., :F]``, up = ``x[..., F:]`` (Megatron's fc1 output);
+- ``interleaved=True``: gate = ``x[..., 0::2]``, up = ``x[..., 1::2]`` (GPT-OSS checkpoints); the bias
+  is interleaved the same way;
+- two tensors ``gate[..., F]``, ``up[..., F]`` (Hugging Face's gate_proj / up_proj outputs); the bias
+  is still one [2F] tensor, ``[b_gate | b_up]``.
+
+Tensors: gate/up/bias/dy share one dtype (bfloat16, float16 or float32); weights may have another
+(Megatron passes fp32 probs with bf16 activations) and the output keeps the input's dtype. Inputs
+are read in place whenever their leading dimensions merge into one evenly strided row index with a
+unit-stride last dimension (any column slice of a wider tensor qualifies); anything else is copied
+first. ``dy`` is read in place with any strides. Outputs come from PyTorch's allocator; CUDA tensors
+run on the current stream of their device, CPU tensors on the C CPU backend; nothing synchronizes
+with the host. Bad arguments raise TypeError (types, dtypes, layouts) or ValueError (shapes,
+devices, strides, options) naming the tensor before anything is written.
+
+Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept for the backward:
+
+- ``True``: Megatron's plain cast ``x.to(torch.float8_e4m3fn)``; the backward reads the fp8 values
+  directly. e4m3 has 3 mantissa bits and its smallest subnormal is 2^-9 = 0.00195, so small inputs
+  lose most of their value: a value of 1e-3 is stored as 0.00195 (+95%), 2e-3 as 0.00195, 1e-4 as 0.
+- ``"per_row"``: each token's row (gate and up together) is stored as ``fp8(x * s)`` with
+  ``s = 448 / amax(|row|)`` (448: e4m3's largest finite value; s = 1 for an all-zero or non-finite
+  row), and the backward decodes ``fp8 * (amax / 448)``. Every value then keeps e4m3's relative
+  precision (half an ulp: <= 2^-4 = 6.25%) down to about amax * 2^-15; one fp32 scale per token.
+- ``"per_tensor"``: the same with one amax over the whole input.
+
+  Measured (bf16 input [257, 2 * 768], SwiGLU, input-gradient relative error against float64;
+  tests/python/test_variants.py::test_scaled_fp8_store_keeps_small_values checks the bounds):
+
+  ======================  ===================  ======================
+  fp8_input_store         inputs ~ N(0, 1)     inputs ~ 1e-3 N(0, 1)
+  ======================  ===================  ======================
+  False (bf16 saved)      0.17%                0.17%
+  True (plain cast)       3.0%                 56%
+  "per_row"               3.0%                 2.6%
+  "per_tensor"            3.0%                 2.6%
+  ======================  ===================  ======================
+
+  The clamp of ``clamp_value`` is applied by the backward to the decoded raw input (Megatron
+  casts the clamped input; both give the same operand for a clamp value that is an fp8 value,
+  e.g. 7.0, since rounding is monotone), so the backward still knows which elements it cut.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+
+from . import _C
+
+_STRIDED = torch.strided
+_FP8 = torch.float8_e4m3fn
+FP8_E4M3_MAX = 448.0  # the largest finite float8_e4m3fn value
+
+_COMPUTE_CODES = {
+    torch.float32: _C.DTYPE_FP32,
+    torch.float16: _C.DTYPE_FP16,
+    torch.bfloat16: _C.DTYPE_BF16,
+}
+_INPUT_CODES = dict(_COMPUTE_CODES)
+_INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
+
+ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
+FP8_MODES = (False, True, "per_row", "per_tensor")
+
+try:  # the raw cudaStream_t of a device's current stream, without building a Stream object
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover - a torch without these private helpers
+
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+    def _current_device():
+        return torch.cuda.current_device()
+
+
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+
+
+def _fail(exc, fn, msg):
+    raise exc(f"fastglu.{fn}: {msg}")
+
+
+# ---- parameters -------------------------------------------------------------------------------
+
+
+class GLUParams(NamedTuple):
+    """fastglu_glu_params, in the order the binding takes them."""
+
+    activation: int
+    layout: int
+    clamp_value: float
+    glu_linear_offset: float
+    gate_multiplier: float
+    down_multiplier: float
+
+
+def _number(v, fn, name):
+    """float(v) for a real number (or a one-element tensor, e.g. Megatron's linear_offset)."""
+    if not isinstance(v, (bool, str, bytes)):
+        try:
+            return float(v)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    _fail(TypeError, fn, f"{name} must be a real number, got {type(v).__name__}")
+
+
+def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, gate_multiplier=1.0,
+               down_multiplier=1.0, interleaved=False, fn="glu") -> GLUParams:
+    """Validate the options and pack them as the binding takes them.
+
+    Args:
+        activation: ``"silu"`` (SwiGLU), ``"gelu_tanh"`` (GeGLU, Megatron's tanh approximation) or
+            ``"quick_gelu"`` (quick-GeGLU, ``z * sigmoid(1.702 z)``).
+        clamp_value: None, 0, a negative value or NaN: no clamp; c > 0 clamps gate to ``<= c`` and
+            up to ``[-c, c]`` before the bias (Megatron's ``weighted_bias_quick_geglu_impl``).
+        glu_linear_offset: o, added to up after clamp and bias.
+        gate_multiplier, down_multiplier: Liger's m_g (inside the activation) and m_d (on the output).
+        interleaved: gate at even, up at odd columns of the [..., 2F] input.
+
+    Raises:
+        ValueError: an unknown activation, a non-finite offset or multiplier.
+        TypeError: an option that is not a number.
+    """
+    code = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
+    if code is None:
+        _fail(ValueError, fn, f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    clamp = 0.0 if clamp_value is None else _number(clamp_value, fn, "clamp_value")
+    vals = []
+    for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
+                    ("down_multiplier", down_multiplier)):
+        f = _number(v, fn, name)
+        if not math.isfinite(f):
+            _fail(ValueError, fn, f"{name} must be finite, got {f}")
+        vals.append(f)
+    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+    return GLUParams(code, layout, clamp, vals[0], vals[1], vals[2])
+
+
+# ---- tensors as rows --------------------------------------------------------------------------
+
+
+def _row_stride(shape, stride):
+    """(tokens, row stride) of a tensor seen as rows of its last dimension, with row t the
+    row-major flat index of its leading dimensions; row stride None when the leading dimensions do
+    not merge into one evenly strided index. A single row gets row stride 0."""
+    tokens = 1
+    for n in shape[:-1]:
+        tokens *= n
+    if tokens == 0:
+        return 0, 0
+    rs = span = None
+    for n, s in zip(reversed(shape[:-1]), reversed(stride[:-1])):
+        if n == 1:
+            continue
+        if rs is None:
+            rs = s
+        elif s != span:
+            return tokens, None
+        span = s * n
+    return tokens, 0 if rs is None else rs
+
+
+def _flat_stride(t):
+    """The stride of a tensor's elements seen as one flat row-major vector, or None."""
+    shape, stride = tuple(t.shape) + (1,), tuple(t.stride()) + (1,)
+    return _row_stride(shape, stride)[1]
+
+
+def _check_tensor(t, fn, name, codes, what):
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != _STRIDED:
+        _fail(TypeError, fn, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+    if t.dtype not in codes:
+        _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
+    if t.device.type not in ("cpu", "cuda"):
+        _fail(ValueError, fn, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+
+
+_COMPUTE_WHAT = "torch.bfloat16, torch.float16 or torch.float32"
+
+
+def _rows(t):
+    """t (or a contiguous copy) as rows: (tensor, tokens, row stride, copied)."""
+    shape = t.shape
+    tokens, rs = _row_stride(shape, t.stride())
+    if rs is None or (shape[-1] > 1 and t.stride()[-1] != 1) or t.is_neg():
+        return t.resolve_neg().contiguous(), tokens, shape[-1], True
+    return t, tokens, rs, False
+
+
+class _Operands:
+    """The validated gate/up operands of one call."""
+
+    __slots__ = ("x", "up", "x_given", "up_given", "code", "dtype", "lead", "F", "tokens", "x_rs",
+                 "up_rs", "layout", "device", "two")
+
+    def pointers(self):
+        """(gate pointer, gate row stride, up pointer, up row stride) for the C call."""
+        if self.two:
+            return self.x.data_ptr(), self.x_rs, self.up.data_ptr(), self.up_rs
+        if self.layout == _C.LAYOUT_INTERLEAVED:
+            return self.x.data_ptr(), self.x_rs, 0, 0
+        return self.x.data_ptr(), self.x_rs, self.x.data_ptr() + self.F * self.x.element_size(), self.x_rs
+
+    def copies(self):
+        """The given inputs that had to be copied (the C overlap check sees only the copies)."""
+        out = []
+        if self.x is not self.x_given:
+            out.append(self.x_given)
+        if self.two and self.up is not self.up_given:
+            out.append(self.up_given)
+        return out
+
+
+def _operands(x, up, layout, fn, allow_fp8=False):
+    codes, what = (_INPUT_CODES, _COMPUTE_WHAT + " (or torch.float8_e4m3fn, a saved input)") if allow_fp8 \
+        else (_COMPUTE_CODES, _COMPUTE_WHAT)
+    op = _Operands()
+    op.layout = layout
+    op.two = up is not None
+    if not op.two:
+        _check_tensor(x, fn, "input", codes, what)
+        if x.dim() < 1:
+            _fail(ValueError, fn, "input must have at least one dimension [..., 2F], got a 0-dim tensor")
+        if x.shape[-1] % 2:
+            _fail(ValueError, fn, f"input's last dimension (gate | up) must be even, got shape {tuple(x.shape)}")
+        op.F = x.shape[-1] // 2
+    else:
+        if layout == _C.LAYOUT_INTERLEAVED:
+            _fail(ValueError, fn, "interleaved=True takes one [..., 2F] input, not separate gate and up tensors")
+        _check_tensor(x, fn, "gate", codes, what)
+        _check_tensor(up, fn, "up", codes, what)
+        if x.dim() < 1:
+            _fail(ValueError, fn, "gate must have at least one dimension [..., F], got a 0-dim tensor")
+        if up.shape != x.shape:
+            _fail(ValueError, fn, f"up has shape {tuple(up.shape)} but gate has shape {tuple(x.shape)}")
+        if up.dtype != x.dtype:
+            _fail(TypeError, fn, f"up has dtype {up.dtype} but gate has dtype {x.dtype}")
+        if up.device != x.device:
+            _fail(ValueError, fn, f"up is on {up.device} but gate is on {x.device}")
+        op.F = x.shape[-1]
+    op.x_given, op.up_given = x, up
+    op.code = codes[x.dtype]
+    op.dtype = x.dtype
+    op.device = x.device
+    op.lead = tuple(x.shape[:-1])
+    op.x, op.tokens, op.x_rs, _ = _rows(x)
+    if op.two:
+        op.up, _, op.up_rs, _ = _rows(up)
+    else:
+        op.up, op.up_rs = None, 0
+    return op
+
+
+def _check_bias(bias, op, dtype, fn):
+    """bias: None or [2F] of dtype on op's device; returns (tensor or None, copied original or None)."""
+    if bias is None:
+        return None, None
+    _check_tensor(bias, fn, "bias", _COMPUTE_CODES, _COMPUTE_WHAT)
+    if bias.dtype != dtype:
+        _fail(TypeError, fn, f"bias has dtype {bias.dtype} but the input has dtype {dtype}")
+    if bias.device != op.device:
+        _fail(ValueError, fn, f"bias is on {bias.device} but the input is on {op.device}")
+    if tuple(bias.shape) != (2 * op.F,):
+        _fail(ValueError, fn, f"bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * op.F},) "
+                              f"([b_gate | b_up]) for F = {op.F}")
+    if (op.F and bias.stride()[0] != 1) or bias.is_neg():
+        return bias.resolve_neg().contiguous(), bias
+    return bias, None
+
+
+def _weights_shapes(op):
+    T = op.tokens
+    return {(T,), (T, 1), op.lead, op.lead + (1,)}
+
+
+def _check_weights(weights, op, fn):
+    """weights: None or per-token [T, 1] / [T] (or the input's leading shape, with or without a
+    trailing 1); returns (tensor, dtype code, element stride, copied original or None)."""
+    if weights is None:
+        return None, 0, 0, None
+    _check_tensor(weights, fn, "weights", _COMPUTE_CODES, _COMPUTE_WHAT)
+    if weights.device != op.device:
+        _fail(ValueError, fn, f"weights is on {weights.device} but the input is on {op.device}")
+    if tuple(weights.shape) not in _weights_shapes(op):
+        _fail(ValueError, fn, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens, 1] "
+                              f"or [tokens] with tokens = {op.tokens} (input leading shape {op.lead})")
+    s = _flat_stride(weights)
+    if s is None or weights.is_neg():
+        w = weights.resolve_neg().contiguous()
+        return w, _COMPUTE_CODES[w.dtype], 1, weights
+    return weights, _COMPUTE_CODES[weights.dtype], s, None
+
+
+def _check_out(out, shape, dtype, device, fn, name):
+    """A caller-given output: the shape, dtype and device wanted, evenly strided rows with unit
+    column stride and no negation flag. Returns its row stride."""
+    if not isinstance(out, torch.Tensor):
+        _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(out).__name__}")
+    if out.dtype != dtype:
+        _fail(TypeError, fn, f"{name} has dtype {out.dtype}; expected {dtype}")
+    if tuple(out.shape) != tuple(shape) or out.device != device or out.layout != _STRIDED:
+        _fail(ValueError, fn, f"{name} must be a dense tensor of shape {tuple(shape)} on device {device}; got "
+                              f"shape {tuple(out.shape)} on device {out.device} (layout {out.layout})")
+    _, rs = _row_stride(out.shape, out.stride())
+    if rs is None or (shape[-1] > 1 and out.stride()[-1] != 1) or out.is_neg():
+        _fail(ValueError, fn, f"{name} (strides {out.stride()}) must have evenly strided rows with unit column "
+                              "stride and no negation flag")
+    return rs
+
+
+def _may_overlap(a, b):
+    """Whether the memory spans of a and b intersect (bounding ranges)."""
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+
+    def span(t):
+        start = t.data_ptr()
+        last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        return start, start + (last + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _refuse_overlaps(outs, originals, fn):
+    for o in outs:
+        for name, t in originals:
+            if t is not None and _may_overlap(o, t):
+                _fail(ValueError, fn, f"an output overlaps {name}")
+
+
+def _launch(kernel, device, *args):
+    """kernel(on_cuda, *args, stream) on device: its current stream, under a device guard only
+    when it is not the current device."""
+    if device.type != "cuda":
+        return kernel(0, *args, 0)
+    dev = device.index if device.index is not None else _current_device()
+    if dev == _current_device():
+        return kernel(1, *args, _raw_stream(dev))
+    with torch.cuda.device(dev):
+        return kernel(1, *args, _raw_stream(dev))
+
+
+# ---- the op layer -----------------------------------------------------------------------------
+
+
+def glu_fwd_p(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, fn="glu_fwd"):
+    """``glu_fwd`` with prepared parameters (``glu_params``)."""
+    op = _operands(x, up, p.layout, fn)
+    b, b_orig = _check_bias(bias, op, op.dtype, fn)
+    w, w_code, w_stride, w_orig = _check_weights(weights, op, fn)
+    out_shape = op.lead + (op.F,)
+    if out is None:
+        y, y_rs = torch.empty(out_shape, dtype=op.dtype, device=op.device), op.F
+    else:
+        y_rs = _check_out(out, out_shape, op.dtype, op.device, fn, "out")
+        y = out
+        _refuse_overlaps((out,), [("input", t) for t in op.copies()] + [("bias", b_orig), ("weights", w_orig)], fn)
+    if op.tokens and op.F:
+        g_ptr, g_rs, u_ptr, u_rs = op.pointers()
+        _launch(_C.glu_fwd, op.device, *p, g_ptr, g_rs, u_ptr, u_rs,
+                0 if b is None else b.data_ptr(), 0 if w is None else w.data_ptr(), w_code, w_stride,
+                y.data_ptr(), y_rs, op.tokens, op.F, op.code)
+    return y
+
+
+def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None,
+            glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
+            out=None, fn="glu_fwd"):
+    """The gated activation's forward, without autograd.
+
+    Args:
+        x: ``[..., 2F]`` (gate | up, or interleaved), or the gate ``[..., F]`` when ``up`` is given;
+            bfloat16 / float16 / float32 on CPU or CUDA.
+        up: None, or the up projection ``[..., F]`` (same shape, dtype and device as x).
+        activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved:
+            see ``glu_params``.
+        bias: None or ``[2F]`` of x's dtype: ``[b_gate | b_up]`` (interleaved like x when
+            ``interleaved``).
+        weights: None or per-token weights ``[tokens, 1]`` / ``[tokens]`` (or x's leading shape,
+            with or without a trailing 1), float32 / bfloat16 / float16.
+        out: optional output ``[..., F]`` of x's dtype and device (rows evenly strided, unit column
+            stride, not overlapping any input).
+
+    Returns:
+        ``y`` of shape ``[..., F]`` in x's dtype (also with weights of another dtype).
+
+    Raises:
+        TypeError: a non-tensor, a non-dense tensor, a dtype other than bf16/fp16/fp32, mixed dtypes.
+        ValueError: odd last dimension, bias not [2F], weights not per-token, mixed devices, an
+            ``out`` of the wrong shape/device/strides or overlapping an input, bad options.
+    """
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
+                   interleaved=interleaved, fn=fn)
+    return glu_fwd_p(p, x, up, bias, weights, out=out, fn=fn)
+
+
+class GLUGrads(NamedTuple):
+    """Gradients from ``glu_bwd``: ``dx`` has x's shape (the [..., 2F] input, or the gate tensor in
+    the two-tensor form) in the compute dtype; ``d_up`` the up tensor's (two-tensor form only);
+    ``dbias`` ``[2F]`` (summed over tokens); ``dweights`` the weights' shape and dtype."""
+
+    dx: torch.Tensor
+    d_up: Optional[torch.Tensor]
+    dbias: Optional[torch.Tensor]
+    dweights: Optional[torch.Tensor]
+
+
+def _check_scale_inv(scale_inv, op, fn):
+    """fp32 scale_inv: one value (stride 0) or one per token. Returns (tensor, stride, copied orig)."""
+    if scale_inv is None:
+        return None, 0, None
+    if op.dtype != _FP8:
+        _fail(ValueError, fn, f"input_scale_inv is given but the saved input has dtype {op.dtype}, not "
+                              "torch.float8_e4m3fn (a scale only applies to an fp8 input)")
+    _check_tensor(scale_inv, fn, "input_scale_inv", {torch.float32: 0}, "torch.float32")
+    if scale_inv.device != op.device:
+        _fail(ValueError, fn, f"input_scale_inv is on {scale_inv.device} but the input is on {op.device}")
+    if scale_inv.numel() == 1 and op.tokens != 1:
+        return scale_inv, 0, None
+    if tuple(scale_inv.shape) not in _weights_shapes(op) and scale_inv.numel() != 1:
+        _fail(ValueError, fn, f"input_scale_inv has shape {tuple(scale_inv.shape)}; expected one value or one per "
+                              f"token ({op.tokens})")
+    s = _flat_stride(scale_inv)
+    if s is None or scale_inv.is_neg():
+        return scale_inv.resolve_neg().contiguous(), 1, scale_inv
+    return scale_inv, s, None
+
+
+def glu_bwd_p(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_scale_inv=None,
+              want_dbias=None, want_dweights=None, out=None, fn="glu_bwd") -> GLUGrads:
+    """``glu_bwd`` with prepared parameters (``glu_params``)."""
+    op = _operands(x, up, p.layout, fn, allow_fp8=True)
+    if not isinstance(dy, torch.Tensor):
+        _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
+    _check_tensor(dy, fn, "dy", _COMPUTE_CODES, _COMPUTE_WHAT)
+    if dy.device != op.device:
+        _fail(ValueError, fn, f"dy is on {dy.device} but the input is on {op.device}")
+    if op.dtype != _FP8 and dy.dtype != op.dtype:
+        _fail(TypeError, fn, f"dy has dtype {dy.dtype} but the input has dtype {op.dtype}")
+    dtype = dy.dtype
+    code = _COMPUTE_CODES[dtype]
+    dy_shape = op.lead + (op.F,)
+    if tuple(dy.shape) != dy_shape:
+        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {dy_shape} for the input's shape")
+    b, b_orig = _check_bias(bias, op, dtype, fn)
+    w, w_code, w_stride, w_orig = _check_weights(weights, op, fn)
+    s, s_stride, s_orig = _check_scale_inv(input_scale_inv, op, fn)
+    want_db = b is not None if want_dbias is None else bool(want_dbias)
+    want_dw = w is not None if want_dweights is None else bool(want_dweights)
+    if want_db and b is None:
+        _fail(ValueError, fn, "want_dbias=True needs a bias")
+    if want_dw and w is None:
+        _fail(ValueError, fn, "want_dweights=True needs weights")
+    x_shape = tuple(op.x_given.shape)
+    if out is None:
+        dx = torch.empty(x_shape, dtype=dtype, device=op.device)
+        dx_rs = x_shape[-1]
+        d_up, d_up_rs = (torch.empty(x_shape, dtype=dtype, device=op.device), x_shape[-1]) if op.two else (None, 0)
+        outs = ()
+    else:
+        if op.two:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                _fail(TypeError, fn, "out must be a pair (d_gate, d_up) when gate and up are separate tensors")
+            dx, d_up = out
+            dx_rs = _check_out(dx, x_shape, dtype, op.device, fn, "out[0] (d_gate)")
+            d_up_rs = _check_out(d_up, x_shape, dtype, op.device, fn, "out[1] (d_up)")
+            outs = (dx, d_up)
+        else:
+            dx, d_up, d_up_rs = out, None, 0
+            dx_rs = _check_out(dx, x_shape, dtype, op.device, fn, "out (dinput)")
+            outs = (dx,)
+    dbias = torch.empty(2 * op.F, dtype=dtype, device=op.device) if want_db else None
+    dw = torch.empty(op.tokens, dtype=w.dtype, device=op.device) if want_dw else None
+    if op.tokens and op.F:
+        dy_given = dy
+        dy_tokens, dy_rs = _row_stride(dy.shape, dy.stride())
+        dy_cs = dy.stride()[-1]
+        if dy_rs is None or dy.is_neg():
+            dy = dy.resolve_neg().contiguous()
+            dy_rs, dy_cs = op.F, 1
+        if outs:
+            _refuse_overlaps(outs, [("input", t) for t in op.copies()] + [
+                ("dy", dy_given if dy is not dy_given else None), ("bias", b_orig), ("weights", w_orig),
+                ("input_scale_inv", s_orig)], fn)
+        ws_bytes = _C.glu_bwd_workspace_bytes(op.tokens, op.F, want_db, want_dw)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=op.device) if ws_bytes else None
+        g_ptr, g_rs, u_ptr, u_rs = op.pointers()
+        if op.two:
+            dg_ptr, du_ptr = dx.data_ptr(), d_up.data_ptr()
+        elif p.layout == _C.LAYOUT_INTERLEAVED:
+            dg_ptr, du_ptr = dx.data_ptr(), 0
+        else:  # d_gate | d_up in one [..., 2F] gradient
+            dg_ptr, du_ptr, d_up_rs = dx.data_ptr(), dx.data_ptr() + op.F * dx.element_size(), dx_rs
+        _launch(_C.glu_bwd, op.device, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
+                0 if s is None else s.data_ptr(), s_stride, 0 if b is None else b.data_ptr(),
+                0 if w is None else w.data_ptr(), w_code, w_stride, dg_ptr, dx_rs, du_ptr, d_up_rs,
+                0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes,
+                op.tokens, op.F, code)
+    else:
+        if dbias is not None:
+            dbias.zero_()
+        if dw is not None:
+            dw.zero_()
+    if dw is not None:
+        dw = dw.view(weights.shape)
+    return GLUGrads(dx, d_up, dbias, dw)
+
+
+def glu_bwd(dy, x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None,
+            glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
+            input_scale_inv=None, want_dbias=None, want_dweights=None, out=None, fn="glu_bwd") -> GLUGrads:
+    """The gated activation's backward, without autograd.
+
+    Args:
+        dy: upstream gradient ``[..., F]`` (the forward output's shape), any strides, read in place.
+        x, up, bias, weights and the options: as the forward. x (and up) may be the forward's
+            input saved as ``torch.float8_e4m3fn``; the compute dtype is then dy's.
+        input_scale_inv: fp8 x only: None (scale 1), one float32 value, or one per token; the
+            operand is ``fp8 * input_scale_inv``.
+        want_dbias, want_dweights: compute the bias / weights gradients (default: when given).
+        out: the input gradient's destination: a tensor of x's shape (may be x itself: the
+            in-place backward), or a pair (d_gate, d_up) in the two-tensor form.
+
+    Returns:
+        ``GLUGrads(dx, d_up, dbias, dweights)``; see GLUGrads.
+
+    Raises:
+        TypeError / ValueError: as the forward, and for dy of the wrong shape/dtype/device.
+    """
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
+                   interleaved=interleaved, fn=fn)
+    return glu_bwd_p(p, dy, x, up, bias, weights, input_scale_inv=input_scale_inv, want_dbias=want_dbias,
+                     want_dweights=want_dweights, out=out, fn=fn)
+
+
+def glu_bwd_workspace_bytes(tokens: int, ffn_hidden_size: int, want_dbias: bool, want_dweights: bool) -> int:
+    """Bytes of workspace the backward needs (fastglu_glu_bwd_workspace_bytes); glu_bwd allocates it
+    itself as a uint8 tensor on the input's device."""
+    return _C.glu_bwd_workspace_bytes(tokens, ffn_hidden_size, bool(want_dbias), bool(want_dweights))
+
+
+# ---- fp8 saved input ---------------------------------------------------------------------------
+
+
+def _fp8_store(mode, x, up):
+    """(x8, up8, scale_inv) of the operands for the backward. mode True: plain cast, no scale;
+    "per_row": scale_inv [tokens] (row-major over the leading dims); "per_tensor": one value."""
+    if mode is True:
+        return x.to(_FP8), (None if up is None else up.to(_FP8)), None
+    if mode == "per_row":
+        amax = x.abs().amax(dim=-1).float()
+        if up is not None:
+            amax = torch.maximum(amax, up.abs().amax(dim=-1).float())
+    else:  # per_tensor
+        amax = x.abs().amax().float()
+        if up is not None:
+            amax = torch.maximum(amax, up.abs().amax().float())
+        amax = amax.reshape(1)
+    ok = torch.isfinite(amax) & (amax > 0)
+    one = torch.ones((), dtype=torch.float32, device=amax.device)
+    scale = torch.where(ok, FP8_E4M3_MAX / amax, one)
+    scale_inv = torch.where(ok, amax / FP8_E4M3_MAX, one)
+    sc = scale.unsqueeze(-1) if mode == "per_row" else scale
+
+    def enc(t):
+        return (t.float() * sc).to(_FP8)
+
+    return enc(x), (None if up is None else enc(up)), scale_inv.reshape(-1).contiguous()
+
+
+# ---- autograd ---------------------------------------------------------------------------------
+
+
+def _check_in_place(t, fn, name):
+    tokens, rs = _row_stride(t.shape, t.stride())
+    width = t.shape[-1]
+    if tokens and width and (rs is None or (width > 1 and t.stride()[-1] != 1) or (tokens > 1 and rs < width)
+                             or t.is_neg()):
+        _fail(ValueError, fn, f"in_place=True needs {name} with evenly strided, non-overlapping rows and unit "
+                              f"column stride; got shape {tuple(t.shape)}, strides {t.stride()}")
+
+
+class GLUFunction(torch.autograd.Function):
+    """Autograd of the gated activation: ``GLUFunction.apply(x, up, bias, weights, params, options)``.
+
+    ``params`` is a GLUParams (``glu_params``); ``options`` = (fp8_input_store, cpu_offload_input,
+    in_place, fn) with fp8_input_store in FP8_MODES. Differentiable in x, up, bias and weights; the
+    bias and weights gradients are computed only when asked for (``needs_input_grad``).
+
+    Saved for the backward: the input (fp8 when fp8_input_store: the raw, unclamped input, since
+    the backward needs it to know which elements the clamp cut), bias, weights, the fp8 scales.
+    ``cpu_offload_input`` marks the saved input and the bias with ``activation_offloading = True``
+    (Megatron's convention). ``in_place`` writes the input gradient into the saved input's storage:
+    one backward per forward (a second raises RuntimeError); ignored with an fp8 store.
+    """
+
+    @staticmethod
+    def forward(ctx, x, up, bias, weights, params, options):
+        fp8, offload, in_place, fn = options
+        in_place = in_place and not fp8  # an fp8 copy has no storage to reuse
+        if in_place:
+            _check_in_place(x, fn, "gate" if up is not None else "input")
+            if up is not None:
+                _check_in_place(up, fn, "up")
+        y = glu_fwd_p(params, x, up, bias, weights, fn=fn)
+        scale_inv = None
+        if fp8:
+            x_s, up_s, scale_inv = _fp8_store(fp8, x, up)
+        else:
+            x_s, up_s = x, up
+        if offload:
+            x_s.activation_offloading = True
+            if up_s is not None:
+                up_s.activation_offloading = True
+            if bias is not None:
+                bias.activation_offloading = True
+        ctx.save_for_backward(x_s, up_s, bias, weights, scale_inv)
+        ctx.params = params
+        ctx.fn = fn
+        ctx.in_place = in_place
+        ctx.backward_done = False
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        fn = ctx.fn + ".backward"
+        if torch.is_grad_enabled():
+            # The engine runs a backward with grad mode on only under create_graph=True: the kernels
+            # have no derivative of their own, so refuse rather than drop the dependence.
+            _fail(RuntimeError, fn, "double backward (create_graph=True) is not supported; the backward "
+                                    "kernel is not differentiable")
+        if ctx.in_place:
+            if ctx.backward_done:
+                _fail(RuntimeError, fn, "in_place=True: backward can run only once per forward: the saved "
+                                        "input was overwritten by its gradient. Use in_place=False for "
+                                        "retain_graph=True or a second backward.")
+            ctx.backward_done = True
+        x, up, bias, weights, scale_inv = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        out = None
+        if ctx.in_place:
+            out = x if up is None else (x, up)
+        g = glu_bwd_p(ctx.params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
+                      want_dbias=bias is not None and need[2], want_dweights=weights is not None and need[3],
+                      out=out, fn=fn)
+        if ctx.in_place and _increment_version is not None:
+            _increment_version(x)  # other users of the overwritten input now fail loudly
+            if up is not None:
+                _increment_version(up)
+        return g.dx, g.d_up, g.dbias, g.dweights, None, None
+
+
+def _fp8_mode(fp8_input_store, fn):
+    if fp8_input_store is None or fp8_input_store is False:
+        return False
+    if fp8_input_store is True or fp8_input_store in ("per_row", "per_tensor"):
+        return fp8_input_store
+    _fail(ValueError, fn, f"fp8_input_store must be False, True (plain cast), 'per_row' or 'per_tensor'; "
+                          f"got {fp8_input_store!r}")
+
+
+def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
+    return GLUFunction.apply(x, up, bias, weights, params,
+                             (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), bool(in_place), fn))
+
+
+# ---- public functions --------------------------------------------------------------------------
+
+
+def glu(x, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
+        gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, fp8_input_store=False,
+        cpu_offload_input=False, in_place=False):
+    """A gated linear unit on ``x[..., 2F]``, autograd-aware: ``y = m_d * w * act(m_g * a) * (v + o)``.
+
+    Args:
+        x: ``[..., 2F]`` bfloat16 / float16 / float32 on CPU or CUDA; gate = ``x[..., :F]``, up =
+            ``x[..., F:]`` (``interleaved=True``: gate = ``x[..., 0::2]``, up = ``x[..., 1::2]``).
+        activation: ``"silu"``, ``"gelu_tanh"`` or ``"quick_gelu"``.
+        bias: None or ``[2F]`` (x's dtype), added after the clamp; its gradient is returned summed
+            over tokens.
+        weights: None or per-token ``[tokens, 1]`` / ``[tokens]`` (float32 / bf16 / fp16); the
+            output stays in x's dtype, the weights' gradient is in the weights' dtype and shape.
+        clamp_value: None / <= 0: no clamp; c > 0: gate <= c, -c <= up <= c (before the bias).
+        glu_linear_offset: added to up (after clamp and bias).
+        gate_multiplier, down_multiplier: Liger's multipliers (inside the activation / on the output).
+        fp8_input_store: False, True (Megatron's plain float8_e4m3fn cast), ``"per_row"`` or
+            ``"per_tensor"`` (scaled; see the module docstring for the measured error).
+        cpu_offload_input: mark the saved input and bias with ``activation_offloading = True``.
+        in_place: the backward writes the input gradient over x's storage (x's rows must be evenly
+            strided, unit column stride, non-overlapping: ValueError otherwise; one backward only).
+
+    Returns:
+        ``[..., F]`` in x's dtype, on x's device.
+
+    Raises:
+        TypeError, ValueError: see ``glu_fwd``; RuntimeError: a second in-place backward, or
+        create_graph=True.
+    """
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
+                   fn="glu")
+    return _apply(x, None, bias, weights, p, fp8_input_store, cpu_offload_input, in_place, "glu")
+
+
+def glu_mul(gate, up, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
+            gate_multiplier=1.0, down_multiplier=1.0, fp8_input_store=False, in_place=False):
+    """``act(gate) * up`` on two tensors ``[..., F]`` (Hugging Face's gate_proj / up_proj outputs),
+    with gradients for both. Options as ``glu``; bias, if any, is one ``[2F]`` = [b_gate | b_up].
+    ``in_place`` writes d_gate over gate and d_up over up."""
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="glu_mul")
+    if up is None:
+        _fail(TypeError, "glu_mul", "up must be a torch.Tensor, got NoneType")
+    return _apply(gate, up, bias, weights, p, fp8_input_store, False, in_place, "glu_mul")
+
+
+def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=False):
+    """Liger-Kernel's ``LigerSiLUMulFunction``: ``m_d * silu(m_g * gate) * up`` for two tensors
+    ``gate``, ``up`` of the same shape ``[..., F]`` (bf16/fp16/fp32, CPU or CUDA), with gradients
+    for both (``d_gate = m_d * dy * up * silu'(m_g * gate) * m_g``, ``d_up = m_d * dy * silu(m_g * gate)``).
+
+    ``in_place=True`` writes d_gate over gate's storage and d_up over up's (one backward only).
+    Raises TypeError / ValueError as ``glu_fwd`` (mismatched shapes, dtypes, devices).
+    """
+    p = glu_params("silu", gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="silu_mul")
+    if up is None:
+        _fail(TypeError, "silu_mul", "up must be a torch.Tensor, got NoneType")
+    return _apply(gate, up, None, None, p, False, False, in_place, "silu_mul")
+
+
+# ---- Megatron-Core signatures ----------------------------------------------------------------
+
+
+def _megatron_input(input, fn):
+    if not isinstance(input, torch.Tensor):
+        _fail(TypeError, fn, f"input must be a torch.Tensor, got {type(input).__name__}")
+    if input.dim() not in (2, 3):
+        _fail(ValueError, fn, f"input must be 2D or 3D ([tokens, 2F] or [S, B, 2F]; Megatron asserts), got shape "
+                              f"{tuple(input.shape)}")
+
+
+def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False, clamp_value=None):
+    """Megatron-Core ``megatron.core.fusions.fused_bias_swiglu.bias_swiglu_impl``, on the
+    gated-linear-unit kernels: ``silu(gate + b_gate) * (up + b_up)``.
+
+    Args:
+        input: ``[tokens, 2F]`` or ``[S, B, 2F]`` (bf16 / fp16 / fp32).
+        bias: None or ``[2F]`` of input's dtype; its gradient is returned as ``[2F]``.
+        fp8_input_store: False; True (Megatron: the input saved as ``float8_e4m3fn``, the backward
+            reads it as fp8); or ``"per_row"`` / ``"per_tensor"`` (scaled, see the module docstring).
+        cpu_offload_input: mark the saved input and bias with ``activation_offloading = True``.
+        clamp_value: None, 0 or negative: no clamp; c > 0: gate <= c, |up| <= c, before the bias.
+
+    Returns:
+        ``[tokens, F]`` or ``[S, B, F]`` in the input's dtype.
+
+    Raises:
+        ValueError: input not 2D/3D, odd last dimension, bias not [2F], mixed devices.
+        TypeError: dtypes.
+    """
+    fn = "bias_swiglu_impl"
+    _megatron_input(input, fn)
+    p = glu_params("silu", clamp_value=clamp_value, fn=fn)
+    return _apply(input, None, bias, None, p, fp8_input_store, cpu_offload_input, False, fn)
+
+
+def weighted_bias_swiglu_impl(input, bias, weights, fp8_input_store=False, clamp_value=None):
+    """Megatron-Core ``weighted_bias_swiglu_impl``: ``silu(gate) * up * weights`` (MoE probs).
+
+    Args:
+        input: ``[tokens, 2F]`` or ``[S, B, 2F]``.
+        bias: must be None (NotImplementedError otherwise, as Megatron).
+        weights: ``[tokens, 1]`` (or ``[tokens]``), float32 / bf16 / fp16; the output keeps the
+            input's dtype; the weights' gradient is ``[tokens, 1]`` in the weights' dtype.
+        fp8_input_store: as ``bias_swiglu_impl``.
+        clamp_value: as ``bias_swiglu_impl``.
+
+    Raises:
+        NotImplementedError: a bias. ValueError / TypeError: as ``bias_swiglu_impl``, and weights
+        not per-token.
+    """
+    fn = "weighted_bias_swiglu_impl"
+    _megatron_input(input, fn)
+    if bias is not None:
+        raise NotImplementedError("fastglu.weighted_bias_swiglu_impl: Bias is not supported for weighted swiglu "
+                                  "fusion (as Megatron-Core)")
+    if weights is None:
+        _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
+    p = glu_params("silu", clamp_value=clamp_value, fn=fn)
+    return _apply(input, None, None, weights, p, fp8_input_store, False, False, fn)
+
+
+def bias_geglu_impl(input, bias):
+    """Megatron-Core ``megatron.core.fusions.fused_bias_geglu.bias_geglu_impl``: GeGLU with
+    Megatron's tanh approximation, ``gelu_tanh(gate + b_gate) * (up + b_up)``.
+
+    Args: input ``[tokens, 2F]`` or ``[S, B, 2F]``; bias None or ``[2F]`` (gradient ``[2F]``).
+    Returns ``[tokens, F]`` / ``[S, B, F]``. Raises ValueError / TypeError as ``bias_swiglu_impl``.
+    """
+    fn = "bias_geglu_impl"
+    _megatron_input(input, fn)
+    return _apply(input, None, bias, None, glu_params("gelu_tanh", fn=fn), False, False, False, fn)
+
+
+def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, linear_offset=0.0,
+                                   clamp_value=None):
+    """Megatron-Core ``weighted_bias_quick_geglu_impl`` (GPT-OSS experts):
+    ``quick_gelu(g' + b_gate) * (u' + b_up + linear_offset) * weights`` with g' = min(g, c),
+    u' = clamp(u, -c, c) when clamp_value c > 0.
+
+    Args:
+        input: ``[tokens, 2F]`` or ``[S, B, 2F]``.
+        bias: None or ``[2F]`` (gradient ``[2F]``).
+        weights: ``[tokens, 1]`` (or ``[tokens]``), float32 / bf16 / fp16 (gradient in its dtype).
+        fp8_input_store: as ``bias_swiglu_impl``; Megatron saves the clamped input; fastglu saves
+            the raw input and clamps in the backward (the same operand, since the fp8 rounding is
+            monotone: min(fp8(g), c) == fp8(min(g, c)) for an fp8-representable c such as 7.0),
+            which also tells the backward which elements the clamp cut.
+        linear_offset: Megatron's ``glu_linear_offset`` (a float; kept in fp32, where Megatron
+            rounds it to the input's dtype).
+        clamp_value: None, 0 or negative: no clamp (Megatron 0.19 clamps for any non-None value;
+            0 would zero the output); c > 0 as Megatron.
+
+    Raises:
+        ValueError / TypeError: as ``bias_swiglu_impl``, weights not per-token.
+    """
+    fn = "weighted_bias_quick_geglu_impl"
+    _megatron_input(input, fn)
+    if weights is None:
+        _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
+    p = glu_params("quick_gelu", clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
+    return _apply(input, None, bias, weights, p, fp8_input_store, False, False, fn)
+
+
+__all__ = [
+    "ACTIVATIONS", "FP8_MODES", "GLUParams", "GLUGrads", "GLUFunction", "glu_params", "glu_fwd", "glu_bwd",
+    "glu_fwd_p", "glu_bwd_p", "glu_bwd_workspace_bytes", "glu", "glu_mul", "silu_mul", "bias_swiglu_impl",
+    "weighted_bias_swiglu_impl", "bias_geglu_impl", "weighted_bias_quick_geglu_impl",
+]

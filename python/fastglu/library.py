@@ -1,0 +1,352 @@
+"""fastglu's kernels as PyTorch operators (``torch.library``): for torch.compile, torch.export, DTensor.
+
+Registered ops (namespace ``fastglu``; call them as ``torch.ops.fastglu.<name>``):
+
+- ``swiglu_fwd(Tensor input) -> Tensor``: ``input [..., 2F]`` (2D ``[tokens, 2F]`` or 3D
+  ``[S, B, 2F]``, bfloat16 / float16 / float32) -> ``y [..., F] = silu(gate) * up``, a new contiguous
+  tensor of input's dtype and device (gate = ``input[..., :F]``, up = ``input[..., F:]``).
+- ``swiglu_bwd(Tensor dy, Tensor input) -> Tensor``: ``dy [..., F]`` (any strides) and ``input`` ->
+  ``dinput [..., 2F]``, a new contiguous tensor (Megatron-Core's ``swiglu_back``:
+  ``d_gate = dy * up * s * (1 + gate * (1 - s))``, ``d_up = dy * silu(gate)``, ``s = sigmoid(gate)``).
+
+Each op has CPU and CUDA kernels (the C library through ``ops.py``), a fake (meta) implementation
+that gives torch.compile the output's shape, strides and dtype without running anything, autograd
+(``swiglu_fwd``'s backward is ``swiglu_bwd``; ``swiglu_bwd`` refuses to be differentiated), and a
+DTensor rule (below). ``torch.library.opcheck`` passes on both (``tests/python/test_compile.py``).
+
+Why two paths. ``fastglu.swiglu(x)`` on a plain tensor in eager mode does not use these ops: a
+torch.library op with a Python autograd formula costs several microseconds more per call than the
+lean ``autograd.Function`` in ``functional.py`` (``bench/host_memory.py`` prints both). It uses them
+only while torch.compile / torch.export trace it (``torch.compiler.is_compiling()``), or for a
+tensor subclass (DTensor, FakeTensor, ...); see ``functional.swiglu``.
+
+DTensor (tensor parallelism). An input sharded on its last dimension, ``Shard(-1)``, is taken in
+Megatron-Core's tensor-parallel layout: each rank's local ``[..., 2F/tp]`` holds its own gate and
+up slices (fc1 is column-parallel with rank r's weight rows = [gate rows r-th slice ; up rows r-th
+slice]), so the op runs on each rank's local tensor with no communication and returns a DTensor
+``Shard(-1)`` of global shape ``[..., F]`` (rank r's local is ``y``'s r-th column slice). The
+backward likewise; an upstream gradient with other placements is first redistributed to the
+output's. Any other input placement -- ``Replicate()``, ``Partial()``, or ``Shard`` on another
+dimension without a ``Shard`` on the last one -- raises ValueError naming it: under this layout the
+global tensor of a ``Shard(-1)`` input is ``[g_0 u_0 | g_1 u_1 | ...]``, not ``[gate | up]``, so the
+same global value would mean two different things. On a multi-dimensional mesh the other mesh
+dimensions may be ``Replicate()`` or ``Shard`` on a leading dimension (data parallel) as long as
+one shards the last dimension. The rules are registered when ``torch.distributed.tensor`` is
+already imported at ``import fastglu``, else on the first call of ``fastglu.swiglu`` with a tensor
+subclass, or by ``register_dtensor_rules()``.
+
+Adding a variant (e.g. the bias / GeGLU family in ``glu.py``): call ``register_glu_ops`` once at
+import with the variant's schemas, its kernels, its fake implementations (``glu_output_like``
+builds the usual ones) and its autograd pair; ``glu_dtensor_rule`` gives the DTensor rule of any op
+whose tensor arguments are one [gate | up] input and, for a backward, one upstream gradient. Then
+route the public function to ``torch.ops.fastglu.<name>_fwd`` when
+``torch.compiler.is_compiling()`` (or for a non-plain tensor), as ``functional.swiglu`` does.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+
+from . import ops
+
+NAMESPACE = "fastglu"
+_LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: it owns every registration below
+# torch.library's Python registration API (torch >= 2.5); without it the ops are not registered and
+# fastglu.swiglu keeps its eager path everywhere (torch.compile then graph-breaks around it).
+SUPPORTED = all(hasattr(torch.library, n) for n in ("register_fake", "register_autograd", "register_torch_dispatch"))
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+_TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch, "Tag") and hasattr(torch.Tag, "pt2_compliant_tag") else ()
+_DTENSOR_RULES: list = []  # (qualname, rule), registered by register_dtensor_rules()
+_dtensor_registered = False
+
+
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(n), 1) if isinstance(n, int) else n
+    return tuple(reversed(strides))
+
+
+# ---- the generic registration helper -----------------------------------------------------------
+
+
+def register_glu_ops(name: str, *, fwd_schema: str, bwd_schema: str, fwd_impl, bwd_impl, fwd_fake, bwd_fake,
+                     setup_context, backward, dtensor_fwd=None, dtensor_bwd=None):
+    """Define ``fastglu::{name}_fwd`` and ``fastglu::{name}_bwd`` with kernels, fakes and autograd.
+
+    Args:
+        name: the op family's name, e.g. ``"swiglu"``; the ops are ``torch.ops.fastglu.{name}_fwd``
+            and ``torch.ops.fastglu.{name}_bwd``.
+        fwd_schema, bwd_schema: the schemas without the name, e.g. ``"(Tensor input) -> Tensor"``.
+            Outputs must be new tensors (never a view of an input): the ops are functional.
+        fwd_impl, bwd_impl: the CPU and CUDA kernels, ``f(*args) -> Tensor(s)`` on plain tensors.
+        fwd_fake, bwd_fake: the same signatures on fake/meta tensors: validate what can be
+            validated from metadata and return empty outputs with exactly the real outputs' shapes,
+            strides and dtypes.
+        setup_context: ``(ctx, inputs, output) -> None``; save what ``backward`` needs.
+        backward: ``(ctx, *grads) -> grads`` of every forward input (None for non-tensors); it
+            should call ``torch.ops.fastglu.{name}_bwd`` so that compiled graphs contain it.
+        dtensor_fwd, dtensor_bwd: optional DTensor rules ``(cls, func, types, args, kwargs)``, e.g.
+            from ``glu_dtensor_rule``; registered by ``register_dtensor_rules()``.
+
+    Returns:
+        ``(fwd, bwd)``: the two ``torch._ops.OpOverload`` objects.
+    """
+    fwd_q, bwd_q = f"{NAMESPACE}::{name}_fwd", f"{NAMESPACE}::{name}_bwd"
+    for qualname, schema, impl, fake in ((fwd_q, fwd_schema, fwd_impl, fwd_fake), (bwd_q, bwd_schema, bwd_impl, bwd_fake)):
+        torch.library.define(qualname, schema, lib=_LIB, tags=_TAGS)
+        torch.library.impl(qualname, ("cpu", "cuda"), impl, lib=_LIB)
+        torch.library.register_fake(qualname, fake, lib=_LIB)
+    torch.library.register_autograd(fwd_q, backward, setup_context=setup_context, lib=_LIB)
+
+    def refuse_double_backward(ctx, *grads):
+        raise RuntimeError(f"fastglu.{name}: double backward is not supported; the {name} backward "
+                           "kernel is not differentiable")
+
+    torch.library.register_autograd(bwd_q, refuse_double_backward, setup_context=_no_context, lib=_LIB)
+    for qualname, rule in ((fwd_q, dtensor_fwd), (bwd_q, dtensor_bwd)):
+        if rule is not None:
+            _DTENSOR_RULES.append((qualname, rule))
+            if _dtensor_registered:
+                _register_rule(qualname, rule)
+    ns = getattr(torch.ops, NAMESPACE)
+    return getattr(ns, f"{name}_fwd").default, getattr(ns, f"{name}_bwd").default
+
+
+def _no_context(ctx, inputs, output):
+    pass
+
+
+def refuse_create_graph(name: str):
+    """Raise RuntimeError if a backward runs under create_graph=True in eager mode (the kernels have
+    no derivative); while torch.compile traces the joint graph (which uses create_graph) it passes."""
+    if torch.is_grad_enabled() and not _is_compiling():
+        raise RuntimeError(f"fastglu.{name}: double backward (create_graph=True) is not supported; "
+                           f"the {name} backward kernel is not differentiable")
+
+
+# ---- fake (meta) implementations ----------------------------------------------------------------
+
+
+def check_glu_meta(x, fn: str, name: str = "input"):
+    """The checks of ``ops.check_input`` that need no data nor device: dtype, rank, even last
+    dimension. Raises TypeError / ValueError as the kernels do. Returns F (maybe symbolic)."""
+    if x.dtype not in ops._DTYPE_CODES:
+        raise TypeError(f"fastglu.{fn}: {name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 "
+                        "or torch.float32")
+    if x.dim() not in (2, 3):
+        raise ValueError(f"fastglu.{fn}: {name} must be 2D [tokens, 2F] or 3D [S, B, 2F], got shape {tuple(x.shape)}")
+    if x.shape[-1] % 2:
+        raise ValueError(f"fastglu.{fn}: {name}'s last dimension (gate | up) must be even, got shape {tuple(x.shape)}")
+    return x.shape[-1] // 2
+
+
+def glu_output_like(x: torch.Tensor, width) -> torch.Tensor:
+    """An empty contiguous tensor of x's leading shape + (width,), x's dtype and device: what the
+    kernels return (``ops.swiglu_fwd``/``swiglu_bwd`` allocate with ``new_empty``)."""
+    return x.new_empty((*x.shape[:-1], width))
+
+
+def _swiglu_fwd_fake(input):
+    return glu_output_like(input, check_glu_meta(input, "swiglu_fwd"))
+
+
+def _swiglu_bwd_fake(dy, input):
+    F = check_glu_meta(input, "swiglu_bwd")
+    if dy.dtype != input.dtype:
+        raise TypeError(f"fastglu.swiglu_bwd: dy has dtype {dy.dtype} but input has dtype {input.dtype}")
+    if dy.device != input.device:
+        raise ValueError(f"fastglu.swiglu_bwd: dy is on {dy.device} but input is on {input.device}")
+    if tuple(dy.shape) != (*input.shape[:-1], F):
+        raise ValueError(f"fastglu.swiglu_bwd: dy has shape {tuple(dy.shape)}; expected "
+                         f"{(*input.shape[:-1], F)} for input {tuple(input.shape)}")
+    return glu_output_like(input, input.shape[-1])
+
+
+# ---- DTensor --------------------------------------------------------------------------------------
+
+
+def check_glu_dtensor(x, fn: str, name: str = "input"):
+    """Validate a DTensor [gate | up] input in Megatron's tensor-parallel layout (see the module
+    docstring). Returns (mesh, placements). Raises ValueError naming any placement it refuses, or a
+    last dimension that does not split into an even, equal width per rank."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    check_glu_meta(x, fn, name)
+    ndim, placements = x.ndim, tuple(x.placements)
+    last = [i for i, p in enumerate(placements) if type(p) is Shard and p.dim in (ndim - 1, -1)]
+    bad = [p for p in placements if type(p) is not Shard and type(p) is not Replicate]
+    if bad or not last:
+        if bad:
+            why = (f"{', '.join(map(repr, bad))} is not supported (a partial sum, or any placement other than "
+                   "Shard and Replicate, cannot go through the activation)")
+        else:
+            why = (f"{', '.join(map(repr, placements))} does not shard the last dimension, and the [gate | up] "
+                   "split of such a global tensor is not the tensor-parallel one (redistribute it to Shard(-1) in "
+                   "that layout, or call fastglu on x.full_tensor())")
+        raise ValueError(
+            f"fastglu.{fn}: a DTensor {name} must be sharded on its last dimension, Shard(-1) (Megatron's "
+            f"tensor-parallel layout: each rank's local [..., 2F/tp] holds its own gate and up slices); got "
+            f"placements {placements}: {why}")
+    mesh = x.device_mesh
+    shards = math.prod(mesh.size(i) for i in last)
+    width = x.shape[-1]
+    if width % (2 * shards):
+        raise ValueError(f"fastglu.{fn}: a DTensor {name} of global shape {tuple(x.shape)} is sharded {shards} ways "
+                         f"on its last dimension; its width {width} must be a multiple of 2 x {shards} so that "
+                         "every rank holds an even, equal [gate | up] slice")
+    return mesh, placements
+
+
+def _from_local(local, x, mesh, placements, width):
+    from torch.distributed.tensor import DTensor
+
+    shape = torch.Size((*x.shape[:-1], width))
+    return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape,
+                              stride=_contiguous_strides(shape))
+
+
+def glu_dtensor_rule(fn: str, *, input_arg: int, out_width, dy_arg: int | None = None):
+    """A DTensor rule for an op whose DTensor arguments are one [gate | up] input (at position
+    ``input_arg``, checked by ``check_glu_dtensor``) and, optionally, the upstream gradient (at
+    ``dy_arg``, redistributed to the input's placements when they differ). The op runs on the local
+    tensors; its single output is a DTensor with the input's placements and global shape
+    ``input.shape[:-1] + (out_width(input.shape[-1]),)``. Non-tensor arguments pass through."""
+
+    def rule(cls, func, types, args, kwargs):
+        from torch.distributed.tensor import DTensor
+
+        args = list(args)
+        x = args[input_arg]
+        if not isinstance(x, DTensor):
+            raise TypeError(f"fastglu.{fn}: input must be a DTensor when other arguments are DTensors "
+                            f"(got {type(x).__name__})")
+        mesh, placements = check_glu_dtensor(x, fn)
+        args[input_arg] = x.to_local()
+        if dy_arg is not None:
+            dy = args[dy_arg]
+            if not isinstance(dy, DTensor):
+                raise TypeError(f"fastglu.{fn}: dy must be a DTensor when input is one (got {type(dy).__name__})")
+            if dy.device_mesh != mesh:
+                raise ValueError(f"fastglu.{fn}: dy is on device mesh {dy.device_mesh} but input is on {mesh}")
+            if tuple(dy.placements) != placements:
+                dy = dy.redistribute(mesh, placements)
+            args[dy_arg] = dy.to_local()
+        for i, a in enumerate(args):
+            if isinstance(a, DTensor):
+                raise TypeError(f"fastglu.{fn}: argument {i} is a DTensor; this rule takes only the input and dy")
+        return _from_local(func(*args, **kwargs), x, mesh, placements, out_width(x.shape[-1]))
+
+    return rule
+
+
+def dtensor_local_call(x, local_fn, fn: str, out_width):
+    """``local_fn`` (any autograd-aware function of a plain [gate | up] tensor) on each rank's local
+    tensor of a DTensor x in Megatron's layout, through DTensor's differentiable ``to_local`` and
+    ``from_local`` (whose backward redistributes the upstream gradient to the output's placements)."""
+    mesh, placements = check_glu_dtensor(x, fn)
+    return _from_local(local_fn(x.to_local()), x, mesh, placements, out_width(x.shape[-1]))
+
+
+def _register_rule(qualname, rule):
+    from torch.distributed.tensor import DTensor
+
+    torch.library.register_torch_dispatch(qualname, DTensor, rule, lib=_LIB)
+
+
+def register_dtensor_rules():
+    """Register the DTensor rules of every fastglu op (importing ``torch.distributed.tensor``, about
+    a second the first time, which is why ``import fastglu`` does not do it unless it is loaded).
+    Idempotent. Returns False when torch.distributed is not available."""
+    global _dtensor_registered
+    if _dtensor_registered:
+        return True
+    if not torch.distributed.is_available():
+        return False
+    _dtensor_registered = True
+    for qualname, rule in _DTENSOR_RULES:
+        _register_rule(qualname, rule)
+    return True
+
+
+def is_dtensor(x) -> bool:
+    """Whether x is a DTensor, without importing torch.distributed.tensor (it cannot be one unless
+    that module is loaded)."""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return mod is not None and isinstance(x, mod.DTensor)
+
+
+# ---- SwiGLU ---------------------------------------------------------------------------------------
+
+
+def _swiglu_fwd_impl(input):
+    return ops.swiglu_fwd(input, fn="swiglu_fwd")
+
+
+def _swiglu_bwd_impl(dy, input):
+    return ops.swiglu_bwd(dy, input, fn="swiglu_bwd")
+
+
+def _swiglu_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _swiglu_backward(ctx, dy):
+    refuse_create_graph("swiglu")
+    return torch.ops.fastglu.swiglu_bwd(dy, ctx.saved_tensors[0])
+
+
+swiglu_fwd = swiglu_bwd = None
+if SUPPORTED:
+    swiglu_fwd, swiglu_bwd = register_glu_ops(
+        "swiglu",
+        fwd_schema="(Tensor input) -> Tensor",
+        bwd_schema="(Tensor dy, Tensor input) -> Tensor",
+        fwd_impl=_swiglu_fwd_impl,
+        bwd_impl=_swiglu_bwd_impl,
+        fwd_fake=_swiglu_fwd_fake,
+        bwd_fake=_swiglu_bwd_fake,
+        setup_context=_swiglu_setup_context,
+        backward=_swiglu_backward,
+        dtensor_fwd=glu_dtensor_rule("swiglu_fwd", input_arg=0, out_width=lambda w: w // 2),
+        dtensor_bwd=glu_dtensor_rule("swiglu_bwd", input_arg=1, dy_arg=0, out_width=lambda w: w),
+    )
+
+
+def swiglu(x, in_place: bool = False):
+    """``fastglu.swiglu`` for everything but a plain tensor in eager mode: while torch.compile or
+    torch.export trace (the registered op; ``in_place`` is ignored there, the compiled graph owns its
+    buffers), a DTensor (the op's DTensor rule; with ``in_place`` the lean Function on each rank's
+    local tensor), or another tensor subclass (the op, through the dispatcher). Same arguments,
+    result and errors as ``fastglu.swiglu``."""
+    if not SUPPORTED:
+        from .functional import SwiGLUFunction, _SwiGLU
+
+        return SwiGLUFunction.apply(x, False, False, True) if in_place else _SwiGLU.apply(x)
+    if _is_compiling():
+        return swiglu_fwd(x)
+    if not isinstance(x, torch.Tensor):
+        ops.check_input(x, "swiglu")  # raises TypeError naming the type
+    if not _dtensor_registered and "torch.distributed.tensor" in sys.modules:
+        register_dtensor_rules()
+    if in_place:
+        from .functional import SwiGLUFunction
+
+        def local(t):
+            return SwiGLUFunction.apply(t, False, False, True)
+
+        if is_dtensor(x):
+            return dtensor_local_call(x, local, "swiglu", lambda w: w // 2)
+        return local(x)
+    if is_dtensor(x):
+        check_glu_dtensor(x, "swiglu")  # the error names fastglu.swiglu, not the op
+    return swiglu_fwd(x)
+
+
+if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost
+    register_dtensor_rules()

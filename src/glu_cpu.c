@@ -1,0 +1,376 @@
+/*
+ * glu_cpu.c — the gated-linear-unit family (fastglu_glu_fwd_cpu / fastglu_glu_bwd_cpu) on host
+ * memory: the CPU backend.
+ *
+ * Math: the block "The gated-linear-unit family" in include/fastglu.h (Megatron-Core
+ * fused_bias_swiglu.py / fused_bias_geglu.py, Liger-Kernel's multipliers). Every operand is widened
+ * to fp32 (an fp8 e4m3fn saved input is decoded exactly and multiplied by its fp32 scale_inv), all
+ * arithmetic is fp32, and results are rounded to their storage type (round-to-nearest-even) only
+ * when stored.
+ *
+ * Each row is processed in chunks of FASTGLU_TILE_COLS columns: a chunk's operands are loaded into
+ * fp32 arrays on the stack, computed, and its results stored. In the in-place backward (d_gate ==
+ * gate, d_up == up) a chunk is wholly read before any of it is written, so every element is read
+ * before its gradient overwrites it.
+ *
+ * Reductions (deterministic: a fixed fp32 order whatever the problem's size; see src/internal.h):
+ *   dbias     per slab of FASTGLU_SLAB_ROWS rows, a per-column partial starting at +0 to which the
+ *             slab's rows add d_a (or d_v) in row order, kept in the workspace; then dbias[c] =
+ *             ((+0 + partial[0][c]) + partial[1][c]) + ... in slab order.
+ *   dweights  per tile of FASTGLU_TILE_COLS columns, a partial starting at +0 to which the tile's
+ *             columns add m_d * act(z) * (v + o) * dy in column order, kept in the workspace; then
+ *             dweights[t] = ((+0 + partial[0][t]) + partial[1][t]) + ... in tile order.
+ * No memory is allocated: the stack holds one chunk, the workspace the partials.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "convert.h"
+#include "internal.h"
+
+#define CHUNK FASTGLU_TILE_COLS
+
+/* ---- element types ----------------------------------------------------------------------- */
+
+/* float8 e4m3fn (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities; S.1111.111
+ * is NaN), decoded exactly: normals (1 + m/8) 2^(e-7), subnormals m 2^-9. */
+static inline float fp8e4m3_to_f32(uint8_t b) {
+    const uint32_t sign = (uint32_t)(b & 0x80u) << 24, e = (b >> 3) & 0xfu, m = b & 0x7u;
+    uint32_t u;
+    float f;
+    if (e == 0xfu && m == 0x7u) return NAN;
+    if (e == 0) {
+        f = (float)m * 0.001953125f; /* m * 2^-9, exact */
+        return sign ? -f : f;
+    }
+    u = sign | ((e + 120u) << 23) | (m << 20); /* exponent e - 7 + 127 */
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* dst[i] = element (start + i * stride) of `base` (type dt) as fp32, i < n; fp8 values times
+ * scale_inv (one fp32 multiply). */
+static void load_f32(fastglu_dtype dt, const void *base, int64_t start, int64_t stride, int n,
+                     float scale_inv, float *dst) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: {
+        const float *p = (const float *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = p[i * stride];
+        break;
+    }
+    case FASTGLU_DTYPE_FP16: {
+        const uint16_t *p = (const uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(p[i * stride]);
+        break;
+    }
+    case FASTGLU_DTYPE_BF16: {
+        const uint16_t *p = (const uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = bf16_to_f32(p[i * stride]);
+        break;
+    }
+    case FASTGLU_DTYPE_FP8_E4M3: {
+        const uint8_t *p = (const uint8_t *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = fp8e4m3_to_f32(p[i * stride]) * scale_inv;
+        break;
+    }
+    }
+}
+
+/* Element (start + i * stride) of `base` (type dt, a compute type) = src[i], rounded, i < n. */
+static void store_f32(fastglu_dtype dt, void *base, int64_t start, int64_t stride, int n,
+                      const float *src) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: {
+        float *p = (float *)base + start;
+        for (int i = 0; i < n; ++i) p[i * stride] = src[i];
+        break;
+    }
+    case FASTGLU_DTYPE_FP16: {
+        uint16_t *p = (uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) p[i * stride] = f32_to_fp16(src[i]);
+        break;
+    }
+    case FASTGLU_DTYPE_BF16: {
+        uint16_t *p = (uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) p[i * stride] = f32_to_bf16(src[i]);
+        break;
+    }
+    case FASTGLU_DTYPE_FP8_E4M3: break; /* never an output type (validated) */
+    }
+}
+
+static float load_one(fastglu_dtype dt, const void *base, int64_t index) {
+    float v;
+    load_f32(dt, base, index, 1, 1, 1.0f, &v);
+    return v;
+}
+
+/* ---- the activations (include/fastglu.h; Megatron-Core fused_bias_swiglu.py: swiglu,
+ *      swiglu_back; fused_bias_geglu.py: geglu, geglu_back, quick_gelu, quick_geglu_back) ---- */
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static inline float act_fwd(fastglu_activation act, float z) {
+    switch (act) {
+    case FASTGLU_ACT_SILU: return z * sigmoidf(z);
+    case FASTGLU_ACT_GELU_TANH:
+        return z * 0.5f * (1.0f + tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z)));
+    case FASTGLU_ACT_QUICK_GELU: return z * sigmoidf(1.702f * z);
+    }
+    return NAN;
+}
+
+/* act(z) and act'(z) */
+static inline void act_bwd(fastglu_activation act, float z, float *a, float *da) {
+    switch (act) {
+    case FASTGLU_ACT_SILU: {
+        const float s = sigmoidf(z);
+        *a = z * s;
+        *da = s * (1.0f + z * (1.0f - s));
+        return;
+    }
+    case FASTGLU_ACT_GELU_TANH: {
+        const float th = tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z));
+        *a = z * 0.5f * (1.0f + th);
+        *da = 0.5f * z * ((1.0f - th * th) * (0.79788456f + 0.1070322243f * z * z)) +
+              0.5f * (1.0f + th);
+        return;
+    }
+    case FASTGLU_ACT_QUICK_GELU: {
+        const float s = sigmoidf(1.702f * z);
+        *a = z * s;
+        *da = s * (1.0f + 1.702f * z * (1.0f - s));
+        return;
+    }
+    }
+    *a = *da = NAN;
+}
+
+/* ---- operand addressing -------------------------------------------------------------------- */
+
+/* Where the chunk of columns [j0, j0 + n) of row t lives, per layout: element index of the first
+ * gate and up value and the element stride between columns (SPLIT 1, INTERLEAVED 2). */
+typedef struct operands {
+    const void *g, *u; /* bases (INTERLEAVED: u == g) */
+    int64_t g_rs, u_rs, g_off, u_off, step;
+} operands;
+
+static operands make_operands(fastglu_layout layout, const void *gate, int64_t gate_rs,
+                              const void *up, int64_t up_rs) {
+    operands o;
+    if (layout == FASTGLU_LAYOUT_INTERLEAVED) {
+        o.g = o.u = gate;
+        o.g_rs = o.u_rs = gate_rs;
+        o.g_off = 0, o.u_off = 1, o.step = 2;
+    } else {
+        o.g = gate, o.u = up;
+        o.g_rs = gate_rs, o.u_rs = up_rs;
+        o.g_off = o.u_off = 0, o.step = 1;
+    }
+    return o;
+}
+
+/* Index, in the [2F] bias (and dbias) vector, of gate column j (and up column j: + bias_up). */
+static inline int64_t bias_gate_index(fastglu_layout layout, int64_t j) {
+    return layout == FASTGLU_LAYOUT_INTERLEAVED ? 2 * j : j;
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+
+static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_rs, const void *up,
+                    int64_t up_rs, const void *bias, const void *weights,
+                    fastglu_dtype weights_dtype, int64_t weights_stride, void *output,
+                    int64_t output_rs, int64_t T, int64_t F, fastglu_dtype dt) {
+    const operands o = make_operands(p->layout, gate, gate_rs, up, up_rs);
+    const int clamp = fastglu_clamps(p);
+    const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier;
+    const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
+    float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK];
+    for (int64_t t = 0; t < T; ++t) {
+        const float w = weights ? load_one(weights_dtype, weights, t * weights_stride) : 1.0f;
+        const float scale = p->down_multiplier * w;
+        for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
+            const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
+            load_f32(dt, o.g, t * o.g_rs + o.g_off + j0 * o.step, o.step, n, 1.0f, g);
+            load_f32(dt, o.u, t * o.u_rs + o.u_off + j0 * o.step, o.step, n, 1.0f, u);
+            if (bias) {
+                const int64_t b0 = bias_gate_index(p->layout, j0);
+                load_f32(dt, bias, b0, bstep, n, 1.0f, bg);
+                load_f32(dt, bias, b0 + bup, bstep, n, 1.0f, bu);
+            }
+            for (int k = 0; k < n; ++k) {
+                float a = g[k], v = u[k];
+                if (clamp) { /* torch.clamp: NaN stays NaN */
+                    a = a > c ? c : a;
+                    v = v > c ? c : (v < -c ? -c : v);
+                }
+                if (bias) a += bg[k], v += bu[k];
+                y[k] = scale * act_fwd(p->activation, mg * a) * (v + off);
+            }
+            store_f32(dt, output, t * output_rs + j0, 1, n, y);
+        }
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+
+typedef struct bwd_args {
+    const fastglu_glu_params *p;
+    const void *dy;
+    int64_t dy_rs, dy_cs;
+    operands in, out; /* the operands (input_dtype) and their gradients (dtype) */
+    fastglu_dtype input_dtype;
+    const float *scale_inv;
+    int64_t scale_stride;
+    const void *bias, *weights;
+    fastglu_dtype weights_dtype;
+    int64_t weights_stride;
+    void *dbias, *dweights;
+    float *ws_dbias, *ws_dweights; /* [slabs][2F], [tiles][T] */
+    int64_t T, F;
+    fastglu_dtype dt;
+} bwd_args;
+
+static void glu_bwd(const bwd_args *A) {
+    const fastglu_glu_params *p = A->p;
+    const int64_t T = A->T, F = A->F;
+    const int clamp = fastglu_clamps(p);
+    const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier,
+                md = p->down_multiplier;
+    const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
+    const int64_t tiles = (F + CHUNK - 1) / CHUNK;
+    float g[CHUNK], u[CHUNK], d[CHUNK], bg[CHUNK], bu[CHUNK], dg[CHUNK], du[CHUNK];
+
+    for (int64_t t0 = 0; t0 < T; t0 += FASTGLU_SLAB_ROWS) {
+        float *slab = A->ws_dbias ? A->ws_dbias + (t0 / FASTGLU_SLAB_ROWS) * 2 * F : NULL;
+        if (slab)
+            for (int64_t i = 0; i < 2 * F; ++i) slab[i] = 0.0f;
+        const int64_t t1 = t0 + FASTGLU_SLAB_ROWS < T ? t0 + FASTGLU_SLAB_ROWS : T;
+        for (int64_t t = t0; t < t1; ++t) {
+            const float w =
+                A->weights ? load_one(A->weights_dtype, A->weights, t * A->weights_stride) : 1.0f;
+            const float e0 = md * w;
+            const float sinv = A->scale_inv ? A->scale_inv[t * A->scale_stride] : 1.0f;
+            for (int64_t j0 = 0, tile = 0; j0 < F; j0 += CHUNK, ++tile) {
+                const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
+                load_f32(A->input_dtype, A->in.g, t * A->in.g_rs + A->in.g_off + j0 * step, step, n,
+                         sinv, g);
+                load_f32(A->input_dtype, A->in.u, t * A->in.u_rs + A->in.u_off + j0 * step, step, n,
+                         sinv, u);
+                load_f32(A->dt, A->dy, t * A->dy_rs + j0 * A->dy_cs, A->dy_cs, n, 1.0f, d);
+                const int64_t b0 = bias_gate_index(p->layout, j0);
+                if (A->bias) {
+                    load_f32(A->dt, A->bias, b0, step, n, 1.0f, bg);
+                    load_f32(A->dt, A->bias, b0 + bup, step, n, 1.0f, bu);
+                }
+                float part = 0.0f; /* this tile's dweights partial */
+                for (int k = 0; k < n; ++k) {
+                    float a = g[k], v = u[k];
+                    if (clamp) {
+                        a = a > c ? c : a;
+                        v = v > c ? c : (v < -c ? -c : v);
+                    }
+                    if (A->bias) a += bg[k], v += bu[k];
+                    float act, dact;
+                    act_bwd(p->activation, mg * a, &act, &dact);
+                    const float vo = v + off, e = e0 * d[k];
+                    const float d_a = e * vo * dact * mg, d_v = e * act;
+                    /* torch.clamp's gradient: through where the raw operand was inside */
+                    dg[k] = (!clamp || g[k] <= c) ? d_a : 0.0f;
+                    du[k] = (!clamp || (u[k] >= -c && u[k] <= c)) ? d_v : 0.0f;
+                    if (slab) {
+                        slab[b0 + k * step] += d_a;
+                        slab[b0 + bup + k * step] += d_v;
+                    }
+                    if (A->ws_dweights) part += md * act * vo * d[k];
+                }
+                store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step,
+                          step, n, dg);
+                store_f32(A->dt, (void *)A->out.u, t * A->out.u_rs + A->out.u_off + j0 * step,
+                          step, n, du);
+                if (A->ws_dweights) A->ws_dweights[tile * T + t] = part;
+            }
+        }
+    }
+
+    if (A->ws_dbias) { /* slabs in order, one chunk of columns at a time */
+        const int64_t slabs = (T + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
+        for (int64_t c0 = 0; c0 < 2 * F; c0 += CHUNK) {
+            const int n = (int)(2 * F - c0 < CHUNK ? 2 * F - c0 : CHUNK);
+            for (int k = 0; k < n; ++k) dg[k] = 0.0f;
+            for (int64_t s = 0; s < slabs; ++s)
+                for (int k = 0; k < n; ++k) dg[k] += A->ws_dbias[s * 2 * F + c0 + k];
+            store_f32(A->dt, A->dbias, c0, 1, n, dg);
+        }
+    }
+    if (A->ws_dweights) { /* tiles in order */
+        for (int64_t t0 = 0; t0 < T; t0 += CHUNK) {
+            const int n = (int)(T - t0 < CHUNK ? T - t0 : CHUNK);
+            for (int k = 0; k < n; ++k) dg[k] = 0.0f;
+            for (int64_t tile = 0; tile < tiles; ++tile)
+                for (int k = 0; k < n; ++k) dg[k] += A->ws_dweights[tile * T + t0 + k];
+            store_f32(A->weights_dtype, A->dweights, t0, 1, n, dg);
+        }
+    }
+}
+
+/* ---- public entry points ------------------------------------------------------------------ */
+
+fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void *gate,
+                                   int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+                                   const void *bias, const void *weights,
+                                   fastglu_dtype weights_dtype, int64_t weights_stride,
+                                   void *output, int64_t output_row_stride, int64_t tokens,
+                                   int64_t ffn_hidden_size, fastglu_dtype dtype) {
+    int empty;
+    fastglu_status st = fastglu_check_glu_fwd(
+        "fastglu_glu_fwd_cpu", params, gate, gate_row_stride, up, up_row_stride, bias, weights,
+        weights_dtype, weights_stride, output, output_row_stride, tokens, ffn_hidden_size, dtype,
+        &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    glu_fwd(params, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype,
+            weights_stride, output, output_row_stride, tokens, ffn_hidden_size, dtype);
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_bwd_cpu(
+    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
+    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
+    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
+    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype) {
+    int empty;
+    fastglu_status st = fastglu_check_glu_bwd(
+        "fastglu_glu_bwd_cpu", params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up,
+        up_row_stride, input_dtype, input_scale_inv, input_scale_stride, bias, weights,
+        weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
+        dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+    if (st != FASTGLU_SUCCESS) return st;
+    const int want_db = dbias != NULL && ffn_hidden_size > 0;
+    const int want_dw = dweights != NULL && tokens > 0;
+    if (empty) { /* the sum over no tokens (or no columns) is zero; +0 is all-zero bits */
+        if (want_db) memset(dbias, 0, (size_t)(2 * ffn_hidden_size) * fastglu_dtype_size(dtype));
+        if (want_dw) memset(dweights, 0, (size_t)tokens * fastglu_dtype_size(weights_dtype));
+        return FASTGLU_SUCCESS;
+    }
+    const fastglu_glu_workspace_layout ws =
+        fastglu_glu_workspace(tokens, ffn_hidden_size, want_db, want_dw);
+    bwd_args A;
+    A.p = params;
+    A.dy = dy, A.dy_rs = dy_row_stride, A.dy_cs = dy_col_stride;
+    A.in = make_operands(params->layout, gate, gate_row_stride, up, up_row_stride);
+    A.out = make_operands(params->layout, d_gate, d_gate_row_stride, d_up, d_up_row_stride);
+    A.input_dtype = input_dtype;
+    A.scale_inv = input_scale_inv, A.scale_stride = input_scale_stride;
+    A.bias = bias, A.weights = weights;
+    A.weights_dtype = weights_dtype, A.weights_stride = weights_stride;
+    A.dbias = dbias, A.dweights = dweights;
+    A.ws_dbias = want_db ? (float *)((char *)workspace + ws.dbias_offset) : NULL;
+    A.ws_dweights = want_dw ? (float *)((char *)workspace + ws.dweights_offset) : NULL;
+    A.T = tokens, A.F = ffn_hidden_size;
+    A.dt = dtype;
+    glu_bwd(&A);
+    return FASTGLU_SUCCESS;
+}

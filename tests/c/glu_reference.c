@@ -1,0 +1,1036 @@
+/*
+ * glu_reference.c — see glu_reference.h.
+ *
+ * One case = one forward and one backward call on fresh random inputs (never zeros). Every
+ * buffer is uploaded from a host image and its pre-call image kept; output buffers are pre-filled
+ * with a sentinel (0x7f bytes: a huge finite value or NaN in every dtype), the workspace with 0xff
+ * bytes (fp32 NaN: a partial sum the backend forgot to initialize poisons its result). After the
+ * calls each output element is compared with a float64 reference computed from the stored inputs
+ * (relative norm error <= the dtype's tolerance, and elementwise |got - ref| <= tol (|ref| + rms)),
+ * and every byte of every buffer that is not an output element of this call must equal its
+ * pre-call image (gaps between strided rows, the elements either side, the inputs).
+ *
+ * The reference follows include/fastglu.h literally, in double: clamp of the raw operand
+ * (torch.clamp: NaN stays NaN), bias, activation of m_g * a, y = m_d w act (v + o); gradients with
+ * torch.clamp's mask on the raw operand; dbias = sum over tokens of the unmasked d_a / d_v;
+ * dweights = sum over columns. An fp8 operand is decode(byte) * scale_inv rounded to fp32 (the
+ * contract's fp32 operand), decoded by a table built from the e4m3fn definition with ldexp.
+ */
+#include "glu_reference.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "convert.h"
+
+/* ---- random numbers (splitmix64 + Box-Muller) --------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(void) { return (rng_next() >> 11) / 9007199254740992.0; } /* [0, 1) */
+
+static double rng_normal(void) {
+    double u1 = ((rng_next() >> 11) + 1.0) / 9007199254740994.0;
+    double u2 = (rng_next() >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void glu_seed(const char *name) {
+    const char *env = getenv("FASTGLU_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    rng_state = seed;
+    printf("%s: seed %llu (set FASTGLU_TEST_SEED to repeat)\n", name, (unsigned long long)seed);
+}
+
+/* ---- fp8 e4m3fn, from its definition ------------------------------------------------------ */
+
+static double fp8_table[256];
+
+static void fp8_init(void) {
+    for (int b = 0; b < 256; ++b) {
+        const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+        double v;
+        if (e == 15 && m == 7)
+            v = NAN;
+        else if (e == 0)
+            v = ldexp(m / 8.0, -6); /* subnormal: 2^(1 - 7) * m / 8 */
+        else
+            v = ldexp(1.0 + m / 8.0, e - 7);
+        fp8_table[b] = s ? -v : v;
+    }
+}
+
+/* ---- typed element access on host images -------------------------------------------------- */
+
+static double load(fastglu_dtype dt, const void *p, int64_t i) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: return ((const float *)p)[i];
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_FP8_E4M3: return fp8_table[((const uint8_t *)p)[i]];
+    }
+    return NAN;
+}
+
+static void store(fastglu_dtype dt, void *p, int64_t i, double v) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; break;
+    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
+    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case FASTGLU_DTYPE_FP8_E4M3: break;
+    }
+}
+
+static const char *dtype_name(fastglu_dtype dt) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: return "fp32";
+    case FASTGLU_DTYPE_FP16: return "fp16";
+    case FASTGLU_DTYPE_BF16: return "bf16";
+    case FASTGLU_DTYPE_FP8_E4M3: return "fp8";
+    }
+    return "?";
+}
+
+static double tolerance(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_FP32 ? 1e-5 : dt == FASTGLU_DTYPE_FP16 ? 1e-3 : 1e-2;
+}
+
+/* ---- the reference math (include/fastglu.h), in double ------------------------------------ */
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static double ref_act(fastglu_activation a, double z) {
+    switch (a) {
+    case FASTGLU_ACT_SILU: return z * sigmoid(z);
+    case FASTGLU_ACT_GELU_TANH:
+        return 0.5 * z * (1.0 + tanh(0.79788456 * z * (1.0 + 0.044715 * z * z)));
+    case FASTGLU_ACT_QUICK_GELU: return z * sigmoid(1.702 * z);
+    }
+    return NAN;
+}
+
+static double ref_dact(fastglu_activation a, double z) {
+    switch (a) {
+    case FASTGLU_ACT_SILU: {
+        double s = sigmoid(z);
+        return s * (1.0 + z * (1.0 - s));
+    }
+    case FASTGLU_ACT_GELU_TANH: {
+        double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        return 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
+    }
+    case FASTGLU_ACT_QUICK_GELU: {
+        double s = sigmoid(1.702 * z);
+        return s * (1.0 + 1.702 * z * (1.0 - s));
+    }
+    }
+    return NAN;
+}
+
+/*
+ * One element of the reference: from the raw operands g, u (already fp32 values), bias values,
+ * weight w, upstream gradient dy and params, the forward y, the gradients d_a, d_v (before the
+ * clamp's mask), the dweights term, and each one's running-error magnitude: the same expression
+ * with every addend by its absolute value (1 - s -> 1 + s, 1 + tanh -> 1 + |tanh|, v + o ->
+ * |v| + |o|, ...), plus the error that rounding the argument z (magnitude |m_g| (|g'| + |b_g|))
+ * carries through the activation's derivative.
+ */
+typedef struct ref_point {
+    double y, d_a, d_v, dw_term;
+    double y_mag, d_a_mag, d_v_mag, dw_mag;
+} ref_point;
+
+static ref_point ref_eval(const fastglu_glu_params *p, double g, double u, double bg, double bu,
+                          double w, double dy) {
+    const int clamp = p->clamp_value > 0;
+    const double cv = p->clamp_value, o = p->glu_linear_offset, mg = p->gate_multiplier,
+                 md = p->down_multiplier;
+    double a = g, v = u;
+    if (clamp) {
+        a = a > cv ? cv : a;
+        v = v > cv ? cv : (v < -cv ? -cv : v);
+    }
+    const double z_mag = fabs(mg) * (fabs(a) + fabs(bg)), vo_mag = fabs(v) + fabs(bu) + fabs(o);
+    a += bg, v += bu;
+    const double z = mg * a, act = ref_act(p->activation, z), dact = ref_dact(p->activation, z);
+    const double vo = v + o;
+    double act_mag, dact_mag;
+    switch (p->activation) {
+    case FASTGLU_ACT_GELU_TANH: {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        act_mag = 0.5 * fabs(z) * (1.0 + fabs(th));
+        dact_mag = 0.5 * fabs(z) * (1.0 + th * th) * (0.79788456 + 0.1070322243 * z * z) +
+                   0.5 * (1.0 + fabs(th));
+        break;
+    }
+    default: {
+        const double k = p->activation == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = sigmoid(k * z);
+        act_mag = fabs(z) * s;
+        dact_mag = s * (1.0 + k * fabs(z) * (1.0 + s));
+        break;
+    }
+    }
+    const double h = 1e-6 * (1.0 + fabs(z));
+    const double d2act =
+        (ref_dact(p->activation, z + h) - ref_dact(p->activation, z - h)) / (2 * h);
+    act_mag += fabs(dact) * z_mag;
+    dact_mag += fabs(d2act) * z_mag;
+    const double e = md * w * dy;
+    ref_point r;
+    r.y = md * w * act * vo;
+    r.d_a = e * vo * dact * mg;
+    r.d_v = e * act;
+    r.dw_term = md * act * vo * dy;
+    r.y_mag = fabs(md * w) * (act_mag * vo_mag);
+    r.d_a_mag = fabs(e * mg) * vo_mag * dact_mag;
+    r.d_v_mag = fabs(e) * act_mag;
+    r.dw_mag = fabs(md * dy) * act_mag * vo_mag;
+    return r;
+}
+
+/* ---- device buffers with host images ------------------------------------------------------ */
+
+typedef struct dbuf {
+    size_t es;
+    int64_t n;              /* elements */
+    unsigned char *h;       /* host image: before the call, then what came back */
+    unsigned char *before;  /* the image that was uploaded */
+    unsigned char *written; /* per element: 1 if this call may write it */
+    void *d;
+} dbuf;
+
+static void dbuf_init(const glu_backend *b, dbuf *x, size_t es, int64_t n) {
+    x->es = es;
+    x->n = n;
+    x->h = calloc((size_t)n * es + 1, 1);
+    x->before = malloc((size_t)n * es + 1);
+    x->written = calloc((size_t)n + 1, 1);
+    x->d = b->alloc((size_t)n * es);
+}
+
+static void dbuf_upload(const glu_backend *b, dbuf *x) {
+    memcpy(x->before, x->h, (size_t)x->n * x->es);
+    b->upload(x->d, x->h, (size_t)x->n * x->es);
+}
+
+static void dbuf_download(const glu_backend *b, dbuf *x) {
+    b->download(x->h, x->d, (size_t)x->n * x->es);
+}
+
+static void dbuf_free(const glu_backend *b, dbuf *x) {
+    if (x->d) b->release(x->d);
+    free(x->h), free(x->before), free(x->written);
+    memset(x, 0, sizeof *x);
+}
+
+/* Marks elements off + t * rs + j * step (t < rows, j < cols) as outputs of this call. */
+static void mark(dbuf *x, int64_t off, int64_t rows, int64_t cols, int64_t rs, int64_t step) {
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t j = 0; j < cols; ++j) x->written[off + t * rs + j * step] = 1;
+}
+
+/* Bytes of non-output elements that differ from the uploaded image. */
+static int64_t damage(const dbuf *x) {
+    int64_t bad = 0;
+    for (int64_t e = 0; e < x->n; ++e)
+        if (!x->written[e] && memcmp(x->h + e * x->es, x->before + e * x->es, x->es) != 0) bad++;
+    return bad;
+}
+
+/* ---- one case ----------------------------------------------------------------------------- */
+
+enum { W_NONE, W_FP32, W_BF16_S3, W_FP16_S0, W_FP32_S2, W_KINDS };
+enum { FP8_NONE, FP8_PLAIN, FP8_TENSOR, FP8_TOKEN, FP8_KINDS };
+/* operand geometry: 0 contiguous; 1 fc1-style (SPLIT: gate and up halves of one padded row) with
+ * dy column stride 2; 2 misaligned offsets and odd pads, dy transposed; 3 input rows broadcast
+ * (row stride 0), dy scalar (strides 0, 0); 4 separate padded gate and up, dy row-broadcast */
+enum { GEO_KINDS = 5 };
+
+typedef struct glu_case {
+    fastglu_glu_params p;
+    int bias, weights, fp8, geo, in_place, want_dbias, want_dweights;
+    fastglu_dtype dt;
+    int64_t T, F;
+} glu_case;
+
+static int failures, checks;
+
+static void describe(const glu_case *c, char *s, size_t n) {
+    snprintf(s, n,
+             "act=%d layout=%s bias=%d weights=%d clamp=%g off=%g mg=%g md=%g fp8=%d geo=%d "
+             "in_place=%d dbias=%d dweights=%d %s T=%lld F=%lld",
+             (int)c->p.activation, c->p.layout ? "interleaved" : "split", c->bias, c->weights,
+             (double)c->p.clamp_value, (double)c->p.glu_linear_offset,
+             (double)c->p.gate_multiplier, (double)c->p.down_multiplier, c->fp8, c->geo,
+             c->in_place, c->want_dbias, c->want_dweights, dtype_name(c->dt), (long long)c->T,
+             (long long)c->F);
+}
+
+static void fail(const glu_backend *b, const glu_case *c, const char *what, double value) {
+    char s[512];
+    describe(c, s, sizeof s);
+    printf("FAIL %s %s (%g): %s\n", b->name, what, value, s);
+    failures++;
+}
+
+/* Smallest positive (subnormal) value of dt: a result below it may legitimately round to 0. */
+static double underflow(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_FP32 ? ldexp(1.0, -149)
+           : dt == FASTGLU_DTYPE_FP16 ? ldexp(1.0, -24)
+                                      : ldexp(1.0, -133);
+}
+
+#define EPS32 5.9604644775390625e-8 /* 2^-24, fp32's unit roundoff */
+#define ALLOW 16.0                  /* unit roundoffs allowed per unit of magnitude */
+
+/*
+ * Compares n values: the relative norm error, and each element, after allowing each element
+ * ALLOW * EPS32 * mag[i] + underflow(dt) of absolute error, where mag[i] is the running-error
+ * magnitude of its formula (every sum's addends taken by absolute value; see ref_point). The
+ * allowance is about ALLOW * 2^-24 |ref| (far below every tolerance) where the formula does not
+ * cancel, and covers fp32's rounding where it does (GeGLU's 1 + tanh for very negative z, a sum
+ * of terms of mixed signs).
+ */
+static void compare(const glu_backend *b, const glu_case *c, const char *what, fastglu_dtype dt,
+                    const double *got, const double *ref, const double *mag, int64_t n) {
+    double num = 0, den = 0, worst = 0;
+    const double floor_ = underflow(dt);
+    for (int64_t i = 0; i < n; ++i) {
+        double d = fabs(got[i] - ref[i]) - ALLOW * EPS32 * mag[i] - floor_;
+        if (d > 0 || d != d) num += d * d;
+        den += ref[i] * ref[i];
+    }
+    const double rms = sqrt(den / (double)(n > 0 ? n : 1)), tol = tolerance(dt);
+    double e = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (!(num == num)) e = INFINITY;
+    checks++;
+    if (!(e <= tol) && getenv("GLU_DEBUG"))
+        for (int64_t i = 0; i < n && i < 16; ++i)
+            printf("  [%lld] got %.9g ref %.9g mag %.3g\n", (long long)i, got[i], ref[i], mag[i]);
+    if (!(e <= tol)) {
+        char m[96];
+        snprintf(m, sizeof m, "%s relative norm error", what);
+        fail(b, c, m, e);
+        return;
+    }
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+        double err = fabs(got[i] - ref[i]);
+        if (!(err <= tol * (fabs(ref[i]) + rms) + ALLOW * EPS32 * mag[i] + floor_)) {
+            if (first < 0) first = i, worst = err;
+            bad++;
+        }
+    }
+    checks++;
+    if (bad) {
+        char m[160];
+        snprintf(m, sizeof m, "%s: %lld elements off, first [%lld] got %.9g want %.9g", what,
+                 (long long)bad, (long long)first, got[first], ref[first]);
+        fail(b, c, m, worst);
+    }
+}
+
+static uint8_t random_fp8(void) { /* |value| <= 15, all mantissas, subnormals and zeros */
+    const unsigned e = (unsigned)(rng_next() % 11), m = (unsigned)(rng_next() % 8);
+    return (uint8_t)((rng_next() & 1u) << 7 | e << 3 | m);
+}
+
+/* A random operand value (gate or up); with a clamp, 1 in 4 lands exactly on a boundary (g == c,
+ * u == +c, u == -c) or beyond one. */
+static double operand_value(float clamp) {
+    if (clamp > 0 && rng_next() % 4 == 0) {
+        switch (rng_next() % 4) {
+        case 0: return clamp;
+        case 1: return -clamp;
+        case 2: return clamp * 1.5;
+        default: return -clamp * 1.5;
+        }
+    }
+    return 2.0 * rng_normal();
+}
+
+static uint8_t operand_fp8(float clamp, double scale_inv, int exact_scale) {
+    if (clamp > 0 && exact_scale && rng_next() % 4 == 0) {
+        /* the byte whose value times scale_inv is +c or -c (c = 1.5, scale_inv a power of two) */
+        const double want = (rng_next() & 1) ? clamp / scale_inv : -clamp / scale_inv;
+        for (int k = 0; k < 256; ++k)
+            if (fp8_table[k] == want) return (uint8_t)k;
+    }
+    return random_fp8();
+}
+
+static void weights_kind(int kind, fastglu_dtype *wdt, int64_t *ws) {
+    switch (kind) {
+    case W_FP32: *wdt = FASTGLU_DTYPE_FP32, *ws = 1; break;
+    case W_BF16_S3: *wdt = FASTGLU_DTYPE_BF16, *ws = 3; break;
+    case W_FP16_S0: *wdt = FASTGLU_DTYPE_FP16, *ws = 0; break;
+    case W_FP32_S2: *wdt = FASTGLU_DTYPE_FP32, *ws = 2; break;
+    default: *wdt = FASTGLU_DTYPE_FP32, *ws = 1; break;
+    }
+}
+
+static void run_case(const glu_backend *b, const glu_case *c) {
+    const fastglu_glu_params *p = &c->p;
+    const int64_t T = c->T, F = c->F;
+    const fastglu_dtype dt = c->dt;
+    const size_t es = fastglu_dtype_size(dt);
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t W = il ? 2 * F : F; /* width of the gate operand and of d_gate */
+    const int in_place = c->in_place && c->fp8 == FP8_NONE && c->geo != 3;
+    const int clamp = p->clamp_value > 0;
+    const float cv = p->clamp_value;
+
+    /* ---- geometry ---- */
+    int64_t off = 0, pad = 0, opad = 0, dy_rs = F, dy_cs = 1, dy_n = T * F;
+    int combined = 0; /* SPLIT: gate and up in one buffer (fc1 layout) */
+    switch (c->geo) {
+    case 1:
+        off = 8, pad = 24, opad = 8, combined = 1, dy_rs = 2 * F, dy_cs = 2, dy_n = T * 2 * F;
+        break;
+    case 2: off = 3, pad = 5, opad = 1, dy_rs = 1, dy_cs = T, dy_n = T * F; break;
+    case 3: off = 1, pad = 0, opad = 2, dy_rs = 0, dy_cs = 0, dy_n = 1; break;
+    case 4: off = 2, pad = 6, opad = 3, dy_rs = 0, dy_cs = 1, dy_n = F; break;
+    default: combined = (T % 2 == 0); break; /* contiguous fc1 output [T, 2F] on even T */
+    }
+    if (il) combined = 0;
+    /* gate operand buffer G (and U for a separate SPLIT up) */
+    const int64_t g_row = il ? 2 * F : (combined ? 2 * F : F);
+    const int64_t g_rs = c->geo == 3 && T > 1 ? 0 : g_row + pad;
+    const int64_t u_rs = combined ? g_rs : (c->geo == 3 && T > 1 ? 0 : F + pad + (c->geo ? 2 : 0));
+    const int64_t g_off = off, u_off = combined ? off + F : off + 1;
+    const int64_t g_n = g_off + (T - 1) * g_rs + g_row + 1;
+    const int64_t u_n = il || combined ? 0 : u_off + (T - 1) * u_rs + F + 1;
+
+    fastglu_dtype wdt = FASTGLU_DTYPE_FP32;
+    int64_t wst = 1;
+    weights_kind(c->weights, &wdt, &wst);
+    const size_t wes = fastglu_dtype_size(wdt);
+
+    dbuf G = {0}, U = {0}, G8 = {0}, U8 = {0}, BI = {0}, WT = {0}, SC = {0}, DY = {0}, Y = {0},
+         DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0};
+    dbuf_init(b, &G, es, g_n);
+    if (u_n) dbuf_init(b, &U, es, u_n);
+    for (int64_t i = 0; i < g_n; ++i) store(dt, G.h, i, operand_value(cv));
+    for (int64_t i = 0; i < u_n; ++i) store(dt, U.h, i, operand_value(cv));
+
+    /* fp8 saved input: same element geometry, its own random bytes */
+    double scale_tensor = 1.0;
+    int64_t sc_stride = 0;
+    if (c->fp8 != FP8_NONE) {
+        dbuf_init(b, &G8, 1, g_n);
+        if (u_n) dbuf_init(b, &U8, 1, u_n);
+        if (c->fp8 == FP8_TENSOR) scale_tensor = 0.5;
+        const int exact = c->fp8 != FP8_TOKEN;
+        for (int64_t i = 0; i < g_n; ++i) G8.h[i] = operand_fp8(cv, scale_tensor, exact);
+        for (int64_t i = 0; i < u_n; ++i) U8.h[i] = operand_fp8(cv, scale_tensor, exact);
+        if (c->fp8 == FP8_TENSOR) {
+            dbuf_init(b, &SC, 4, 1);
+            ((float *)SC.h)[0] = (float)scale_tensor;
+        } else if (c->fp8 == FP8_TOKEN) {
+            sc_stride = 1 + (c->geo % 2);
+            dbuf_init(b, &SC, 4, (T - 1) * sc_stride + 1);
+            for (int64_t i = 0; i < SC.n; ++i)
+                ((float *)SC.h)[i] = (float)(0.5 + 1.5 * rng_uniform());
+        }
+    }
+    if (c->bias) {
+        dbuf_init(b, &BI, es, 2 * F + 1);
+        for (int64_t i = 0; i < BI.n; ++i) store(dt, BI.h, i, 0.5 * rng_normal());
+    }
+    if (c->weights) {
+        dbuf_init(b, &WT, wes, (T - 1) * wst + 2);
+        for (int64_t i = 0; i < WT.n; ++i) store(wdt, WT.h, i, 0.1 + rng_uniform());
+    }
+    dbuf_init(b, &DY, es, dy_n);
+    for (int64_t i = 0; i < dy_n; ++i) store(dt, DY.h, i, rng_normal());
+
+    /* outputs: one element in from their buffer's start, padded rows, sentinel-filled */
+    const int64_t y_rs = F + opad;
+    dbuf_init(b, &Y, es, 1 + (T - 1) * y_rs + F + 2);
+    memset(Y.h, 0x7f, Y.n * es);
+    int64_t dg_rs, du_rs, dg_off, du_off;
+    dbuf *dgb, *dub;
+    if (in_place) {
+        dgb = &G, dg_rs = g_rs, dg_off = g_off;
+        dub = combined ? &G : &U, du_rs = u_rs, du_off = u_off;
+    } else {
+        dg_rs = W + opad, dg_off = 1;
+        dbuf_init(b, &DG, es, 1 + (T - 1) * dg_rs + W + 2);
+        memset(DG.h, 0x7f, DG.n * es);
+        dgb = &DG;
+        if (!il) {
+            du_rs = F + opad + 1, du_off = 2;
+            dbuf_init(b, &DU, es, 2 + (T - 1) * du_rs + F + 2);
+            memset(DU.h, 0x7f, DU.n * es);
+        } else {
+            du_rs = 0, du_off = 0;
+        }
+        dub = &DU;
+    }
+    const int want_db = c->want_dbias && c->bias, want_dw = c->want_dweights && c->weights;
+    if (want_db) {
+        dbuf_init(b, &DB, es, 2 * F + 2);
+        memset(DB.h, 0x7f, DB.n * es);
+    }
+    if (want_dw) {
+        dbuf_init(b, &DW, wes, T + 2);
+        memset(DW.h, 0x7f, DW.n * wes);
+    }
+    const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, want_db, want_dw);
+    if (wsb) {
+        dbuf_init(b, &WS, 1, (int64_t)wsb);
+        memset(WS.h, 0xff, wsb);
+    }
+
+    dbuf *all[] = {&G, &U, &G8, &U8, &BI, &WT, &SC, &DY, &Y, &DG, &DU, &DB, &DW, &WS};
+    for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+        if (all[i]->h) dbuf_upload(b, all[i]);
+
+    /* ---- the calls ---- */
+    const void *gate = (char *)G.d + g_off * es;
+    const void *up = il ? NULL : combined ? (const void *)((char *)G.d + u_off * es)
+                                          : (const void *)((char *)U.d + u_off * es);
+    const void *gate_in = gate, *up_in = up;
+    fastglu_dtype in_dt = dt;
+    if (c->fp8 != FP8_NONE) {
+        in_dt = FASTGLU_DTYPE_FP8_E4M3;
+        gate_in = (char *)G8.d + g_off;
+        up_in = il ? NULL : combined ? (const void *)((char *)G8.d + u_off)
+                                     : (const void *)((char *)U8.d + u_off);
+    }
+    const void *bias = c->bias ? BI.d : NULL, *weights = c->weights ? WT.d : NULL;
+    void *y = (char *)Y.d + es;
+    void *d_gate = (char *)dgb->d + dg_off * es;
+    void *d_up = il ? NULL : (char *)dub->d + du_off * es;
+    fastglu_status st = b->fwd(p, gate, g_rs, up, u_rs, bias, weights, wdt, wst, y, y_rs, T, F, dt);
+    b->sync();
+    checks++;
+    if (st != FASTGLU_SUCCESS) {
+        fail(b, c, fastglu_last_error_message(), st);
+        goto done;
+    }
+    st = b->bwd(p, DY.d, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, in_dt, (const float *)SC.d,
+                sc_stride, bias, weights, wdt, wst, d_gate, dg_rs, d_up, du_rs,
+                want_db ? (char *)DB.d + es : NULL, want_dw ? (char *)DW.d + wes : NULL, WS.d, wsb,
+                T, F, dt);
+    b->sync();
+    checks++;
+    if (st != FASTGLU_SUCCESS) {
+        fail(b, c, fastglu_last_error_message(), st);
+        goto done;
+    }
+    for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+        if (all[i]->h) dbuf_download(b, all[i]);
+
+    /* ---- reference ---- */
+    {
+        const int64_t n = T * F;
+        double *buf = calloc((size_t)(9 * n + 6 * F + 3 * T), sizeof(double));
+        double *ry = buf, *gy = ry + n, *my = gy + n, *rdg = my + n, *gdg = rdg + n, *mdg = gdg + n;
+        double *rdu = mdg + n, *gdu = rdu + n, *mdu = gdu + n;
+        double *rdb = mdu + n, *gdb = rdb + 2 * F, *mdb = gdb + 2 * F;
+        double *rdw = mdb + 2 * F, *gdw = rdw + T, *mdw = gdw + T;
+        const int64_t step = il ? 2 : 1;
+        for (int64_t t = 0; t < T; ++t) {
+            const double w = c->weights ? load(wdt, WT.before, t * wst) : 1.0;
+            const double sinv = c->fp8 == FP8_TOKEN ? ((const float *)SC.before)[t * sc_stride]
+                                                    : scale_tensor;
+            for (int64_t j = 0; j < F; ++j) {
+                const int64_t gi = g_off + t * g_rs + j * step;
+                const int64_t ui = il ? gi + 1 : u_off + t * u_rs + j;
+                const unsigned char *ub = il || combined ? G.before : U.before;
+                const int64_t bgi = il ? 2 * j : j, bui = il ? 2 * j + 1 : F + j;
+                const double bg = c->bias ? load(dt, BI.before, bgi) : 0.0;
+                const double bu = c->bias ? load(dt, BI.before, bui) : 0.0;
+                const double dyv = load(dt, DY.before, t * dy_rs + j * dy_cs);
+                /* forward operands */
+                ref_point r = ref_eval(p, load(dt, G.before, gi), load(dt, ub, ui), bg, bu, w, dyv);
+                ry[t * F + j] = r.y, my[t * F + j] = r.y_mag;
+                /* backward operands: the same, or the fp8 input as its fp32 operand */
+                double g = load(dt, G.before, gi), u = load(dt, ub, ui);
+                if (c->fp8 != FP8_NONE) {
+                    const unsigned char *u8 = il || combined ? G8.before : U8.before;
+                    g = (float)(fp8_table[G8.before[gi]] * sinv);
+                    u = (float)(fp8_table[u8[ui]] * sinv);
+                }
+                r = ref_eval(p, g, u, bg, bu, w, dyv);
+                const int pass_g = !clamp || g <= cv, pass_u = !clamp || (u >= -cv && u <= cv);
+                rdg[t * F + j] = pass_g ? r.d_a : 0.0, mdg[t * F + j] = pass_g ? r.d_a_mag : 0.0;
+                rdu[t * F + j] = pass_u ? r.d_v : 0.0, mdu[t * F + j] = pass_u ? r.d_v_mag : 0.0;
+                rdb[bgi] += r.d_a, mdb[bgi] += r.d_a_mag;
+                rdb[bui] += r.d_v, mdb[bui] += r.d_v_mag;
+                rdw[t] += r.dw_term, mdw[t] += r.dw_mag;
+
+                gy[t * F + j] = load(dt, Y.h, 1 + t * y_rs + j);
+                gdg[t * F + j] = load(dt, dgb->h, dg_off + t * dg_rs + j * step);
+                gdu[t * F + j] = il ? load(dt, dgb->h, dg_off + t * dg_rs + j * 2 + 1)
+                                    : load(dt, dub->h, du_off + t * du_rs + j);
+            }
+        }
+        compare(b, c, "forward y", dt, gy, ry, my, n);
+        compare(b, c, "backward d_gate", dt, gdg, rdg, mdg, n);
+        compare(b, c, "backward d_up", dt, gdu, rdu, mdu, n);
+        if (want_db) {
+            for (int64_t i = 0; i < 2 * F; ++i) gdb[i] = load(dt, DB.h, 1 + i);
+            compare(b, c, "dbias", dt, gdb, rdb, mdb, 2 * F);
+        }
+        if (want_dw) {
+            for (int64_t t = 0; t < T; ++t) gdw[t] = load(wdt, DW.h, 1 + t);
+            compare(b, c, "dweights", wdt, gdw, rdw, mdw, T);
+        }
+        free(buf);
+    }
+
+    /* ---- nothing but the outputs changed ---- */
+    mark(&Y, 1, T, F, y_rs, 1);
+    mark(dgb, dg_off, T, il ? 2 * F : F, dg_rs, 1);
+    if (!il) mark(dub, du_off, T, F, du_rs, 1);
+    if (want_db) mark(&DB, 1, 1, 2 * F, 0, 1);
+    if (want_dw) mark(&DW, 1, 1, T, 0, 1);
+    if (wsb) mark(&WS, 0, 1, (int64_t)wsb, 0, 1);
+    {
+        static const char *names[] = {"gate buffer", "up buffer", "fp8 gate", "fp8 up", "bias",
+                                      "weights", "scale_inv", "dy", "output", "d_gate", "d_up",
+                                      "dbias", "dweights", "workspace"};
+        for (size_t i = 0; i < sizeof all / sizeof *all; ++i) {
+            if (!all[i]->h) continue;
+            int64_t bad = damage(all[i]);
+            checks++;
+            if (bad) {
+                char m[96];
+                snprintf(m, sizeof m, "elements changed outside the outputs in %s", names[i]);
+                fail(b, c, m, (double)bad);
+            }
+        }
+    }
+done:
+    for (size_t i = 0; i < sizeof all / sizeof *all; ++i) dbuf_free(b, all[i]);
+}
+
+/* ---- suites ------------------------------------------------------------------------------- */
+
+static const fastglu_dtype dtypes[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
+
+static fastglu_glu_params make_params(int act, int layout, float clamp, int pset) {
+    fastglu_glu_params p = fastglu_glu_params_default((fastglu_activation)act);
+    p.layout = (fastglu_layout)layout;
+    p.clamp_value = clamp;
+    if (pset == 1) p.glu_linear_offset = 1.0f, p.gate_multiplier = 0.8f, p.down_multiplier = 1.5f;
+    if (pset == 2) p.glu_linear_offset = -0.5f, p.gate_multiplier = 1.25f, p.down_multiplier = 0.5f;
+    return p;
+}
+
+static int begin(const char *what, const glu_backend *b) {
+    static int seeded;
+    if (!seeded) glu_seed(b->name), seeded = 1;
+    fp8_init();
+    printf("%s %s ...\n", b->name, what);
+    fflush(stdout);
+    failures = checks = 0;
+    return 0;
+}
+
+static int end(const char *what, const glu_backend *b) {
+    printf("%s %s: %d checks, %d failed\n", b->name, what, checks, failures);
+    fflush(stdout);
+    return failures;
+}
+
+int run_glu_suite(const glu_backend *b) {
+    begin("glu suite", b);
+    /* 1. the options matrix at two shapes; the geometry and in-place rotate with the case index */
+    static const int64_t shapes[][2] = {{65, 257}, {2, 3}};
+    static const float clamps[] = {0.0f, 1.5f};
+    long k = 0;
+    for (size_t s = 0; s < 2; ++s)
+        for (size_t d = 0; d < 3; ++d)
+            for (int act = 0; act < 3; ++act)
+                for (int lay = 0; lay < 2; ++lay)
+                    for (int bias = 0; bias < 2; ++bias)
+                        for (int wk = 0; wk < W_KINDS; ++wk)
+                            for (int ci = 0; ci < 2; ++ci)
+                                for (int pset = 0; pset < 2; ++pset)
+                                    for (int fp8 = 0; fp8 < FP8_KINDS; ++fp8, ++k) {
+                                        glu_case c;
+                                        c.p = make_params(act, lay, clamps[ci], pset);
+                                        c.bias = bias, c.weights = wk, c.fp8 = fp8;
+                                        c.geo = (int)(k % GEO_KINDS);
+                                        c.in_place = (k / GEO_KINDS) % 3 == 1;
+                                        c.want_dbias = (k / 7) % 4 != 3;
+                                        c.want_dweights = (k / 11) % 4 != 3;
+                                        c.dt = dtypes[d];
+                                        c.T = shapes[s][0], c.F = shapes[s][1];
+                                        run_case(b, &c);
+                                    }
+    /* 2. the shape sweep: every width x rows x dtype, four variants each, rotating through the
+     * options */
+    static const int64_t widths[] = {1, 2, 3, 5, 7, 8, 127, 256, 257, 768, 1408, 3420};
+    static const int64_t rows[] = {1, 2, 65, 257};
+    k = 0;
+    for (size_t d = 0; d < 3; ++d)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r)
+                for (int v = 0; v < 4; ++v, ++k) {
+                    glu_case c;
+                    c.p = make_params((int)(k % 3), (int)((k / 3) % 2),
+                                      (k / 2) % 3 == 0 ? 1.5f : 0.0f,
+                                      (int)((k / 5) % 3));
+                    c.bias = (k / 4) % 2 == 0;
+                    c.weights = (int)(k % W_KINDS);
+                    c.fp8 = (int)((k / 7) % FP8_KINDS);
+                    c.geo = (int)((k / 2) % GEO_KINDS);
+                    c.in_place = v == 3;
+                    c.want_dbias = 1, c.want_dweights = 1;
+                    c.dt = dtypes[d];
+                    c.T = rows[r], c.F = widths[w];
+                    run_case(b, &c);
+                }
+    return end("glu suite", b);
+}
+
+int run_glu_sentinel_sweep(const glu_backend *b) {
+    begin("glu sentinel sweep", b);
+    static const int64_t widths[] = {1, 2, 3, 5, 7, 8, 127, 256, 257, 768, 1408, 3420};
+    static const int64_t rows[] = {1, 2, 65, 257};
+    for (size_t d = 0; d < 3; ++d)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r)
+                for (int lay = 0; lay < 2; ++lay)
+                    for (int full = 0; full < 2; ++full) {
+                        glu_case c;
+                        c.p = make_params(full ? FASTGLU_ACT_QUICK_GELU : FASTGLU_ACT_SILU, lay,
+                                          full ? 1.5f : 0.0f, full);
+                        c.bias = full, c.weights = full ? W_BF16_S3 : W_NONE;
+                        c.fp8 = FP8_NONE, c.geo = full ? 2 : 4, c.in_place = 0;
+                        c.want_dbias = c.want_dweights = full;
+                        c.dt = dtypes[d];
+                        c.T = rows[r], c.F = widths[w];
+                        run_case(b, &c);
+                    }
+    return end("glu sentinel sweep", b);
+}
+
+/* ---- determinism -------------------------------------------------------------------------- */
+
+/* One backward into fresh outputs; returns the downloaded d_gate | d_up | dbias | dweights bytes
+ * (malloc'd, *n bytes). The inputs come from the host images passed in. */
+typedef struct det_inputs {
+    fastglu_glu_params p;
+    int64_t T, F;
+    fastglu_dtype dt, wdt;
+    void *x, *dy, *bias, *w; /* device: x [T, 2F] (fc1 layout or interleaved), dy, bias, weights */
+} det_inputs;
+
+static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsigned char fill,
+                              size_t *n) {
+    const size_t es = fastglu_dtype_size(in->dt), wes = fastglu_dtype_size(in->wdt);
+    const int64_t T = in->T, F = in->F;
+    const size_t dx_b = (size_t)(T * 2 * F) * es, db_b = (size_t)(2 * F) * es;
+    const size_t dw_b = (size_t)T * wes;
+    const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, 1, 1);
+    void *dx = b->alloc(dx_b), *db = b->alloc(db_b), *dw = b->alloc(dw_b), *ws = b->alloc(wsb);
+    unsigned char *h = malloc(wsb > dx_b ? wsb : dx_b);
+    memset(h, fill, wsb > dx_b ? wsb : dx_b);
+    b->upload(ws, h, wsb); /* garbage workspace: its contents must not matter */
+    const int il = in->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const char *x = in->x;
+    fastglu_status st = b->bwd(&in->p, in->dy, F, 1, x, 2 * F, il ? NULL : x + F * es, 2 * F,
+                               in->dt, NULL, 0, in->bias, in->w, in->wdt, 1, dx, 2 * F,
+                               il ? NULL : (char *)dx + F * es, 2 * F, db, dw, ws, wsb, T, F,
+                               in->dt);
+    b->sync();
+    unsigned char *out = NULL;
+    *n = 0;
+    if (st != FASTGLU_SUCCESS) {
+        printf("FAIL %s determinism: status %d (%s)\n", b->name, st, fastglu_last_error_message());
+        failures++;
+    } else {
+        *n = dx_b + db_b + dw_b;
+        out = malloc(*n);
+        b->download(out, dx, dx_b);
+        b->download(out + dx_b, db, db_b);
+        b->download(out + dx_b + db_b, dw, dw_b);
+    }
+    b->release(dx), b->release(db), b->release(dw), b->release(ws);
+    free(h);
+    return out;
+}
+
+int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_configs) {
+    begin("glu determinism", b);
+    static const int64_t shapes[][2] = {{1, 1}, {65, 257}, {257, 1408}, {300, 3420}, {1000, 129}};
+    if (!set_config) n_configs = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
+        for (int d = 0; d < 3; ++d)
+            for (int lay = 0; lay < 2; ++lay) {
+                det_inputs in;
+                in.p = make_params((int)(s + d) % 3, lay, s % 2 ? 1.5f : 0.0f, (int)(s % 3));
+                in.T = shapes[s][0], in.F = shapes[s][1];
+                in.dt = dtypes[d];
+                in.wdt = d == 1 ? FASTGLU_DTYPE_FP32 : FASTGLU_DTYPE_BF16;
+                const size_t es = fastglu_dtype_size(in.dt), wes = fastglu_dtype_size(in.wdt);
+                const int64_t T = in.T, F = in.F;
+                unsigned char *hx = malloc((size_t)(T * 2 * F) * es);
+                unsigned char *hdy = malloc((size_t)(T * F) * es);
+                unsigned char *hb = malloc((size_t)(2 * F) * es), *hw = malloc((size_t)T * wes);
+                for (int64_t i = 0; i < T * 2 * F; ++i) store(in.dt, hx, i, operand_value(1.5f));
+                for (int64_t i = 0; i < T * F; ++i) store(in.dt, hdy, i, rng_normal());
+                for (int64_t i = 0; i < 2 * F; ++i) store(in.dt, hb, i, 0.5 * rng_normal());
+                for (int64_t i = 0; i < T; ++i) store(in.wdt, hw, i, 0.1 + rng_uniform());
+                in.x = b->alloc((size_t)(T * 2 * F) * es), in.dy = b->alloc((size_t)(T * F) * es);
+                in.bias = b->alloc((size_t)(2 * F) * es), in.w = b->alloc((size_t)T * wes);
+                b->upload(in.x, hx, (size_t)(T * 2 * F) * es);
+                b->upload(in.dy, hdy, (size_t)(T * F) * es);
+                b->upload(in.bias, hb, (size_t)(2 * F) * es);
+                b->upload(in.w, hw, (size_t)T * wes);
+                size_t n0 = 0, n1 = 0;
+                if (set_config) set_config(0);
+                unsigned char *r0 = det_run(b, &in, 0xff, &n0);
+                for (int cfg = 0; cfg < n_configs && r0; ++cfg) {
+                    if (set_config) set_config(cfg);
+                    unsigned char *r1 = det_run(b, &in, (unsigned char)(0x3c + cfg), &n1);
+                    checks++;
+                    if (r1 && (n1 != n0 || memcmp(r0, r1, n0) != 0)) {
+                        printf("FAIL %s determinism: configuration %d differs from the first run "
+                               "(T=%lld F=%lld %s layout %d)\n",
+                               b->name, cfg, (long long)T, (long long)F, dtype_name(in.dt), lay);
+                        failures++;
+                    }
+                    free(r1);
+                }
+                if (set_config) set_config(0);
+                free(r0);
+                b->release(in.x), b->release(in.dy), b->release(in.bias), b->release(in.w);
+                free(hx), free(hdy), free(hb), free(hw);
+            }
+    return end("glu determinism", b);
+}
+
+/* ---- fp8 exactness ------------------------------------------------------------------------ */
+
+int run_glu_fp8_exact(const glu_backend *b) {
+    begin("glu fp8 decode", b);
+    enum { N = 256 };
+    const float scales[] = {1.0f, 2.0f, 0.375f};
+    for (int si = 0; si < 3; ++si)
+        for (int use_scale = 0; use_scale < 2; ++use_scale) {
+            if (!use_scale && si > 0) continue;
+            uint8_t hg[N], hu[N];
+            float hdy[N], hdg[N], hs[1] = {scales[si]};
+            for (int i = 0; i < N; ++i) hg[i] = 0, hu[i] = (uint8_t)i, hdy[i] = 1.0f;
+            void *g = b->alloc(N), *u = b->alloc(N), *dy = b->alloc(sizeof hdy);
+            void *dg = b->alloc(sizeof hdg), *du = b->alloc(sizeof hdg), *sc = b->alloc(4);
+            b->upload(g, hg, N), b->upload(u, hu, N), b->upload(dy, hdy, sizeof hdy);
+            b->upload(sc, hs, 4);
+            /* GELU_TANH: act'(0) = 0.5 (1 + tanh 0) = 0.5 exactly, whatever the tanh */
+            fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_GELU_TANH);
+            /* one token of 256 columns */
+            fastglu_status st = b->bwd(&p, dy, N, 1, g, N, u, N, FASTGLU_DTYPE_FP8_E4M3,
+                                       use_scale ? (const float *)sc : NULL, 0, NULL, NULL,
+                                       FASTGLU_DTYPE_FP32, 0, dg, N, du, N, NULL, NULL, NULL, 0, 1,
+                                       N, FASTGLU_DTYPE_FP32);
+            b->sync();
+            checks++;
+            if (st != FASTGLU_SUCCESS) {
+                printf("FAIL %s fp8: status %d (%s)\n", b->name, st, fastglu_last_error_message());
+                failures++;
+            } else {
+                b->download(hdg, dg, sizeof hdg);
+                int bad = 0;
+                for (int i = 0; i < N; ++i) {
+                    const double want = 0.5 * fp8_table[i] * (use_scale ? scales[si] : 1.0);
+                    if (isnan(want) ? !isnan(hdg[i]) : (double)hdg[i] != want) {
+                        if (!bad)
+                            printf("FAIL %s fp8 code 0x%02x (scale %g): d_gate %.9g, want %.9g\n",
+                                   b->name, i, use_scale ? scales[si] : 1.0, hdg[i], want);
+                        bad++;
+                    }
+                }
+                checks++;
+                if (bad) failures++;
+            }
+            b->release(g), b->release(u), b->release(dy), b->release(dg), b->release(du);
+            b->release(sc);
+        }
+    /* and the per-token scale stride: token t reads scale_inv[t * 3] */
+    {
+        enum { TT = 4, FF = 8 };
+        uint8_t hg[TT * FF], hu[TT * FF];
+        float hdy[TT * FF], hdg[TT * FF], hs[3 * (TT - 1) + 1];
+        for (int i = 0; i < TT * FF; ++i) hg[i] = 0, hu[i] = (uint8_t)(0x30 + i), hdy[i] = 1.0f;
+        for (int i = 0; i < 3 * (TT - 1) + 1; ++i) hs[i] = (float)(i + 1);
+        void *g = b->alloc(sizeof hg), *u = b->alloc(sizeof hu), *dy = b->alloc(sizeof hdy);
+        void *dg = b->alloc(sizeof hdg), *du = b->alloc(sizeof hdg), *sc = b->alloc(sizeof hs);
+        b->upload(g, hg, sizeof hg), b->upload(u, hu, sizeof hu), b->upload(dy, hdy, sizeof hdy);
+        b->upload(sc, hs, sizeof hs);
+        fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_GELU_TANH);
+        fastglu_status st = b->bwd(&p, dy, FF, 1, g, FF, u, FF, FASTGLU_DTYPE_FP8_E4M3, sc, 3, NULL,
+                                   NULL, FASTGLU_DTYPE_FP32, 0, dg, FF, du, FF, NULL, NULL, NULL, 0,
+                                   TT, FF, FASTGLU_DTYPE_FP32);
+        b->sync();
+        checks++;
+        if (st != FASTGLU_SUCCESS) {
+            printf("FAIL %s fp8 per-token: %s\n", b->name, fastglu_last_error_message());
+            failures++;
+        } else {
+            b->download(hdg, dg, sizeof hdg);
+            int bad = 0;
+            for (int t = 0; t < TT; ++t)
+                for (int j = 0; j < FF; ++j)
+                    if ((double)hdg[t * FF + j] != 0.5 * fp8_table[hu[t * FF + j]] * hs[3 * t])
+                        bad++;
+            checks++;
+            if (bad) {
+                printf("FAIL %s fp8 per-token scale stride: %d elements\n", b->name, bad);
+                failures++;
+            }
+        }
+        b->release(g), b->release(u), b->release(dy), b->release(dg), b->release(du);
+        b->release(sc);
+    }
+    return end("glu fp8 decode", b);
+}
+
+/* ---- parameter edges ---------------------------------------------------------------------- */
+
+/* fwd + bwd of a fixed fp32 problem with params p: y [T*F], dx [T*2F], db [2F], dw [T]. */
+enum { PT = 70, PF = 300 };
+static float pe_x[PT][2 * PF], pe_dy[PT][PF], pe_b[2 * PF], pe_w[PT];
+
+static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, float *dx,
+                  float *db, float *dw) {
+    const size_t xb = sizeof pe_x, yb = sizeof pe_dy, bb = sizeof pe_b, wb = sizeof pe_w;
+    const size_t wsb = fastglu_glu_bwd_workspace_bytes(PT, PF, 1, 1);
+    void *x = b->alloc(xb), *dy = b->alloc(yb), *bi = b->alloc(bb), *w = b->alloc(wb);
+    void *dy_out = b->alloc(yb), *ddx = b->alloc(xb), *ddb = b->alloc(bb), *ddw = b->alloc(wb);
+    void *ws = b->alloc(wsb);
+    b->upload(x, pe_x, xb), b->upload(dy, pe_dy, yb), b->upload(bi, pe_b, bb);
+    b->upload(w, pe_w, wb);
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const char *xc = x;
+    fastglu_status st = b->fwd(p, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, bi, w,
+                               FASTGLU_DTYPE_FP32, 1, dy_out, PF, PT, PF, FASTGLU_DTYPE_FP32);
+    if (st == FASTGLU_SUCCESS)
+        st = b->bwd(p, dy, PF, 1, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, FASTGLU_DTYPE_FP32,
+                    NULL, 0, bi, w, FASTGLU_DTYPE_FP32, 1, ddx, 2 * PF,
+                    il ? NULL : (char *)ddx + PF * 4, 2 * PF, ddb, ddw, ws, wsb, PT, PF,
+                    FASTGLU_DTYPE_FP32);
+    b->sync();
+    if (st == FASTGLU_SUCCESS) {
+        b->download(y, dy_out, yb), b->download(dx, ddx, xb), b->download(db, ddb, bb);
+        b->download(dw, ddw, wb);
+    } else {
+        printf("FAIL %s params: status %d (%s)\n", b->name, st, fastglu_last_error_message());
+    }
+    b->release(x), b->release(dy), b->release(bi), b->release(w), b->release(dy_out);
+    b->release(ddx), b->release(ddb), b->release(ddw), b->release(ws);
+    return st == FASTGLU_SUCCESS;
+}
+
+int run_glu_param_edges(const glu_backend *b) {
+    begin("glu parameter edges", b);
+    /* the reference's derivatives against central differences of its activations */
+    for (int a = 0; a < 3; ++a)
+        for (double z = -8.0; z <= 8.0; z += 0.0625) {
+            const double h = 1e-5;
+            const double fd = (ref_act((fastglu_activation)a, z + h) -
+                               ref_act((fastglu_activation)a, z - h)) / (2 * h);
+            checks++;
+            if (!(fabs(fd - ref_dact((fastglu_activation)a, z)) <= 1e-7)) {
+                printf("FAIL reference act'(%g) of activation %d: %.12g vs difference %.12g\n",
+                       z, a,
+                       ref_dact((fastglu_activation)a, z), fd);
+                failures++;
+            }
+        }
+    /* default params */
+    for (int a = 0; a < 3; ++a) {
+        fastglu_glu_params p = fastglu_glu_params_default((fastglu_activation)a);
+        checks++;
+        if (p.activation != (fastglu_activation)a || p.layout != FASTGLU_LAYOUT_SPLIT ||
+            p.clamp_value != 0.0f || p.glu_linear_offset != 0.0f || p.gate_multiplier != 1.0f ||
+            p.down_multiplier != 1.0f) {
+            printf("FAIL fastglu_glu_params_default(%d)\n", a);
+            failures++;
+        }
+    }
+    for (int i = 0; i < PT; ++i) {
+        for (int j = 0; j < 2 * PF; ++j) pe_x[i][j] = (float)(2.0 * rng_normal());
+        for (int j = 0; j < PF; ++j) pe_dy[i][j] = (float)rng_normal();
+        pe_w[i] = (float)(0.1 + rng_uniform());
+    }
+    for (int j = 0; j < 2 * PF; ++j) pe_b[j] = (float)(0.5 * rng_normal());
+    static float y0[PT * PF], dx0[PT * 2 * PF], db0[2 * PF], dw0[PT];
+    static float y1[PT * PF], dx1[PT * 2 * PF], db1[2 * PF], dw1[PT];
+    for (int a = 0; a < 3; ++a)
+        for (int lay = 0; lay < 2; ++lay) {
+            fastglu_glu_params p = make_params(a, lay, 0.0f, 1);
+            if (!pe_run(b, &p, y0, dx0, db0, dw0)) {
+                failures++;
+                continue;
+            }
+            /* clamp <= 0 or NaN: no clamp, bitwise */
+            const float none[] = {-1.0f, NAN, -INFINITY, -0.0f};
+            for (int k = 0; k < 4; ++k) {
+                fastglu_glu_params q = p;
+                q.clamp_value = none[k];
+                checks++;
+                if (!pe_run(b, &q, y1, dx1, db1, dw1) || memcmp(y0, y1, sizeof y0) ||
+                    memcmp(dx0, dx1, sizeof dx0) || memcmp(db0, db1, sizeof db0) ||
+                    memcmp(dw0, dw1, sizeof dw0)) {
+                    printf("FAIL %s clamp_value %g is not 'no clamp' (activation %d layout %d)\n",
+                           b->name, (double)none[k], a, lay);
+                    failures++;
+                }
+            }
+            /* +Inf clamps nothing (finite inputs) */
+            {
+                fastglu_glu_params q = p;
+                q.clamp_value = INFINITY;
+                checks++;
+                if (!pe_run(b, &q, y1, dx1, db1, dw1) || memcmp(y0, y1, sizeof y0) ||
+                    memcmp(dx0, dx1, sizeof dx0)) {
+                    printf("FAIL %s clamp_value +inf changed finite results\n", b->name);
+                    failures++;
+                }
+            }
+            /* a clamp above every |operand + 0| still changes nothing in the forward, and a clamp
+             * of 0.25 changes it (the test can tell clamps apart) */
+            {
+                fastglu_glu_params q = p;
+                q.clamp_value = 0.25f;
+                checks++;
+                if (!pe_run(b, &q, y1, dx1, db1, dw1) || !memcmp(y0, y1, sizeof y0)) {
+                    printf("FAIL %s clamp_value 0.25 had no effect\n", b->name);
+                    failures++;
+                }
+            }
+            /* down_multiplier 2 doubles y, dx, dbias, dweights exactly (fp32, a power of two) */
+            {
+                fastglu_glu_params q = p;
+                q.down_multiplier = p.down_multiplier * 2.0f;
+                int bad = !pe_run(b, &q, y1, dx1, db1, dw1);
+                for (int i = 0; !bad && i < PT * PF; ++i) bad = y1[i] != 2.0f * y0[i];
+                for (int i = 0; !bad && i < PT * 2 * PF; ++i) bad = dx1[i] != 2.0f * dx0[i];
+                for (int i = 0; !bad && i < 2 * PF; ++i) bad = db1[i] != 2.0f * db0[i];
+                for (int i = 0; !bad && i < PT; ++i) bad = dw1[i] != 2.0f * dw0[i];
+                checks++;
+                if (bad) {
+                    printf("FAIL %s down_multiplier x2 is not an exact x2 (activation %d)\n",
+                           b->name, a);
+                    failures++;
+                }
+            }
+        }
+    return end("glu parameter edges", b);
+}

@@ -1,0 +1,69 @@
+/*
+ * glu_reference.h — the C test driver of the gated-linear-unit family (fastglu_glu_*), shared by
+ * the CPU and CUDA tests: random inputs, a float64 reference written from the formulas in
+ * include/fastglu.h, outputs pre-filled with a sentinel, and suites that run one backend over
+ * activations, layouts, clamp, offset, multipliers, bias, weights, fp8 saved inputs, dtypes,
+ * widths, row counts, strided and in-place operands. FASTGLU_TEST_SEED=N repeats a run;
+ * GLU_DEBUG=1 prints the first values of a failing comparison.
+ */
+#ifndef FASTGLU_TEST_GLU_REFERENCE_H
+#define FASTGLU_TEST_GLU_REFERENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fastglu.h"
+
+/* A backend under test: its two entry points (the stream, if any, bound by the wrapper) and how
+ * to move bytes to and from its memory. */
+typedef struct glu_backend {
+    const char *name;
+    fastglu_status (*fwd)(const fastglu_glu_params *params, const void *gate, int64_t gate_rs,
+                          const void *up, int64_t up_rs, const void *bias, const void *weights,
+                          fastglu_dtype weights_dtype, int64_t weights_stride, void *output,
+                          int64_t output_rs, int64_t tokens, int64_t F, fastglu_dtype dtype);
+    fastglu_status (*bwd)(const fastglu_glu_params *params, const void *dy, int64_t dy_rs,
+                          int64_t dy_cs, const void *gate, int64_t gate_rs, const void *up,
+                          int64_t up_rs, fastglu_dtype input_dtype, const float *input_scale_inv,
+                          int64_t input_scale_stride, const void *bias, const void *weights,
+                          fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
+                          int64_t d_gate_rs, void *d_up, int64_t d_up_rs, void *dbias,
+                          void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
+                          int64_t F, fastglu_dtype dtype);
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> backend */
+    void (*download)(void *dst, const void *src, size_t bytes); /* backend -> host */
+    void (*sync)(void);                                         /* wait for the last call */
+} glu_backend;
+
+/* Seeds the generator from FASTGLU_TEST_SEED or the clock and prints the seed. */
+void glu_seed(const char *name);
+
+/* The options matrix (every activation x layout x bias x weights kind x clamp x offset/multipliers
+ * x fp8 input kind x dtype, at T = 65, F = 257 and T = 2, F = 3, rotating strided / in-place /
+ * dy layouts) and the shape sweep (F in {1, 2, 3, 5, 7, 8, 127, 256, 257, 768, 1408, 3420} x
+ * tokens in {1, 2, 65, 257} x dtype, four variants each). Returns the number of failed checks. */
+int run_glu_suite(const glu_backend *b);
+
+/* The sentinel sweep: the same widths and row counts, every dtype, both layouts, the plain
+ * activation and the one with everything (bias, weights, dbias, dweights, clamp), outputs in padded
+ * rows pre-filled with a sentinel: every output element written, no other byte touched. */
+int run_glu_sentinel_sweep(const glu_backend *b);
+
+/* Determinism: the backward twice on the same inputs with differently garbage-filled workspaces
+ * gives bitwise-identical d_gate, d_up, dbias and dweights (several shapes and variants). With
+ * set_config (may be NULL), also across configurations 0..n_configs-1 (e.g. launch grids):
+ * set_config(k) is called before each run. */
+int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_configs);
+
+/* The fp8 e4m3fn decoder against its definition, through the backward: every one of the 256 codes
+ * as `up`, with gate 0, dy 1, GELU_TANH: d_gate = 0.5 * decode(code) * scale_inv exactly (fp32). */
+int run_glu_fp8_exact(const glu_backend *b);
+
+/* Parameter edge cases through the backend: clamp NaN / negative / 0 give bitwise the unclamped
+ * result; offset and multipliers scale as the formulas say; the reference's derivatives agree
+ * with central differences of its activations. */
+int run_glu_param_edges(const glu_backend *b);
+
+#endif

@@ -1,0 +1,85 @@
+/* test_glu_cuda.c — the gated-linear-unit family's CUDA backend (fastglu_glu_*_cuda) against the
+ * float64 reference of tests/c/glu_reference.c (the same suite as the CPU backend's), on a
+ * non-default stream; the fp8 decoder on all 256 codes; parameter edge cases; and determinism:
+ * bitwise-identical d_gate, d_up, dbias and dweights run to run and across launch configurations
+ * (fastglu_debug_set_max_blocks(0), (1), (7)). Exits 77 (CTest: skipped) when no CUDA device is
+ * usable.
+ *
+ *   test_glu_cuda            everything (FASTGLU_TEST_QUICK set: without the sentinel sweep)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "glu_reference.h"
+
+static cudaStream_t stream;
+
+static void check(cudaError_t err, const char *what) {
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(err));
+        exit(1);
+    }
+}
+
+static void *dev_alloc(size_t n) {
+    void *p = NULL;
+    check(cudaMalloc(&p, n ? n : 1), "cudaMalloc");
+    return p;
+}
+static void dev_free(void *p) { check(cudaFree(p), "cudaFree"); }
+static void dev_upload(void *dst, const void *src, size_t n) {
+    if (n) check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+static void dev_download(void *dst, const void *src, size_t n) {
+    if (n) check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
+static void dev_sync(void) { check(cudaStreamSynchronize(stream), "kernel"); }
+
+static fastglu_status fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_rs,
+                          const void *up, int64_t up_rs, const void *bias, const void *weights,
+                          fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs, int64_t T,
+                          int64_t F, fastglu_dtype dt) {
+    return fastglu_glu_fwd_cuda(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
+                                T, F, dt, stream);
+}
+
+static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t dy_rs,
+                          int64_t dy_cs, const void *gate, int64_t gate_rs, const void *up,
+                          int64_t up_rs, fastglu_dtype in_dt, const float *scale,
+                          int64_t scale_stride, const void *bias, const void *weights,
+                          fastglu_dtype wdt, int64_t wst, void *d_gate, int64_t d_gate_rs,
+                          void *d_up, int64_t d_up_rs, void *dbias, void *dweights,
+                          void *workspace, size_t workspace_bytes, int64_t T, int64_t F,
+                          fastglu_dtype dt) {
+    return fastglu_glu_bwd_cuda(p, dy, dy_rs, dy_cs, gate, gate_rs, up, up_rs, in_dt, scale,
+                                scale_stride, bias, weights, wdt, wst, d_gate, d_gate_rs, d_up,
+                                d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
+                                stream);
+}
+
+/* launch configurations for the determinism check: the default grid, one block, seven blocks */
+static void set_grid(int k) {
+    static const int64_t caps[] = {0, 1, 7};
+    fastglu_debug_set_max_blocks(caps[k]);
+}
+
+int main(void) {
+    if (!fastglu_cuda_available()) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const glu_backend b = {"cuda", fwd, bwd, dev_alloc, dev_free, dev_upload, dev_download,
+                           dev_sync};
+    int failed = run_glu_fp8_exact(&b) + run_glu_param_edges(&b) +
+                 run_glu_determinism(&b, set_grid, 3) + run_glu_suite(&b);
+    if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);
+    fastglu_debug_set_max_blocks(0);
+    check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    return failed ? 1 : 0;
+}

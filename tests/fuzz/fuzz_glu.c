@@ -1,0 +1,502 @@
+/*
+ * fuzz_glu.c — a libFuzzer harness for the gated-linear-unit family's CPU entry points
+ * (fastglu_glu_fwd_cpu, fastglu_glu_bwd_cpu); build with clang -fsanitize=fuzzer,address,undefined
+ * (see tests/fuzz/run.sh).
+ *
+ * Each input picks the activation and layout (invalid ones included), clamp (0, boundary values,
+ * NaN, negative, +Inf), offset and multipliers (sometimes NaN / Inf), dtype (fp8 and unknown ones
+ * included), bias, weights (dtype, stride, fp8 and unknown dtypes), the saved input's dtype (dtype,
+ * fp8 with no / per-tensor / per-token scale, or a wrong one), tokens, F, every row stride (too
+ * small, zero, padded), dy's strides, element offsets of every pointer, misaligned pointers, NULL
+ * pointers, dbias / dweights (with and without bias / weights), the workspace (exact, larger,
+ * too small, NULL, misaligned), and aliasing (output inside gate, the in-place backward, dbias on
+ * bias, dweights on weights, d_gate on dy, the workspace on d_gate). Every buffer is its own
+ * allocation, exactly as large as the strides and offsets it is described with, so
+ * AddressSanitizer catches any access outside what the call was given; outputs are pre-filled with
+ * a sentinel. Then:
+ *  - a call that fails must leave every buffer byte-identical;
+ *  - a call that succeeds must match a float64 reference (tolerance by dtype, an absolute floor,
+ *    and fp32's rounding where the formula cancels) on every output element, zero-fill dbias /
+ *    dweights when the problem is empty, and leave every other byte of every buffer alone.
+ * A call the harness knows to be illegal (an output overlapping an input other than in place)
+ * that succeeds on a non-empty problem aborts.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "fastglu.h"
+
+#define MAX_TOKENS 40
+#define MAX_F 300
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n;
+} reader;
+
+static unsigned next(reader *r) {
+    if (r->n == 0) return 0;
+    r->n--;
+    return *r->p++;
+}
+
+/* ---- typed access ----------------------------------------------------------------------- */
+
+static double fp8_value(uint8_t b) {
+    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    double v = (e == 15 && m == 7) ? NAN
+               : e == 0            ? ldexp(m / 8.0, -6)
+                                   : ldexp(1.0 + m / 8.0, e - 7);
+    return s ? -v : v;
+}
+
+static int valid_dtype(int dt) { return dt >= 0 && dt <= 2; }
+
+static double load(int dt, const void *p, int64_t i) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: return ((const float *)p)[i];
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_FP8_E4M3: return fp8_value(((const uint8_t *)p)[i]);
+    }
+    return NAN;
+}
+
+static void store(int dt, void *p, int64_t i, double v) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; break;
+    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
+    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case FASTGLU_DTYPE_FP8_E4M3: ((uint8_t *)p)[i] = (uint8_t)(v == v ? (int)(v * 8) : 0x7f); break;
+    default: ((uint16_t *)p)[i] = (uint16_t)(v == v ? (int)(v * 64) : 1); break; /* any bits */
+    }
+}
+
+/* bytes per element as the harness lays buffers out (an invalid dtype: 2) */
+static size_t esize(int dt) { return dt == 0 ? 4 : dt == 3 ? 1 : 2; }
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+
+typedef struct buf {
+    unsigned char *p, *before, *mask; /* mask: 1 per element this call may write */
+    int64_t n;                        /* elements */
+    size_t es;
+} buf;
+
+static void buf_make(buf *b, int64_t n, size_t es) {
+    b->n = n > 0 ? n : 0;
+    b->es = es;
+    b->p = malloc((size_t)b->n * es + 1);
+    b->before = malloc((size_t)b->n * es + 1);
+    b->mask = calloc((size_t)b->n + 1, 1);
+}
+
+static void buf_snap(buf *b) { memcpy(b->before, b->p, (size_t)b->n * b->es + 1); }
+
+static void buf_free(buf *b) {
+    free(b->p), free(b->before), free(b->mask);
+    memset(b, 0, sizeof *b);
+}
+
+static void mark(buf *b, int64_t off, int64_t rows, int64_t cols, int64_t rs) {
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t j = 0; j < cols; ++j) {
+            const int64_t e = off + t * rs + j;
+            if (e < 0 || e >= b->n) abort(); /* the harness's own geometry is wrong */
+            b->mask[e] = 1;
+        }
+}
+
+/* every byte outside the marked elements (and the spare byte) unchanged */
+static void check_unmarked(const buf *b) {
+    if (!b->p) return;
+    for (int64_t e = 0; e < b->n; ++e)
+        if (!b->mask[e] && memcmp(b->p + e * b->es, b->before + e * b->es, b->es) != 0) abort();
+    if (b->p[b->n * b->es] != b->before[b->n * b->es]) abort();
+}
+
+static void check_unchanged(const buf *b) {
+    if (b->p && memcmp(b->p, b->before, (size_t)b->n * b->es + 1) != 0) abort();
+}
+
+/* A stride: derived from the natural one `base`, sometimes zero or too small. */
+static int64_t pick_stride(reader *r, int64_t base) {
+    switch (next(r) % 7) {
+    case 0:
+    case 6: return base;
+    case 1: return base + (int64_t)(next(r) % 9);
+    case 2: return 0;
+    case 3: return base > 0 ? base - 1 : 0;
+    case 4: return base * 2 + 1;
+    default: return base + 8;
+    }
+}
+
+/* Elements spanned by [rows, cols] with strides (rs, cs), or 0 for an empty or negative one. */
+static int64_t span(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    if (rows <= 0 || cols <= 0 || rs < 0 || cs < 0) return 0;
+    return (rows - 1) * rs + (cols - 1) * cs + 1;
+}
+
+/* ---- the reference ----------------------------------------------------------------------- */
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static void act_ref(int a, double z, double *act, double *dact, double *act_mag, double *dact_mag) {
+    if (a == FASTGLU_ACT_GELU_TANH) {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        *act = 0.5 * z * (1.0 + th);
+        *dact = 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
+        *act_mag = 0.5 * fabs(z) * (1.0 + fabs(th));
+        *dact_mag = 0.5 * fabs(z) * (1.0 + th * th) * (0.79788456 + 0.1070322243 * z * z) +
+                    0.5 * (1.0 + fabs(th));
+    } else {
+        const double k = a == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = sigmoid(k * z);
+        *act = z * s;
+        *dact = s * (1.0 + k * z * (1.0 - s));
+        *act_mag = fabs(z) * s;
+        *dact_mag = s * (1.0 + k * fabs(z) * (1.0 + s));
+    }
+}
+
+typedef struct refv {
+    double y, da, dv, dw, y_mag, da_mag, dv_mag, dw_mag;
+} refv;
+
+static refv ref_eval(const fastglu_glu_params *p, double g, double u, double bg, double bu,
+                     double w, double dy) {
+    const int clamp = p->clamp_value > 0;
+    const double c = p->clamp_value, o = p->glu_linear_offset, mg = p->gate_multiplier,
+                 md = p->down_multiplier;
+    double a = g, v = u;
+    if (clamp) {
+        a = a > c ? c : a;
+        v = v > c ? c : (v < -c ? -c : v);
+    }
+    const double z_mag = fabs(mg) * (fabs(a) + fabs(bg)), vo_mag = fabs(v) + fabs(bu) + fabs(o);
+    a += bg, v += bu;
+    const double z = mg * a, vo = v + o;
+    double act, dact, am, dm, a2, d2, am2, dm2;
+    act_ref(p->activation, z, &act, &dact, &am, &dm);
+    const double h = 1e-6 * (1.0 + fabs(z));
+    act_ref(p->activation, z + h, &a2, &d2, &am2, &dm2);
+    double d2act = d2;
+    act_ref(p->activation, z - h, &a2, &d2, &am2, &dm2);
+    d2act = (d2act - d2) / (2 * h);
+    am += fabs(dact) * z_mag;
+    dm += fabs(d2act) * z_mag;
+    const double e = md * w * dy;
+    refv r = {md * w * act * vo, e * vo * dact * mg, e * act, md * act * vo * dy,
+              fabs(md * w) * am * vo_mag, fabs(e * mg) * vo_mag * dm, fabs(e) * am,
+              fabs(md * dy) * am * vo_mag};
+    return r;
+}
+
+static int close_enough(int dt, double got, double want, double mag) {
+    const double rel = dt == FASTGLU_DTYPE_FP32 ? 1e-5 : dt == FASTGLU_DTYPE_FP16 ? 2e-3 : 1.6e-2;
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= rel * fabs(want) + rel + 64 * 5.96e-8 * mag;
+}
+
+/* ---- the harness ------------------------------------------------------------------------- */
+
+static long n_fwd_ok, n_fwd_err, n_bwd_ok, n_bwd_err, n_in_place_ok, n_fp8_ok, n_red_ok;
+
+static const float clamps[] = {0.0f, 1.5f, 0.5f, 3.0f, NAN, -1.0f, INFINITY, 1.5f};
+static const float offsets[] = {0.0f, 1.0f, -0.5f, 0.0f, 1.0f, 0.25f, NAN, INFINITY};
+static const float gmuls[] = {1.0f, 0.8f, 1.702f, -1.0f, 1.0f, 2.0f, 1.0f, -INFINITY};
+static const float dmuls[] = {1.0f, 1.5f, 0.5f, 1.0f, -2.0f, 1.0f, 0.0f, NAN};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    reader r = {data, size};
+    /* ---- the call's shape ---- */
+    const unsigned dsel = next(&r) % 8;
+    const int dt = dsel < 6 ? (int)(dsel % 3) : dsel == 6 ? 3 : 5; /* 3 (fp8) and 5: invalid */
+    const size_t es = esize(dt);
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    const unsigned asel = next(&r);
+    p.activation = (fastglu_activation)(asel % 32 == 31 ? 3 : (int)(asel % 3));
+    const unsigned lsel = next(&r);
+    p.layout = (fastglu_layout)(lsel % 32 == 31 ? 2 : (int)(lsel % 2));
+    const unsigned psel = next(&r) | next(&r) << 8;
+    p.clamp_value = clamps[psel % 8];
+    p.glu_linear_offset =
+        (psel >> 3) % 16 < 14 ? offsets[(psel >> 3) % 6] : offsets[6 + (psel >> 3) % 2];
+    p.gate_multiplier = (psel >> 7) % 16 < 15 ? gmuls[(psel >> 7) % 7] : gmuls[7];
+    p.down_multiplier = (psel >> 11) % 16 < 15 ? dmuls[(psel >> 11) % 7] : dmuls[7];
+    const int il = p.layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t T = (int64_t)(next(&r) % (MAX_TOKENS + 1)) - (next(&r) % 32 == 0);
+    const int64_t F = (int64_t)((next(&r) | next(&r) << 8) % (MAX_F + 1)) - (next(&r) % 32 == 0);
+    const int64_t W = il ? 2 * F : F;
+    const int64_t g_rs = pick_stride(&r, W), u_rs = pick_stride(&r, F), y_rs = pick_stride(&r, F);
+    const int64_t dg_rs = pick_stride(&r, W), du_rs = pick_stride(&r, F);
+    int64_t dy_rs, dy_cs;
+    switch (next(&r) % 4) {
+    case 0: dy_rs = F, dy_cs = 1; break;
+    case 1: dy_rs = 0, dy_cs = 0; break;
+    case 2: dy_rs = 1, dy_cs = T > 0 ? T : 1; break;
+    default: dy_rs = pick_stride(&r, F), dy_cs = next(&r) % 3; break;
+    }
+    /* bias, weights, the saved input, reductions, workspace */
+    const unsigned f1 = next(&r), f2 = next(&r), f3 = next(&r), f4 = next(&r);
+    const int has_bias = f1 % 2;
+    static const int wdts[] = {-1, 0, 2, 1, 0, 3, 6, 2}; /* -1: none; 3 (fp8), 6: invalid */
+    const int wdt = wdts[(f1 >> 1) % 8];
+    const int64_t w_st = (f1 >> 4) % 8 == 7 ? -1 : (int64_t)((f1 >> 4) % 4);
+    /* the saved input: 0-3 dtype, 4 fp8, 5 fp8 per-tensor scale, 6 fp8 per-token, 7 wrong */
+    const int in_kind = f2 % 8;
+    const int in_dt = in_kind < 4 ? dt : in_kind < 7 ? 3 : (dt + 1) % 3;
+    const int64_t sc_st =
+        in_kind == 6 ? ((f2 >> 3) % 8 == 7 ? -1 : 1 + (int64_t)((f2 >> 3) % 2)) : 0;
+    const int scale_wrongly = in_kind < 4 && (f2 >> 3) % 16 == 5; /* a scale with no fp8 */
+    const int want_db = (f3 % 4) != 0, want_dw = (f3 >> 2) % 4 != 0;
+    const int ws_kind = (f3 >> 4) % 8; /* 0-3 exact, 4 larger, 5 too small, 6 NULL, 7 misaligned */
+    const int null_gate = f4 % 41 == 1, null_up = f4 % 37 == 2, up_il = f4 % 31 == 3;
+    const int alias = (f4 >> 2) % 16; /* 1 output in gate, 2-4 in place, 5 dbias on bias,
+                                         6 dweights on weights, 7 d_gate on dy, 8 ws on d_gate */
+    const int byte_off = next(&r) % 16 == 0;
+    unsigned off[12];
+    for (int i = 0; i < 12; ++i) off[i] = next(&r) % 8;
+
+    /* ---- buffers, each exactly its extent ---- */
+    const size_t in_es = esize(in_dt), w_es = wdt >= 0 ? esize(wdt) : 4;
+    buf G = {0}, U = {0}, G8 = {0}, U8 = {0}, B = {0}, Wt = {0}, S = {0}, DY = {0}, Y = {0},
+        DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0};
+    buf_make(&G, off[0] + span(T, W, g_rs, 1), es);
+    if (!il) buf_make(&U, off[1] + span(T, F, u_rs, 1), es);
+    if (in_dt != dt) {
+        buf_make(&G8, off[0] + span(T, W, g_rs, 1), in_es);
+        if (!il) buf_make(&U8, off[1] + span(T, F, u_rs, 1), in_es);
+    }
+    if (has_bias) buf_make(&B, off[2] + (F > 0 ? 2 * F : 0), es);
+    if (wdt >= 0) buf_make(&Wt, off[3] + span(T, 1, w_st, 1), w_es);
+    if (sc_st != 0 || in_kind == 5 || scale_wrongly) buf_make(&S, off[4] + span(T, 1, sc_st, 1), 4);
+    buf_make(&DY, off[5] + span(T, F, dy_rs, dy_cs), es);
+    buf_make(&Y, off[6] + span(T, F, y_rs, 1), es);
+    buf_make(&DG, off[7] + span(T, W, dg_rs, 1), es);
+    if (!il || up_il) buf_make(&DU, off[8] + span(T, F, du_rs, 1), es);
+    if (want_db) buf_make(&DB, off[9] + (F > 0 ? 2 * F : 0), es);
+    if (want_dw) buf_make(&DW, off[10] + (T > 0 ? T : 0), w_es);
+    const int64_t Fn = F > 0 ? F : 0;
+    const size_t need = fastglu_glu_bwd_workspace_bytes(T, F, want_db && F > 0, want_dw && T > 0);
+    size_t ws_bytes = need;
+    if (ws_kind == 4) ws_bytes = need + 64;
+    if (ws_kind == 5) ws_bytes = need > 0 ? need - 1 - (f3 >> 7) * 15 : 0;
+    /* the workspace: 16-byte aligned storage (the misaligned kind offsets it) */
+    WS.n = (int64_t)ws_bytes + 16, WS.es = 1;
+    WS.p = aligned_alloc(16, ((size_t)WS.n + 16) & ~(size_t)15);
+    WS.before = malloc((size_t)WS.n + 1);
+    WS.mask = calloc((size_t)WS.n + 1, 1);
+
+    /* ---- values ---- */
+    const float c = p.clamp_value > 0 && isfinite(p.clamp_value) ? p.clamp_value : 1.0f;
+    for (int64_t i = 0; i < G.n; ++i) {
+        const unsigned v = next(&r);
+        store(dt, G.p, i, v == 0 ? c : v == 1 ? -c : v == 2 ? NAN : ((int)v - 128) / 24.0);
+    }
+    for (int64_t i = 0; i < U.n; ++i) {
+        const unsigned v = next(&r);
+        store(dt, U.p, i, v == 0 ? c : v == 1 ? -c : ((int)v - 128) / 24.0);
+    }
+    buf *ins8[2] = {&G8, &U8};
+    for (int k = 0; k < 2; ++k)
+        for (int64_t i = 0; i < ins8[k]->n; ++i) {
+            const unsigned v = next(&r);
+            if (in_dt == 3) /* |value| <= 15 except the NaN codes */
+                ins8[k]->p[i] = (v & 0x7f) == 0x7f ? (uint8_t)v
+                                                   : (uint8_t)((v & 0x87) | ((v >> 3 & 15) % 11) << 3);
+            else
+                store(in_dt, ins8[k]->p, i, ((int)v - 128) / 24.0);
+        }
+    for (int64_t i = 0; i < B.n; ++i) store(dt, B.p, i, ((int)next(&r) - 128) / 64.0);
+    for (int64_t i = 0; i < Wt.n; ++i) store(wdt, Wt.p, i, next(&r) / 128.0);
+    for (int64_t i = 0; i < S.n; ++i) ((float *)S.p)[i] = 0.25f + (float)next(&r) / 128.0f;
+    for (int64_t i = 0; i < DY.n; ++i) store(dt, DY.p, i, ((int)next(&r) - 128) / 32.0);
+    buf *outs[] = {&Y, &DG, &DU, &DB, &DW};
+    for (size_t k = 0; k < sizeof outs / sizeof *outs; ++k)
+        if (outs[k]->p) memset(outs[k]->p, 0x7f, (size_t)outs[k]->n * outs[k]->es + 1);
+    memset(WS.p, 0xff, (size_t)WS.n + 1);
+    buf *all[] = {&G, &U, &G8, &U8, &B, &Wt, &S, &DY, &Y, &DG, &DU, &DB, &DW, &WS};
+    for (size_t k = 0; k < sizeof all / sizeof *all; ++k)
+        if (all[k]->p) buf_snap(all[k]);
+
+    /* ---- pointers ---- */
+    const void *gate = null_gate ? NULL : G.p + off[0] * es + byte_off;
+    const void *up = il ? (up_il ? (const void *)U.p : NULL)
+                        : null_up ? NULL : (const void *)(U.p + off[1] * es);
+    if (il && up_il && !U.p) up = G.p; /* any non-NULL pointer */
+    const void *gate_in = gate, *up_in = up;
+    if (in_dt != dt) { /* (byte_off misaligns only a gate of dtype) */
+        gate_in = null_gate ? NULL : G8.p + off[0] * in_es;
+        up_in = il ? up : null_up ? NULL : (const void *)(U8.p + off[1] * in_es);
+    }
+    const void *bias = has_bias ? B.p + off[2] * es : NULL;
+    const void *weights = wdt >= 0 ? Wt.p + off[3] * w_es : NULL;
+    const float *scale = S.p ? (const float *)(S.p + off[4] * 4) : NULL;
+    const void *dy = DY.p + off[5] * es;
+    void *y = Y.p + off[6] * es;
+    void *d_gate = DG.p + off[7] * es;
+    void *d_up = DU.p ? (void *)(DU.p + off[8] * es) : NULL;
+    void *dbias = want_db ? (void *)(DB.p + off[9] * es) : NULL;
+    void *dweights = want_dw ? (void *)(DW.p + off[10] * w_es) : NULL;
+    void *workspace = ws_kind == 6 ? NULL : WS.p + (ws_kind == 7 ? 4 : 0);
+    int64_t d_gate_rs = dg_rs, d_up_rs = du_rs;
+    /* aliasing */
+    int illegal_alias = 0, in_place = 0;
+    if (alias == 1 && gate && G.n > 0) y = (void *)gate, illegal_alias = 1;
+    if (alias >= 2 && alias <= 4 && gate_in && (il || up_in)) {
+        d_gate = (void *)gate_in, d_gate_rs = g_rs; /* the in-place backward */
+        if (!il) d_up = (void *)up_in, d_up_rs = u_rs;
+        in_place = 1;
+    }
+    if (alias == 5 && bias && dbias) dbias = (void *)bias, illegal_alias = 2;
+    if (alias == 6 && weights && dweights) dweights = (void *)weights, illegal_alias = 2;
+    if (alias == 7) d_gate = (void *)dy, d_gate_rs = dy_rs, illegal_alias = 2;
+    if (alias == 8 && workspace && need > 0) workspace = d_gate, illegal_alias = 2;
+    /* where the gradients land: their own buffers, or the inputs' (in place) */
+    buf *dgb = in_place ? (in_dt != dt ? &G8 : &G) : &DG;
+    buf *dub = in_place ? (in_dt != dt ? &U8 : &U) : &DU;
+    const int64_t dg_off = in_place ? off[0] : off[7], du_off = in_place ? off[1] : off[8];
+
+    /* ---- forward ---- */
+    fastglu_status st = fastglu_glu_fwd_cpu(&p, gate, g_rs, up, u_rs, bias, weights,
+                                            (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs, T,
+                                            F, (fastglu_dtype)dt);
+    const int nonempty = T > 0 && F > 0;
+    if (st != FASTGLU_SUCCESS) {
+        n_fwd_err++;
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unchanged(all[k]);
+    } else if (!nonempty) {
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unchanged(all[k]);
+    } else {
+        if (illegal_alias == 1) abort(); /* an output overlapping an input was accepted */
+        n_fwd_ok++;
+        if (!valid_dtype(dt) || byte_off || !gate) abort();
+        for (int64_t t = 0; t < T; ++t) {
+            const double w = weights ? load(wdt, weights, t * w_st) : 1.0;
+            for (int64_t j = 0; j < F; ++j) {
+                const int64_t gi = t * g_rs + (il ? 2 * j : j);
+                const double g = load(dt, gate, gi);
+                const double u = il ? load(dt, gate, gi + 1) : load(dt, up, t * u_rs + j);
+                const double bg = bias ? load(dt, bias, il ? 2 * j : j) : 0.0;
+                const double bu = bias ? load(dt, bias, il ? 2 * j + 1 : F + j) : 0.0;
+                const refv rv = ref_eval(&p, g, u, bg, bu, w, 0.0);
+                if (!close_enough(dt, load(dt, y, t * y_rs + j), rv.y, rv.y_mag)) abort();
+            }
+        }
+        mark(&Y, off[6], T, F, y_rs);
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unmarked(all[k]);
+        memset(Y.mask, 0, (size_t)Y.n);
+    }
+    /* the backward starts from the same images */
+    for (size_t k = 0; k < sizeof all / sizeof *all; ++k)
+        if (all[k]->p) memcpy(all[k]->p, all[k]->before, (size_t)all[k]->n * all[k]->es + 1);
+
+    /* ---- backward ---- */
+    st = fastglu_glu_bwd_cpu(&p, dy, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, (fastglu_dtype)in_dt,
+                             scale, sc_st, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st,
+                             d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace, ws_bytes,
+                             T, F, (fastglu_dtype)dt);
+    if (st != FASTGLU_SUCCESS) {
+        n_bwd_err++;
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unchanged(all[k]);
+    } else if (!nonempty) {
+        /* only the zero-filled reductions */
+        if (dbias && F > 0) {
+            for (int64_t i = 0; i < 2 * F; ++i)
+                if (load(dt, dbias, i) != 0.0 || signbit(load(dt, dbias, i))) abort();
+            mark(&DB, off[9], 1, 2 * F, 0);
+        }
+        if (dweights && T > 0) {
+            for (int64_t i = 0; i < T; ++i)
+                if (load(wdt, dweights, i) != 0.0) abort();
+            mark(&DW, off[10], 1, T, 0);
+        }
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unmarked(all[k]);
+    } else {
+        if (illegal_alias == 2) abort();
+        if (!valid_dtype(dt) || (byte_off && in_dt == dt) || !gate_in) abort();
+        if (ws_kind >= 5 && need > 0) abort(); /* a missing, short or misaligned workspace */
+        n_bwd_ok++, n_in_place_ok += in_place, n_fp8_ok += in_dt == 3;
+        n_red_ok += (dbias != NULL) + (dweights != NULL);
+        const unsigned char *gimg = (in_dt != dt ? G8.before : G.before) + off[0] * in_es;
+        const unsigned char *uimg =
+            il ? gimg : (in_dt != dt ? U8.before : U.before) + off[1] * in_es;
+        double *db = calloc((size_t)(4 * Fn), sizeof(double)), *dbm = db + 2 * Fn;
+        const int clamp = p.clamp_value > 0;
+        for (int64_t t = 0; t < T; ++t) {
+            const double w = weights ? load(wdt, weights, t * w_st) : 1.0;
+            const double si = in_dt == 3 && scale ? scale[t * sc_st] : 1.0;
+            double dw = 0, dwm = 0;
+            for (int64_t j = 0; j < F; ++j) {
+                const int64_t gi = t * g_rs + (il ? 2 * j : j);
+                double g = load(in_dt, gimg, gi);
+                double u = il ? load(in_dt, gimg, gi + 1) : load(in_dt, uimg, t * u_rs + j);
+                if (in_dt == 3) g = (float)(g * si), u = (float)(u * si);
+                const int64_t bgi = il ? 2 * j : j, bui = il ? 2 * j + 1 : F + j;
+                const double bg = bias ? load(dt, bias, bgi) : 0.0;
+                const double bu = bias ? load(dt, bias, bui) : 0.0;
+                const double d = load(dt, dy, t * dy_rs + j * dy_cs);
+                const refv rv = ref_eval(&p, g, u, bg, bu, w, d);
+                const int pg = !clamp || g <= p.clamp_value;
+                const int pu = !clamp || (u >= -p.clamp_value && u <= p.clamp_value);
+                const unsigned char *dgp = dgb->p + dg_off * es;
+                const unsigned char *dup = il ? dgp : dub->p + du_off * es;
+                const double got_g = load(dt, dgp, t * d_gate_rs + (il ? 2 * j : j));
+                const double got_u = il ? load(dt, dgp, t * d_gate_rs + 2 * j + 1)
+                                        : load(dt, dup, t * d_up_rs + j);
+                if (!close_enough(dt, got_g, pg ? rv.da : 0.0, pg ? rv.da_mag : 0.0)) abort();
+                if (!close_enough(dt, got_u, pu ? rv.dv : 0.0, pu ? rv.dv_mag : 0.0)) abort();
+                db[bgi] += rv.da, dbm[bgi] += rv.da_mag;
+                db[bui] += rv.dv, dbm[bui] += rv.dv_mag;
+                dw += rv.dw, dwm += rv.dw_mag;
+            }
+            if (dweights && !close_enough(wdt, load(wdt, dweights, t), dw, dwm)) abort();
+        }
+        if (dbias)
+            for (int64_t i = 0; i < 2 * F; ++i)
+                if (!close_enough(dt, load(dt, dbias, i), db[i], dbm[i])) abort();
+        free(db);
+        mark(dgb, dg_off, T, W, d_gate_rs);
+        if (!il) mark(dub, du_off, T, F, d_up_rs);
+        if (dbias) mark(&DB, off[9], 1, 2 * F, 0);
+        if (dweights) mark(&DW, off[10], 1, T, 0);
+        if (need) mark(&WS, 0, 1, WS.n, 0); /* scratch */
+        for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unmarked(all[k]);
+    }
+    for (size_t k = 0; k < sizeof all / sizeof *all; ++k) buf_free(all[k]);
+    return 0;
+}
+
+#ifdef FASTGLU_FUZZ_STANDALONE
+/* Without libFuzzer (gcc): random inputs for a bounded time, under the same sanitizers.
+ *   fuzz_glu_standalone SECONDS [SEED] */
+#include <stdio.h>
+#include <time.h>
+
+int main(int argc, char **argv) {
+    const double seconds = argc > 1 ? atof(argv[1]) : 10.0;
+    uint64_t s = argc > 2 ? strtoull(argv[2], NULL, 0) : (uint64_t)time(NULL);
+    printf("fuzz_glu_standalone: %.0f s, seed %llu\n", seconds, (unsigned long long)s);
+    static uint8_t buf_[16384];
+    const clock_t end = clock() + (clock_t)(seconds * CLOCKS_PER_SEC);
+    long runs = 0;
+    while (clock() < end) {
+        size_t n = 32 + (size_t)(s >> 33) % (sizeof buf_ - 32);
+        for (size_t i = 0; i < n; ++i) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            buf_[i] = (uint8_t)(s >> 56);
+        }
+        LLVMFuzzerTestOneInput(buf_, n);
+        runs++;
+    }
+    printf("fuzz_glu_standalone: %ld inputs, no failure (forward: %ld computed, %ld rejected; "
+           "backward: %ld computed (%ld in place, %ld from fp8, %ld reductions), %ld rejected)\n",
+           runs, n_fwd_ok, n_fwd_err, n_bwd_ok, n_in_place_ok, n_fp8_ok, n_red_ok, n_bwd_err);
+    return 0;
+}
+#endif

@@ -1,0 +1,364 @@
+"""fastglu under torch.compile: the torch.library ops (``fastglu/library.py``) and a Megatron-style
+MLP block (fc1 Linear -> fastglu.swiglu -> fc2 Linear) compiled with ``fullgraph=True``.
+
+CPU in CI (inductor's C++ backend and aot_eager), CUDA on a GPU machine. Every check compares with
+eager mode on the same weights and fresh random inputs, or with a float64 reference.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F_
+from torch._dynamo.utils import counters
+
+import fastglu
+from fastglu import library
+
+HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
+
+pytestmark = pytest.mark.skipif(not library.SUPPORTED, reason="torch.library's Python registration API is missing")
+
+
+def ref_fwd(x):
+    g, u = x.double().chunk(2, -1)
+    return F_.silu(g) * u
+
+
+def ref_bwd(dy, x):
+    g, u = x.double().chunk(2, -1)
+    d = dy.double()
+    s = torch.sigmoid(g)
+    return torch.cat((d * s * (1 + g * (1 - s)) * u, d * g * s), -1)
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    return float("inf") if err != err else err
+
+
+def randn(*shape, dtype=torch.float32, device="cpu"):
+    return (torch.randn(*shape, dtype=torch.float32, device=device) * 2).to(dtype)
+
+
+class MLP(torch.nn.Module):
+    """Megatron-Core's MLP with gated_linear_unit (bias-free): fc1 [hidden -> 2F], SwiGLU, fc2 [F -> hidden]."""
+
+    def __init__(self, hidden, ffn_hidden_size, activation=fastglu.swiglu):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(hidden, 2 * ffn_hidden_size, bias=False)
+        self.fc2 = torch.nn.Linear(ffn_hidden_size, hidden, bias=False)
+        self.activation = activation
+
+    def forward(self, x):
+        return self.fc2(self.activation(self.fc1(x)))
+
+
+def run_block(model, x, probe):
+    """Forward and backward of ``(model(x) * probe).sum()``: (output, loss, [grads of params..., x])."""
+    for p in model.parameters():
+        p.grad = None
+    x = x.detach().requires_grad_()
+    out = model(x)
+    loss = (out.float() * probe).sum()
+    loss.backward()
+    return out.detach(), loss.detach(), [p.grad for p in model.parameters()] + [x.grad]
+
+
+# ---- the ops themselves -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", [(257, 2 * 1408), (5, 3, 2 * 768), (1, 2), (4, 2 * 3420)])
+def test_ops_against_float64(shape, dtype, device):
+    x = randn(*shape, dtype=dtype, device=device)
+    dy = randn(*shape[:-1], shape[-1] // 2, dtype=dtype, device=device)
+    y = torch.ops.fastglu.swiglu_fwd(x)
+    dx = torch.ops.fastglu.swiglu_bwd(dy, x)
+    assert y.shape == shape[:-1] + (shape[-1] // 2,) and y.dtype == dtype and y.is_contiguous()
+    assert dx.shape == shape and dx.dtype == dtype and dx.is_contiguous()
+    assert rel_err(y, ref_fwd(x)) <= TOL[dtype]
+    assert rel_err(dx, ref_bwd(dy, x)) <= TOL[dtype]
+    xg = x.clone().requires_grad_()
+    torch.ops.fastglu.swiglu_fwd(xg).backward(dy)  # the registered autograd
+    assert rel_err(xg.grad, ref_bwd(dy, x)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("kind", ["2d", "3d", "one-element", "column-slice", "3d-permuted"])
+def test_opcheck(kind, dtype):
+    """torch.library.opcheck: schema, autograd registration, fake tensor (shapes, strides, dtypes
+    of the fake implementation against the real kernels) and AOT dispatch with dynamic shapes."""
+    x = {
+        "2d": lambda: randn(7, 2 * 24, dtype=dtype),
+        "3d": lambda: randn(3, 5, 2 * 40, dtype=dtype),
+        "one-element": lambda: randn(1, 2, dtype=dtype),
+        "column-slice": lambda: randn(9, 2 * 16 + 6, dtype=dtype)[:, 3 : 3 + 2 * 16],
+        "3d-permuted": lambda: randn(5, 3, 2 * 8, dtype=dtype).transpose(0, 1),
+    }[kind]()
+    dy = randn(*x.shape[:-1], x.shape[-1] // 2, dtype=dtype)
+    torch.library.opcheck(library.swiglu_fwd, (x.requires_grad_(),))
+    torch.library.opcheck(library.swiglu_fwd, (x.detach(),))
+    torch.library.opcheck(library.swiglu_bwd, (dy, x.detach()))
+    dims = list(range(dy.dim()))[::-1]
+    dy_transposed = randn(*dy.shape[::-1], dtype=dtype).permute(*dims)
+    dy_expanded = randn(*[1] * (dy.dim() - 1), dy.shape[-1], dtype=dtype).expand(dy.shape)
+    torch.library.opcheck(library.swiglu_bwd, (dy_transposed, x.detach()))
+    torch.library.opcheck(library.swiglu_bwd, (dy_expanded, x.detach()))
+    # swiglu_bwd with inputs requiring grad: everything but the double backward that AOT dispatch
+    # tests (it raises by design, test_double_backward_through_the_ops_raises).
+    torch.library.opcheck(library.swiglu_bwd, (dy.requires_grad_(), x.detach().requires_grad_()),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+@pytest.mark.parametrize("shape", [(6, 2 * 5), (2, 3, 2 * 7), (0, 8), (2, 0, 8)])
+def test_fake_and_meta_shapes_strides_dtypes(shape):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        real = torch.randn(shape).to(dtype)
+        y_real = torch.ops.fastglu.swiglu_fwd(real)
+        dx_real = torch.ops.fastglu.swiglu_bwd(torch.randn(y_real.shape).to(dtype), real)
+        meta = torch.empty(shape, dtype=dtype, device="meta")
+        with FakeTensorMode() as mode:
+            fake = mode.from_tensor(real)
+            outs = [(torch.ops.fastglu.swiglu_fwd(fake), y_real),
+                    (torch.ops.fastglu.swiglu_bwd(torch.empty(y_real.shape, dtype=dtype), fake), dx_real)]
+        outs += [(torch.ops.fastglu.swiglu_fwd(meta), y_real),
+                 (torch.ops.fastglu.swiglu_bwd(torch.empty(y_real.shape, dtype=dtype, device="meta"), meta), dx_real)]
+        for got, want in outs:
+            assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
+
+
+def test_fake_implementation_rejects_what_the_kernels_reject():
+    meta = torch.empty(4, 7, device="meta")
+    with pytest.raises(ValueError, match=r"swiglu_fwd: input's last dimension .* even"):
+        torch.ops.fastglu.swiglu_fwd(meta)
+    with pytest.raises(ValueError, match="2D .* or 3D"):
+        torch.ops.fastglu.swiglu_fwd(torch.empty(8, device="meta"))
+    with pytest.raises(TypeError, match="dtype torch.float64"):
+        torch.ops.fastglu.swiglu_fwd(torch.empty(4, 8, dtype=torch.float64, device="meta"))
+    with pytest.raises(ValueError, match="dy has shape"):
+        torch.ops.fastglu.swiglu_bwd(torch.empty(4, 3, device="meta"), torch.empty(4, 8, device="meta"))
+    with pytest.raises(TypeError, match="dy has dtype"):
+        torch.ops.fastglu.swiglu_bwd(torch.empty(4, 4, dtype=torch.float16, device="meta"),
+                                     torch.empty(4, 8, device="meta"))
+    # the real kernels, called through the op, raise the same errors as fastglu.ops
+    with pytest.raises(ValueError, match="swiglu_fwd: input's last dimension"):
+        torch.ops.fastglu.swiglu_fwd(torch.randn(4, 7))
+
+
+def test_double_backward_through_the_ops_raises():
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(torch.ops.fastglu.swiglu_fwd(x).sum(), x, create_graph=True)
+
+
+def test_eager_plain_tensors_keep_the_lean_path():
+    """Outside torch.compile a plain tensor never goes through the dispatcher op (host time)."""
+    x = torch.randn(4, 16, requires_grad=True)
+    assert type(fastglu.swiglu(x).grad_fn).__name__ == "_SwiGLUBackward"
+    assert type(fastglu.swiglu(x * 1.0, in_place=True).grad_fn).__name__ == "SwiGLUFunctionBackward"
+    calls = []
+
+    class Spy(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Spy():
+        fastglu.swiglu(x)
+        torch.ops.fastglu.swiglu_fwd(x)
+    assert calls.count("fastglu.swiglu_fwd.default") == 1  # only the explicit op call
+
+
+# ---- torch.compile of the MLP block ----------------------------------------------------------------
+
+
+def compile_and_compare(model, x, probe, *, backend, dynamic=False, dtype=torch.float32):
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic)
+    got = run_block(compiled, x, probe)
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1
+    want = run_block(model, x, probe)
+    tol = TOL[dtype]
+    assert rel_err(got[0], want[0]) <= tol and rel_err(got[1], want[1]) <= tol
+    for g, w in zip(got[2], want[2]):
+        assert g is not None and g.shape == w.shape and rel_err(g, w) <= tol
+    return compiled
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_compiled_mlp_block_matches_eager(backend, in_place, device):
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    torch.manual_seed(0)
+    act = (lambda h: fastglu.swiglu(h, in_place=True)) if in_place else fastglu.swiglu
+    model = MLP(64, 96, act).to(device=device, dtype=dtype)
+    x = randn(5, 3, 64, dtype=dtype, device=device)
+    probe = torch.randn(5, 3, 64, device=device)
+    compile_and_compare(model, x, probe, backend=backend, dtype=dtype)
+    # and against the float64 torch formula, through the eager block
+    ref = MLP(64, 96, lambda h: ref_fwd(h).to(h.dtype)).to(device=device, dtype=torch.float64)
+    ref.load_state_dict(model.state_dict())
+    want = run_block(ref, x.double(), probe.double())
+    got = run_block(model, x, probe)
+    assert rel_err(got[0], want[0]) <= 10 * TOL[dtype]
+    for g, w in zip(got[2], want[2]):
+        assert rel_err(g, w) <= 10 * TOL[dtype]
+
+
+def test_graph_break_count_zero_with_explain():
+    torch.manual_seed(0)
+    model = MLP(32, 48)
+    explanation = torch._dynamo.explain(model)(randn(7, 32))
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+    # the 2D [tokens, hidden] form and bias_swiglu_impl (Megatron's call) too
+    explanation = torch._dynamo.explain(lambda h: fastglu.bias_swiglu_impl(h, None))(randn(4, 3, 2 * 48))
+    assert explanation.graph_break_count == 0
+
+
+def test_compiled_graph_calls_the_registered_ops():
+    """The FX graphs dynamo and AOTAutograd produce contain the fastglu ops (not a trace of the
+    kernels' Python wrapper, which would graph-break on data_ptr)."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    graphs = {"dynamo": [], "forward": [], "backward": []}
+
+    def record(name):
+        def compiler(gm, example_inputs):
+            graphs[name].append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    def backend(gm, example_inputs):
+        graphs["dynamo"].append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        return aot_module_simplified(gm, example_inputs, fw_compiler=record("forward"), bw_compiler=record("backward"))
+
+    torch._dynamo.reset()
+    model = MLP(16, 24)
+    x = randn(6, 16).requires_grad_()
+    torch.compile(model, backend=backend, fullgraph=True)(x).sum().backward()
+    assert any("fastglu.swiglu_fwd" in t for t in graphs["dynamo"][0])
+    assert "fastglu.swiglu_fwd.default" in graphs["forward"][0]
+    assert "fastglu.swiglu_bwd.default" in graphs["backward"][0]
+
+
+def test_dynamic_shapes_compile_once():
+    """dynamic=True: the fake implementation handles symbolic token counts (one graph for many)."""
+    torch.manual_seed(0)
+    model = MLP(16, 40)
+    probe = {}
+    compiled = None
+    for tokens in (3, 7, 257):
+        x = randn(tokens, 16)
+        probe[tokens] = torch.randn(tokens, 16)
+        if compiled is None:
+            compiled = compile_and_compare(model, x, probe[tokens], backend="aot_eager", dynamic=True)
+            continue
+        got, want = run_block(compiled, x, probe[tokens]), run_block(model, x, probe[tokens])
+        assert rel_err(got[0], want[0]) <= 1e-5 and all(rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2]))
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_compiled_errors_name_the_tensor():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="last dimension .* must be even"):
+        torch.compile(fastglu.swiglu, backend="aot_eager", fullgraph=True)(torch.randn(4, 7))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+def test_compiled_mlp_block_reduce_overhead_cuda():
+    """mode="reduce-overhead" (inductor's CUDA graphs) around the fastglu kernels: replays match eager."""
+    torch.manual_seed(0)
+    model = MLP(256, 384).cuda().bfloat16()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    for step in range(4):  # warmup, recording, replays: each with new data
+        torch.compiler.cudagraph_mark_step_begin()
+        x = randn(64, 256, dtype=torch.bfloat16, device="cuda")
+        probe = torch.randn(64, 256, device="cuda")
+        got = run_block(compiled, x, probe)
+        got = (got[0].clone(), got[1].clone(), [g.clone() for g in got[2]])
+        want = run_block(model, x, probe)
+        assert rel_err(got[0], want[0]) <= 1e-2, step
+        assert all(rel_err(g, w) <= 1e-2 for g, w in zip(got[2], want[2])), step
+
+
+def test_torch_export_contains_the_op():
+    torch.manual_seed(0)
+    model = MLP(16, 24)
+    x = randn(5, 16)
+    exported = torch.export.export(model, (x,))
+    targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+    assert "fastglu.swiglu_fwd.default" in targets
+    assert torch.equal(exported.module()(x), model(x))
+
+
+# ---- the registration helper, as a variant would use it ------------------------------------------
+
+
+def _register_example_variant():
+    """A variant with a scalar argument, registered through library.register_glu_ops exactly as a
+    variant of glu.py would be: y = scale * silu(gate) * up (a test-only op)."""
+    if hasattr(torch.ops.fastglu, "example_scaled_swiglu_fwd"):
+        return
+    from fastglu import ops
+
+    def fwd(input, scale):
+        return ops.swiglu_fwd(input, fn="example_scaled_swiglu_fwd").mul_(scale)
+
+    def bwd(dy, input, scale):
+        return ops.swiglu_bwd(dy, input, fn="example_scaled_swiglu_bwd").mul_(scale)
+
+    def fwd_fake(input, scale):
+        return library.glu_output_like(input, library.check_glu_meta(input, "example_scaled_swiglu_fwd"))
+
+    def bwd_fake(dy, input, scale):
+        library.check_glu_meta(input, "example_scaled_swiglu_bwd")
+        return library.glu_output_like(input, input.shape[-1])
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.scale = inputs[1]
+
+    def backward(ctx, dy):
+        library.refuse_create_graph("example_scaled_swiglu")
+        return torch.ops.fastglu.example_scaled_swiglu_bwd(dy, ctx.saved_tensors[0], ctx.scale), None
+
+    library.register_glu_ops(
+        "example_scaled_swiglu",
+        fwd_schema="(Tensor input, float scale) -> Tensor",
+        bwd_schema="(Tensor dy, Tensor input, float scale) -> Tensor",
+        fwd_impl=fwd, bwd_impl=bwd, fwd_fake=fwd_fake, bwd_fake=bwd_fake,
+        setup_context=setup_context, backward=backward,
+        dtensor_fwd=library.glu_dtensor_rule("example_scaled_swiglu_fwd", input_arg=0, out_width=lambda w: w // 2),
+        dtensor_bwd=library.glu_dtensor_rule("example_scaled_swiglu_bwd", input_arg=1, dy_arg=0, out_width=lambda w: w),
+    )
+
+
+def test_registration_helper_serves_a_variant():
+    _register_example_variant()
+    op_fwd, op_bwd = torch.ops.fastglu.example_scaled_swiglu_fwd.default, torch.ops.fastglu.example_scaled_swiglu_bwd.default
+    x = randn(6, 2 * 40)
+    dy = randn(6, 40)
+    torch.library.opcheck(op_fwd, (x.clone().requires_grad_(), 0.5))
+    torch.library.opcheck(op_bwd, (dy, x, 0.5))
+    assert rel_err(op_fwd(x, 0.5), 0.5 * ref_fwd(x)) <= 1e-5
+    torch._dynamo.reset()
+    counters.clear()
+    model = MLP(16, 24, lambda h: torch.ops.fastglu.example_scaled_swiglu_fwd(h, 3.0))
+    probe = torch.randn(5, 16)
+    got = run_block(torch.compile(model, backend="aot_eager", fullgraph=True), randn(5, 16), probe)
+    assert sum(counters["graph_break"].values()) == 0
+    ref = MLP(16, 24, lambda h: 3.0 * ref_fwd(h).to(h.dtype)).double()
+    ref.load_state_dict(model.state_dict())
+    x = randn(5, 16)
+    got, want = run_block(model, x, probe), run_block(ref, x.double(), probe.double())
+    assert rel_err(got[0], want[0]) <= 1e-5 and all(rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2]))
