@@ -66,7 +66,8 @@ typedef enum fastglu_dtype {
     FASTGLU_DTYPE_FP16 = 1,    /* IEEE binary16                                              */
     FASTGLU_DTYPE_BF16 = 2,    /* bfloat16 (8-bit exponent, 7-bit mantissa)                  */
     FASTGLU_DTYPE_FP8_E4M3 = 3 /* float8 e4m3fn (torch.float8_e4m3fn); only as the saved input
-                                  of fastglu_glu_bwd_* (input_dtype), never as a compute type */
+                                  of fastglu_glu_bwd_* (input_dtype), which fastglu_glu_fwd_*
+                                  can write (saved_fp8); never as a compute type */
 } fastglu_dtype;
 
 /* A static, human-readable name of a status code ("success", "invalid value", ...). */
@@ -185,7 +186,8 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
  * Element types: gate, up, bias, output, dy, d_gate, d_up and dbias share `dtype` (FP32, FP16 or
  * BF16); weights and dweights have `weights_dtype` (FP32, FP16 or BF16; Megatron passes fp32 probs
  * with bf16 activations). The backward may read a saved input stored as FASTGLU_DTYPE_FP8_E4M3
- * (input_dtype), decoded as fp8 * input_scale_inv. All arithmetic is fp32; dbias and dweights
+ * (input_dtype), decoded as fp8 * input_scale_inv; the forward can write that fp8 copy itself
+ * (saved_fp8) in the pass that computes its output. All arithmetic is fp32; dbias and dweights
  * accumulate in fp32 in a fixed order, so results are bitwise reproducible run to run and
  * independent of the launch configuration.
  * ========================================================================================== */
@@ -225,24 +227,44 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  *   weights          NULL, or [tokens] per-token weights (MoE probs) of weights_dtype, element t
  *                    at weights[t * weights_stride] (weights_stride >= 0)
  *   output           [tokens, F], row stride output_row_stride (>= F if tokens > 1), column stride 1
+ *   saved_fp8        NULL, or the fp8 copy of the operands for the backward (Megatron's
+ *                    fp8_input_store): [tokens, 2F] bytes of float8_e4m3fn (torch.float8_e4m3fn),
+ *                    row stride saved_fp8_row_stride in bytes (= elements; >= 2F if tokens > 1),
+ *                    column stride 1, any alignment. Each row receives that token's raw operands
+ *                    as stored (before clamp and bias), in the operands' layout:
+ *                      SPLIT        gate[t, j] at column j, up[t, j] at column F + j (also when
+ *                                   gate and up are two tensors: the copy is one [tokens, 2F] row)
+ *                      INTERLEAVED  gate[t, j] at column 2j, up[t, j] at 2j + 1 (as the input)
+ *                    The cast is PyTorch's `x.to(torch.float8_e4m3fn)`: the exact value rounded to
+ *                    the nearest e4m3fn value, ties to even; magnitudes that round above 448 and
+ *                    +-Inf saturate to +-448; NaN stays NaN (sign kept: 0x7f / 0xff); -0 stays -0;
+ *                    magnitudes up to 2^-10 (half the smallest subnormal 2^-9; the tie goes to
+ *                    the even 0) round to +-0.
+ *                    The backward then reads it with input_dtype = FASTGLU_DTYPE_FP8_E4M3 (no
+ *                    scale: input_scale_inv NULL): SPLIT gate = saved_fp8, up = saved_fp8 + F,
+ *                    both with row stride saved_fp8_row_stride; INTERLEAVED gate = saved_fp8.
+ *                    Written in the same pass as output (no second read of the input).
+ *   saved_fp8_row_stride  ignored when saved_fp8 is NULL
  *   tokens, ffn_hidden_size (F), dtype: as fastglu_swiglu_fwd_*
  *   stream           (CUDA only) cudaStream_t
  *
- * output must not overlap any input. Errors: FASTGLU_ERROR_INVALID_VALUE (NULL, negative size or
- * stride, overlap, up given with INTERLEAVED, bad params), FASTGLU_ERROR_UNSUPPORTED_DTYPE,
- * FASTGLU_ERROR_NO_CUDA, FASTGLU_ERROR_CUDA. One kernel launch; no allocation, no synchronization.
+ * output and saved_fp8 must not overlap any input or each other. Errors:
+ * FASTGLU_ERROR_INVALID_VALUE (NULL, negative size or stride, a saved_fp8 row stride < 2F, overlap,
+ * up given with INTERLEAVED, bad params), FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
+ * FASTGLU_ERROR_CUDA. One kernel launch; no allocation, no synchronization.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API fastglu_status fastglu_glu_fwd_cuda(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream);
+    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
+    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+    void *stream);
 
 FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype);
+    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
+    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype);
 
 /* ---------------------------------------------------------------------------------------------
  * Gated activation, backward (dgrad of gate and up; bias and weight gradients reduced).
@@ -251,7 +273,8 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
  *   dy               [tokens, F]: element (t, j) at dy[t * dy_row_stride + j * dy_col_stride];
  *                    any strides >= 0 (0 = broadcast), read in place; dtype
  *   gate, up         the forward's operands (same layout rules), stored as input_dtype
- *   input_dtype      dtype, or FASTGLU_DTYPE_FP8_E4M3 (Megatron's fp8_input_store)
+ *   input_dtype      dtype, or FASTGLU_DTYPE_FP8_E4M3 (Megatron's fp8_input_store, e.g. the
+ *                    forward's saved_fp8 copy)
  *   input_scale_inv  fp8 only: NULL (scale 1), or fp32 values with element t at
  *                    input_scale_inv[t * input_scale_stride] (stride 0: one per-tensor value,
  *                    1: one per token); the operand is fp8 * scale_inv. Must be NULL otherwise.

@@ -48,14 +48,15 @@ fastglu_status fastglu_glu_fwd_cuda(const fastglu_glu_params *params, const void
                                     int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                     const void *bias, const void *weights,
                                     fastglu_dtype weights_dtype, int64_t weights_stride,
-                                    void *output, int64_t output_row_stride, int64_t tokens,
+                                    void *output, int64_t output_row_stride, void *saved_fp8,
+                                    int64_t saved_fp8_row_stride, int64_t tokens,
                                     int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
     static const char fn[] = "fastglu_glu_fwd_cuda";
     int empty;
     fastglu_status st = fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride,
                                               bias, weights, weights_dtype, weights_stride, output,
-                                              output_row_stride, tokens, ffn_hidden_size, dtype,
-                                              &empty);
+                                              output_row_stride, saved_fp8, saved_fp8_row_stride,
+                                              tokens, ffn_hidden_size, dtype, &empty);
     (void)stream;
     return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
 }

@@ -10,8 +10,9 @@
  *   pointer rules (up / d_up NULL with INTERLEAVED), dbias / dweights without bias / weights; then,
  *   for an empty problem, only the buffers that will be zero-filled (dbias when F > 0, dweights
  *   when tokens > 0) and that they do not overlap bias / weights; otherwise every tensor (NULL,
- *   alignment, strides, span), the workspace (size, 16-byte alignment), and every output against
- *   every input and every other output.
+ *   alignment, strides, span; the forward's optional saved_fp8 copy after its output), the
+ *   workspace (size, 16-byte alignment), and every output against every input and every other
+ *   output.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -148,9 +149,11 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
                                      const void *gate, int64_t gate_row_stride, const void *up,
                                      int64_t up_row_stride, const void *bias, const void *weights,
                                      fastglu_dtype weights_dtype, int64_t weights_stride,
-                                     const void *output, int64_t output_row_stride, int64_t tokens,
-                                     int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty) {
-    fastglu_region in[4], out;
+                                     const void *output, int64_t output_row_stride,
+                                     const void *saved_fp8, int64_t saved_fp8_row_stride,
+                                     int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+                                     int *empty) {
+    fastglu_region in[4], out, out8;
     int n_in = 0, have_up;
     fastglu_clear_error();
     TRY(check_params(fn, params));
@@ -171,7 +174,15 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
                                  fastglu_dtype_size(weights_dtype), 0));
     TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size,
                              output_row_stride, 1, es, 1));
+    /* the fp8 copy of the operands: [tokens, 2F] bytes (any alignment), written like output */
+    if (saved_fp8 != NULL)
+        TRY(fastglu_check_tensor(fn, &out8, "saved_fp8", saved_fp8, tokens, 2 * ffn_hidden_size,
+                                 saved_fp8_row_stride, 1, 1, 1));
     for (int i = 0; i < n_in; ++i) TRY(fastglu_check_disjoint(fn, &out, &in[i]));
+    if (saved_fp8 != NULL) {
+        for (int i = 0; i < n_in; ++i) TRY(fastglu_check_disjoint(fn, &out8, &in[i]));
+        TRY(fastglu_check_disjoint(fn, &out8, &out));
+    }
     return FASTGLU_SUCCESS;
 }
 

@@ -9,7 +9,9 @@
  * when stored.
  *
  * Each row is processed in chunks of FASTGLU_TILE_COLS columns: a chunk's operands are loaded into
- * fp32 arrays on the stack, computed, and its results stored. In the in-place backward (d_gate ==
+ * fp32 arrays on the stack, computed, and its results stored; the forward's optional fp8 copy of
+ * the operands (saved_fp8) is cast from those loaded values (src/fp8.h, torch's rounding) in the
+ * same pass. In the in-place backward (d_gate ==
  * gate, d_up == up) a chunk is wholly read before any of it is written, so every element is read
  * before its gradient overwrites it.
  *
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "convert.h"
+#include "fp8.h"
 #include "internal.h"
 
 #define CHUNK FASTGLU_TILE_COLS
@@ -177,11 +180,16 @@ static inline int64_t bias_gate_index(fastglu_layout layout, int64_t j) {
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
+/* saved_fp8 (or NULL): the fp8 copy of the raw operands, [T, 2F] bytes of row stride saved_rs, in
+ * the operands' layout (SPLIT: gate | up; INTERLEAVED: pairs), cast as torch's .to(float8_e4m3fn)
+ * (src/fp8.h). */
 static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_rs, const void *up,
                     int64_t up_rs, const void *bias, const void *weights,
                     fastglu_dtype weights_dtype, int64_t weights_stride, void *output,
-                    int64_t output_rs, int64_t T, int64_t F, fastglu_dtype dt) {
+                    int64_t output_rs, unsigned char *saved_fp8, int64_t saved_rs, int64_t T,
+                    int64_t F, fastglu_dtype dt) {
     const operands o = make_operands(p->layout, gate, gate_rs, up, up_rs);
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int clamp = fastglu_clamps(p);
     const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier;
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
@@ -193,6 +201,18 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
             const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
             load_f32(dt, o.g, t * o.g_rs + o.g_off + j0 * o.step, o.step, n, 1.0f, g);
             load_f32(dt, o.u, t * o.u_rs + o.u_off + j0 * o.step, o.step, n, 1.0f, u);
+            if (saved_fp8) { /* the raw operands, before clamp and bias */
+                unsigned char *row = saved_fp8 + t * saved_rs;
+                if (il) {
+                    for (int k = 0; k < n; ++k) {
+                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g[k]);
+                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u[k]);
+                    }
+                } else {
+                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g[k]);
+                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u[k]);
+                }
+            }
             if (bias) {
                 const int64_t b0 = bias_gate_index(p->layout, j0);
                 load_f32(dt, bias, b0, bstep, n, 1.0f, bg);
@@ -320,16 +340,18 @@ fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void 
                                    int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                    const void *bias, const void *weights,
                                    fastglu_dtype weights_dtype, int64_t weights_stride,
-                                   void *output, int64_t output_row_stride, int64_t tokens,
+                                   void *output, int64_t output_row_stride, void *saved_fp8,
+                                   int64_t saved_fp8_row_stride, int64_t tokens,
                                    int64_t ffn_hidden_size, fastglu_dtype dtype) {
     int empty;
     fastglu_status st = fastglu_check_glu_fwd(
         "fastglu_glu_fwd_cpu", params, gate, gate_row_stride, up, up_row_stride, bias, weights,
-        weights_dtype, weights_stride, output, output_row_stride, tokens, ffn_hidden_size, dtype,
-        &empty);
+        weights_dtype, weights_stride, output, output_row_stride, saved_fp8, saved_fp8_row_stride,
+        tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     glu_fwd(params, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype,
-            weights_stride, output, output_row_stride, tokens, ffn_hidden_size, dtype);
+            weights_stride, output, output_row_stride, (unsigned char *)saved_fp8,
+            saved_fp8_row_stride, tokens, ffn_hidden_size, dtype);
     return FASTGLU_SUCCESS;
 }
 

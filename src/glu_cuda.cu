@@ -582,14 +582,15 @@ static void set_widths(glu_args *a, int il, size_t es, size_t in_es, int chunk_c
 extern "C" fastglu_status fastglu_glu_fwd_cuda(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
+    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
+    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+    void *stream) {
     static const char fn[] = "fastglu_glu_fwd_cuda";
     int empty;
     fastglu_status st = fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride,
                                               bias, weights, weights_dtype, weights_stride, output,
-                                              output_row_stride, tokens, ffn_hidden_size, dtype,
-                                              &empty);
+                                              output_row_stride, saved_fp8, saved_fp8_row_stride,
+                                              tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     glu_args a;
     memset(&a, 0, sizeof a);
@@ -603,6 +604,15 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
     if (!plan_flat(&a, es))
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
     set_widths(&a, il, es, es, (int)(16 / es), 0);
+    if (saved_fp8) {
+        /* a chunk's fp8 copy: E bytes of gate and E of up (SPLIT), or 2E interleaved bytes, at a
+         * multiple of its own size within the row */
+        const int e = (int)(16 / es), cap = il ? 2 * e : e;
+        a.fp8 = (unsigned char *)saved_fp8, a.fp8_rs = saved_fp8_row_stride;
+        a.w_fp8_g = access_width_cap(saved_fp8, saved_fp8_row_stride, tokens, 1, cap);
+        a.w_fp8_u = access_width_cap((char *)saved_fp8 + ffn_hidden_size, saved_fp8_row_stride,
+                                     tokens, 1, cap);
+    }
     const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
     void *args[] = {&a};
 #define FWD_KERNEL(T) (il ? (const void *)glu_fwd_kernel<T, 1> : (const void *)glu_fwd_kernel<T, 0>)

@@ -104,14 +104,18 @@ fastglu_glu_workspace_layout fastglu_glu_workspace(int64_t tokens, int64_t ffn_h
 
 /*
  * Validate fastglu_glu_fwd_* arguments (same parameters as the API, plus the function name for the
- * message). On success *empty is 1 when tokens == 0 or F == 0 (nothing to compute).
+ * message). saved_fp8 (optional) is checked like an output of [tokens, 2F] one-byte elements, and
+ * against every input and the output. On success *empty is 1 when tokens == 0 or F == 0 (nothing
+ * to compute; the pointers are then not checked).
  */
 fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *params,
                                      const void *gate, int64_t gate_row_stride, const void *up,
                                      int64_t up_row_stride, const void *bias, const void *weights,
                                      fastglu_dtype weights_dtype, int64_t weights_stride,
-                                     const void *output, int64_t output_row_stride, int64_t tokens,
-                                     int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty);
+                                     const void *output, int64_t output_row_stride,
+                                     const void *saved_fp8, int64_t saved_fp8_row_stride,
+                                     int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+                                     int *empty);
 
 /*
  * Validate fastglu_glu_bwd_* arguments. On success *empty is 1 when tokens == 0 or F == 0; then the

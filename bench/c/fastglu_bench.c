@@ -9,10 +9,14 @@
  * Defaults: S = 2048, B = 4, F = 8192, bf16 (the seed record's shape).
  *
  * Entry points: plain SwiGLU calls fastglu_swiglu_fwd_cuda / fastglu_swiglu_bwd_cuda; any variant
- * flag (--activation other than silu, --bias, --weights, --clamp, --interleaved, or --glu) calls
- * fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda, whose backward then also reduces dbias (with
- * --bias) and dweights (with --weights) through a workspace. A build of libfastglu without the
- * fastglu_glu_* family (see CMakeLists.txt: FASTGLU_BENCH_GLU) refuses the variant flags.
+ * flag (--activation other than silu, --bias, --weights, --clamp, --interleaved, --fp8-store, or
+ * --glu) calls fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda, whose backward then also reduces dbias
+ * (with --bias) and dweights (with --weights) through a workspace. --fp8-store is Megatron's
+ * fp8_input_store done by the forward itself: it also writes x8 [T, 2F] float8_e4m3fn (saved_fp8,
+ * the operands' layout, row stride 2F) in the same pass, and every backward reads x8 as its input
+ * (input_dtype FASTGLU_DTYPE_FP8_E4M3, gate = x8, up = x8 + F) instead of x. A build of libfastglu
+ * without the fastglu_glu_* family (see CMakeLists.txt: FASTGLU_BENCH_GLU) refuses the variant
+ * flags.
  *
  * Modes, per timed iteration (the Python harness's names):
  *   forward   y = f(x)
@@ -29,7 +33,9 @@
  * (read dy TF and x 2TF, write dx 2TF), with a broadcast dy 4TF + 1; so backward 7TF, full 8TF,
  * bwd_only 5TF. Variants add what they must move at least: the bias (2F) read by each pass and dbias
  * (2F) written; the weights (T, of the weights' dtype) read by each pass and dweights (T) written;
- * the workspace's traffic is not counted (it is the kernel's choice, not the problem's).
+ * the workspace's traffic is not counted (it is the kernel's choice, not the problem's). With
+ * --fp8-store the forward also writes x8 (2TF bytes) and a backward reads x8 (2TF bytes) in place
+ * of x (2TF elements): forward 3TF e + 2TF, backward with a full dy 3TF e + 2TF.
  * floor = bytes / B_copy, B_copy = a device-to-device cudaMemcpyAsync of 1 GiB in the same run,
  * bytes read + written (2 GiB) over its median time. ratio = median / floor.
  *
@@ -43,7 +49,9 @@
  * Check: before timing, for every F, one forward and two backwards (full dy, broadcast dy) into
  * outputs pre-filled with NaN are compared with a float64 reference of the header's formulas
  * (include/fastglu.h) on rows 0, T/2 and T-1 (y, d_gate, d_up, dweights) and, over all T rows,
- * on columns 0, F/3, 2F/3, F-1 of dbias; relative norm error <= 1e-2 (bf16), 1e-3 (fp16),
+ * on columns 0, F/3, 2F/3, F-1 of dbias (with --fp8-store the backward's reference operands are the
+ * decoded fp8 values, and x8's sampled rows must equal the e4m3fn cast of x byte for byte);
+ * relative norm error <= 1e-2 (bf16), 1e-3 (fp16),
  * 1e-5 (fp32), of dtype (dweights: of weights_dtype). Inputs: a fixed-seed SplitMix64 stream on the host, uploaded once for the largest F
  * (gate/up uniform in [-3, 3), dy in [-1, 1), bias in [-0.5, 0.5), weights in [0, 1)).
  *
@@ -64,6 +72,7 @@
 #include "fastglu.h"
 
 #include "convert.h" /* bf16 / fp16 <-> fp32 on the host (src/, shared with the CPU backend) */
+#include "fp8.h"     /* fastglu_f32_to_e4m3: the cast saved_fp8 holds (src/, checked by CTest) */
 
 #ifndef FASTGLU_BENCH_HAVE_GLU
 #define FASTGLU_BENCH_HAVE_GLU 0 /* 1: libfastglu defines the fastglu_glu_* family */
@@ -121,6 +130,7 @@ typedef struct options {
     int clamp_given;
     float clamp_value;
     int interleaved;
+    int fp8_store; /* the forward writes the fp8 copy; the backward reads it */
     int force_glu;
     double warmup_ms, rep_ms;
     const char *json_path;
@@ -150,6 +160,8 @@ static void usage(FILE *f) {
         "                       also reduces dweights)\n"
         "  --clamp C            clamp_value: gate clamped above at C, up to [-C, C] (C <= 0: none)\n"
         "  --interleaved        gate and up interleaved on the last dimension (GPT-OSS layout)\n"
+        "  --fp8-store          Megatron's fp8_input_store in the kernel: the forward also writes the\n"
+        "                       float8_e4m3fn copy of x [T, 2F] (saved_fp8), the backward reads it\n"
         "  --glu                call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda even for plain SwiGLU\n"
         "                       (any variant flag above implies it; without one, plain SwiGLU calls\n"
         "                       fastglu_swiglu_fwd_cuda / fastglu_swiglu_bwd_cuda)\n"
@@ -244,12 +256,12 @@ static void parse_ffn(options *o, const char *text) {
 
 static int uses_glu(const options *o) {
     return o->force_glu || o->activation != FASTGLU_ACT_SILU || o->bias || o->weights ||
-           o->clamp_given || o->interleaved;
+           o->clamp_given || o->interleaved || o->fp8_store;
 }
 
 static void parse_options(int argc, char **argv, options *o) {
     enum { OPT_MODE = 256, OPT_SEQ, OPT_BATCH, OPT_FFN, OPT_DTYPE, OPT_ACT, OPT_BIAS, OPT_WEIGHTS,
-           OPT_CLAMP, OPT_INTERLEAVED, OPT_GLU, OPT_WARMUP, OPT_REP, OPT_JSON };
+           OPT_CLAMP, OPT_INTERLEAVED, OPT_FP8_STORE, OPT_GLU, OPT_WARMUP, OPT_REP, OPT_JSON };
     static const struct option longopts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"seq", required_argument, NULL, OPT_SEQ},
@@ -261,6 +273,7 @@ static void parse_options(int argc, char **argv, options *o) {
         {"weights", required_argument, NULL, OPT_WEIGHTS},
         {"clamp", required_argument, NULL, OPT_CLAMP},
         {"interleaved", no_argument, NULL, OPT_INTERLEAVED},
+        {"fp8-store", no_argument, NULL, OPT_FP8_STORE},
         {"glu", no_argument, NULL, OPT_GLU},
         {"warmup-ms", required_argument, NULL, OPT_WARMUP},
         {"rep-ms", required_argument, NULL, OPT_REP},
@@ -311,6 +324,7 @@ static void parse_options(int argc, char **argv, options *o) {
             break;
         }
         case OPT_INTERLEAVED: o->interleaved = 1; break;
+        case OPT_FP8_STORE: o->fp8_store = 1; break;
         case OPT_GLU: o->force_glu = 1; break;
         case OPT_WARMUP: o->warmup_ms = parse_ms("--warmup-ms", optarg); break;
         case OPT_REP: o->rep_ms = parse_ms("--rep-ms", optarg); break;
@@ -323,7 +337,7 @@ static void parse_options(int argc, char **argv, options *o) {
         bad_option("--seq x --batch", "", "more than 2^31 tokens");
     if (uses_glu(o) && !FASTGLU_BENCH_HAVE_GLU) {
         fputs("fastglu-bench: the variant flags (--activation other than silu, --bias, --weights,\n"
-              "--clamp, --interleaved, --glu) call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda, which\n"
+              "--clamp, --interleaved, --fp8-store, --glu) call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda, which\n"
               "this build did not find in libfastglu (configure with -DFASTGLU_BENCH_GLU=ON to force)\n",
               stderr);
         exit(EXIT_USAGE);
@@ -395,6 +409,7 @@ typedef struct problem {
     size_t esize, wsize;
     int64_t T, F;
     void *x, *y, *dy, *dx;                    /* device, sized for the largest F */
+    void *x8;                                 /* device [T, 2F] fp8 copy (--fp8-store), or NULL */
     void *bias, *dbias, *weights, *dweights;  /* device; NULL when not used */
     void *workspace;                          /* device; NULL when none is needed */
     size_t workspace_bytes;
@@ -411,7 +426,8 @@ static void run_fwd(const problem *p) {
     {
         const void *up = p->params.layout == FASTGLU_LAYOUT_SPLIT ? offset(p->x, F * p->esize) : NULL;
         fastglu_check(fastglu_glu_fwd_cuda(&p->params, p->x, 2 * F, up, 2 * F, p->bias, p->weights,
-                                           p->weights_dtype, 1, p->y, F, p->T, F, p->dtype, p->stream));
+                                           p->weights_dtype, 1, p->y, F, p->x8, 2 * F, p->T, F,
+                                           p->dtype, p->stream));
     }
 #else
     die(EXIT_ERROR, "internal error: the fastglu_glu_* family is not built in");
@@ -429,10 +445,14 @@ static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stri
 #if FASTGLU_BENCH_HAVE_GLU
     {
         const int split = p->params.layout == FASTGLU_LAYOUT_SPLIT;
-        const void *up = split ? offset(p->x, F * p->esize) : NULL;
+        /* the input: x, or (--fp8-store) the forward's fp8 copy x8, whose row stride is also 2F */
+        const void *in = p->x8 ? p->x8 : p->x;
+        const size_t in_es = p->x8 ? 1 : p->esize;
+        const fastglu_dtype in_dt = p->x8 ? FASTGLU_DTYPE_FP8_E4M3 : p->dtype;
+        const void *up = split ? offset(in, F * in_es) : NULL;
         void *d_up = split ? offset(p->dx, F * p->esize) : NULL;
         fastglu_check(fastglu_glu_bwd_cuda(
-            &p->params, p->dy, dy_row_stride, dy_col_stride, p->x, 2 * F, up, 2 * F, p->dtype, NULL, 0,
+            &p->params, p->dy, dy_row_stride, dy_col_stride, in, 2 * F, up, 2 * F, in_dt, NULL, 0,
             p->bias, p->weights, p->weights_dtype, 1, p->dx, 2 * F, d_up, 2 * F, p->dbias,
             p->dweights, p->workspace, p->workspace_bytes, p->T, F, p->dtype, p->stream));
     }
@@ -457,13 +477,17 @@ static double mode_bytes(const problem *p, mode m) {
     const double tf = (double)p->T * (double)p->F, e = (double)p->esize;
     const double extra_pass = (p->bias ? 2.0 * (double)p->F * e : 0.0) +
                               (p->weights ? (double)p->T * (double)p->wsize : 0.0);
-    const double fwd = 3 * tf * e + extra_pass;
+    /* --fp8-store: the forward writes x8 (2TF bytes), a backward reads it instead of x */
+    const double fwd = 3 * tf * e + extra_pass + (p->x8 ? 2 * tf : 0.0);
+    const double x_read = 2 * tf * (p->x8 ? 1.0 : e);
     const double bwd_extra = 2 * extra_pass; /* bias and weights read, dbias and dweights written */
+    const double bwd_full = tf * e + x_read + 2 * tf * e + bwd_extra;       /* dy, x, dx */
+    const double bwd_broadcast = e + x_read + 2 * tf * e + bwd_extra;       /* one dy element */
     switch (m) {
     case MODE_FORWARD: return fwd;
-    case MODE_BACKWARD: return fwd + 4 * tf * e + e + bwd_extra;
-    case MODE_FULL: return fwd + 5 * tf * e + bwd_extra;
-    default: return 5 * tf * e + bwd_extra;
+    case MODE_BACKWARD: return fwd + bwd_broadcast;
+    case MODE_FULL: return fwd + bwd_full;
+    default: return bwd_full;
     }
 }
 
@@ -579,6 +603,20 @@ typedef struct host_inputs {
     const void *x, *dy, *bias, *weights; /* as uploaded: x [T, 2Fmax], dy [T, Fmax], bias [2Fmax], weights [T] */
 } host_inputs;
 
+/* float8 e4m3fn byte -> its value (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; S.1111.111
+ * is NaN; subnormals m 2^-9). */
+static double e4m3_value(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double v = (e == 15 && m == 7) ? NAN : e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+    return (b & 0x80) ? -v : v;
+}
+
+/* Element i of x as the backward reads it: x itself, or (--fp8-store) its fp8 copy decoded. */
+static double bwd_operand(const problem *p, const void *x, size_t i) {
+    const double v = load_elem(x, p->dtype, i);
+    return p->x8 ? e4m3_value(fastglu_f32_to_e4m3((float)v)) : v;
+}
+
 /* Column positions of gate/up element j in a row of 2F (also bias and dbias). */
 static size_t gate_col(const problem *p, int64_t j) {
     return (size_t)(p->params.layout == FASTGLU_LAYOUT_INTERLEAVED ? 2 * j : j);
@@ -636,6 +674,7 @@ static double err_rel(const err_acc *e) {
 
 typedef struct check_result {
     double fwd, bwd, bwd_broadcast; /* relative norm errors: y; the worst of d_gate/d_up and dbias */
+    long fp8_mismatches;            /* --fp8-store: bytes of x8's sampled rows not the cast of x */
     double dweights;                /* the worse of the two backwards' dweights (0 without weights) */
     double tol, tol_weights;        /* the tolerances of dtype and of weights_dtype */
     int passed;                     /* every error within its tolerance */
@@ -683,7 +722,7 @@ static double check_bwd(const problem *p, const host_inputs *h, const int64_t *r
             const size_t gi = gate_col(p, j), ui = up_col(p, j), xrow = (size_t)(t * F2);
             const double dy = load_elem(h->dy, p->dtype, (size_t)(t * rs + j * cs));
             const ref_point ref = reference(
-                &p->params, load_elem(h->x, p->dtype, xrow + gi), load_elem(h->x, p->dtype, xrow + ui),
+                &p->params, bwd_operand(p, h->x, xrow + gi), bwd_operand(p, h->x, xrow + ui),
                 p->bias ? load_elem(h->bias, p->dtype, gi) : 0.0,
                 p->bias ? load_elem(h->bias, p->dtype, ui) : 0.0, w, dy);
             err_add(&edx, load_elem(row, p->dtype, gi), ref.d_gate);
@@ -703,8 +742,8 @@ static double check_bwd(const problem *p, const host_inputs *h, const int64_t *r
             double sa = 0.0, sv = 0.0;
             for (int64_t t = 0; t < p->T; ++t) {
                 const ref_point ref = reference(
-                    &p->params, load_elem(h->x, p->dtype, (size_t)(t * F2) + gi),
-                    load_elem(h->x, p->dtype, (size_t)(t * F2) + ui), load_elem(h->bias, p->dtype, gi),
+                    &p->params, bwd_operand(p, h->x, (size_t)(t * F2) + gi),
+                    bwd_operand(p, h->x, (size_t)(t * F2) + ui), load_elem(h->bias, p->dtype, gi),
                     load_elem(h->bias, p->dtype, ui),
                     p->weights ? load_elem(h->weights, p->weights_dtype, (size_t)t) : 1.0,
                     load_elem(h->dy, p->dtype, (size_t)(t * rs + j * cs)));
@@ -739,8 +778,21 @@ static check_result check_problem(const problem *p, const host_inputs *h) {
         if (n_cols == 0 || cols[i] != cols[n_cols - 1]) cols[n_cols++] = cols[i];
 
     CUDA_CHECK(cudaMemsetAsync(p->y, 0xff, (size_t)(T * F) * p->esize, p->stream));
+    if (p->x8) CUDA_CHECK(cudaMemsetAsync(p->x8, 0x7f, (size_t)(T * 2 * F), p->stream)); /* NaN */
     run_fwd(p);
     CUDA_CHECK(cudaStreamSynchronize(p->stream));
+    r.fp8_mismatches = 0;
+    if (p->x8) { /* x8's sampled rows: the cast of x's, in x's layout (x8 keeps its row stride 2F) */
+        unsigned char *row8 = host_alloc((size_t)(2 * F));
+        for (int k = 0; k < n_rows; ++k) {
+            const int64_t t = rows[k];
+            download(row8, offset(p->x8, (size_t)(t * 2 * F)), (size_t)(2 * F));
+            for (int64_t c = 0; c < 2 * F; ++c)
+                r.fp8_mismatches +=
+                    row8[c] != fastglu_f32_to_e4m3((float)load_elem(h->x, p->dtype, (size_t)(t * 2 * F + c)));
+        }
+        free(row8);
+    }
     for (int k = 0; k < n_rows; ++k) {
         const int64_t t = rows[k];
         const double w = p->weights ? load_elem(h->weights, p->weights_dtype, (size_t)t) : 1.0;
@@ -762,12 +814,15 @@ static check_result check_problem(const problem *p, const host_inputs *h) {
     r.dweights = worse(dw1, dw2);
     r.tol = tol;
     r.tol_weights = tol_w;
-    r.passed = r.fwd <= tol && r.bwd <= tol && r.bwd_broadcast <= tol && r.dweights <= tol_w;
+    r.passed = r.fwd <= tol && r.bwd <= tol && r.bwd_broadcast <= tol && r.dweights <= tol_w &&
+               r.fp8_mismatches == 0;
     return r;
 }
 
-/* The worst check error (of y, d_gate/d_up, dbias) of the passes a mode runs. */
+/* The worst check error (of y, d_gate/d_up, dbias) of the passes a mode runs; a wrong fp8 copy
+ * (--fp8-store) fails every mode (each forward writes it, each backward reads it). */
 static double mode_error(const check_result *c, mode m) {
+    if (c->fp8_mismatches) return INFINITY;
     switch (m) {
     case MODE_FORWARD: return c->fwd;
     case MODE_BACKWARD: return worse(c->fwd, c->bwd_broadcast);
@@ -870,6 +925,7 @@ static int write_json(const char *path, const run_info *info, const problem *p, 
             json_number(f, o->clamp_value);
         else
             fputs("null", f);
+        fprintf(f, ", \"fp8_store\": %s", p->x8 ? "true" : "false");
         fputs(", \"ms\": [", f);
         json_number(f, r->t.p50);
         fputs(", ", f);
@@ -893,6 +949,7 @@ static int write_json(const char *path, const run_info *info, const problem *p, 
             json_number(f, r->check.dweights);
         else
             fputs("null", f);
+        if (p->x8) fprintf(f, ", \"check_fp8_copy_mismatches\": %ld", r->check.fp8_mismatches);
         fprintf(f, ", \"status\": \"%s\"}", mode_passed(&r->check, r->m) ? "passed" : "failed");
     }
     fputs("\n ]\n}\n", f);
@@ -982,6 +1039,7 @@ int main(int argc, char **argv) {
         if (o.bias) printf(", bias + dbias");
         if (o.weights) printf(", %s weights + dweights", dtype_name(o.weights_dtype));
         if (o.clamp_given) printf(", clamp_value %g", (double)o.clamp_value);
+        if (o.fp8_store) printf(", fp8 copy written by the forward and read by the backward");
         printf(")\n");
     }
     printf("timing: do_bench schedule, warmup %g ms, rep %g ms, L2 flushed (256 MiB memset) before each call\n",
@@ -1016,6 +1074,7 @@ int main(int argc, char **argv) {
         p.dy = device_copy_of(h.dy, ny * p.esize);
         p.y = device_alloc(ny * p.esize);
         p.dx = device_alloc(nx * p.esize);
+        if (o.fp8_store) p.x8 = device_alloc(nx);
         if (o.bias) {
             p.bias = device_copy_of(h.bias, (size_t)(2 * Fmax) * p.esize);
             p.dbias = device_alloc((size_t)(2 * Fmax) * p.esize);
@@ -1047,9 +1106,10 @@ int main(int argc, char **argv) {
         if (!chk.passed)
             fprintf(stderr,
                     "fastglu-bench: check F=%lld FAILED (tolerance %.0e): relative errors forward %.3e, "
-                    "backward %.3e, backward with a broadcast dy %.3e, dweights %.3e (tolerance %.0e)\n",
+                    "backward %.3e, backward with a broadcast dy %.3e, dweights %.3e (tolerance %.0e); "
+                    "fp8 copy: %ld bytes of the sampled rows wrong\n",
                     (long long)p.F, chk.tol, chk.fwd, chk.bwd, chk.bwd_broadcast, chk.dweights,
-                    chk.tol_weights);
+                    chk.tol_weights, chk.fp8_mismatches);
         for (int k = 0; k < o.n_modes; ++k) {
             row *r = &rows[n_rows++];
             mode_arg a;
@@ -1086,6 +1146,7 @@ int main(int argc, char **argv) {
     if (p.weights) CUDA_CHECK(cudaFree(p.weights));
     if (p.dweights) CUDA_CHECK(cudaFree(p.dweights));
     if (p.workspace) CUDA_CHECK(cudaFree(p.workspace));
+    if (p.x8) CUDA_CHECK(cudaFree(p.x8));
     CUDA_CHECK(cudaStreamDestroy(p.stream));
     free((void *)(uintptr_t)h.x);
     free((void *)(uintptr_t)h.dy);

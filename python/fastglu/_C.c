@@ -146,29 +146,31 @@ static PyObject *py_swiglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t
 
 /* glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
  *         down_multiplier, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype,
- *         weights_stride, output, output_row_stride, tokens, F, dtype, stream)
- * Pointers as integers, 0 for NULL (up with the interleaved layout; no bias; no weights). */
+ *         weights_stride, output, output_row_stride, saved_fp8, saved_fp8_row_stride, tokens, F,
+ *         dtype, stream)
+ * Pointers as integers, 0 for NULL (up with the interleaved layout; no bias; no weights; no fp8
+ * copy of the operands). */
 static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     fastglu_glu_params p;
-    int64_t on_cuda, g_rs, u_rs, w_dtype, w_stride, out_rs, tokens, F, dtype;
-    void *g, *u, *bias, *w, *out, *stream;
+    int64_t on_cuda, g_rs, u_rs, w_dtype, w_stride, out_rs, s8_rs, tokens, F, dtype;
+    void *g, *u, *bias, *w, *out, *s8, *stream;
     (void)self;
-    CHECK_NARGS("glu_fwd", 21);
+    CHECK_NARGS("glu_fwd", 23);
     if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_ptr(args[7], &g) ||
         !get_i64(args[8], &g_rs) || !get_ptr(args[9], &u) || !get_i64(args[10], &u_rs) ||
         !get_ptr(args[11], &bias) || !get_ptr(args[12], &w) || !get_dtype(args[13], &w_dtype) ||
         !get_i64(args[14], &w_stride) || !get_ptr(args[15], &out) || !get_i64(args[16], &out_rs) ||
-        !get_i64(args[17], &tokens) || !get_i64(args[18], &F) || !get_dtype(args[19], &dtype) ||
-        !get_ptr(args[20], &stream))
+        !get_ptr(args[17], &s8) || !get_i64(args[18], &s8_rs) || !get_i64(args[19], &tokens) ||
+        !get_i64(args[20], &F) || !get_dtype(args[21], &dtype) || !get_ptr(args[22], &stream))
         return NULL;
     fastglu_status st;
     if (on_cuda) {
         st = fastglu_glu_fwd_cuda(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
-                                  out, out_rs, tokens, F, (fastglu_dtype)dtype, stream);
+                                  out, out_rs, s8, s8_rs, tokens, F, (fastglu_dtype)dtype, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS
         st = fastglu_glu_fwd_cpu(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
-                                 out, out_rs, tokens, F, (fastglu_dtype)dtype);
+                                 out, out_rs, s8, s8_rs, tokens, F, (fastglu_dtype)dtype);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -253,8 +255,8 @@ static PyMethodDef methods[] = {
     {"glu_fwd", (PyCFunction)(void (*)(void))py_glu_fwd, METH_FASTCALL,
      "glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
      "down_multiplier, gate, gate_row_stride, up, up_row_stride, bias, weights, weights_dtype, "
-     "weights_stride, output, output_row_stride, tokens, F, dtype, stream): "
-     "fastglu_glu_fwd_{cpu,cuda}; pointers as integers, 0 for NULL."},
+     "weights_stride, output, output_row_stride, saved_fp8, saved_fp8_row_stride, tokens, F, "
+     "dtype, stream): fastglu_glu_fwd_{cpu,cuda}; pointers as integers, 0 for NULL."},
     {"glu_bwd", (PyCFunction)(void (*)(void))py_glu_bwd, METH_FASTCALL,
      "glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
      "down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride, "

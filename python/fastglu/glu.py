@@ -40,9 +40,12 @@ devices, strides, options) naming the tensor before anything is written.
 
 Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept for the backward:
 
-- ``True``: Megatron's plain cast ``x.to(torch.float8_e4m3fn)``; the backward reads the fp8 values
-  directly. e4m3 has 3 mantissa bits and its smallest subnormal is 2^-9 = 0.00195, so small inputs
-  lose most of their value: a value of 1e-3 is stored as 0.00195 (+95%), 2e-3 as 0.00195, 1e-4 as 0.
+- ``True``: Megatron's plain cast ``x.to(torch.float8_e4m3fn)``, written by the forward kernel itself
+  in the pass that computes the output (``saved_fp8``: bit for bit what the cast gives, round to
+  nearest even, saturating at +-448, NaN kept), so the store costs no second pass over the input;
+  the backward reads the fp8 values directly. e4m3 has 3 mantissa bits and its smallest subnormal
+  is 2^-9 = 0.00195, so small inputs lose most of their value: a value of 1e-3 is stored as 0.00195
+  (+95%), 2e-3 as 0.00195, 1e-4 as 0.
 - ``"per_row"``: each token's row (gate and up together) is stored as ``fp8(x * s)`` with
   ``s = 448 / amax(|row|)`` (448: e4m3's largest finite value; s = 1 for an all-zero or non-finite
   row), and the backward decodes ``fp8 * (amax / 448)``. Every value then keeps e4m3's relative
@@ -375,29 +378,47 @@ def _launch(kernel, device, *args):
 # ---- the op layer -----------------------------------------------------------------------------
 
 
-def glu_fwd_p(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, fn="glu_fwd"):
-    """``glu_fwd`` with prepared parameters (``glu_params``)."""
+def _glu_fwd(p: GLUParams, x, up, bias, weights, out, saved_fp8, fn):
+    """The forward: (y, the fp8 copy or None). saved_fp8: None, a caller's tensor, or True (allocate
+    it: contiguous ``[..., 2F]`` float8_e4m3fn with the input's leading shape)."""
     op = _operands(x, up, p.layout, fn)
     b, b_orig = _check_bias(bias, op, op.dtype, fn)
     w, w_code, w_stride, w_orig = _check_weights(weights, op, fn)
     out_shape = op.lead + (op.F,)
+    copies = [("input", t) for t in op.copies()] + [("bias", b_orig), ("weights", w_orig)]
     if out is None:
         y, y_rs = torch.empty(out_shape, dtype=op.dtype, device=op.device), op.F
     else:
         y_rs = _check_out(out, out_shape, op.dtype, op.device, fn, "out")
         y = out
-        _refuse_overlaps((out,), [("input", t) for t in op.copies()] + [("bias", b_orig), ("weights", w_orig)], fn)
+        _refuse_overlaps((out,), copies, fn)
+    s8_shape = op.lead + (2 * op.F,)
+    if saved_fp8 is None:
+        s8, s8_rs = None, 0
+    elif saved_fp8 is True:
+        s8, s8_rs = torch.empty(s8_shape, dtype=_FP8, device=op.device), 2 * op.F
+    else:
+        s8_rs = _check_out(saved_fp8, s8_shape, _FP8, op.device, fn, "saved_fp8")
+        s8 = saved_fp8
+        _refuse_overlaps((s8,), copies, fn)
     if op.tokens and op.F:
         g_ptr, g_rs, u_ptr, u_rs = op.pointers()
         _launch(_C.glu_fwd, op.device, *p, g_ptr, g_rs, u_ptr, u_rs,
                 0 if b is None else b.data_ptr(), 0 if w is None else w.data_ptr(), w_code, w_stride,
-                y.data_ptr(), y_rs, op.tokens, op.F, op.code)
-    return y
+                y.data_ptr(), y_rs, 0 if s8 is None else s8.data_ptr(), s8_rs, op.tokens, op.F, op.code)
+    return y, s8
+
+
+def glu_fwd_p(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, saved_fp8=None, fn="glu_fwd"):
+    """``glu_fwd`` with prepared parameters (``glu_params``)."""
+    if saved_fp8 is not None and not isinstance(saved_fp8, torch.Tensor):
+        _fail(TypeError, fn, f"saved_fp8 must be None or a torch.Tensor, got {type(saved_fp8).__name__}")
+    return _glu_fwd(p, x, up, bias, weights, out, saved_fp8, fn)[0]
 
 
 def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None,
             glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
-            out=None, fn="glu_fwd"):
+            out=None, saved_fp8=None, fn="glu_fwd"):
     """The gated activation's forward, without autograd.
 
     Args:
@@ -412,19 +433,28 @@ def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_val
             with or without a trailing 1), float32 / bfloat16 / float16.
         out: optional output ``[..., F]`` of x's dtype and device (rows evenly strided, unit column
             stride, not overlapping any input).
+        saved_fp8: optional ``[..., 2F]`` torch.float8_e4m3fn tensor on x's device (the input's
+            leading shape; rows evenly strided, unit column stride, not overlapping any input or
+            ``out``) that receives, in the same pass, the raw operands (before clamp and bias) cast
+            exactly as ``t.to(torch.float8_e4m3fn)`` (round to nearest even, saturating at +-448,
+            NaN kept), in the operands' layout: ``[gate | up]`` (also for two tensors), or
+            interleaved pairs like x. ``glu_bwd(dy, saved_fp8, ...)`` (or, for two tensors,
+            ``glu_bwd(dy, saved_fp8[..., :F], saved_fp8[..., F:], ...)``) then reads it.
 
     Returns:
         ``y`` of shape ``[..., F]`` in x's dtype (also with weights of another dtype).
 
     Raises:
-        TypeError: a non-tensor, a non-dense tensor, a dtype other than bf16/fp16/fp32, mixed dtypes.
+        TypeError: a non-tensor, a non-dense tensor, a dtype other than bf16/fp16/fp32, mixed dtypes,
+            a ``saved_fp8`` that is not float8_e4m3fn.
         ValueError: odd last dimension, bias not [2F], weights not per-token, mixed devices, an
-            ``out`` of the wrong shape/device/strides or overlapping an input, bad options.
+            ``out`` or ``saved_fp8`` of the wrong shape/device/strides or overlapping an input, bad
+            options.
     """
     p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
                    gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
                    interleaved=interleaved, fn=fn)
-    return glu_fwd_p(p, x, up, bias, weights, out=out, fn=fn)
+    return glu_fwd_p(p, x, up, bias, weights, out=out, saved_fp8=saved_fp8, fn=fn)
 
 
 class GLUGrads(NamedTuple):
@@ -577,10 +607,9 @@ def glu_bwd_workspace_bytes(tokens: int, ffn_hidden_size: int, want_dbias: bool,
 
 
 def _fp8_store(mode, x, up):
-    """(x8, up8, scale_inv) of the operands for the backward. mode True: plain cast, no scale;
-    "per_row": scale_inv [tokens] (row-major over the leading dims); "per_tensor": one value."""
-    if mode is True:
-        return x.to(_FP8), (None if up is None else up.to(_FP8)), None
+    """(x8, up8, scale_inv) of the operands for the backward in a scaled mode: "per_row": scale_inv
+    [tokens] (row-major over the leading dims); "per_tensor": one value. (The plain cast, mode True,
+    is written by the forward kernel: ``saved_fp8``.)"""
     if mode == "per_row":
         amax = x.abs().amax(dim=-1).float()
         if up is not None:
@@ -622,7 +651,9 @@ class GLUFunction(torch.autograd.Function):
     bias and weights gradients are computed only when asked for (``needs_input_grad``).
 
     Saved for the backward: the input (fp8 when fp8_input_store: the raw, unclamped input, since
-    the backward needs it to know which elements the clamp cut), bias, weights, the fp8 scales.
+    the backward needs it to know which elements the clamp cut; with True the forward kernel writes
+    it, ``[..., 2F]`` in the operands' layout, and two tensors save its gate and up halves), bias,
+    weights, the fp8 scales.
     ``cpu_offload_input`` marks the saved input and the bias with ``activation_offloading = True``
     (Megatron's convention). ``in_place`` writes the input gradient into the saved input's storage:
     one backward per forward (a second raises RuntimeError); ignored with an fp8 store.
@@ -636,12 +667,19 @@ class GLUFunction(torch.autograd.Function):
             _check_in_place(x, fn, "gate" if up is not None else "input")
             if up is not None:
                 _check_in_place(up, fn, "up")
-        y = glu_fwd_p(params, x, up, bias, weights, fn=fn)
         scale_inv = None
-        if fp8:
-            x_s, up_s, scale_inv = _fp8_store(fp8, x, up)
+        if fp8 is True:
+            # Megatron's plain cast, written by the forward kernel in the same pass: one [..., 2F]
+            # buffer in the operands' layout; two tensors get its gate and up halves
+            y, x8 = _glu_fwd(params, x, up, bias, weights, None, True, fn)
+            F = x8.shape[-1] // 2
+            x_s, up_s = (x8, None) if up is None else (x8[..., :F], x8[..., F:])
         else:
-            x_s, up_s = x, up
+            y = glu_fwd_p(params, x, up, bias, weights, fn=fn)
+            if fp8:
+                x_s, up_s, scale_inv = _fp8_store(fp8, x, up)
+            else:
+                x_s, up_s = x, up
         if offload:
             x_s.activation_offloading = True
             if up_s is not None:

@@ -15,6 +15,12 @@
  * torch.clamp's mask on the raw operand; dbias = sum over tokens of the unmasked d_a / d_v;
  * dweights = sum over columns. An fp8 operand is decode(byte) * scale_inv rounded to fp32 (the
  * contract's fp32 operand), decoded by a table built from the e4m3fn definition with ldexp.
+ *
+ * The forward's fp8 copy of its operands (saved_fp8) is compared byte for byte with ref_e4m3: the
+ * e4m3fn value nearest to the operand, found by search in that table (ties to the even code,
+ * saturating at +-448, NaN kept with its sign): torch's `.to(torch.float8_e4m3fn)` written from its
+ * definition, independently of src/fp8.h. Its buffer has padded rows, an offset and trailing bytes,
+ * all pre-filled with 0x7f (an fp8 NaN, which no finite operand casts to).
  */
 #include "glu_reference.h"
 
@@ -68,6 +74,27 @@ static void fp8_init(void) {
             v = ldexp(1.0 + m / 8.0, e - 7);
         fp8_table[b] = s ? -v : v;
     }
+}
+
+/* x cast to e4m3fn as torch's .to(torch.float8_e4m3fn): the nearest of the finite codes 0x00 ..
+ * 0x7e (ascending values) by magnitude, the even code on a tie; 448 for anything at or above it
+ * (saturation, +-Inf included); NaN -> 0x7f with x's sign. */
+static uint8_t ref_e4m3(double x) {
+    const uint8_t sign = signbit(x) ? 0x80 : 0x00;
+    if (isnan(x)) return sign | 0x7f;
+    const double a = fabs(x);
+    if (a >= 448.0) return sign | 0x7e;
+    int lo = 0, hi = 0x7e; /* fp8_table[lo] <= a < fp8_table[hi] */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (fp8_table[mid] <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double below = a - fp8_table[lo], above = fp8_table[hi] - a;
+    const int k = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
+    return sign | (uint8_t)k;
 }
 
 /* ---- typed element access on host images -------------------------------------------------- */
@@ -250,7 +277,9 @@ static int64_t damage(const dbuf *x) {
 /* ---- one case ----------------------------------------------------------------------------- */
 
 enum { W_NONE, W_FP32, W_BF16_S3, W_FP16_S0, W_FP32_S2, W_KINDS };
-enum { FP8_NONE, FP8_PLAIN, FP8_TENSOR, FP8_TOKEN, FP8_KINDS };
+/* the backward's saved input: the operands themselves; random fp8 bytes (no scale, a per-tensor
+ * scale, per-token scales); or the forward's own fp8 copy (saved_fp8, no scale) */
+enum { FP8_NONE, FP8_PLAIN, FP8_TENSOR, FP8_TOKEN, FP8_STORED, FP8_KINDS };
 /* operand geometry: 0 contiguous; 1 fc1-style (SPLIT: gate and up halves of one padded row) with
  * dy column stride 2; 2 misaligned offsets and odd pads, dy transposed; 3 input rows broadcast
  * (row stride 0), dy scalar (strides 0, 0); 4 separate padded gate and up, dy row-broadcast */
@@ -259,6 +288,7 @@ enum { GEO_KINDS = 5 };
 typedef struct glu_case {
     fastglu_glu_params p;
     int bias, weights, fp8, geo, in_place, want_dbias, want_dweights;
+    int store8; /* the forward also writes saved_fp8 (always with FP8_STORED), checked bytewise */
     fastglu_dtype dt;
     int64_t T, F;
 } glu_case;
@@ -267,11 +297,12 @@ static int failures, checks;
 
 static void describe(const glu_case *c, char *s, size_t n) {
     snprintf(s, n,
-             "act=%d layout=%s bias=%d weights=%d clamp=%g off=%g mg=%g md=%g fp8=%d geo=%d "
-             "in_place=%d dbias=%d dweights=%d %s T=%lld F=%lld",
+             "act=%d layout=%s bias=%d weights=%d clamp=%g off=%g mg=%g md=%g fp8=%d store8=%d "
+             "geo=%d in_place=%d dbias=%d dweights=%d %s T=%lld F=%lld",
              (int)c->p.activation, c->p.layout ? "interleaved" : "split", c->bias, c->weights,
              (double)c->p.clamp_value, (double)c->p.glu_linear_offset,
-             (double)c->p.gate_multiplier, (double)c->p.down_multiplier, c->fp8, c->geo,
+             (double)c->p.gate_multiplier, (double)c->p.down_multiplier, c->fp8,
+             c->store8 || c->fp8 == FP8_STORED, c->geo,
              c->in_place, c->want_dbias, c->want_dweights, dtype_name(c->dt), (long long)c->T,
              (long long)c->F);
 }
@@ -387,6 +418,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int64_t W = il ? 2 * F : F; /* width of the gate operand and of d_gate */
     const int in_place = c->in_place && c->fp8 == FP8_NONE && c->geo != 3;
+    const int random8 = c->fp8 != FP8_NONE && c->fp8 != FP8_STORED; /* random fp8 bytes */
+    const int store8 = c->store8 || c->fp8 == FP8_STORED;
     const int clamp = p->clamp_value > 0;
     const float cv = p->clamp_value;
 
@@ -417,7 +450,7 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     const size_t wes = fastglu_dtype_size(wdt);
 
     dbuf G = {0}, U = {0}, G8 = {0}, U8 = {0}, BI = {0}, WT = {0}, SC = {0}, DY = {0}, Y = {0},
-         DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0};
+         DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0}, S8 = {0};
     dbuf_init(b, &G, es, g_n);
     if (u_n) dbuf_init(b, &U, es, u_n);
     for (int64_t i = 0; i < g_n; ++i) store(dt, G.h, i, operand_value(cv));
@@ -426,7 +459,7 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     /* fp8 saved input: same element geometry, its own random bytes */
     double scale_tensor = 1.0;
     int64_t sc_stride = 0;
-    if (c->fp8 != FP8_NONE) {
+    if (random8) {
         dbuf_init(b, &G8, 1, g_n);
         if (u_n) dbuf_init(b, &U8, 1, u_n);
         if (c->fp8 == FP8_TENSOR) scale_tensor = 0.5;
@@ -491,8 +524,18 @@ static void run_case(const glu_backend *b, const glu_case *c) {
         dbuf_init(b, &WS, 1, (int64_t)wsb);
         memset(WS.h, 0xff, wsb);
     }
+    /* the forward's fp8 copy [T, 2F]: an offset and a row pad per geometry (odd ones leave every
+     * access width from 16 bytes down to 1), trailing bytes, all pre-filled with 0x7f */
+    int64_t s8_off = 0, s8_rs = 2 * F;
+    if (store8) {
+        static const int64_t offs[GEO_KINDS] = {0, 16, 3, 1, 8}, pads[GEO_KINDS] = {0, 32, 5, 1, 8};
+        s8_off = offs[c->geo], s8_rs = 2 * F + pads[c->geo];
+        if (c->geo == 3 && T == 1) s8_rs = 0; /* one row: any row stride is legal */
+        dbuf_init(b, &S8, 1, s8_off + (T - 1) * s8_rs + 2 * F + 3);
+        memset(S8.h, 0x7f, (size_t)S8.n);
+    }
 
-    dbuf *all[] = {&G, &U, &G8, &U8, &BI, &WT, &SC, &DY, &Y, &DG, &DU, &DB, &DW, &WS};
+    dbuf *all[] = {&G, &U, &G8, &U8, &BI, &WT, &SC, &DY, &Y, &DG, &DU, &DB, &DW, &WS, &S8};
     for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
         if (all[i]->h) dbuf_upload(b, all[i]);
 
@@ -502,24 +545,32 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                                           : (const void *)((char *)U.d + u_off * es);
     const void *gate_in = gate, *up_in = up;
     fastglu_dtype in_dt = dt;
-    if (c->fp8 != FP8_NONE) {
+    int64_t g_rs_in = g_rs, u_rs_in = u_rs;
+    if (random8) {
         in_dt = FASTGLU_DTYPE_FP8_E4M3;
         gate_in = (char *)G8.d + g_off;
         up_in = il ? NULL : combined ? (const void *)((char *)G8.d + u_off)
                                      : (const void *)((char *)U8.d + u_off);
     }
+    void *saved8 = store8 ? (char *)S8.d + s8_off : NULL;
+    if (c->fp8 == FP8_STORED) { /* the backward reads the forward's copy, as the header says */
+        in_dt = FASTGLU_DTYPE_FP8_E4M3;
+        gate_in = saved8, up_in = il ? NULL : (const char *)saved8 + F;
+        g_rs_in = u_rs_in = s8_rs;
+    }
     const void *bias = c->bias ? BI.d : NULL, *weights = c->weights ? WT.d : NULL;
     void *y = (char *)Y.d + es;
     void *d_gate = (char *)dgb->d + dg_off * es;
     void *d_up = il ? NULL : (char *)dub->d + du_off * es;
-    fastglu_status st = b->fwd(p, gate, g_rs, up, u_rs, bias, weights, wdt, wst, y, y_rs, T, F, dt);
+    fastglu_status st =
+        b->fwd(p, gate, g_rs, up, u_rs, bias, weights, wdt, wst, y, y_rs, saved8, s8_rs, T, F, dt);
     b->sync();
     checks++;
     if (st != FASTGLU_SUCCESS) {
         fail(b, c, fastglu_last_error_message(), st);
         goto done;
     }
-    st = b->bwd(p, DY.d, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, in_dt, (const float *)SC.d,
+    st = b->bwd(p, DY.d, dy_rs, dy_cs, gate_in, g_rs_in, up_in, u_rs_in, in_dt, (const float *)SC.d,
                 sc_stride, bias, weights, wdt, wst, d_gate, dg_rs, d_up, du_rs,
                 want_db ? (char *)DB.d + es : NULL, want_dw ? (char *)DW.d + wes : NULL, WS.d, wsb,
                 T, F, dt);
@@ -535,6 +586,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     /* ---- reference ---- */
     {
         const int64_t n = T * F;
+        int64_t s8_bad = 0;
+        char s8_msg[200] = "";
         double *buf = calloc((size_t)(9 * n + 6 * F + 3 * T), sizeof(double));
         double *ry = buf, *gy = ry + n, *my = gy + n, *rdg = my + n, *gdg = rdg + n, *mdg = gdg + n;
         double *rdu = mdg + n, *gdu = rdu + n, *mdu = gdu + n;
@@ -558,10 +611,26 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                 ry[t * F + j] = r.y, my[t * F + j] = r.y_mag;
                 /* backward operands: the same, or the fp8 input as its fp32 operand */
                 double g = load(dt, G.before, gi), u = load(dt, ub, ui);
-                if (c->fp8 != FP8_NONE) {
+                const uint8_t g8 = ref_e4m3(g), u8w = ref_e4m3(u); /* the copy's bytes */
+                if (random8) {
                     const unsigned char *u8 = il || combined ? G8.before : U8.before;
                     g = (float)(fp8_table[G8.before[gi]] * sinv);
                     u = (float)(fp8_table[u8[ui]] * sinv);
+                } else if (c->fp8 == FP8_STORED) {
+                    g = fp8_table[g8], u = fp8_table[u8w];
+                }
+                if (store8) {
+                    const int64_t at = s8_off + t * s8_rs;
+                    const int64_t cg = at + (il ? 2 * j : j), cu = at + (il ? 2 * j + 1 : F + j);
+                    if (S8.h[cg] != g8 || S8.h[cu] != u8w) {
+                        if (s8_bad == 0)
+                            snprintf(s8_msg, sizeof s8_msg,
+                                     "saved_fp8 (%lld, %lld): gate 0x%02x up 0x%02x, want 0x%02x "
+                                     "0x%02x (of %.9g, %.9g)",
+                                     (long long)t, (long long)j, S8.h[cg], S8.h[cu], g8, u8w,
+                                     load(dt, G.before, gi), load(dt, ub, ui));
+                        s8_bad++;
+                    }
                 }
                 r = ref_eval(p, g, u, bg, bu, w, dyv);
                 const int pass_g = !clamp || g <= cv, pass_u = !clamp || (u >= -cv && u <= cv);
@@ -578,6 +647,10 @@ static void run_case(const glu_backend *b, const glu_case *c) {
             }
         }
         compare(b, c, "forward y", dt, gy, ry, my, n);
+        if (store8) {
+            checks++;
+            if (s8_bad) fail(b, c, s8_msg, (double)s8_bad);
+        }
         compare(b, c, "backward d_gate", dt, gdg, rdg, mdg, n);
         compare(b, c, "backward d_up", dt, gdu, rdu, mdu, n);
         if (want_db) {
@@ -598,10 +671,11 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     if (want_db) mark(&DB, 1, 1, 2 * F, 0, 1);
     if (want_dw) mark(&DW, 1, 1, T, 0, 1);
     if (wsb) mark(&WS, 0, 1, (int64_t)wsb, 0, 1);
+    if (store8) mark(&S8, s8_off, T, 2 * F, s8_rs, 1);
     {
         static const char *names[] = {"gate buffer", "up buffer", "fp8 gate", "fp8 up", "bias",
                                       "weights", "scale_inv", "dy", "output", "d_gate", "d_up",
-                                      "dbias", "dweights", "workspace"};
+                                      "dbias", "dweights", "workspace", "saved_fp8"};
         for (size_t i = 0; i < sizeof all / sizeof *all; ++i) {
             if (!all[i]->h) continue;
             int64_t bad = damage(all[i]);
@@ -664,6 +738,7 @@ int run_glu_suite(const glu_backend *b) {
                                         glu_case c;
                                         c.p = make_params(act, lay, clamps[ci], pset);
                                         c.bias = bias, c.weights = wk, c.fp8 = fp8;
+                                        c.store8 = (k / 3) % 2 == 0;
                                         c.geo = (int)(k % GEO_KINDS);
                                         c.in_place = (k / GEO_KINDS) % 3 == 1;
                                         c.want_dbias = (k / 7) % 4 != 3;
@@ -688,6 +763,7 @@ int run_glu_suite(const glu_backend *b) {
                     c.bias = (k / 4) % 2 == 0;
                     c.weights = (int)(k % W_KINDS);
                     c.fp8 = (int)((k / 7) % FP8_KINDS);
+                    c.store8 = v % 2 == 0;
                     c.geo = (int)((k / 2) % GEO_KINDS);
                     c.in_place = v == 3;
                     c.want_dbias = 1, c.want_dweights = 1;
@@ -712,6 +788,7 @@ int run_glu_sentinel_sweep(const glu_backend *b) {
                                           full ? 1.5f : 0.0f, full);
                         c.bias = full, c.weights = full ? W_BF16_S3 : W_NONE;
                         c.fp8 = FP8_NONE, c.geo = full ? 2 : 4, c.in_place = 0;
+                        c.store8 = 1; /* the fp8 copy's padded rows are sentinel-checked too */
                         c.want_dbias = c.want_dweights = full;
                         c.dt = dtypes[d];
                         c.T = rows[r], c.F = widths[w];
@@ -901,6 +978,104 @@ int run_glu_fp8_exact(const glu_backend *b) {
     return end("glu fp8 decode", b);
 }
 
+/* ---- the forward's fp8 copy on every 16-bit pattern ---------------------------------------- */
+
+/* n operand values of dt into h: bf16 / fp16 every bit pattern 0 .. 65535 (n = 65536); fp32 the
+ * special values (+-0, +-Inf, quiet and signalling NaNs of both signs, 448 and the saturation
+ * boundary 464 with their neighbours, FLT_MAX, normal and subnormal fp32 minima, e4m3's subnormal
+ * range and half its smallest step), every tie between neighbouring e4m3 values with its two fp32
+ * neighbours (both signs), then random bit patterns. */
+static void fp8_store_patterns(fastglu_dtype dt, unsigned char *h, int64_t n) {
+    if (dt != FASTGLU_DTYPE_FP32) {
+        for (int64_t i = 0; i < n; ++i) ((uint16_t *)h)[i] = (uint16_t)i;
+        return;
+    }
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+        0x7f800001u, 0xff800001u, 0x7fffffffu, 0x43e00000u /* 448 */, 0x43e80000u /* 464 */,
+        0x43e7ffffu, 0x43e80001u, 0x43dfffffu, 0x43f00000u /* 480 */, 0x7f7fffffu, 0x00800000u,
+        0x00000001u, 0x807fffffu, 0x3a800000u /* 2^-10 */, 0x3a800001u, 0x3a7fffffu,
+        0x3b000000u /* 2^-9 */, 0x3c800000u /* 2^-6 */, 0x3c7fffffu, 0xbc800001u};
+    const int64_t ns = (int64_t)(sizeof special / sizeof *special);
+    float *f = (float *)h;
+    int64_t i = 0;
+    for (; i < ns && i < n; ++i) memcpy(&f[i], &special[i], 4);
+    for (int k = 0; k < 0x7e && i + 6 <= n; ++k) {
+        const float mid = (float)((fp8_table[k] + fp8_table[k + 1]) / 2); /* exact in fp32 */
+        const float v[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (int q = 0; q < 3; ++q) f[i++] = v[q], f[i++] = -v[q];
+    }
+    for (; i < n; ++i) {
+        const uint32_t u = (uint32_t)rng_next();
+        memcpy(&f[i], &u, 4);
+    }
+}
+
+int run_glu_fp8_store_exact(const glu_backend *b) {
+    begin("glu fp8 store", b);
+    enum { NPAT = 65536 };
+    /* (F, saved_fp8 offset, row pad, activation, clamp): whole chunks with wide accesses and a
+     * clamp (the copy must hold the raw operand); every column in a chunk's tail, misaligned */
+    static const struct { int64_t F, off, pad; int act; float clamp; } cfg[] = {
+        {128, 0, 16, FASTGLU_ACT_SILU, 1.0f}, {5, 3, 3, FASTGLU_ACT_QUICK_GELU, 0.0f}};
+    for (int d = 0; d < 3; ++d)
+        for (int lay = 0; lay < 2; ++lay)
+            for (int ci = 0; ci < 2; ++ci) {
+                const fastglu_dtype dt = dtypes[d];
+                const size_t es = fastglu_dtype_size(dt);
+                const int64_t F = cfg[ci].F, T = (NPAT + 2 * F - 1) / (2 * F);
+                const int64_t s8_rs = 2 * F + cfg[ci].pad, s8_off = cfg[ci].off;
+                const int64_t nx = T * 2 * F, n8 = s8_off + (T - 1) * s8_rs + 2 * F + 4;
+                unsigned char *hx = calloc((size_t)nx, es), *h8 = malloc((size_t)n8);
+                unsigned char *want = malloc((size_t)n8), *hb = malloc((size_t)(2 * F) * es);
+                fp8_store_patterns(dt, hx, NPAT);
+                for (int64_t i = NPAT; i < nx; ++i) memcpy(hx + i * es, hx + (i - NPAT) * es, es);
+                for (int64_t i = 0; i < 2 * F; ++i) store(dt, hb, i, 0.25 + 0.5 * rng_uniform());
+                memset(h8, 0x7f, (size_t)n8);
+                memcpy(want, h8, (size_t)n8);
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t j = 0; j < 2 * F; ++j) /* the copy has the operands' layout */
+                        want[s8_off + t * s8_rs + j] = ref_e4m3(load(dt, hx, t * 2 * F + j));
+                void *x = b->alloc((size_t)nx * es), *y = b->alloc((size_t)(T * F) * es);
+                void *s8 = b->alloc((size_t)n8), *bias = b->alloc((size_t)(2 * F) * es);
+                b->upload(x, hx, (size_t)nx * es), b->upload(s8, h8, (size_t)n8);
+                b->upload(bias, hb, (size_t)(2 * F) * es);
+                fastglu_glu_params p = make_params(cfg[ci].act, lay, cfg[ci].clamp, 0);
+                const int il = lay == FASTGLU_LAYOUT_INTERLEAVED;
+                fastglu_status st = b->fwd(&p, x, 2 * F, il ? NULL : (char *)x + F * es, 2 * F, bias,
+                                           NULL, FASTGLU_DTYPE_FP32, 0, y, F, (char *)s8 + s8_off,
+                                           s8_rs, T, F, dt);
+                b->sync();
+                checks++;
+                if (st != FASTGLU_SUCCESS) {
+                    printf("FAIL %s fp8 store: status %d (%s)\n", b->name, st,
+                           fastglu_last_error_message());
+                    failures++;
+                } else {
+                    b->download(h8, s8, (size_t)n8);
+                    int64_t bad = 0, first = -1;
+                    for (int64_t i = 0; i < n8; ++i)
+                        if (h8[i] != want[i]) bad += 1, first = first < 0 ? i : first;
+                    checks++;
+                    if (bad) {
+                        const int64_t r = first - s8_off, t = r / (s8_rs ? s8_rs : 1);
+                        const int64_t j = r - t * s8_rs;
+                        const int inside = r >= 0 && t < T && j < 2 * F;
+                        printf("FAIL %s fp8 store %s %s F=%lld: %lld bytes differ, first at byte %lld "
+                               "(%s): 0x%02x, want 0x%02x (of %.9g)\n",
+                               b->name, dtype_name(dt), il ? "interleaved" : "split", (long long)F,
+                               (long long)bad, (long long)first,
+                               inside ? "inside [T, 2F]" : "outside [T, 2F]", h8[first], want[first],
+                               inside ? load(dt, hx, t * 2 * F + j) : 0.0);
+                        failures++;
+                    }
+                }
+                b->release(x), b->release(y), b->release(s8), b->release(bias);
+                free(hx), free(h8), free(want), free(hb);
+            }
+    return end("glu fp8 store", b);
+}
+
 /* ---- parameter edges ---------------------------------------------------------------------- */
 
 /* fwd + bwd of a fixed fp32 problem with params p: y [T*F], dx [T*2F], db [2F], dw [T]. */
@@ -919,7 +1094,8 @@ static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, f
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const char *xc = x;
     fastglu_status st = b->fwd(p, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, bi, w,
-                               FASTGLU_DTYPE_FP32, 1, dy_out, PF, PT, PF, FASTGLU_DTYPE_FP32);
+                               FASTGLU_DTYPE_FP32, 1, dy_out, PF, NULL, 0, PT, PF,
+                               FASTGLU_DTYPE_FP32);
     if (st == FASTGLU_SUCCESS)
         st = b->bwd(p, dy, PF, 1, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, FASTGLU_DTYPE_FP32,
                     NULL, 0, bi, w, FASTGLU_DTYPE_FP32, 1, ddx, 2 * PF,

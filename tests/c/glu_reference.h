@@ -2,7 +2,8 @@
  * glu_reference.h — the C test driver of the gated-linear-unit family (fastglu_glu_*), shared by
  * the CPU and CUDA tests: random inputs, a float64 reference written from the formulas in
  * include/fastglu.h, outputs pre-filled with a sentinel, and suites that run one backend over
- * activations, layouts, clamp, offset, multipliers, bias, weights, fp8 saved inputs, dtypes,
+ * activations, layouts, clamp, offset, multipliers, bias, weights, fp8 saved inputs (random, or the
+ * forward's own fp8 copy, which is checked byte for byte), dtypes,
  * widths, row counts, strided and in-place operands. FASTGLU_TEST_SEED=N repeats a run;
  * GLU_DEBUG=1 prints the first values of a failing comparison.
  */
@@ -21,7 +22,8 @@ typedef struct glu_backend {
     fastglu_status (*fwd)(const fastglu_glu_params *params, const void *gate, int64_t gate_rs,
                           const void *up, int64_t up_rs, const void *bias, const void *weights,
                           fastglu_dtype weights_dtype, int64_t weights_stride, void *output,
-                          int64_t output_rs, int64_t tokens, int64_t F, fastglu_dtype dtype);
+                          int64_t output_rs, void *saved_fp8, int64_t saved_fp8_rs, int64_t tokens,
+                          int64_t F, fastglu_dtype dtype);
     fastglu_status (*bwd)(const fastglu_glu_params *params, const void *dy, int64_t dy_rs,
                           int64_t dy_cs, const void *gate, int64_t gate_rs, const void *up,
                           int64_t up_rs, fastglu_dtype input_dtype, const float *input_scale_inv,
@@ -60,6 +62,13 @@ int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_c
 /* The fp8 e4m3fn decoder against its definition, through the backward: every one of the 256 codes
  * as `up`, with gate 0, dy 1, GELU_TANH: d_gate = 0.5 * decode(code) * scale_inv exactly (fp32). */
 int run_glu_fp8_exact(const glu_backend *b);
+
+/* The forward's fp8 copy (saved_fp8) byte for byte against the cast's definition (torch's
+ * .to(torch.float8_e4m3fn): nearest, ties to even, saturating at +-448, NaN kept): every bf16 and
+ * every fp16 bit pattern, and fp32 specials, ties and random bit patterns, in both layouts, at
+ * F = 128 (whole chunks, with a clamp the copy must ignore) and F = 5 (chunk tails, a misaligned
+ * copy); the bytes around the [tokens, 2F] region of its padded rows stay untouched. */
+int run_glu_fp8_store_exact(const glu_backend *b);
 
 /* Parameter edge cases through the backend: clamp NaN / negative / 0 give bitwise the unclamped
  * result; offset and multipliers scale as the formulas say; the reference's derivatives agree

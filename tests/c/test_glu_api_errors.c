@@ -34,6 +34,7 @@ static struct arena {
     _Alignas(16) float scale[T];
     _Alignas(16) unsigned char x8[T][2 * F];
     _Alignas(16) float y[T][F];
+    _Alignas(16) unsigned char s8[T][2 * F + 4]; /* the forward's fp8 copy (saved_fp8) */
     _Alignas(16) float dx[T][2 * F];
     _Alignas(16) float dup2[T][F];
     _Alignas(16) float dbias[2 * F];
@@ -53,6 +54,7 @@ static void poison(void) {
     }
     for (int j = 0; j < 2 * F; ++j) A.bias[j] = 0.1f * (float)j;
     memset(A.y, 0x7f, sizeof A.y);
+    memset(A.s8, 0x7f, sizeof A.s8);
     memset(A.dx, 0x7f, sizeof A.dx);
     memset(A.dup2, 0x7f, sizeof A.dup2);
     memset(A.dbias, 0x7f, sizeof A.dbias);
@@ -82,6 +84,8 @@ typedef struct call {
     int64_t weights_stride;
     void *output;
     int64_t output_rs;
+    void *saved8; /* saved_fp8: NULL by default */
+    int64_t saved8_rs;
     void *d_gate;
     int64_t d_gate_rs;
     void *d_up;
@@ -120,10 +124,11 @@ static fastglu_status run_fwd(const call *c, int cuda) {
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
     return cuda ? fastglu_glu_fwd_cuda(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
                                        c->weights_dtype, c->weights_stride, c->output,
-                                       c->output_rs, c->tokens, c->F, c->dtype, NULL)
+                                       c->output_rs, c->saved8, c->saved8_rs, c->tokens, c->F,
+                                       c->dtype, NULL)
                 : fastglu_glu_fwd_cpu(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
                                       c->weights_dtype, c->weights_stride, c->output, c->output_rs,
-                                      c->tokens, c->F, c->dtype);
+                                      c->saved8, c->saved8_rs, c->tokens, c->F, c->dtype);
 }
 
 static fastglu_status run_bwd(const call *c, int cuda) {
@@ -400,6 +405,68 @@ int main(void) {
     c = interleaved(), c.d_gate = &A.x[1][0];
     REJECT(BWD, INV, "d_gate overlaps gate", c);
 
+    /* ---- the forward's fp8 copy (saved_fp8): [T, 2F] bytes, any alignment, an output ---- */
+    c = legal(), c.saved8 = A.s8, c.saved8_rs = 2 * F - 1;
+    REJECT(FWD, INV, "saved_fp8 row stride 15 is smaller than its row of 16", c);
+    c = legal(), c.saved8 = A.s8, c.saved8_rs = -1;
+    REJECT(FWD, INV, "saved_fp8 has a negative stride (row -1", c);
+    c = legal(), c.saved8 = A.s8, c.saved8_rs = INT64_MAX / 2;
+    REJECT(FWD, INV, "saved_fp8 spans more than 2^63 bytes", c);
+    c = legal(), c.saved8 = A.x, c.saved8_rs = 2 * F;
+    REJECT(FWD, INV, "saved_fp8 overlaps gate", c);
+    /* rows of 2F bytes inside the up halves of x's rows (same row stride: the exact test) */
+    c = legal(), c.saved8 = &A.x[0][F], c.saved8_rs = (int64_t)sizeof A.x[0];
+    REJECT(FWD, INV, "saved_fp8 overlaps up", c);
+    c = legal(), c.saved8 = (char *)&A.x[0][2 * F] - 1, c.saved8_rs = 2 * F, c.tokens = 1;
+    REJECT(FWD, INV, "saved_fp8 overlaps up", c); /* its first byte is up's last */
+    c = legal(), c.saved8 = (void *)A.bias, c.saved8_rs = 2 * F;
+    REJECT(FWD, INV, "saved_fp8 overlaps bias", c);
+    c = legal(), c.saved8 = (void *)A.w, c.saved8_rs = 0, c.tokens = 1;
+    REJECT(FWD, INV, "saved_fp8 overlaps weights", c);
+    c = legal(), c.saved8 = A.y, c.saved8_rs = 2 * F;
+    REJECT(FWD, INV, "saved_fp8 overlaps output", c);
+    c = legal(), c.saved8 = (char *)A.s8 + 5, c.saved8_rs = 2 * F + 4, c.output = A.s8;
+    c.output_rs = F;
+    REJECT(FWD, INV, "saved_fp8 overlaps output", c);
+    c = interleaved(), c.saved8 = &A.x[1][3], c.saved8_rs = 2 * F;
+    REJECT(FWD, INV, "saved_fp8 overlaps gate", c);
+    c = legal(), c.up = A.up2, c.up_rs = F, c.saved8 = &A.up2[2][1], c.saved8_rs = 2 * F;
+    REJECT(FWD, INV, "saved_fp8 overlaps up", c); /* two tensors */
+    /* legal: any alignment and row stride >= 2F; one row with any row stride; every layout */
+    c = legal(), c.saved8 = A.s8, c.saved8_rs = 2 * F;
+    ACCEPT(FWD, c);
+    c = legal(), c.saved8 = (char *)A.s8 + 1, c.saved8_rs = 2 * F + 3;
+    ACCEPT(FWD, c);
+    c = legal(), c.saved8 = (char *)A.s8 + 3, c.saved8_rs = 0, c.tokens = 1;
+    ACCEPT(FWD, c);
+    c = interleaved(), c.saved8 = (char *)A.s8 + 2, c.saved8_rs = 2 * F + 1;
+    ACCEPT(FWD, c);
+    c = legal(), c.up = A.up2, c.up_rs = F, c.saved8 = A.s8, c.saved8_rs = 2 * F + 4;
+    ACCEPT(FWD, c);
+    /* the copy's rows in the gaps between gate's rows (x's up halves, unused with a separate up):
+     * no shared byte, by the exact test for regions of one row stride */
+    c = legal(), c.up = A.up2, c.up_rs = F, c.gate = A.x, c.gate_rs = 2 * F;
+    c.saved8 = &A.x[0][F], c.saved8_rs = (int64_t)sizeof A.x[0];
+    ACCEPT(FWD, c);
+    /* the backward reads the copy as its fp8 input: gate = saved_fp8, up = saved_fp8 + F */
+    {
+        poison();
+        c = legal(), c.saved8 = A.s8, c.saved8_rs = 2 * F + 4;
+        EXPECT(run_fwd(&c, 0) == FASTGLU_SUCCESS, "fwd with saved_fp8: %s",
+               fastglu_last_error_message());
+        int written = 1;
+        for (int t = 0; t < T; ++t) {
+            for (int j = 0; j < 2 * F; ++j) written &= A.s8[t][j] != 0x7f;
+            for (int j = 2 * F; j < 2 * F + 4; ++j) written &= A.s8[t][j] == 0x7f; /* the pad */
+        }
+        EXPECT(written, "fwd with saved_fp8: the copy is not exactly the [T, 2F] region");
+        call d = legal();
+        d.input_dtype = FASTGLU_DTYPE_FP8_E4M3, d.gate = A.s8, d.up = &A.s8[0][F];
+        d.gate_rs = d.up_rs = 2 * F + 4;
+        EXPECT(run_bwd(&d, 0) == FASTGLU_SUCCESS, "bwd from saved_fp8: %s",
+               fastglu_last_error_message());
+    }
+
     /* ---- legal layouts ---- */
     c = legal();
     ACCEPT(BOTH, c);
@@ -437,6 +504,7 @@ int main(void) {
     {
         /* forward: nothing read or written, NULL pointers allowed */
         c = legal(), c.tokens = 0, c.gate = NULL, c.up = NULL, c.output = NULL;
+        c.saved8 = A.x, c.saved8_rs = -1; /* like output: not used, not checked */
         poison();
         EXPECT(run_fwd(&c, 0) == FASTGLU_SUCCESS && untouched(), "T = 0 fwd: %s",
                fastglu_last_error_message());

@@ -1,6 +1,7 @@
 /* test_glu_cuda.c — the gated-linear-unit family's CUDA backend (fastglu_glu_*_cuda) against the
  * float64 reference of tests/c/glu_reference.c (the same suite as the CPU backend's), on a
- * non-default stream; the fp8 decoder on all 256 codes; parameter edge cases; and determinism:
+ * non-default stream; the fp8 decoder on all 256 codes; the forward's fp8 copy on every bf16 / fp16
+ * bit pattern; parameter edge cases; and determinism:
  * bitwise-identical d_gate, d_up, dbias and dweights run to run and across launch configurations
  * (fastglu_debug_set_max_blocks(0), (1), (7)). Exits 77 (CTest: skipped) when no CUDA device is
  * usable.
@@ -39,10 +40,10 @@ static void dev_sync(void) { check(cudaStreamSynchronize(stream), "kernel"); }
 
 static fastglu_status fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_rs,
                           const void *up, int64_t up_rs, const void *bias, const void *weights,
-                          fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs, int64_t T,
-                          int64_t F, fastglu_dtype dt) {
+                          fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs, void *saved_fp8,
+                          int64_t saved_fp8_rs, int64_t T, int64_t F, fastglu_dtype dt) {
     return fastglu_glu_fwd_cuda(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
-                                T, F, dt, stream);
+                                saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 
 static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t dy_rs,
@@ -76,7 +77,7 @@ int main(void) {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     const glu_backend b = {"cuda", fwd, bwd, dev_alloc, dev_free, dev_upload, dev_download,
                            dev_sync};
-    int failed = run_glu_fp8_exact(&b) + run_glu_param_edges(&b) +
+    int failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
                  run_glu_determinism(&b, set_grid, 3) + run_glu_suite(&b);
     if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);
     fastglu_debug_set_max_blocks(0);

@@ -9,14 +9,18 @@
  * fp8 with no / per-tensor / per-token scale, or a wrong one), tokens, F, every row stride (too
  * small, zero, padded), dy's strides, element offsets of every pointer, misaligned pointers, NULL
  * pointers, dbias / dweights (with and without bias / weights), the workspace (exact, larger,
- * too small, NULL, misaligned), and aliasing (output inside gate, the in-place backward, dbias on
- * bias, dweights on weights, d_gate on dy, the workspace on d_gate). Every buffer is its own
+ * too small, NULL, misaligned), the forward's fp8 copy (saved_fp8: none, padded or exact rows, too
+ * small a row stride, any byte offset, on gate, on up, on output), and aliasing (output inside gate,
+ * the in-place backward, dbias on bias, dweights on weights, d_gate on dy, the workspace on d_gate).
+ * Every buffer is its own
  * allocation, exactly as large as the strides and offsets it is described with, so
  * AddressSanitizer catches any access outside what the call was given; outputs are pre-filled with
  * a sentinel. Then:
  *  - a call that fails must leave every buffer byte-identical;
  *  - a call that succeeds must match a float64 reference (tolerance by dtype, an absolute floor,
- *    and fp32's rounding where the formula cancels) on every output element, zero-fill dbias /
+ *    and fp32's rounding where the formula cancels) on every output element, hold in saved_fp8
+ *    exactly the e4m3fn cast of each raw operand (nearest, ties to even, saturating at 448, NaN
+ *    kept: searched in the table of e4m3fn values, independently of src/fp8.h), zero-fill dbias /
  *    dweights when the problem is empty, and leave every other byte of every buffer alone.
  * A call the harness knows to be illegal (an output overlapping an input other than in place)
  * that succeeds on a non-empty problem aborts.
@@ -51,6 +55,25 @@ static double fp8_value(uint8_t b) {
                : e == 0            ? ldexp(m / 8.0, -6)
                                    : ldexp(1.0 + m / 8.0, e - 7);
     return s ? -v : v;
+}
+
+/* x cast to e4m3fn as torch's .to(torch.float8_e4m3fn): the nearest finite code by magnitude (codes
+ * 0x00 .. 0x7e ascend), the even one on a tie, 448 at or above it; NaN -> 0x7f with x's sign. */
+static uint8_t ref_e4m3(double x) {
+    const uint8_t sign = signbit(x) ? 0x80 : 0x00;
+    if (isnan(x)) return sign | 0x7f;
+    const double a = fabs(x);
+    if (a >= 448.0) return sign | 0x7e;
+    int lo = 0, hi = 0x7e; /* value(lo) <= a < value(hi) */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (fp8_value((uint8_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double below = a - fp8_value((uint8_t)lo), above = fp8_value((uint8_t)hi) - a;
+    return sign | (uint8_t)(below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi));
 }
 
 static int valid_dtype(int dt) { return dt >= 0 && dt <= 2; }
@@ -204,7 +227,8 @@ static int close_enough(int dt, double got, double want, double mag) {
 
 /* ---- the harness ------------------------------------------------------------------------- */
 
-static long n_fwd_ok, n_fwd_err, n_bwd_ok, n_bwd_err, n_in_place_ok, n_fp8_ok, n_red_ok;
+static long n_fwd_ok, n_fwd_err, n_bwd_ok, n_bwd_err, n_in_place_ok, n_fp8_ok, n_red_ok,
+    n_fp8_store_ok;
 
 static const float clamps[] = {0.0f, 1.5f, 0.5f, 3.0f, NAN, -1.0f, INFINITY, 1.5f};
 static const float offsets[] = {0.0f, 1.0f, -0.5f, 0.0f, 1.0f, 0.25f, NAN, INFINITY};
@@ -261,11 +285,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int byte_off = next(&r) % 16 == 0;
     unsigned off[12];
     for (int i = 0; i < 12; ++i) off[i] = next(&r) % 8;
+    /* saved_fp8: 0-2 none, 3-5 its own buffer with a picked row stride, 6 exact rows at a byte
+     * offset (off[11] bytes), 7 on gate, 8 on up (or gate), 9 on output */
+    const unsigned s8_kind = next(&r) % 10;
+    const int64_t s8_rs = s8_kind == 6 ? 2 * F : pick_stride(&r, 2 * F);
 
     /* ---- buffers, each exactly its extent ---- */
     const size_t in_es = esize(in_dt), w_es = wdt >= 0 ? esize(wdt) : 4;
     buf G = {0}, U = {0}, G8 = {0}, U8 = {0}, B = {0}, Wt = {0}, S = {0}, DY = {0}, Y = {0},
-        DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0};
+        DG = {0}, DU = {0}, DB = {0}, DW = {0}, WS = {0}, S8 = {0};
     buf_make(&G, off[0] + span(T, W, g_rs, 1), es);
     if (!il) buf_make(&U, off[1] + span(T, F, u_rs, 1), es);
     if (in_dt != dt) {
@@ -281,6 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!il || up_il) buf_make(&DU, off[8] + span(T, F, du_rs, 1), es);
     if (want_db) buf_make(&DB, off[9] + (F > 0 ? 2 * F : 0), es);
     if (want_dw) buf_make(&DW, off[10] + (T > 0 ? T : 0), w_es);
+    if (s8_kind >= 3 && s8_kind <= 6) buf_make(&S8, off[11] + span(T, 2 * F, s8_rs, 1), 1);
     const int64_t Fn = F > 0 ? F : 0;
     const size_t need = fastglu_glu_bwd_workspace_bytes(T, F, want_db && F > 0, want_dw && T > 0);
     size_t ws_bytes = need;
@@ -316,11 +345,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < Wt.n; ++i) store(wdt, Wt.p, i, next(&r) / 128.0);
     for (int64_t i = 0; i < S.n; ++i) ((float *)S.p)[i] = 0.25f + (float)next(&r) / 128.0f;
     for (int64_t i = 0; i < DY.n; ++i) store(dt, DY.p, i, ((int)next(&r) - 128) / 32.0);
-    buf *outs[] = {&Y, &DG, &DU, &DB, &DW};
+    buf *outs[] = {&Y, &DG, &DU, &DB, &DW, &S8};
     for (size_t k = 0; k < sizeof outs / sizeof *outs; ++k)
         if (outs[k]->p) memset(outs[k]->p, 0x7f, (size_t)outs[k]->n * outs[k]->es + 1);
     memset(WS.p, 0xff, (size_t)WS.n + 1);
-    buf *all[] = {&G, &U, &G8, &U8, &B, &Wt, &S, &DY, &Y, &DG, &DU, &DB, &DW, &WS};
+    buf *all[] = {&G, &U, &G8, &U8, &B, &Wt, &S, &DY, &Y, &DG, &DU, &DB, &DW, &WS, &S8};
     for (size_t k = 0; k < sizeof all / sizeof *all; ++k)
         if (all[k]->p) buf_snap(all[k]);
 
@@ -347,6 +376,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t d_gate_rs = dg_rs, d_up_rs = du_rs;
     /* aliasing */
     int illegal_alias = 0, in_place = 0;
+    void *saved8 = S8.p ? (void *)(S8.p + off[11]) : NULL;
+    if (s8_kind == 7 && gate) saved8 = (void *)gate, illegal_alias = 1;
+    if (s8_kind == 8 && (il ? gate : up)) saved8 = (void *)(il ? gate : up), illegal_alias = 1;
+    if (s8_kind == 9) saved8 = y, illegal_alias = 1;
     if (alias == 1 && gate && G.n > 0) y = (void *)gate, illegal_alias = 1;
     if (alias >= 2 && alias <= 4 && gate_in && (il || up_in)) {
         d_gate = (void *)gate_in, d_gate_rs = g_rs; /* the in-place backward */
@@ -364,8 +397,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- forward ---- */
     fastglu_status st = fastglu_glu_fwd_cpu(&p, gate, g_rs, up, u_rs, bias, weights,
-                                            (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs, T,
-                                            F, (fastglu_dtype)dt);
+                                            (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs,
+                                            saved8, s8_rs, T, F, (fastglu_dtype)dt);
     const int nonempty = T > 0 && F > 0;
     if (st != FASTGLU_SUCCESS) {
         n_fwd_err++;
@@ -386,11 +419,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const double bu = bias ? load(dt, bias, il ? 2 * j + 1 : F + j) : 0.0;
                 const refv rv = ref_eval(&p, g, u, bg, bu, w, 0.0);
                 if (!close_enough(dt, load(dt, y, t * y_rs + j), rv.y, rv.y_mag)) abort();
+                if (saved8) { /* the raw operands' fp8 copy, in their layout */
+                    const uint8_t *row = (const uint8_t *)saved8 + t * s8_rs;
+                    if (row[il ? 2 * j : j] != ref_e4m3(g)) abort();
+                    if (row[il ? 2 * j + 1 : F + j] != ref_e4m3(u)) abort();
+                }
             }
         }
         mark(&Y, off[6], T, F, y_rs);
+        if (saved8) {
+            if (!S8.p) abort(); /* an aliased copy was accepted */
+            mark(&S8, off[11], T, 2 * F, s8_rs);
+            n_fp8_store_ok++;
+        }
         for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unmarked(all[k]);
         memset(Y.mask, 0, (size_t)Y.n);
+        if (S8.p) memset(S8.mask, 0, (size_t)S8.n);
     }
     /* the backward starts from the same images */
     for (size_t k = 0; k < sizeof all / sizeof *all; ++k)
@@ -494,9 +538,11 @@ int main(int argc, char **argv) {
         LLVMFuzzerTestOneInput(buf_, n);
         runs++;
     }
-    printf("fuzz_glu_standalone: %ld inputs, no failure (forward: %ld computed, %ld rejected; "
-           "backward: %ld computed (%ld in place, %ld from fp8, %ld reductions), %ld rejected)\n",
-           runs, n_fwd_ok, n_fwd_err, n_bwd_ok, n_in_place_ok, n_fp8_ok, n_red_ok, n_bwd_err);
+    printf("fuzz_glu_standalone: %ld inputs, no failure (forward: %ld computed (%ld with an fp8 "
+           "copy), %ld rejected; backward: %ld computed (%ld in place, %ld from fp8, %ld "
+           "reductions), %ld rejected)\n",
+           runs, n_fwd_ok, n_fp8_store_ok, n_fwd_err, n_bwd_ok, n_in_place_ok, n_fp8_ok, n_red_ok,
+           n_bwd_err);
     return 0;
 }
 #endif

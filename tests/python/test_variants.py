@@ -776,14 +776,16 @@ def test_workspace_bytes():
 
 def test_binding_rejects_unknown_codes():
     x, y = torch.randn(1, 2), torch.empty(1, 1)
-    args = [x.data_ptr(), 2, 0, 0, 0, 0, 0, 0, y.data_ptr(), 1, 1, 1, 0, 0]
+    # gate, its row stride, up, its row stride, bias, weights, weights dtype and stride, output, its row
+    # stride, saved_fp8, its row stride, tokens, F, dtype, stream
+    args = [x.data_ptr(), 2, 0, 0, 0, 0, 0, 0, y.data_ptr(), 1, 0, 0, 1, 1, 0, 0]
     with pytest.raises(ValueError, match="activation code"):
         fastglu._C.glu_fwd(0, 7, 0, 0.0, 0.0, 1.0, 1.0, *args)
     with pytest.raises(ValueError, match="layout code"):
         fastglu._C.glu_fwd(0, 0, 2**32, 0.0, 0.0, 1.0, 1.0, *args)
     with pytest.raises(TypeError, match="dtype code"):
         fastglu._C.glu_fwd(0, 0, 0, 0.0, 0.0, 1.0, 1.0, *args[:-2], 2**32, 0)
-    with pytest.raises(TypeError, match="takes 21 arguments"):
+    with pytest.raises(TypeError, match="takes 23 arguments"):
         fastglu._C.glu_fwd(0)
 
 

@@ -138,8 +138,17 @@ def main(argv=None):
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="x's dtype (default bf16)")
     p.add_argument("--variants", nargs="+", metavar="NAME", help="subset of variants (default: all)")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=Path, help="output directory (required unless --readme-from)")
+    p.add_argument("--readme-from", type=Path, metavar="VARIANTS_JSON",
+                   help="do not time anything: write the table of a committed variants.json into --readme")
+    p.add_argument("--readme", type=Path, default=Path("README.md"),
+                   help="file whose <!-- variants-table:begin/end --> block --readme-from replaces (default README.md)")
     args = p.parse_args(argv)
+    if args.readme_from:
+        write_readme_table(args.readme_from, args.readme)
+        return
+    if args.out is None:
+        p.error("--out is required")
     if not torch.cuda.is_available():
         raise SystemExit("python -m fastglu.bench.variants needs a CUDA GPU")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
@@ -197,6 +206,34 @@ def main(argv=None):
             "protocol": "triton.testing.do_bench, quantiles 0.5/0.2/0.8, grad_to_none=[x]"}
     (args.out / "variants.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / "variants.txt").write_text(f"copy bandwidth {bw / 1e12:.3f} TB/s\n" + table + "\n")
+
+
+def readme_table(data, source):
+    """Markdown: per variant and provider, median ms and ratio to the variant's floor, per pass."""
+    m = data["meta"]
+    rows = data["rows"]
+    r0 = next(r for r in rows if "error" not in r)
+    out = [f"S={r0['S']} B={r0['B']} F={r0['F']} {r0['dtype']} on {m['gpu']}, median ms (x its own floor), "
+           f"from `{source}` (copy bandwidth {m['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s):", "",
+           "| variant | provider | forward | bwd_only | error vs float64 (y, dx) |", "|---|---|---:|---:|---|"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['variant']} | {r['provider']} | failed | failed | `{r['error'][:60]}` |")
+            continue
+        cells = [f"{r[k]['ms']:.4f} ({r[k]['ratio_to_floor']:.2f}x)" for k in MODES]
+        best = {k: min(q[k]["ms"] for q in rows if q["variant"] == r["variant"] and "error" not in q) for k in MODES}
+        cells = [f"**{c}**" if r[k]["ms"] == best[k] else c for c, k in zip(cells, MODES)]
+        out.append(f"| {r['variant']} | {r['provider']} | {cells[0]} | {cells[1]} | "
+                   f"{r['err_fwd']:.1e}, {r['err_dx']:.1e} |")
+    return "\n".join(out)
+
+
+def write_readme_table(json_path, readme):
+    data = json.loads(Path(json_path).read_text())
+    text = Path(readme).read_text()
+    begin, end = "<!-- variants-table:begin -->", "<!-- variants-table:end -->"
+    i, j = text.index(begin) + len(begin), text.index(end)
+    Path(readme).write_text(text[:i] + "\n" + readme_table(data, json_path) + "\n" + text[j:])
 
 
 if __name__ == "__main__":

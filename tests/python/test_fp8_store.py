@@ -1,0 +1,330 @@
+"""The forward's fp8 copy of its operands (``saved_fp8``; ``fp8_input_store=True``), against PyTorch.
+
+The copy must be bit for bit ``x.to(torch.float8_e4m3fn)`` (round to nearest even, saturating at
++-448, NaN kept with its sign): checked over every bf16 and every fp16 bit pattern laid out as a
+[tokens, 2F] input, and over random fp32 bit patterns (NaNs with payloads, +-Inf, huge, subnormal)
+plus the values where the cast is decided (ties between neighbouring e4m3 values, the saturation
+boundary), in the split, interleaved and two-tensor layouts, into padded rows pre-filled with two
+different sentinels (an unwritten byte cannot equal both), on CPU and, when present, CUDA.
+``fp8_input_store=True`` then saves that copy (no ``.to(float8)`` pass in Python) and the results
+keep Megatron's semantics: the output from the full-precision input, the gradients from the input
+rounded through float8_e4m3fn, bitwise what the backward gives on Megatron's own cast.
+"""
+
+import math
+
+import pytest
+import torch
+
+import fastglu
+from fastglu.glu import glu_bwd, glu_fwd
+
+from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
+
+FP8 = torch.float8_e4m3fn
+LAYOUTS = ["split", "interleaved", "two"]
+
+
+def bits(t):
+    """The raw bytes / bit patterns of t (NaN-proof comparison)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()]).cpu()
+
+
+def patterns16(dtype, F, device):
+    """Every 16-bit pattern of dtype once, as a [tokens, 2F] tensor (the last row filled by
+    repeating from the first pattern)."""
+    n = 1 << 16
+    tokens = -(-n // (2 * F))
+    idx = torch.arange(tokens * 2 * F) % n
+    return (idx - (1 << 15)).to(torch.int16).view(dtype).reshape(tokens, 2 * F).to(device)
+
+
+def e4m3_values():
+    """The 127 non-negative finite e4m3fn values, ascending (codes 0x00 .. 0x7e)."""
+    return torch.arange(0x7F, dtype=torch.uint8).view(FP8).float()
+
+
+def patterns32(F, device, seed=0):
+    """fp32 values as a [tokens, 2F] tensor: the special values, every tie between neighbouring
+    e4m3 values and its two fp32 neighbours (both signs), random bit patterns (every class: NaNs
+    with payloads of both signs, +-Inf, huge, normal, subnormal), and random magnitudes
+    10^[-12, 40] of both signs."""
+    inf = float("inf")
+    special = torch.tensor([0.0, -0.0, inf, -inf, float("nan"), -float("nan"), 448.0, -448.0, 464.0, -464.0,
+                            480.0, 1e38, -3.4e38, 2.0 ** -10, -(2.0 ** -10), 2.0 ** -9, 2.0 ** -6, 1e-45, -1e-40,
+                            1.1754942e-38], dtype=torch.float32)
+    special = torch.cat([special, torch.nextafter(special, torch.tensor(inf)),
+                         torch.nextafter(special, torch.tensor(-inf))])
+    v = e4m3_values()
+    mids = (v[:-1] + v[1:]) / 2  # exact in fp32
+    ties = torch.cat([mids, torch.nextafter(mids, torch.tensor(0.0)), torch.nextafter(mids, torch.tensor(inf))])
+    ties = torch.cat([ties, -ties])
+    g = torch.Generator().manual_seed(seed)
+    rand_bits = torch.randint(-(1 << 31), 1 << 31, (1 << 15,), generator=g, dtype=torch.int64)
+    rand_bits = rand_bits.to(torch.int32).view(torch.float32)
+    mags = 10.0 ** (torch.rand(1 << 13, generator=g, dtype=torch.float64) * 52 - 12)
+    signs = torch.randint(0, 2, (1 << 13,), generator=g) * 2 - 1
+    mags = (mags * signs).to(torch.float32)  # beyond fp32's range: +-inf
+    x = torch.cat([special, ties, rand_bits, mags])
+    tokens = -(-x.numel() // (2 * F))
+    x = torch.cat([x, x[: tokens * 2 * F - x.numel()]])
+    return x.reshape(tokens, 2 * F).to(device)
+
+
+def forward_with_copy(x, layout, sentinel, **opts):
+    """y and the fp8 copy of x's operands, written into columns [2, 2 + 2F) of rows of 2F + 5
+    sentinel bytes; returns (y, copy view, the whole buffer)."""
+    T, F = x.shape[0], x.shape[-1] // 2
+    buf = torch.full((T, 2 * F + 5), sentinel, dtype=torch.uint8, device=x.device)
+    saved = buf.view(FP8)[:, 2: 2 + 2 * F]
+    if layout == "two":
+        y = glu_fwd(x[:, :F], x[:, F:], saved_fp8=saved, **opts)
+    else:
+        y = glu_fwd(x, saved_fp8=saved, interleaved=layout == "interleaved", **opts)
+    return y, saved, buf
+
+
+def check_copy(x, layout, **opts):
+    """The copy equals x.to(float8_e4m3fn) (x's layout is the operands' layout in every case), the
+    pad bytes keep their sentinel, and writing it changes nothing else."""
+    want = bits(x.to(FP8))
+    ys = []
+    for sentinel in (0x5A, 0xA5):
+        y, saved, buf = forward_with_copy(x, layout, sentinel, **opts)
+        got = bits(saved)
+        bad = (got != want).nonzero()
+        assert bad.numel() == 0, (f"{bad.shape[0]} bytes differ; first at {tuple(bad[0].tolist())}: "
+                                  f"{got[tuple(bad[0])]:#04x}, want {want[tuple(bad[0])]:#04x} "
+                                  f"(of {x[tuple(bad[0])].item()!r})")
+        pad = bits(buf)
+        assert (pad[:, :2] == sentinel).all() and (pad[:, 2 + x.shape[-1]:] == sentinel).all()
+        ys.append(y)
+    F = x.shape[-1] // 2
+    y0 = glu_fwd(x[:, :F], x[:, F:], **opts) if layout == "two" else \
+        glu_fwd(x, interleaved=layout == "interleaved", **opts)
+    assert torch.equal(bits(ys[0]), bits(y0)) and torch.equal(bits(ys[1]), bits(y0))
+    return saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F", [128, 5])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_copy_is_torch_cast_on_every_16_bit_pattern(dtype, layout, F, device):
+    x = patterns16(dtype, F, device)
+    # a clamp and a bias: the copy holds the raw operands, before both
+    bias = randn(2 * F, dtype=dtype, device=device, scale=0.5)
+    saved = check_copy(x, layout, clamp_value=1.0, bias=bias)
+    # the backward reads the copy exactly as Megatron's own cast
+    dy = randn(x.shape[0], F, dtype=dtype, device=device)
+    il = layout == "interleaved"
+    if layout == "two":
+        got = glu_bwd(dy, saved[:, :F], saved[:, F:], bias=bias)
+        want = glu_bwd(dy, x[:, :F].to(FP8), x[:, F:].to(FP8), bias=bias)
+        pairs = [(got.dx, want.dx), (got.d_up, want.d_up), (got.dbias, want.dbias)]
+    else:
+        got = glu_bwd(dy, saved, bias=bias, interleaved=il)
+        want = glu_bwd(dy, x.to(FP8), bias=bias, interleaved=il)
+        pairs = [(got.dx, want.dx), (got.dbias, want.dbias)]
+    for a, b in pairs:
+        assert torch.equal(bits(a), bits(b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F", [64, 3])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_copy_is_torch_cast_on_fp32_specials_ties_and_random_bits(layout, F, device):
+    x = patterns32(F, device, seed=F)
+    assert torch.isnan(x).any() and torch.isinf(x).any() and (x.abs() > 448).any()
+    assert ((x != 0) & (x.abs() < 2.0 ** -126)).any()  # fp32 subnormals
+    check_copy(x, layout)
+    check_copy(x, layout, activation="quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
+
+
+def test_e4m3_cast_semantics_assumed_by_the_header():
+    """The rounding the header documents is torch's (so a future torch changing it fails here)."""
+    x = torch.tensor([448.0, 463.9, 464.0, 1e9, float("inf"), -float("inf"), -float("nan"), -0.0, 2.0 ** -10,
+                      3 * 2.0 ** -11, 3 * 2.0 ** -10, 1.0625, 1.1875])
+    # saturation, NaN's sign, -0, ties to even (subnormal 1.5 * 2^-9 -> 2 * 2^-9; 1.0625 -> 1.0;
+    # 1.1875 -> 1.25), below half the smallest subnormal -> 0
+    assert bits(x.to(FP8)).tolist() == [0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0xFF, 0x80, 0x00, 0x01, 0x02, 0x38,
+                                        0x3A]
+
+
+# ---- fp8_input_store=True: the saved copy and Megatron's semantics ------------------------------
+
+
+def _grad_check(x, dy, bias, weights, opts, y, dx, dbias, dweights, tol):
+    """y from the full-precision input, the gradients from the input rounded through fp8."""
+    il = opts.get("interleaved", False)
+    ry = reference(*split(x, il), dy, bias=bias, weights=weights, **opts)[0]
+    _, rdg, rdu, rdb, rdw = reference(*split(x.to(FP8).to(x.dtype), il), dy, bias=bias, weights=weights, **opts)
+    assert rel_err(y, ry) <= tol
+    assert rel_err(dx, merge(rdg, rdu, il)) <= tol
+    if bias is not None:
+        assert rel_err(dbias, rdb) <= tol
+    if weights is not None:
+        assert rel_err(dweights, rdw) <= max(tol, TOL[weights.dtype])
+
+
+CASES = {
+    "swiglu-bias": dict(activation="silu", bias=True),
+    "quick-geglu-gpt-oss": dict(activation="quick_gelu", bias=True, weights=True, glu_linear_offset=1.0,
+                                clamp_value=7.0),
+    "geglu-interleaved": dict(activation="gelu_tanh", bias=True, interleaved=True),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("lead", [(257,), (9, 7)], ids=["2d", "3d"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_fp8_input_store_true_saves_the_kernels_copy(case, lead, dtype, device):
+    opts = dict(CASES[case])
+    F = 768
+    with_bias, with_weights = opts.pop("bias", False), opts.pop("weights", False)
+    x = randn(*lead, 2 * F, dtype=dtype, device=device, scale=4.0)  # some values beyond the clamp
+    dy = randn(*lead, F, dtype=dtype, device=device)
+    bias = randn(2 * F, dtype=dtype, device=device, scale=0.5) if with_bias else None
+    weights = torch.rand(math.prod(lead), 1, device=device) + 0.25 if with_weights else None
+    xi = x.clone().requires_grad_()
+    bi = bias.clone().requires_grad_() if bias is not None else None
+    wi = weights.clone().requires_grad_() if weights is not None else None
+    y = fastglu.glu(xi, bias=bi, weights=wi, fp8_input_store=True, **opts)
+    saved = y.grad_fn.saved_tensors[0]
+    assert saved.dtype == FP8 and saved.shape == x.shape and saved.is_contiguous()
+    assert torch.equal(bits(saved), bits(x.to(FP8)))  # raw: before the clamp and the bias
+    # the output is the one without an fp8 store, bit for bit
+    y0 = fastglu.glu(x, bias=bias, weights=weights, **opts)
+    assert torch.equal(bits(y.detach()), bits(y0))
+    y.backward(dy)
+    # ... and the gradients are the backward on Megatron's cast, bit for bit
+    g = glu_bwd(dy, x.to(FP8), bias=bias, weights=weights, **opts)
+    assert torch.equal(bits(xi.grad), bits(g.dx))
+    if bias is not None:
+        assert torch.equal(bits(bi.grad), bits(g.dbias))
+    if weights is not None:
+        assert torch.equal(bits(wi.grad), bits(g.dweights))
+    _grad_check(x, dy, bias, weights, opts, y.detach(), xi.grad, None if bi is None else bi.grad,
+                None if wi is None else wi.grad, 1e-2 if dtype == torch.bfloat16 else 3e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_megatron_signatures_with_fp8_input_store(dtype, device):
+    """bias_swiglu_impl / weighted_bias_swiglu_impl / weighted_bias_quick_geglu_impl with
+    fp8_input_store=True against Megatron's semantics written out in torch: forward on the input,
+    backward on input.to(float8_e4m3fn).to(input.dtype)."""
+    F = 384
+    x = randn(8, 12, 2 * F, dtype=dtype, device=device, scale=4.0)
+    b = randn(2 * F, dtype=dtype, device=device, scale=0.5)
+    w = torch.rand(96, 1, device=device) + 0.25
+    dy = randn(8, 12, F, dtype=dtype, device=device)
+    calls = [
+        (lambda i, bb, ww: fastglu.bias_swiglu_impl(i, bb, True, False), dict(activation="silu"), True, False),
+        (lambda i, bb, ww: fastglu.weighted_bias_swiglu_impl(i, None, ww, True), dict(activation="silu"), False,
+         True),
+        (lambda i, bb, ww: fastglu.weighted_bias_quick_geglu_impl(i, bb, ww, True, 1.0, 7.0),
+         dict(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=7.0), True, True),
+    ]
+    for call, opts, with_b, with_w in calls:
+        xi = x.clone().requires_grad_()
+        bi = b.clone().requires_grad_() if with_b else None
+        wi = w.clone().requires_grad_() if with_w else None
+        y = call(xi, bi, wi)
+        assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(x.to(FP8)))
+        y.backward(dy)
+        _grad_check(x, dy, b if with_b else None, w if with_w else None, opts, y.detach(), xi.grad,
+                    bi.grad if with_b else None, wi.grad if with_w else None,
+                    1e-2 if dtype == torch.bfloat16 else 3e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_input_store_two_tensors_save_halves_of_one_copy(device):
+    F = 1408
+    gate = randn(33, F, dtype=torch.bfloat16, device=device)
+    up = randn(33, F, dtype=torch.bfloat16, device=device)
+    dy = randn(33, F, dtype=torch.bfloat16, device=device)
+    gi, ui = gate.clone().requires_grad_(), up.clone().requires_grad_()
+    y = fastglu.glu_mul(gi, ui, "silu", fp8_input_store=True)
+    s_g, s_u = y.grad_fn.saved_tensors[:2]
+    assert s_g.shape == s_u.shape == gate.shape and s_u.data_ptr() == s_g.data_ptr() + F
+    assert torch.equal(bits(s_g), bits(gate.to(FP8))) and torch.equal(bits(s_u), bits(up.to(FP8)))
+    y.backward(dy)
+    g = glu_bwd(dy, gate.to(FP8), up.to(FP8))
+    assert torch.equal(bits(gi.grad), bits(g.dx)) and torch.equal(bits(ui.grad), bits(g.d_up))
+    _, rdg, rdu, _, _ = reference(gate.to(FP8).to(gate.dtype), up.to(FP8).to(up.dtype), dy)
+    assert rel_err(gi.grad, rdg) <= 1e-2 and rel_err(ui.grad, rdu) <= 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_input_store_true_casts_nothing_in_python(device, monkeypatch):
+    """The copy comes from the forward kernel: no Tensor.to(float8) pass over the input."""
+    casts = []
+    to = torch.Tensor.to
+
+    def spy(self, *args, **kwargs):
+        if FP8 in args or kwargs.get("dtype") is FP8:
+            casts.append(tuple(self.shape))
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", spy)
+    x = randn(64, 2 * 256, dtype=torch.bfloat16, device=device).requires_grad_()
+    fastglu.bias_swiglu_impl(x, None, True, False).sum().backward()
+    assert casts == []
+    x.to(FP8)  # the spy sees a cast
+    assert casts == [(64, 512)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_input_store_of_strided_and_empty_inputs(device):
+    # a column slice of a wider tensor: the copy is contiguous, with x's shape and values
+    wide = randn(40, 3 * 256, dtype=torch.float16, device=device, scale=300.0)  # some saturate
+    xs = wide[:, 100: 100 + 512].detach().requires_grad_()  # read in place (row stride 768)
+    y = fastglu.glu(xs, fp8_input_store=True)
+    saved = y.grad_fn.saved_tensors[0]
+    assert saved.is_contiguous() and torch.equal(bits(saved), bits(xs.detach().to(FP8)))
+    # 3D [S, B, 2F] transposed (leading dimensions not mergeable): copied, then stored
+    t = randn(4, 6, 64, dtype=torch.bfloat16, device=device).transpose(0, 1).detach().requires_grad_()
+    y = fastglu.glu(t, fp8_input_store=True)
+    assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(t.detach().to(FP8)))
+    # no tokens
+    e = torch.empty(0, 16, dtype=torch.bfloat16, device=device, requires_grad=True)
+    y = fastglu.glu(e, fp8_input_store=True)
+    assert y.shape == (0, 8) and y.grad_fn.saved_tensors[0].shape == (0, 16)
+    y.sum().backward()
+    assert e.grad.shape == (0, 16)
+
+
+# ---- bad saved_fp8 -------------------------------------------------------------------------------
+
+
+def test_saved_fp8_bad_arguments_write_nothing():
+    x = randn(4, 16, dtype=torch.float32, device="cpu")
+    x0 = x.clone()
+    ok = torch.empty(4, 16, dtype=FP8)
+    with pytest.raises(TypeError, match="saved_fp8 must be None or a torch.Tensor"):
+        glu_fwd(x, saved_fp8=True)
+    with pytest.raises(TypeError, match="saved_fp8 has dtype torch.bfloat16; expected torch.float8_e4m3fn"):
+        glu_fwd(x, saved_fp8=torch.empty(4, 16, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match=r"saved_fp8 must be a dense tensor of shape \(4, 16\)"):
+        glu_fwd(x, saved_fp8=torch.empty(4, 8, dtype=FP8))
+    with pytest.raises(ValueError, match=r"saved_fp8 .*unit column"):
+        glu_fwd(x, saved_fp8=torch.empty(4, 32, dtype=FP8)[:, ::2])
+    # overlapping the input: refused by the C validation, nothing written
+    over = x.view(torch.uint8).view(FP8)[:, 16:32]
+    y = torch.full((4, 8), float("nan"))
+    with pytest.raises(ValueError, match="saved_fp8 overlaps (gate|up)"):
+        glu_fwd(x, out=y, saved_fp8=over)
+    assert torch.equal(bits(x), bits(x0)) and torch.isnan(y).all()
+    # overlapping the output
+    out = torch.full((4, 8), float("nan"))
+    with pytest.raises(ValueError, match="saved_fp8 overlaps output"):
+        glu_fwd(x, out=out, saved_fp8=out.view(torch.uint8).view(FP8)[:, :16])
+    assert torch.isnan(out).all()
+    # overlapping an input that had to be copied (the C call sees only the copy)
+    wide = torch.randn(4, 40)
+    xs = wide[:, ::2][:, :16]  # column stride 2: copied
+    with pytest.raises(ValueError, match="an output overlaps input"):
+        glu_fwd(xs, saved_fp8=wide.view(torch.uint8).view(FP8)[:, :16])
+    assert glu_fwd(x, saved_fp8=ok).shape == (4, 8)
