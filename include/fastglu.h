@@ -318,6 +318,13 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
     void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
     int64_t ffn_hidden_size, fastglu_dtype dtype);
 
+/* Overflow of the fp8 copy (saved_fp8): 1 (the default) saturates, |x| >= 464 and +-inf become
+ * +-448 (PyTorch >= 2.12's float8_e4m3fn cast); 0 makes them NaN (PyTorch <= 2.11's). NaN stays NaN
+ * either way. Process-wide; set it once before launching (the Python package sets it at import to
+ * what the installed torch does). fastglu_fp8_saturate() returns the current mode. */
+FASTGLU_API void fastglu_set_fp8_saturate(int saturate);
+FASTGLU_API int fastglu_fp8_saturate(void);
+
 /* Testing hook: caps the CUDA grid of every later launch at max_blocks blocks (0 restores the
  * default), to show that results do not depend on the launch configuration. Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);

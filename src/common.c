@@ -23,6 +23,10 @@ const char *fastglu_strerror(fastglu_status status) {
 
 const char *fastglu_last_error_message(void) { return last_message; }
 
+static int fp8_saturate = 1; /* fastglu_set_fp8_saturate */
+void fastglu_set_fp8_saturate(int saturate) { fp8_saturate = saturate != 0; }
+int fastglu_fp8_saturate(void) { return fp8_saturate; }
+
 void fastglu_clear_error(void) { last_message[0] = '\0'; }
 
 fastglu_status fastglu_set_error(fastglu_status status, const char *fmt, ...) {

@@ -4,9 +4,10 @@
  *
  * e4m3fn: 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits; no infinities; S.1111.111 is NaN;
  * largest finite 448, smallest normal 2^-6, subnormals in steps of 2^-9. The cast rounds to nearest,
- * ties to even, and saturates: what would round above 448, and +-inf, become +-448; NaN stays NaN —
- * as PyTorch's `x.to(torch.float8_e4m3fn)` does (checked against torch 2.13 over all 2^16 bf16
- * values; tests/python repeats that for bf16, fp16 and random fp32 through the forward's fp8 copy).
+ * ties to even. What would round above 448 (|x| >= 464) and +-inf become +-448 when `saturate` is 1
+ * (PyTorch 2.13's `x.to(torch.float8_e4m3fn)`), NaN when it is 0 (PyTorch 2.11's, measured on the
+ * H200 image: bench/results/nvidia-h200/2026-11-30-11-*); NaN stays NaN. fastglu_set_fp8_saturate()
+ * picks the mode; the Python package sets it to the installed torch's behaviour at import.
  */
 #ifndef FASTGLU_FP8_H
 #define FASTGLU_FP8_H
@@ -21,13 +22,14 @@
 #define FASTGLU_HD
 #endif
 
-static inline FASTGLU_HD unsigned char fastglu_f32_to_e4m3(float x) {
+static inline FASTGLU_HD unsigned char fastglu_f32_to_e4m3(float x, int saturate) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     const unsigned char sign = (unsigned char)((u >> 24) & 0x80u);
     const uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u) return sign | 0x7fu;  /* NaN */
-    if (a >= 0x43e80000u) return sign | 0x7eu; /* |x| >= 464 (rounds above 448) and inf: 448 */
+    if (saturate ? a >= 0x43e80000u : a > 0x43e80000u) /* rounds above 448 (464 is a tie: 448), inf */
+        return sign | (saturate ? 0x7eu : 0x7fu);
     if (a < 0x3c800000u) {                     /* |x| < 2^-6: subnormal, units of 2^-9 */
         float f;
         memcpy(&f, &a, sizeof f);

@@ -194,6 +194,7 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
     const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier;
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK];
+    const int sat = fastglu_fp8_saturate();
     for (int64_t t = 0; t < T; ++t) {
         const float w = weights ? load_one(weights_dtype, weights, t * weights_stride) : 1.0f;
         const float scale = p->down_multiplier * w;
@@ -205,12 +206,12 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
                 unsigned char *row = saved_fp8 + t * saved_rs;
                 if (il) {
                     for (int k = 0; k < n; ++k) {
-                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g[k]);
-                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u[k]);
+                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g[k], sat);
+                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u[k], sat);
                     }
                 } else {
-                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g[k]);
-                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u[k]);
+                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g[k], sat);
+                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u[k], sat);
                 }
             }
             if (bias) {

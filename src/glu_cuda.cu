@@ -159,6 +159,7 @@ static __device__ __forceinline__ void store_elems(T *p, int width, const float 
 typedef struct glu_math {
     int act;       /* fastglu_activation */
     int clamp;     /* 1: clamp at c */
+    int fp8_sat;   /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
     float c, offset, gm, dm;
 } glu_math;
 
@@ -248,8 +249,8 @@ static __device__ __forceinline__ void store_fp8(const glu_args &a, int64_t t, i
     unsigned char b[2 * N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        if (IL) b[2 * k] = fastglu_f32_to_e4m3(g[k]), b[2 * k + 1] = fastglu_f32_to_e4m3(u[k]);
-        else b[k] = fastglu_f32_to_e4m3(g[k]), b[N + k] = fastglu_f32_to_e4m3(u[k]);
+        if (IL) b[2 * k] = fastglu_f32_to_e4m3(g[k], a.m.fp8_sat), b[2 * k + 1] = fastglu_f32_to_e4m3(u[k], a.m.fp8_sat);
+        else b[k] = fastglu_f32_to_e4m3(g[k], a.m.fp8_sat), b[N + k] = fastglu_f32_to_e4m3(u[k], a.m.fp8_sat);
     }
     if (IL) {
         raw_bytes<2 * N> r;
@@ -393,8 +394,8 @@ __global__ void __launch_bounds__(GLU_THREADS) glu_fwd_kernel(const glu_args a) 
                 load_operand1<T, IL>(a, (int64_t)t, j, &g, &u);
                 if (a.fp8) {
                     unsigned char *row = a.fp8 + (int64_t)t * a.fp8_rs;
-                    row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(g);
-                    row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u);
+                    row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(g, a.m.fp8_sat);
+                    row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u, a.m.fp8_sat);
                 }
                 load_bias1<T, IL>(a, j, &bg, &bu);
                 from_f32(&y[j - j0], glu_forward(a.m, g, u, bg, bu, w));
@@ -544,6 +545,7 @@ static glu_math make_math(const fastglu_glu_params *p) {
     m.clamp = fastglu_clamps(p);
     m.c = p->clamp_value, m.offset = p->glu_linear_offset;
     m.gm = p->gate_multiplier, m.dm = p->down_multiplier;
+    m.fp8_sat = fastglu_fp8_saturate();
     return m;
 }
 

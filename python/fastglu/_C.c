@@ -230,6 +230,19 @@ static PyObject *py_glu_bwd_workspace_bytes(PyObject *self, PyObject *const *arg
     return PyLong_FromSize_t(fastglu_glu_bwd_workspace_bytes(tokens, F, want_db != 0, want_dw != 0));
 }
 
+static PyObject *py_set_fp8_saturate(PyObject *self, PyObject *arg) {
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    fastglu_set_fp8_saturate(on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_fp8_saturate(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyBool_FromLong(fastglu_fp8_saturate());
+}
+
 static PyObject *py_cuda_available(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyBool_FromLong(fastglu_cuda_available());
@@ -267,6 +280,10 @@ static PyMethodDef methods[] = {
      METH_FASTCALL,
      "glu_bwd_workspace_bytes(tokens, F, want_dbias, want_dweights): "
      "fastglu_glu_bwd_workspace_bytes."},
+    {"set_fp8_saturate", py_set_fp8_saturate, METH_O,
+     "set_fp8_saturate(flag): the fp8 copy's overflow mode (fastglu_set_fp8_saturate)."},
+    {"fp8_saturate", py_fp8_saturate, METH_NOARGS,
+     "True if the fp8 copy saturates at +-448, False if it gives NaN (fastglu_fp8_saturate)."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True if libfastglu has its CUDA backend and a CUDA device is usable."},
     {"cuda_built", py_cuda_built, METH_NOARGS,

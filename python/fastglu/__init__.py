@@ -20,6 +20,8 @@ PyTorch. Public API:
   ``fastglu.cuda_built()``: whether it was built.
 """
 
+import torch as _torch
+
 from . import _C, ops
 from .functional import SwiGLUFunction, bias_swiglu_impl, swiglu
 from .glu import (
@@ -32,6 +34,10 @@ from .glu import (
     weighted_bias_swiglu_impl,
 )
 from . import megatron, modules  # noqa: E402  (after glu: both use it)
+
+# The fp8 copy of fp8_input_store overflows as the installed torch's float8_e4m3fn cast does
+# (saturating at +-448 from torch 2.12 on, NaN before), so that it equals Megatron's .to(float8).
+_C.set_fp8_saturate(_torch.tensor([1e4]).to(_torch.float8_e4m3fn).view(_torch.uint8).item() == 0x7E)
 
 _v = _C.version()
 __version__ = f"{_v // 10000}.{_v // 100 % 100}.{_v % 100}"
