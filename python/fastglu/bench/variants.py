@@ -45,7 +45,7 @@ def variant_bytes(name, mode, T, F, es):
 def build_variants(x, T, F, dtype, device):
     """name -> (inputs dict, {provider: fn(x) -> y}, reference fn on float64)."""
     import fastglu
-    from fastglu import glu as fg
+    fg = fastglu  # the Megatron-signature functions are exported at the top level
 
     g = torch.Generator(device=device).manual_seed(1)
     bias = torch.randn(2 * F, device=device, dtype=dtype, generator=g)
