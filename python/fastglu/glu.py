@@ -67,11 +67,21 @@ Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept fo
   The clamp of ``clamp_value`` is applied by the backward to the decoded raw input (Megatron
   casts the clamped input; both give the same operand for a clamp value that is an fp8 value,
   e.g. 7.0, since rounding is monotone), so the backward still knows which elements it cut.
+
+torch.compile / torch.export: while they trace, every public function here is the torch.library op
+``fastglu::glu_fwd`` with its registered backward ``fastglu::glu_bwd`` (``library.py``:
+``glu_traced``), with no graph break; eager calls keep ``GLUFunction`` (one
+``torch.compiler.is_compiling()`` check in front). Under compile ``fp8_input_store`` still holds
+(the saved input cast by torch ops, the same fp8 values), ``in_place`` is ignored (as
+``fastglu.swiglu`` does; the compiled graph owns its buffers), ``cpu_offload_input=True`` runs the
+eager ``GLUFunction`` behind dynamo's ``disable`` (a graph break, so ``fullgraph=True``
+raises: the offload marks are for Megatron's eager hooks), and a tensor ``clamp_value`` /
+``linear_offset`` is read with ``.item()`` (a graph break). Each distinct value of the float
+options compiles its own graph (they are constants of the op).
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Optional
 
 import torch
@@ -106,6 +116,7 @@ except AttributeError:  # pragma: no cover - a torch without these private helpe
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 
 def _fail(exc, fn, msg):
@@ -161,7 +172,7 @@ def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, ga
     for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
                     ("down_multiplier", down_multiplier)):
         f = _number(v, fn, name)
-        if not math.isfinite(f):
+        if f - f != 0.0:  # inf or NaN; math.isfinite would refuse the SymFloat torch.compile(dynamic=True) passes
             _fail(ValueError, fn, f"{name} must be finite, got {f}")
         vals.append(f)
     layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
@@ -732,6 +743,9 @@ def _fp8_mode(fp8_input_store, fn):
 
 
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
+    if _is_compiling():  # torch.compile / torch.export: the torch.library ops (library.glu_traced)
+        return _library.glu_traced(x, up, bias, weights, params, _fp8_mode(fp8_input_store, fn),
+                                   bool(cpu_offload_input), bool(in_place), fn)
     return GLUFunction.apply(x, up, bias, weights, params,
                              (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), bool(in_place), fn))
 
@@ -909,3 +923,7 @@ __all__ = [
     "glu_fwd_p", "glu_bwd_p", "glu_bwd_workspace_bytes", "glu", "glu_mul", "silu_mul", "bias_swiglu_impl",
     "weighted_bias_swiglu_impl", "bias_geglu_impl", "weighted_bias_quick_geglu_impl",
 ]
+
+# The torch.library ops of this family (fastglu::glu_fwd / glu_bwd) are registered by library.py,
+# which imports this module's op layer; imported last so that the cycle finds everything defined.
+from . import library as _library  # noqa: E402

@@ -8,17 +8,27 @@ Registered ops (namespace ``fastglu``; call them as ``torch.ops.fastglu.<name>``
 - ``swiglu_bwd(Tensor dy, Tensor input) -> Tensor``: ``dy [..., F]`` (any strides) and ``input`` ->
   ``dinput [..., 2F]``, a new contiguous tensor (Megatron-Core's ``swiglu_back``:
   ``d_gate = dy * up * s * (1 + gate * (1 - s))``, ``d_up = dy * silu(gate)``, ``s = sigmoid(gate)``).
+- ``glu_fwd`` / ``glu_bwd``: the gated-linear-unit family of ``glu.py`` (every activation, bias,
+  per-token weights, clamp, offset, multipliers, the interleaved layout, two (gate, up) tensors, an
+  fp8 saved input for the backward); schemas and shapes in "the gated-linear-unit family" below.
+  ``fastglu.glu``, ``glu_mul``, ``silu_mul`` and the Megatron-Core signatures reach them through
+  ``glu_traced`` while torch.compile / torch.export trace (``glu._apply``), else the eager
+  ``glu.GLUFunction``.
 
-Each op has CPU and CUDA kernels (the C library through ``ops.py``), a fake (meta) implementation
-that gives torch.compile the output's shape, strides and dtype without running anything, autograd
-(``swiglu_fwd``'s backward is ``swiglu_bwd``; ``swiglu_bwd`` refuses to be differentiated), and a
-DTensor rule (below). ``torch.library.opcheck`` passes on both (``tests/python/test_compile.py``).
+Each op has CPU and CUDA kernels (the C library through ``ops.py`` / ``glu.py``), a fake (meta)
+implementation that gives torch.compile the outputs' shapes, strides and dtypes without running
+anything, autograd (the ``*_fwd`` op's backward is the ``*_bwd`` op, which refuses to be
+differentiated, as does a backward under ``create_graph=True``), and for SwiGLU a DTensor rule
+(below; the glu ops have none). ``torch.library.opcheck`` passes on all four
+(``tests/python/test_compile.py``, ``tests/python/test_compile_variants.py``).
 
 Why two paths. ``fastglu.swiglu(x)`` on a plain tensor in eager mode does not use these ops: a
 torch.library op with a Python autograd formula costs several microseconds more per call than the
 lean ``autograd.Function`` in ``functional.py`` (``bench/host_memory.py`` prints both). It uses them
 only while torch.compile / torch.export trace it (``torch.compiler.is_compiling()``), or for a
-tensor subclass (DTensor, FakeTensor, ...); see ``functional.swiglu``.
+tensor subclass (DTensor, FakeTensor, ...); see ``functional.swiglu``. The glu.py functions
+likewise keep ``glu.GLUFunction`` in eager mode (one ``is_compiling()`` check, about 0.1 us, in
+front of it) and use the glu ops only while traced.
 
 DTensor (tensor parallelism). An input sharded on its last dimension, ``Shard(-1)``, is taken in
 Megatron-Core's tensor-parallel layout: each rank's local ``[..., 2F/tp]`` holds its own gate and
@@ -35,12 +45,13 @@ one shards the last dimension. The rules are registered when ``torch.distributed
 already imported at ``import fastglu``, else on the first call of ``fastglu.swiglu`` with a tensor
 subclass, or by ``register_dtensor_rules()``.
 
-Adding a variant (e.g. the bias / GeGLU family in ``glu.py``): call ``register_glu_ops`` once at
-import with the variant's schemas, its kernels, its fake implementations (``glu_output_like``
-builds the usual ones) and its autograd pair; ``glu_dtensor_rule`` gives the DTensor rule of any op
-whose tensor arguments are one [gate | up] input and, for a backward, one upstream gradient. Then
-route the public function to ``torch.ops.fastglu.<name>_fwd`` when
-``torch.compiler.is_compiling()`` (or for a non-plain tensor), as ``functional.swiglu`` does.
+Adding a variant (an op family outside ``glu.py``'s; the glu ops below are registered this way):
+call ``register_glu_ops`` once at import with the variant's schemas, its kernels, its fake
+implementations (``glu_output_like`` builds the usual ones) and its autograd pair;
+``glu_dtensor_rule`` gives the DTensor rule of any op whose tensor arguments are one [gate | up]
+input and, for a backward, one upstream gradient. Then route the public function to
+``torch.ops.fastglu.<name>_fwd`` when ``torch.compiler.is_compiling()`` (or for a non-plain
+tensor), as ``functional.swiglu`` does.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ import sys
 
 import torch
 
+from . import glu as _glu
 from . import ops
 
 NAMESPACE = "fastglu"
@@ -350,3 +362,252 @@ def swiglu(x, in_place: bool = False):
 
 if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost
     register_dtensor_rules()
+
+
+# ---- the gated-linear-unit family (glu.py) ---------------------------------------------------------
+#
+# One generic pair of ops serves every variant of glu.py (activation, layout, clamp, offset and
+# multipliers are schema scalars; the optional tensors say which of bias / weights / two-tensor
+# form / fp8 saved input a call uses):
+#
+#   glu_fwd(input, up?, bias?, weights?, activation, layout, clamp_value, glu_linear_offset,
+#           gate_multiplier, down_multiplier) -> y
+#   glu_bwd(dy, input, up?, bias?, weights?, input_scale_inv?, <the same six scalars>,
+#           want_dbias, want_dweights) -> (d_input, d_up?, dbias?, dweights?)
+#
+# The scalars are a glu.GLUParams in order (``glu.glu_params`` builds it from the public options):
+# activation = 0 silu / 1 gelu_tanh / 2 quick_gelu, layout = 0 split [gate | up] (or two tensors) /
+# 1 interleaved. Shapes, dtypes and errors are those of ``glu.glu_fwd_p`` / ``glu.glu_bwd_p``,
+# which the CPU and CUDA implementations call: y [..., F] contiguous in the input's dtype; d_input
+# of input's shape (the [..., 2F] input, or the gate [..., F] in the two-tensor form) and d_up of
+# up's (None without up), contiguous, in dy's dtype; dbias [2F] in dy's dtype (None unless
+# want_dbias); dweights of the weights' shape and dtype, contiguous (None unless want_dweights).
+# ``input`` / ``up`` of glu_bwd may be the saved input as torch.float8_e4m3fn, then decoded as
+# fp8 * input_scale_inv (None: scale 1; one float32 value, or one per token).
+
+GLU_FWD_SCHEMA = ("(Tensor input, Tensor? up, Tensor? bias, Tensor? weights, int activation, int layout, "
+                  "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier) "
+                  "-> Tensor")
+GLU_BWD_SCHEMA = ("(Tensor dy, Tensor input, Tensor? up, Tensor? bias, Tensor? weights, Tensor? input_scale_inv, "
+                  "int activation, int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
+                  "float down_multiplier, bool want_dbias, bool want_dweights) "
+                  "-> (Tensor d_input, Tensor? d_up, Tensor? dbias, Tensor? dweights)")
+
+_GLU_ACTIVATION_CODES = frozenset(_glu.ACTIVATIONS.values())
+_GLU_LAYOUT_CODES = frozenset((_glu._C.LAYOUT_SPLIT, _glu._C.LAYOUT_INTERLEAVED))
+_GLU_COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _glu_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier):
+    """The op's scalars as a glu.GLUParams; ValueError for an unknown activation / layout code or a
+    non-finite offset or multiplier (what glu.glu_params refuses). Shared by kernels and fakes."""
+    if activation not in _GLU_ACTIVATION_CODES:
+        raise ValueError(f"fastglu.{fn}: activation code {activation} is not one of "
+                         f"{dict(sorted((v, k) for k, v in _glu.ACTIVATIONS.items()))}")
+    if layout not in _GLU_LAYOUT_CODES:
+        raise ValueError(f"fastglu.{fn}: layout code {layout} is not 0 (split) or 1 (interleaved)")
+    for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
+                    ("down_multiplier", down_multiplier)):
+        if not math.isfinite(v):
+            raise ValueError(f"fastglu.{fn}: {name} must be finite, got {v}")
+    return _glu.GLUParams(activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+
+
+def _glu_fwd_impl(input, up, bias, weights, *scalars):
+    return _glu.glu_fwd_p(_glu_params("glu_fwd", *scalars), input, up, bias, weights, fn="glu_fwd")
+
+
+def _glu_bwd_impl(dy, input, up, bias, weights, input_scale_inv, *rest):
+    *scalars, want_dbias, want_dweights = rest
+    g = _glu.glu_bwd_p(_glu_params("glu_bwd", *scalars), dy, input, up, bias, weights,
+                       input_scale_inv=input_scale_inv, want_dbias=want_dbias, want_dweights=want_dweights,
+                       fn="glu_bwd")
+    return g.dx, g.d_up, g.dbias, g.dweights
+
+
+def _glu_meta_tensor(t, fn, name, dtypes):
+    if t.layout != torch.strided:
+        raise TypeError(f"fastglu.{fn}: {name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+    if t.dtype not in dtypes:
+        raise TypeError(f"fastglu.{fn}: {name} has dtype {t.dtype}; expected "
+                        f"{' / '.join(str(d) for d in dtypes)}")
+
+
+def _glu_meta_operands(input, up, layout, fn, dtypes):
+    """The checks of glu._operands that need no data: (leading shape, F). Raises as it does."""
+    if up is None:
+        _glu_meta_tensor(input, fn, "input", dtypes)
+        if input.dim() < 1:
+            raise ValueError(f"fastglu.{fn}: input must have at least one dimension [..., 2F], got a 0-dim tensor")
+        if input.shape[-1] % 2:
+            raise ValueError(f"fastglu.{fn}: input's last dimension (gate | up) must be even, got shape "
+                             f"{tuple(input.shape)}")
+        return tuple(input.shape[:-1]), input.shape[-1] // 2
+    if layout == _glu._C.LAYOUT_INTERLEAVED:
+        raise ValueError(f"fastglu.{fn}: interleaved=True takes one [..., 2F] input, not separate gate and up tensors")
+    _glu_meta_tensor(input, fn, "gate", dtypes)
+    _glu_meta_tensor(up, fn, "up", dtypes)
+    if input.dim() < 1:
+        raise ValueError(f"fastglu.{fn}: gate must have at least one dimension [..., F], got a 0-dim tensor")
+    if up.shape != input.shape:
+        raise ValueError(f"fastglu.{fn}: up has shape {tuple(up.shape)} but gate has shape {tuple(input.shape)}")
+    if up.dtype != input.dtype:
+        raise TypeError(f"fastglu.{fn}: up has dtype {up.dtype} but gate has dtype {input.dtype}")
+    if up.device != input.device:
+        raise ValueError(f"fastglu.{fn}: up is on {up.device} but gate is on {input.device}")
+    return tuple(input.shape[:-1]), input.shape[-1]
+
+
+def _glu_meta_extras(bias, weights, lead, F, dtype, device, fn):
+    """glu._check_bias and glu._check_weights on metadata: bias [2F] of dtype, per-token weights."""
+    if bias is not None:
+        _glu_meta_tensor(bias, fn, "bias", _GLU_COMPUTE_DTYPES)
+        if bias.dtype != dtype:
+            raise TypeError(f"fastglu.{fn}: bias has dtype {bias.dtype} but the input has dtype {dtype}")
+        if bias.device != device:
+            raise ValueError(f"fastglu.{fn}: bias is on {bias.device} but the input is on {device}")
+        if tuple(bias.shape) != (2 * F,):
+            raise ValueError(f"fastglu.{fn}: bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * F},) "
+                             f"([b_gate | b_up]) for F = {F}")
+    if weights is not None:
+        _glu_meta_tensor(weights, fn, "weights", _GLU_COMPUTE_DTYPES)
+        if weights.device != device:
+            raise ValueError(f"fastglu.{fn}: weights is on {weights.device} but the input is on {device}")
+        tokens = math.prod(lead)
+        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
+            raise ValueError(f"fastglu.{fn}: weights has shape {tuple(weights.shape)}; expected per-token weights "
+                             f"[tokens, 1] or [tokens] with tokens = {tokens} (input leading shape {lead})")
+
+
+def _glu_fwd_fake(input, up, bias, weights, *scalars):
+    p = _glu_params("glu_fwd", *scalars)
+    lead, F = _glu_meta_operands(input, up, p.layout, "glu_fwd", _GLU_COMPUTE_DTYPES)
+    _glu_meta_extras(bias, weights, lead, F, input.dtype, input.device, "glu_fwd")
+    return input.new_empty((*lead, F))
+
+
+def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
+    *scalars, want_dbias, want_dweights = rest
+    fn = "glu_bwd"
+    p = _glu_params(fn, *scalars)
+    lead, F = _glu_meta_operands(input, up, p.layout, fn, _GLU_COMPUTE_DTYPES + (torch.float8_e4m3fn,))
+    _glu_meta_tensor(dy, fn, "dy", _GLU_COMPUTE_DTYPES)
+    if dy.device != input.device:
+        raise ValueError(f"fastglu.{fn}: dy is on {dy.device} but the input is on {input.device}")
+    if input.dtype != torch.float8_e4m3fn and dy.dtype != input.dtype:
+        raise TypeError(f"fastglu.{fn}: dy has dtype {dy.dtype} but the input has dtype {input.dtype}")
+    if tuple(dy.shape) != (*lead, F):
+        raise ValueError(f"fastglu.{fn}: dy has shape {tuple(dy.shape)}; expected {(*lead, F)} for the input's shape")
+    _glu_meta_extras(bias, weights, lead, F, dy.dtype, input.device, fn)
+    if input_scale_inv is not None:
+        if input.dtype != torch.float8_e4m3fn:
+            raise ValueError(f"fastglu.{fn}: input_scale_inv is given but the saved input has dtype {input.dtype}, "
+                             "not torch.float8_e4m3fn (a scale only applies to an fp8 input)")
+        _glu_meta_tensor(input_scale_inv, fn, "input_scale_inv", (torch.float32,))
+        if input_scale_inv.device != input.device:
+            raise ValueError(f"fastglu.{fn}: input_scale_inv is on {input_scale_inv.device} but the input is on "
+                             f"{input.device}")
+        tokens = math.prod(lead)
+        if input_scale_inv.numel() != 1 and tuple(input_scale_inv.shape) not in [(tokens,), (tokens, 1), lead,
+                                                                                 lead + (1,)]:
+            raise ValueError(f"fastglu.{fn}: input_scale_inv has shape {tuple(input_scale_inv.shape)}; expected one "
+                             f"value or one per token ({tokens})")
+    if want_dbias and bias is None:
+        raise ValueError(f"fastglu.{fn}: want_dbias=True needs a bias")
+    if want_dweights and weights is None:
+        raise ValueError(f"fastglu.{fn}: want_dweights=True needs weights")
+    return (dy.new_empty(input.shape), None if up is None else dy.new_empty(up.shape),
+            dy.new_empty((2 * F,)) if want_dbias else None,
+            weights.new_empty(weights.shape) if want_dweights else None)
+
+
+def _glu_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:4])
+    ctx.scalars = tuple(inputs[4:])
+
+
+def _glu_backward(ctx, dy):
+    refuse_create_graph("glu")
+    x, up, bias, weights = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
+        dy, x, up, bias, weights, None, *ctx.scalars, bias is not None and need[2], weights is not None and need[3])
+    return (dx, d_up, dbias, dweights) + (None,) * 6
+
+
+glu_fwd = glu_bwd = None
+if SUPPORTED:
+    glu_fwd, glu_bwd = register_glu_ops(
+        "glu",
+        fwd_schema=GLU_FWD_SCHEMA,
+        bwd_schema=GLU_BWD_SCHEMA,
+        fwd_impl=_glu_fwd_impl,
+        bwd_impl=_glu_bwd_impl,
+        fwd_fake=_glu_fwd_fake,
+        bwd_fake=_glu_bwd_fake,
+        setup_context=_glu_setup_context,
+        backward=_glu_backward,
+    )
+
+
+class _GLUSavedFp8(torch.autograd.Function):
+    """``fp8_input_store`` under torch.compile: the forward op, the input saved as fp8 with plain
+    torch ops (``x.to(torch.float8_e4m3fn)``, the values the eager forward kernel writes; or
+    ``glu._fp8_store``'s scaled copy), and the backward op reading it. Dynamo traces it whole."""
+
+    @staticmethod
+    def forward(ctx, x, up, bias, weights, scalars, fp8):
+        y = torch.ops.fastglu.glu_fwd(x, up, bias, weights, *scalars)
+        if fp8 is True:
+            x8, up8, scale_inv = x.to(torch.float8_e4m3fn), None if up is None else up.to(torch.float8_e4m3fn), None
+        else:
+            x8, up8, scale_inv = _glu._fp8_store(fp8, x, up)
+        ctx.save_for_backward(x8, up8, bias, weights, scale_inv)
+        ctx.scalars = scalars
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        refuse_create_graph("glu")
+        x8, up8, bias, weights, scale_inv = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
+            dy, x8, up8, bias, weights, scale_inv, *ctx.scalars, bias is not None and need[2],
+            weights is not None and need[3])
+        return dx, d_up, dbias, dweights, None, None
+
+
+def _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params, options):
+    """The eager GLUFunction, kept out of dynamo's trace (a graph break; dynamo's message names this
+    function): cpu_offload_input marks the saved tensors of the eager Function
+    (activation_offloading), which a compiled graph does not keep."""
+    return _glu.GLUFunction.apply(x, up, bias, weights, params, options)
+
+
+# torch.compiler.disable imports torch._dynamo (about 1.5 s) at once; torch._disable_dynamo, the
+# same wrapper, imports it on the first call (under torch.compile, where it is loaded already).
+_disable_dynamo = getattr(torch, "_disable_dynamo", None) or torch.compiler.disable
+_cpu_offload_input_runs_the_eager_GLUFunction = _disable_dynamo(_cpu_offload_input_runs_the_eager_GLUFunction)
+
+
+def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, fn):
+    """The variants of glu.py while torch.compile / torch.export trace them (``glu._apply`` calls
+    this when ``torch.compiler.is_compiling()``); same arguments as ``glu.GLUFunction``'s.
+
+    - no fp8 store, no offload: ``torch.ops.fastglu.glu_fwd`` and its registered autograd (no graph
+      break); ``in_place`` is ignored, as ``fastglu.swiglu`` does under compile (the compiled graph
+      owns its buffers; its in-place checks and the one-backward rule do not apply);
+    - ``fp8_input_store`` (True, "per_row", "per_tensor"): ``_GLUSavedFp8`` (no graph break): the
+      same ops, the saved input cast by torch ops instead of inside the forward kernel;
+    - ``cpu_offload_input``: the eager ``GLUFunction`` behind dynamo's ``disable``, i.e. a
+      graph break (``fullgraph=True`` then raises), since the ``activation_offloading`` marks are
+      for Megatron's eager offloading hooks and a compiled graph saves its own tensors;
+    - without torch.library's registration API (``SUPPORTED`` False): the eager Function, which
+      dynamo cannot trace through (a graph break).
+    """
+    if not SUPPORTED or cpu_offload_input:
+        return _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params,
+                                                             (fp8, cpu_offload_input, in_place, fn))
+    if fp8:
+        return _GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
+    return glu_fwd(x, up, bias, weights, *params)
