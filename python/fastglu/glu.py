@@ -621,18 +621,23 @@ def _fp8_store(mode, x, up):
     """(x8, up8, scale_inv) of the operands for the backward in a scaled mode: "per_row": scale_inv
     [tokens] (row-major over the leading dims); "per_tensor": one value. (The plain cast, mode True,
     is written by the forward kernel: ``saved_fp8``.)"""
-    if mode == "per_row":
-        amax = x.abs().amax(dim=-1).float()
-        if up is not None:
-            amax = torch.maximum(amax, up.abs().amax(dim=-1).float())
-    else:  # per_tensor
-        amax = x.abs().amax().float()
-        if up is not None:
-            amax = torch.maximum(amax, up.abs().amax().float())
+    per_row = mode == "per_row"
+
+    def amax_of(t):  # an empty tensor (no tokens, or F = 0) has amax 0: scale 1
+        if t.numel() == 0:
+            return torch.zeros(t.shape[:-1] if per_row else (), dtype=torch.float32, device=t.device)
+        return (t.abs().amax(dim=-1) if per_row else t.abs().amax()).float()
+
+    amax = amax_of(x)
+    if up is not None:
+        amax = torch.maximum(amax, amax_of(up))
+    if not per_row:
         amax = amax.reshape(1)
-    ok = torch.isfinite(amax) & (amax > 0)
+    raw = FP8_E4M3_MAX / amax
+    # amax 0, non-finite, or so small that 448 / amax overflows (below ~1.3e-36): scale 1
+    ok = torch.isfinite(amax) & (amax > 0) & torch.isfinite(raw)
     one = torch.ones((), dtype=torch.float32, device=amax.device)
-    scale = torch.where(ok, FP8_E4M3_MAX / amax, one)
+    scale = torch.where(ok, raw, one)
     scale_inv = torch.where(ok, amax / FP8_E4M3_MAX, one)
     sc = scale.unsqueeze(-1) if mode == "per_row" else scale
 
@@ -673,7 +678,10 @@ class GLUFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, up, bias, weights, params, options):
         fp8, offload, in_place, fn = options
-        in_place = in_place and not fp8  # an fp8 copy has no storage to reuse
+        # an fp8 copy has no storage to reuse; an input that takes no gradient is never overwritten
+        # (its gradient is not asked for: the bias / weights gradients are computed out of place)
+        in_place = (in_place and not fp8 and ctx.needs_input_grad[0]
+                    and (up is None or ctx.needs_input_grad[1]))
         if in_place:
             _check_in_place(x, fn, "gate" if up is not None else "input")
             if up is not None:

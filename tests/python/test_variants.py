@@ -452,9 +452,10 @@ def test_silu_mul_in_place(device):
 
 def test_in_place_rejects_inputs_it_cannot_overwrite():
     with pytest.raises(ValueError, match="in_place=True needs"):
-        fastglu.glu(torch.randn(1, 8).expand(6, 8), in_place=True)
+        fastglu.glu(torch.randn(1, 8, requires_grad=True).expand(6, 8), in_place=True)
     with pytest.raises(ValueError, match="in_place=True needs"):
-        fastglu.silu_mul(torch.randn(4, 6), torch.randn(6, 4).t(), in_place=True)
+        fastglu.silu_mul(torch.randn(4, 6, requires_grad=True), torch.randn(6, 4, requires_grad=True).t(),
+                         in_place=True)
 
 
 @pytest.mark.parametrize("in_place", [False, True])
@@ -830,3 +831,42 @@ def test_cuda_matches_cpu_backend():
     gh = glu_bwd(dy.cpu(), x.cpu(), bias=b.cpu(), weights=w.cpu(), **opts)
     assert rel_err(gc.dx, gh.dx) <= 1e-2 and rel_err(gc.dbias, gh.dbias) <= 1e-2
     assert rel_err(gc.dweights, gh.dweights) <= 1e-5
+
+
+# ---- regressions from the adversarial pass (session 2) -----------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["per_row", "per_tensor"])
+def test_scaled_fp8_store_of_tiny_values_stays_finite(mode):
+    """448 / amax overflows for amax below ~1.3e-36: the scale falls back to 1, never inf * 0."""
+    x = torch.zeros(2, 8)
+    x[0, 0] = 1e-38
+    x[1] = torch.randn(8)
+    x.requires_grad_(True)
+    b = torch.zeros(8, requires_grad=True)
+    fastglu.bias_swiglu_impl(x, b, fp8_input_store=mode).sum().backward()
+    assert torch.isfinite(x.grad).all() and torch.isfinite(b.grad).all()
+
+
+@pytest.mark.parametrize("mode", ["per_row", "per_tensor", True])
+@pytest.mark.parametrize("shape", [(0, 8), (4, 0), (2, 0, 6)])
+def test_scaled_fp8_store_of_empty_inputs(mode, shape):
+    x = torch.randn(*shape, requires_grad=True)
+    bias = torch.randn(shape[-1], requires_grad=True)
+    y = fastglu.bias_swiglu_impl(x, bias, fp8_input_store=mode) if len(shape) in (2, 3) else None
+    assert y.shape == (*shape[:-1], shape[-1] // 2)
+    y.sum().backward()
+    assert x.grad.shape == x.shape and torch.equal(bias.grad, torch.zeros_like(bias))
+
+
+def test_in_place_never_overwrites_an_input_that_takes_no_gradient():
+    """Only the bias needs a gradient: the input must come back unchanged."""
+    x = torch.randn(5, 16)
+    before = x.clone()
+    bias = torch.randn(16, requires_grad=True)
+    fastglu.glu(x, bias=bias, in_place=True).sum().backward()
+    assert torch.equal(x, before) and bias.grad is not None
+    gate, up = torch.randn(5, 8), torch.randn(5, 8, requires_grad=True)
+    g0 = gate.clone()
+    fastglu.silu_mul(gate, up, in_place=True).sum().backward()
+    assert torch.equal(gate, g0) and up.grad is not None
