@@ -103,16 +103,7 @@ _INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
 ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 FP8_MODES = (False, True, "per_row", "per_tensor")
 
-try:  # the raw cudaStream_t of a device's current stream, without building a Stream object
-    _raw_stream = torch._C._cuda_getCurrentRawStream
-    _current_device = torch._C._cuda_getDevice
-except AttributeError:  # pragma: no cover - a torch without these private helpers
-
-    def _raw_stream(index):
-        return torch.cuda.current_stream(index).cuda_stream
-
-    def _current_device():
-        return torch.cuda.current_device()
+from .ops import _current_device, _raw_stream  # noqa: E402  (the current stream, as ops.py gets it)
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
