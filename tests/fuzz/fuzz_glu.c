@@ -32,20 +32,11 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "fuzz_common.h"
 
 #define MAX_TOKENS 40
 #define MAX_F 300
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static unsigned next(reader *r) {
-    if (r->n == 0) return 0;
-    r->n--;
-    return *r->p++;
-}
 
 /* ---- typed access ----------------------------------------------------------------------- */
 
@@ -158,11 +149,6 @@ static int64_t pick_stride(reader *r, int64_t base) {
     }
 }
 
-/* Elements spanned by [rows, cols] with strides (rs, cs), or 0 for an empty or negative one. */
-static int64_t span(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    if (rows <= 0 || cols <= 0 || rs < 0 || cs < 0) return 0;
-    return (rows - 1) * rs + (cols - 1) * cs + 1;
-}
 
 /* ---- the reference ----------------------------------------------------------------------- */
 
@@ -520,24 +506,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* Without libFuzzer (gcc): random inputs for a bounded time, under the same sanitizers.
  *   fuzz_glu_standalone SECONDS [SEED] */
 #include <stdio.h>
-#include <time.h>
 
 int main(int argc, char **argv) {
-    const double seconds = argc > 1 ? atof(argv[1]) : 10.0;
-    uint64_t s = argc > 2 ? strtoull(argv[2], NULL, 0) : (uint64_t)time(NULL);
-    printf("fuzz_glu_standalone: %.0f s, seed %llu\n", seconds, (unsigned long long)s);
     static uint8_t buf_[16384];
-    const clock_t end = clock() + (clock_t)(seconds * CLOCKS_PER_SEC);
-    long runs = 0;
-    while (clock() < end) {
-        size_t n = 32 + (size_t)(s >> 33) % (sizeof buf_ - 32);
-        for (size_t i = 0; i < n; ++i) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            buf_[i] = (uint8_t)(s >> 56);
-        }
-        LLVMFuzzerTestOneInput(buf_, n);
-        runs++;
-    }
+    const long runs = fuzz_standalone("fuzz_glu_standalone", argc, argv, buf_, sizeof buf_, 32);
     printf("fuzz_glu_standalone: %ld inputs, no failure (forward: %ld computed (%ld with an fp8 "
            "copy), %ld rejected; backward: %ld computed (%ld in place, %ld from fp8, %ld "
            "reductions), %ld rejected)\n",

@@ -19,20 +19,11 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "fuzz_common.h"
 
 #define MAX_TOKENS 40
 #define MAX_F 300
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static unsigned next(reader *r) {
-    if (r->n == 0) return 0;
-    r->n--;
-    return *r->p++;
-}
 
 static double load(fastglu_dtype dt, const void *p, int64_t i) {
     if (dt == FASTGLU_DTYPE_FP32) return ((const float *)p)[i];
@@ -61,11 +52,6 @@ static int64_t pick_stride(reader *r, int64_t base) {
     }
 }
 
-/* Elements spanned by [rows, cols] with strides (rs, cs), or 0 for an empty or negative one. */
-static int64_t span(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    if (rows <= 0 || cols <= 0 || rs < 0 || cs < 0) return 0;
-    return (rows - 1) * rs + (cols - 1) * cs + 1;
-}
 
 static int close_enough(fastglu_dtype dt, double got, double want) {
     const double rel = dt == FASTGLU_DTYPE_FP32 ? 1e-5 : dt == FASTGLU_DTYPE_FP16 ? 2e-3 : 1.6e-2;
@@ -177,24 +163,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* Without libFuzzer (gcc): random inputs for a bounded time, under the same sanitizers.
  *   fuzz_swiglu_standalone SECONDS [SEED] */
 #include <stdio.h>
-#include <time.h>
 
 int main(int argc, char **argv) {
-    const double seconds = argc > 1 ? atof(argv[1]) : 10.0;
-    uint64_t s = argc > 2 ? strtoull(argv[2], NULL, 0) : (uint64_t)time(NULL);
-    printf("fuzz_swiglu_standalone: %.0f s, seed %llu\n", seconds, (unsigned long long)s);
     uint8_t buf[4096];
-    const clock_t end = clock() + (clock_t)(seconds * CLOCKS_PER_SEC);
-    long runs = 0;
-    while (clock() < end) {
-        size_t n = 16 + (size_t)(s >> 33) % (sizeof buf - 16);
-        for (size_t i = 0; i < n; ++i) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            buf[i] = (uint8_t)(s >> 56);
-        }
-        LLVMFuzzerTestOneInput(buf, n);
-        runs++;
-    }
+    const long runs = fuzz_standalone("fuzz_swiglu_standalone", argc, argv, buf, sizeof buf, 16);
     printf("fuzz_swiglu_standalone: %ld inputs, no failure (forward: %ld computed, %ld rejected; "
            "backward: %ld computed, %ld of them in place, %ld rejected)\n",
            runs, n_fwd_ok, n_fwd_err, n_bwd_ok, n_in_place_ok, n_bwd_err);
