@@ -7,35 +7,17 @@ eager mode on the same weights and fresh random inputs, or with a float64 refere
 
 import pytest
 import torch
-import torch.nn.functional as F_
 from torch._dynamo.utils import counters
 
 import fastglu
 from fastglu import library
+from swiglu_reference import ref_bwd, ref_fwd, rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
 pytestmark = pytest.mark.skipif(not library.SUPPORTED, reason="torch.library's Python registration API is missing")
-
-
-def ref_fwd(x):
-    g, u = x.double().chunk(2, -1)
-    return F_.silu(g) * u
-
-
-def ref_bwd(dy, x):
-    g, u = x.double().chunk(2, -1)
-    d = dy.double()
-    s = torch.sigmoid(g)
-    return torch.cat((d * s * (1 + g * (1 - s)) * u, d * g * s), -1)
-
-
-def rel_err(out, ref):
-    out, ref = out.double(), ref.double()
-    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    return float("inf") if err != err else err
 
 
 def randn(*shape, dtype=torch.float32, device="cpu"):

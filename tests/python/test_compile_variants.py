@@ -16,6 +16,7 @@ from torch._dynamo.utils import counters
 
 import fastglu
 from fastglu import library
+from swiglu_reference import rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
@@ -56,12 +57,6 @@ def ref_glu(x, up=None, *, activation="silu", bias=None, weights=None, clamp_val
     if weights is not None:
         y = y * weights.reshape(*y.shape[:-1], 1).to(y.dtype)
     return y
-
-
-def rel_err(out, ref):
-    out, ref = out.double(), ref.double()
-    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    return float("inf") if err != err else err
 
 
 def randn(*shape, dtype=torch.float32, device="cpu", scale=2.0):

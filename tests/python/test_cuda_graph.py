@@ -13,15 +13,10 @@ import pytest
 import torch
 
 import fastglu
+from swiglu_reference import rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
-
-
-def rel_err(out, ref):
-    out, ref = out.double(), ref.double()
-    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    return float("inf") if err != err else err
 
 
 class MLP(torch.nn.Module):

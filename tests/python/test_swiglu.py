@@ -10,6 +10,7 @@ import torch.nn.functional as F_
 
 import fastglu
 from fastglu import ops
+from swiglu_reference import ref_bwd, ref_fwd, rel_err
 
 WIDTHS = [1, 3, 768, 1408, 3420, 5632, 8192]
 ROWS = [1, 257]
@@ -19,24 +20,6 @@ TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
 cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
-
-
-def ref_fwd(x):
-    g, u = x.double().chunk(2, -1)
-    return F_.silu(g) * u
-
-
-def ref_bwd(dy, x):
-    g, u = x.double().chunk(2, -1)
-    d = dy.double()
-    s = torch.sigmoid(g)
-    return torch.cat((d * s * (1 + g * (1 - s)) * u, d * g * s), -1)
-
-
-def rel_err(out, ref):
-    out, ref = out.double(), ref.double()
-    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    return float("inf") if err != err else err  # NaN (an unwritten sentinel) never passes
 
 
 def randn(*shape, dtype, device):
