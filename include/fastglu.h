@@ -329,6 +329,11 @@ FASTGLU_API int fastglu_fp8_saturate(void);
  * default), to show that results do not depend on the launch configuration. Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
 
+/* Testing hook: 1 makes the CUDA glu launchers use their general kernels (any alignment, features
+ * read at run time) where they would pick a specialised one; 0 (the default) restores the choice.
+ * Results are bitwise the same either way (tests/c/test_glu_cuda.c shows it). Not thread-safe. */
+FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
+
 #ifdef __cplusplus
 }
 #endif

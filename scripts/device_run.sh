@@ -9,7 +9,8 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    "sanitize" runs compute-sanitizer too)
+#                                                    "sanitize" runs compute-sanitizer too, over
+#                                                    $SANITIZE_TESTS: default both CUDA C tests)
 #
 # Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
 # (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
@@ -81,7 +82,7 @@ if want sanitize; then
   step "compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the CUDA C test"
   for tool in memcheck racecheck initcheck synccheck; do
     echo "-- $tool"
-    for t in build-device/test_swiglu_cuda build-device/test_glu_cuda; do
+    for t in ${SANITIZE_TESTS:-build-device/test_swiglu_cuda build-device/test_glu_cuda}; do
       [ -x "$t" ] || continue
       echo "   $(basename "$t")"
       FASTGLU_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -3

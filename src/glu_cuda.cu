@@ -20,6 +20,10 @@
  *                      workspace[slab][column]; glu_reduce_kernel adds the slabs in order.
  *                    So results are bitwise identical run to run and for any grid size.
  *
+ * Each kernel comes in a general form (below) and, for the common cases where every access can be
+ * full-width, specialised forms chosen by the launchers ("the specialised path"); both give the
+ * same bits.
+ *
  * Operands are read with the widest access their alignment allows (16 bytes down to one element),
  * uniform over a launch; chunks that run past F are done element by element. Loads are plain
  * (ld.global, no read-only path) so that the in-place backward, which writes the memory it reads,
@@ -157,34 +161,39 @@ static __device__ __forceinline__ void store_elems(T *p, int width, const float 
 /* ---- the math (include/fastglu.h) ---------------------------------------------------------- */
 
 typedef struct glu_math {
-    int act;       /* fastglu_activation */
+    int gelu;      /* 1: GELU_TANH's argument k z (1 + 0.044715 z^2); 0: k z */
     int clamp;     /* 1: clamp at c */
     int fp8_sat;   /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
+    float k;       /* SILU 1, QUICK_GELU 1.702, GELU_TANH 2 * 0.79788456 */
     float c, offset, gm, dm;
 } glu_math;
 
-/* act(z) and act'(z). */
-static __device__ __forceinline__ void activation(int act, float z, float *a, float *da) {
-    if (act == FASTGLU_ACT_GELU_TANH) { /* Megatron's geglu / geglu_back constants */
-        const float th = tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z));
-        *a = z * 0.5f * (1.0f + th);
-        *da = 0.5f * z * ((1.0f - th * th) * (0.79788456f + 0.1070322243f * z * z)) +
-              0.5f * (1.0f + th);
-    } else {
-        const float k = act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
-        const float s = sigmoid_f32(k * z);
-        *a = z * s;
-        *da = s * (1.0f + k * z * (1.0f - s));
-    }
+/* act(z) = z s and act'(z) = s + z s (1 - s) q'(z), with s = sigmoid(q(z)): q = k z for SiLU and
+ * quick-GELU; for GELU_TANH, 0.5 (1 + tanh x) = sigmoid(2 x) gives q = 2 * 0.79788456 z (1 +
+ * 0.044715 z^2) and Megatron's geglu / geglu_back exactly in real arithmetic (its derivative's
+ * 0.1070322243 = 3 * 0.044715 * 0.79788456). One formula for the three: no branch, no tanhf. The
+ * GELU form is selected, not computed alone, so that k3 * z^3 = NaN at z = inf never reaches SiLU. */
+static __device__ __forceinline__ void activation(const glu_math &m, float z, float *a, float *da) {
+    const float z2 = __fmul_rn(z, z);
+    const float q = m.gelu ? __fmul_rn(__fmul_rn(m.k, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(m.k, z);
+    const float dq = m.gelu ? __fmul_rn(m.k, fmaf(3.0f * 0.044715f, z2, 1.0f)) : m.k;
+    const float s = __fdividef(1.0f, __fadd_rn(1.0f, __expf(-q))); /* no slow path: 0 once 1 + e^-q > 2^126 */
+    *a = __fmul_rn(z, s);
+    *da = fmaf(__fmul_rn(*a, __fsub_rn(1.0f, s)), dq, s);
 }
+
+/* The per-element math is written with explicit roundings (__fmul_rn, __fadd_rn, fmaf), which the
+ * compiler may not contract or reassociate: every kernel that inlines it, specialised or general,
+ * gives the same bits. */
 
 /* One element's forward: m_d * w * act(m_g * a) * (v + o). */
 static __device__ __forceinline__ float glu_forward(const glu_math &m, float g, float u, float bg,
                                                     float bu, float w) {
-    if (m.clamp) g = fminf(g, m.c), u = fminf(fmaxf(u, -m.c), m.c);
+    g = m.clamp ? fminf(g, m.c) : g;
+    u = m.clamp ? fminf(fmaxf(u, -m.c), m.c) : u;
     float a, da;
-    activation(m.act, m.gm * (g + bg), &a, &da);
-    return m.dm * w * a * (u + bu + m.offset);
+    activation(m, __fmul_rn(m.gm, __fadd_rn(g, bg)), &a, &da);
+    return __fmul_rn(__fmul_rn(__fmul_rn(m.dm, w), a), __fadd_rn(__fadd_rn(u, bu), m.offset));
 }
 
 /* One element's backward: the gradients of the raw gate and up (clamp masks applied), the
@@ -196,14 +205,13 @@ typedef struct glu_grads {
 static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, float g, float u, float bg,
                                                          float bu, float w, float dy) {
     glu_grads r;
-    float gc = g, uc = u;
-    if (m.clamp) gc = fminf(g, m.c), uc = fminf(fmaxf(u, -m.c), m.c);
+    const float gc = m.clamp ? fminf(g, m.c) : g, uc = m.clamp ? fminf(fmaxf(u, -m.c), m.c) : u;
     float a, da;
-    activation(m.act, m.gm * (gc + bg), &a, &da);
-    const float v = uc + bu + m.offset, e = m.dm * w * dy;
-    r.dbg = e * v * da * m.gm;
-    r.dbu = e * a;
-    r.dw = m.dm * a * v * dy;
+    activation(m, __fmul_rn(m.gm, __fadd_rn(gc, bg)), &a, &da);
+    const float v = __fadd_rn(__fadd_rn(uc, bu), m.offset), e = __fmul_rn(__fmul_rn(m.dm, w), dy);
+    r.dbg = __fmul_rn(__fmul_rn(__fmul_rn(e, v), da), m.gm);
+    r.dbu = __fmul_rn(e, a);
+    r.dw = __fmul_rn(__fmul_rn(__fmul_rn(m.dm, a), v), dy);
     /* torch.clamp's gradient: passes where min <= x <= max (so not for NaN) */
     r.dg = (!m.clamp || g <= m.c) ? r.dbg : 0.0f;
     r.du = (!m.clamp || (u >= -m.c && u <= m.c)) ? r.dbu : 0.0f;
@@ -285,7 +293,7 @@ static __device__ __forceinline__ void load_operands(const glu_args &a, int64_t 
     if (a.scale_inv) {
         const float s = a.scale_inv[t * a.scale_stride];
 #pragma unroll
-        for (int k = 0; k < N; ++k) g[k] *= s, u[k] *= s;
+        for (int k = 0; k < N; ++k) g[k] = __fmul_rn(g[k], s), u[k] = __fmul_rn(u[k], s);
     }
 }
 
@@ -330,7 +338,7 @@ static __device__ __forceinline__ void load_operand1(const glu_args &a, int64_t 
     *u = to_f32(IL ? row[2 * j + 1] : ((const TIN *)a.up)[t * a.up_rs + j]);
     if (a.scale_inv) {
         const float s = a.scale_inv[t * a.scale_stride];
-        *g *= s, *u *= s;
+        *g = __fmul_rn(*g, s), *u = __fmul_rn(*u, s);
     }
 }
 template <typename T, int IL>
@@ -366,137 +374,386 @@ static __device__ __forceinline__ void store_grad1(const glu_args &a, int64_t t,
     }
 }
 
-/* ---- kernels ------------------------------------------------------------------------------- */
+/* ---- the specialised path: full-width accesses and the case's features known at compile time ---
+ *
+ * Taken where every chunk of every operand moves with full-width accesses (F a multiple of the
+ * chunk, base addresses and row strides aligned: plan_fast) and the case is a common one (bias or
+ * weights or neither; the fp8 copy or not). Each kernel then holds only the registers its case
+ * needs: the elements are converted straight from the loaded words and packed straight into the
+ * stored ones. Results are bitwise those of the general path (same per-element math, same
+ * summation order; test_glu_cuda checks both against each other). */
 
-/* Templates on the element type T, the stored operand type TIN and the layout: one body for the
- * 3 x 2 x 2 combinations, where macros would paste it once each. */
+enum glu_features {
+    FL_FAST = 1, /* the specialised path; without it every feature below is read at run time */
+    FL_BIAS = 2, /* bias given */
+    FL_W = 4,    /* weights given */
+    FL_FP8 = 8,  /* forward: writes the fp8 copy */
+    FL_DB = 16,  /* backward: dbias */
+    FL_DW = 32   /* backward: dweights */
+};
 
-template <typename T, int IL>
-__global__ void __launch_bounds__(GLU_THREADS) glu_fwd_kernel(const glu_args a) {
-    enum { E = 16 / sizeof(T) };
-    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
-        const uint64_t t = fastdiv_div(a.nvec, i);
-        const int64_t j0 = (int64_t)(i - t * a.nvec.d) * E;
-        const float w = a.weights ? load_weight(a.weights, a.w_dtype, (int64_t)t * a.w_stride) : 1.0f;
-        T *y = (T *)a.out + (int64_t)t * a.out_rs + j0;
-        if (j0 + E <= a.F) {
-            float g[E], u[E], bg[E], bu[E], r[E];
-            load_operands<T, IL, E>(a, (int64_t)t, j0, g, u);
-            if (a.fp8) store_fp8<IL, E>(a, (int64_t)t, j0, g, u);
-            load_bias<T, IL, E>(a, j0, bg, bu);
+/* NB bytes at p (aligned to min(NB, 16)) in 16-, 8- or 4-byte accesses; NC: through the read-only
+ * path (the forward, which reads nothing it writes). */
+template <int NB, int NC>
+static __device__ __forceinline__ raw_bytes<NB> vload(const void *p) {
+    raw_bytes<NB> r;
+    if (NB >= 16) {
 #pragma unroll
-            for (int k = 0; k < E; ++k) r[k] = glu_forward(a.m, g[k], u[k], bg[k], bu[k], w);
-            store_elems<T, E>(y, a.w_out, r);
-        } else {
-            for (int64_t j = j0; j < a.F; ++j) {
-                float g, u, bg, bu;
-                load_operand1<T, IL>(a, (int64_t)t, j, &g, &u);
-                if (a.fp8) {
-                    unsigned char *row = a.fp8 + (int64_t)t * a.fp8_rs;
-                    row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(g, a.m.fp8_sat);
-                    row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u, a.m.fp8_sat);
-                }
-                load_bias1<T, IL>(a, j, &bg, &bu);
-                from_f32(&y[j - j0], glu_forward(a.m, g, u, bg, bu, w));
+        for (int i = 0; i < NB / 16; ++i) {
+            const uint4 v = NC ? __ldg((const uint4 *)p + i) : ((const uint4 *)p)[i];
+            r.w[4 * i] = v.x, r.w[4 * i + 1] = v.y, r.w[4 * i + 2] = v.z, r.w[4 * i + 3] = v.w;
+        }
+    } else if (NB == 8) {
+        const uint2 v = NC ? __ldg((const uint2 *)p) : *(const uint2 *)p;
+        r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+        r.w[0] = NC ? __ldg((const unsigned *)p) : *(const unsigned *)p;
+    }
+    return r;
+}
+
+template <int NB>
+static __device__ __forceinline__ void vstore(void *p, const raw_bytes<NB> &r) {
+    if (NB >= 16) {
+#pragma unroll
+        for (int i = 0; i < NB / 16; ++i)
+            ((uint4 *)p)[i] = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
+    } else if (NB == 8) {
+        *(uint2 *)p = make_uint2(r.w[0], r.w[1]);
+    } else {
+        *(unsigned *)p = r.w[0];
+    }
+}
+
+/* Element k of the words, as a float (the pointer argument only selects the type). */
+template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const float *) {
+    return __uint_as_float(r.w[k]);
+}
+template <int NB>
+static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const __nv_bfloat16 *) {
+    const uint32_t w = r.w[k >> 1];
+    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const __half *) {
+    return __half2float(__ushort_as_half((unsigned short)(r.w[k >> 1] >> (16 * (k & 1)))));
+}
+template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const fp8e4m3 *) {
+    fp8e4m3 x;
+    x.bits = (unsigned char)(r.w[k >> 2] >> (8 * (k & 3)));
+    return to_f32(x);
+}
+
+/* Sets element k of the words to v, rounded to T as from_f32 does. */
+template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const float *) {
+    r.w[k] = __float_as_uint(v);
+}
+template <int NB>
+static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const __nv_bfloat16 *) {
+    __nv_bfloat16 h;
+    from_f32(&h, v);
+    const uint32_t b = __bfloat16_as_ushort(h);
+    r.w[k >> 1] = (k & 1) ? (r.w[k >> 1] & 0xffffu) | b << 16 : b;
+}
+template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const __half *) {
+    __half h;
+    from_f32(&h, v);
+    const uint32_t b = __half_as_ushort(h);
+    r.w[k >> 1] = (k & 1) ? (r.w[k >> 1] & 0xffffu) | b << 16 : b;
+}
+
+/* Elements k, k + 1 (k even) of the fp8 copy: the hardware's cvt (satfinite) where it equals
+ * fastglu_f32_to_e4m3, which takes NaN (the sign is kept) and, without saturation, |x| > 464. */
+template <int NB>
+static __device__ __forceinline__ void put_fp8x2(raw_bytes<NB> &r, int k, float v0, float v1, int sat) {
+    const uint32_t lim = sat ? 0x7f800000u : 0x43e80000u;
+    uint32_t b;
+    if ((__float_as_uint(v0) & 0x7fffffffu) > lim || (__float_as_uint(v1) & 0x7fffffffu) > lim)
+        b = fastglu_f32_to_e4m3(v0, sat) | (uint32_t)fastglu_f32_to_e4m3(v1, sat) << 8;
+    else
+        b = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
+    const int s = 8 * (k & 3);
+    r.w[k >> 2] = (r.w[k >> 2] & ~(0xffffu << s)) | b << s;
+}
+
+/* Forward of the C columns j0 .. j0 + C - 1 of row t (all < F), specialised. */
+template <typename T, int IL, int FL, int C>
+static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w) {
+    enum { NI = C * (int)sizeof(T) * (IL ? 2 : 1), NO = C * (int)sizeof(T), N8 = C * (IL ? 2 : 1) };
+    const T *tag = NULL;
+    const T *grow = (const T *)a.gate + t * a.gate_rs;
+    /* IL: gate and up alternate in x; SPLIT: gate in x, up in y (likewise the bias) */
+    const raw_bytes<NI> x = vload<NI, 1>(grow + (IL ? 2 * j0 : j0));
+    raw_bytes<NI> y, bx, by;
+    if (!IL) y = vload<NI, 1>((const T *)a.up + t * a.up_rs + j0);
+    if (FL & FL_BIAS) {
+        bx = vload<NI, 1>((const T *)a.bias + (IL ? 2 * j0 : j0));
+        if (!IL) by = vload<NI, 1>((const T *)a.bias + a.F + j0);
+    }
+    if (FL & FL_FP8) { /* the operands as stored, before clamp and bias */
+        unsigned char *row = a.fp8 + t * a.fp8_rs;
+        raw_bytes<N8> fx, fy;
+#pragma unroll
+        for (int k = 0; k < N8; k += 2) put_fp8x2(fx, k, elem(x, k, tag), elem(x, k + 1, tag), a.m.fp8_sat);
+        vstore<N8>(row + (IL ? 2 * j0 : j0), fx);
+        if (!IL) {
+#pragma unroll
+            for (int k = 0; k < N8; k += 2) put_fp8x2(fy, k, elem(y, k, tag), elem(y, k + 1, tag), a.m.fp8_sat);
+            vstore<N8>(row + a.F + j0, fy);
+        }
+    }
+    raw_bytes<NO> o;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+        const float g = elem(x, IL ? 2 * k : k, tag), u = IL ? elem(x, 2 * k + 1, tag) : elem(y, k, tag);
+        const float bg = (FL & FL_BIAS) ? elem(bx, IL ? 2 * k : k, tag) : 0.0f;
+        const float bu = (FL & FL_BIAS) ? (IL ? elem(bx, 2 * k + 1, tag) : elem(by, k, tag)) : 0.0f;
+        put(o, k, glu_forward(a.m, g, u, bg, bu, w), tag);
+    }
+    vstore<NO>((T *)a.out + t * a.out_rs + j0, o);
+}
+
+/* The words one row's backward reads for C columns: gate and up as stored (IL: pairs in x), dy.
+ * Loaded apart from the math (bwd_load_fast) so that the tile kernel can have a second row's loads
+ * in flight while it computes the first. */
+template <typename T, typename TIN, int IL, int C> struct bwd_words {
+    raw_bytes<C * (int)sizeof(TIN) * (IL ? 2 : 1)> x, y;
+    raw_bytes<C * (int)sizeof(T)> d;
+};
+
+template <typename T, typename TIN, int IL, int C>
+static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const glu_args &a, int64_t t,
+                                                                        int64_t j0) {
+    enum { NI = C * (int)sizeof(TIN) * (IL ? 2 : 1), ND = C * (int)sizeof(T) };
+    bwd_words<T, TIN, IL, C> r;
+    r.x = vload<NI, 0>((const TIN *)a.gate + t * a.gate_rs + (IL ? 2 * j0 : j0));
+    if (!IL) r.y = vload<NI, 0>((const TIN *)a.up + t * a.up_rs + j0);
+    r.d = vload<ND, 0>((const T *)a.dy + t * a.dy_rs + j0);
+    return r;
+}
+
+/* Backward of the C columns j0 .. j0 + C - 1 of row t (all < F) from its loaded words, specialised:
+ * writes d_gate and d_up, adds the bias gradients of column k to db[32 k] (gate) and db[32 (C + k)]
+ * (up) (FL_DB: the lane's slots in shared memory, so that the sums hold no registers across the
+ * rows), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise). */
+template <typename T, typename TIN, int IL, int FL, int C>
+static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
+                                                       const bwd_words<T, TIN, IL, C> &in,
+                                                       volatile float *db) {
+    enum { NT = C * (int)sizeof(T) * (IL ? 2 : 1) };
+    const T *tag = NULL;
+    const TIN *tin = NULL;
+    raw_bytes<NT> bx, by;
+    if (FL & FL_BIAS) {
+        bx = vload<NT, 0>((const T *)a.bias + (IL ? 2 * j0 : j0));
+        if (!IL) by = vload<NT, 0>((const T *)a.bias + a.F + j0);
+    }
+    const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
+    raw_bytes<NT> ox, oy;
+    float part = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+        float g = elem(in.x, IL ? 2 * k : k, tin), u = IL ? elem(in.x, 2 * k + 1, tin) : elem(in.y, k, tin);
+        if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
+        const float bg = (FL & FL_BIAS) ? elem(bx, IL ? 2 * k : k, tag) : 0.0f;
+        const float bu = (FL & FL_BIAS) ? (IL ? elem(bx, 2 * k + 1, tag) : elem(by, k, tag)) : 0.0f;
+        const glu_grads q = glu_backward(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
+        put(ox, IL ? 2 * k : k, q.dg, tag);
+        if (IL) put(ox, 2 * k + 1, q.du, tag);
+        else put(oy, k, q.du, tag);
+        if (FL & FL_DB) db[32 * k] = __fadd_rn(db[32 * k], q.dbg), db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
+        if (FL & FL_DW) part = __fadd_rn(part, q.dw);
+    }
+    vstore<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox);
+    if (!IL) vstore<NT>((T *)a.out2 + t * a.out2_rs + j0, oy);
+    return part;
+}
+
+/* ---- the general path: any alignment, the row's last partial chunk, features at run time ------- */
+
+/* Forward of the chunk of E columns from j0 of row t (fewer where it runs past F). */
+template <typename T, int IL>
+static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0, float w) {
+    enum { E = 16 / sizeof(T) };
+    T *y = (T *)a.out + t * a.out_rs + j0;
+    if (j0 + E <= a.F) {
+        float g[E], u[E], bg[E], bu[E], r[E];
+        load_operands<T, IL, E>(a, t, j0, g, u);
+        if (a.fp8) store_fp8<IL, E>(a, t, j0, g, u);
+        load_bias<T, IL, E>(a, j0, bg, bu);
+#pragma unroll
+        for (int k = 0; k < E; ++k) r[k] = glu_forward(a.m, g[k], u[k], bg[k], bu[k], w);
+        store_elems<T, E>(y, a.w_out, r);
+    } else {
+        for (int64_t j = j0; j < a.F; ++j) {
+            float g, u, bg, bu;
+            load_operand1<T, IL>(a, t, j, &g, &u);
+            if (a.fp8) {
+                unsigned char *row = a.fp8 + t * a.fp8_rs;
+                row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(g, a.m.fp8_sat);
+                row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u, a.m.fp8_sat);
             }
+            load_bias1<T, IL>(a, j, &bg, &bu);
+            from_f32(&y[j - j0], glu_forward(a.m, g, u, bg, bu, w));
         }
     }
 }
 
-template <typename T, typename TIN, int IL>
-__global__ void __launch_bounds__(GLU_THREADS) glu_bwd_kernel(const glu_args a) {
+/* Backward of the ncols <= C columns from j0 of row t: as bwd_chunk_fast, with every feature read
+ * at run time (dbg / dbu always accumulate; the caller uses them or not). */
+template <typename T, typename TIN, int IL, int C>
+static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0, int ncols,
+                                                          float w, float (&dbg)[C], float (&dbu)[C]) {
+    float part = 0.0f;
+    if (ncols == C) {
+        float g[C], u[C], bg[C], bu[C], d[C], dg[C], du[C];
+        load_operands<TIN, IL, C>(a, t, j0, g, u);
+        load_bias<T, IL, C>(a, j0, bg, bu);
+        load_dy<T, C>(a, t, j0, d);
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+            const glu_grads q = glu_backward(a.m, g[k], u[k], bg[k], bu[k], w, d[k]);
+            dg[k] = q.dg, du[k] = q.du;
+            dbg[k] = __fadd_rn(dbg[k], q.dbg), dbu[k] = __fadd_rn(dbu[k], q.dbu);
+            part = __fadd_rn(part, q.dw);
+        }
+        store_grads<T, IL, C>(a, t, j0, dg, du);
+    } else {
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+            if (k < ncols) {
+                const int64_t j = j0 + k;
+                float g, u, bg, bu;
+                load_operand1<TIN, IL>(a, t, j, &g, &u);
+                load_bias1<T, IL>(a, j, &bg, &bu);
+                const T *dp = (const T *)a.dy + t * a.dy_rs + j * a.dy_cs;
+                const glu_grads q = glu_backward(a.m, g, u, bg, bu, w, to_f32(*dp));
+                store_grad1<T, IL>(a, t, j, q.dg, q.du);
+                dbg[k] = __fadd_rn(dbg[k], q.dbg), dbu[k] = __fadd_rn(dbu[k], q.dbu);
+                part = __fadd_rn(part, q.dw);
+            }
+        }
+    }
+    return part;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+/* Templates on the element type T, the stored operand type TIN, the layout and the feature set
+ * FL: one body for every combination the launchers pick, where macros would paste it once each. */
+
+/* The per-token weight, 1 without weights. */
+template <int FL>
+static __device__ __forceinline__ float token_weight(const glu_args &a, int64_t t) {
+    const int has_w = (FL & FL_FAST) ? (FL & FL_W) != 0 : a.weights != NULL;
+    return has_w ? load_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+}
+
+/* Forward, flat: chunks of E = 16 / sizeof(T) columns, numbered row by row. The specialised
+ * kernels are held to FWD_MIN_BLOCKS blocks per SM (<= 32 registers), as swiglu_cuda.cu's forward. */
+#define FWD_MIN_BLOCKS 8
+#define FWD_MIN_BLOCKS_FP8 6 /* the fp8 copy needs ~40 registers; 8 blocks spill 8-80 bytes */
+template <typename T, int IL, int FL>
+__global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ? FWD_MIN_BLOCKS_FP8 : FWD_MIN_BLOCKS) : 1) glu_fwd_kernel(const glu_args a) {
     enum { E = 16 / sizeof(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
         const int64_t t = (int64_t)fastdiv_div(a.nvec, i);
         const int64_t j0 = (int64_t)(i - (uint64_t)t * a.nvec.d) * E;
-        const float w = a.weights ? load_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
-        if (j0 + E <= a.F) {
-            float g[E], u[E], bg[E], bu[E], d[E], dg[E], du[E];
-            load_operands<TIN, IL, E>(a, t, j0, g, u);
-            load_bias<T, IL, E>(a, j0, bg, bu);
-            load_dy<T, E>(a, t, j0, d);
-#pragma unroll
-            for (int k = 0; k < E; ++k) {
-                glu_grads r = glu_backward(a.m, g[k], u[k], bg[k], bu[k], w, d[k]);
-                dg[k] = r.dg, du[k] = r.du;
-            }
-            store_grads<T, IL, E>(a, t, j0, dg, du);
+        const float w = token_weight<FL>(a, t);
+        if (FL & FL_FAST) fwd_chunk_fast<T, IL, FL, E>(a, t, j0, w);
+        else fwd_chunk_generic<T, IL>(a, t, j0, w);
+    }
+}
+
+/* Backward without reductions, flat like the forward; the specialised kernels held to
+ * BWD_MIN_BLOCKS blocks per SM (<= 40 registers; 48 without the bound, 5 blocks). */
+#define BWD_MIN_BLOCKS 6
+template <typename T, typename TIN, int IL, int FL>
+__global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS : 1) glu_bwd_kernel(const glu_args a) {
+    enum { E = 16 / sizeof(T) };
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
+        const int64_t t = (int64_t)fastdiv_div(a.nvec, i);
+        const int64_t j0 = (int64_t)(i - (uint64_t)t * a.nvec.d) * E;
+        const float w = token_weight<FL>(a, t);
+        if (FL & FL_FAST) {
+            bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0), NULL);
         } else {
-            for (int64_t j = j0; j < a.F; ++j) {
-                float g, u, bg, bu;
-                load_operand1<TIN, IL>(a, t, j, &g, &u);
-                load_bias1<T, IL>(a, j, &bg, &bu);
-                const T *dp = (const T *)a.dy + t * a.dy_rs + j * a.dy_cs;
-                glu_grads r = glu_backward(a.m, g, u, bg, bu, w, to_f32(*dp));
-                store_grad1<T, IL>(a, t, j, r.dg, r.du);
-            }
+            float unused_g[E], unused_u[E]; /* no reductions here */
+            const int ncols = a.F - j0 < E ? (int)(a.F - j0) : E;
+            bwd_chunk_generic<T, TIN, IL, E>(a, t, j0, ncols, w, unused_g, unused_u);
         }
     }
 }
 
-/* Backward with reductions: one tile (64 rows x 256 columns) per block iteration; see the top. */
-template <typename T, typename TIN, int IL>
-__global__ void __launch_bounds__(TILE_WARPS * 32) glu_bwd_tile_kernel(const glu_args a) {
+/* dweights of row t from the tile's column tile tc: the lanes' column-ordered sums added by a
+ * butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
+static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
+                                                     int lane) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+    if (lane == 0) a.ws_dw[tc * a.tokens + t] = part;
+}
+
+/* Backward with reductions: one tile (64 rows x 256 columns) per block iteration; see the top. The
+ * specialised kernels are held to TILE_MIN_BLOCKS blocks per SM (<= 64 registers; fp32, whose lane
+ * columns take twice the registers, to 2). */
+#define TILE_MIN_BLOCKS 4
+template <typename T, typename TIN, int IL, int FL>
+__global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? (sizeof(T) == 4 ? 2 : TILE_MIN_BLOCKS) : 1) glu_bwd_tile_kernel(const glu_args a) {
     enum { N = LANE_COLS };
-    __shared__ float sdb[TILE_WARPS][2][FASTGLU_TILE_COLS];
+    /* the bias-gradient sums of each warp: [gate, up][column k of the lane][lane] */
+    __shared__ float sdb[TILE_WARPS][2][N][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t ntc = (a.F + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
     const int64_t ntr = (a.tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
-    const int want_db = a.ws_dbias != NULL, want_dw = a.ws_dw != NULL;
+    const int want_db = (FL & FL_FAST) ? (FL & FL_DB) != 0 : a.ws_dbias != NULL;
+    const int want_dw = (FL & FL_FAST) ? (FL & FL_DW) != 0 : a.ws_dw != NULL;
     for (int64_t tile = blockIdx.x; tile < ntr * ntc; tile += gridDim.x) {
         const int64_t slab = tile / ntc, tc = tile % ntc;
         const int64_t j0 = tc * FASTGLU_TILE_COLS + (int64_t)lane * N;
+        /* the specialised kernels run only where F is a multiple of N: a lane's columns are all in or all out */
         const int ncols = j0 >= a.F ? 0 : (int)(a.F - j0 < N ? a.F - j0 : N);
-        float dbg[N], dbu[N];
+        float dbg[N], dbu[N]; /* the general path's sums; the specialised one's are in sdb */
 #pragma unroll
-        for (int k = 0; k < N; ++k) dbg[k] = dbu[k] = 0.0f;
-        for (int r = warp; r < FASTGLU_SLAB_ROWS; r += TILE_WARPS) {
-            const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
-            if (t >= a.tokens) break; /* uniform over the warp */
-            const float w = a.weights ? load_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
-            float part = 0.0f;
-            if (ncols == N) {
-                float g[N], u[N], bg[N], bu[N], d[N], dg[N], du[N];
-                load_operands<TIN, IL, N>(a, t, j0, g, u);
-                load_bias<T, IL, N>(a, j0, bg, bu);
-                load_dy<T, N>(a, t, j0, d);
-#pragma unroll
-                for (int k = 0; k < N; ++k) {
-                    glu_grads q = glu_backward(a.m, g[k], u[k], bg[k], bu[k], w, d[k]);
-                    dg[k] = q.dg, du[k] = q.du;
-                    dbg[k] += q.dbg, dbu[k] += q.dbu;
-                    part += q.dw;
+        for (int k = 0; k < N; ++k) {
+            dbg[k] = dbu[k] = 0.0f;
+            if ((FL & FL_FAST) && want_db) sdb[warp][0][k][lane] = sdb[warp][1][k][lane] = 0.0f;
+        }
+        if (FL & FL_FAST) {
+            /* rows in pairs (r, r + 8): the second row's loads are issued before the first row's
+             * math, so each warp has two rows in flight (rows are disjoint, in place too); the sums
+             * still take the rows in order */
+            volatile float *db = &sdb[warp][0][0][lane];
+            for (int r = warp; r < FASTGLU_SLAB_ROWS; r += 2 * TILE_WARPS) {
+                const int64_t t0 = slab * FASTGLU_SLAB_ROWS + r, t1 = t0 + TILE_WARPS;
+                if (t0 >= a.tokens) break; /* uniform over the warp, as `two` */
+                const int two = t1 < a.tokens;
+                const float w0 = token_weight<FL>(a, t0), w1 = two ? token_weight<FL>(a, t1) : 0.0f;
+                bwd_words<T, TIN, IL, N> in0, in1;
+                if (ncols) {
+                    in0 = bwd_load_fast<T, TIN, IL, N>(a, t0, j0);
+                    if (two) in1 = bwd_load_fast<T, TIN, IL, N>(a, t1, j0);
                 }
-                store_grads<T, IL, N>(a, t, j0, dg, du);
-            } else {
-#pragma unroll
-                for (int k = 0; k < N; ++k) {
-                    if (k < ncols) {
-                        const int64_t j = j0 + k;
-                        float g, u, bg, bu;
-                        load_operand1<TIN, IL>(a, t, j, &g, &u);
-                        load_bias1<T, IL>(a, j, &bg, &bu);
-                        const T *dp = (const T *)a.dy + t * a.dy_rs + j * a.dy_cs;
-                        glu_grads q = glu_backward(a.m, g, u, bg, bu, w, to_f32(*dp));
-                        store_grad1<T, IL>(a, t, j, q.dg, q.du);
-                        dbg[k] += q.dbg, dbu[k] += q.dbu;
-                        part += q.dw;
-                    }
+                const float p0 = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t0, j0, w0, in0, db) : 0.0f;
+                if (want_dw) tile_dweights(a, p0, tc, t0, lane);
+                if (two) {
+                    const float p1 = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t1, j0, w1, in1, db) : 0.0f;
+                    if (want_dw) tile_dweights(a, p1, tc, t1, lane);
                 }
             }
-            if (want_dw) {
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-                if (lane == 0) a.ws_dw[tc * a.tokens + t] = part;
+        } else {
+            for (int r = warp; r < FASTGLU_SLAB_ROWS; r += TILE_WARPS) {
+                const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
+                if (t >= a.tokens) break; /* uniform over the warp */
+                const float part = bwd_chunk_generic<T, TIN, IL, N>(a, t, j0, ncols, token_weight<FL>(a, t), dbg, dbu);
+                if (want_dw) tile_dweights(a, part, tc, t, lane);
             }
         }
         if (want_db) {
+            if (!(FL & FL_FAST)) {
 #pragma unroll
-            for (int k = 0; k < N; ++k) {
-                sdb[warp][0][lane * N + k] = dbg[k];
-                sdb[warp][1][lane * N + k] = dbu[k];
+                for (int k = 0; k < N; ++k) sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
             }
             __syncthreads();
             /* thread c < 256 sums column c of the tile over the warps in order, for gate and up */
@@ -505,7 +762,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32) glu_bwd_tile_kernel(const glu
             if (c < FASTGLU_TILE_COLS && j < a.F) {
                 float sg = 0.0f, su = 0.0f;
 #pragma unroll
-                for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c], su += sdb[q][1][c];
+                for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
                 a.ws_dbias[slab * 2 * a.F + j] = sg;
                 a.ws_dbias[slab * 2 * a.F + a.F + j] = su;
             }
@@ -541,7 +798,10 @@ __global__ void __launch_bounds__(GLU_THREADS)
 
 static glu_math make_math(const fastglu_glu_params *p) {
     glu_math m;
-    m.act = (int)p->activation;
+    m.gelu = p->activation == FASTGLU_ACT_GELU_TANH;
+    m.k = p->activation == FASTGLU_ACT_GELU_TANH ? 2.0f * 0.79788456f
+          : p->activation == FASTGLU_ACT_QUICK_GELU ? 1.702f
+                                                      : 1.0f;
     m.clamp = fastglu_clamps(p);
     m.c = p->clamp_value, m.offset = p->glu_linear_offset;
     m.gm = p->gate_multiplier, m.dm = p->down_multiplier;
@@ -577,9 +837,75 @@ static void set_widths(glu_args *a, int il, size_t es, size_t in_es, int chunk_c
     a->w_bias_u = (a->bias && !il) ? access_width_cap((const char *)a->bias + a->F * es, 0, 1, es, cap_es) : 0;
 }
 
-#define FOR_T(dtype, MACRO)                                                                        \
-    ((dtype) == FASTGLU_DTYPE_FP32 ? MACRO(float) : (dtype) == FASTGLU_DTYPE_FP16 ? MACRO(__half)  \
-                                                                                  : MACRO(__nv_bfloat16))
+/* fastglu_debug_set_generic_kernels: 1 = the general path everywhere (tests compare the two). */
+static int debug_generic = 0;
+extern "C" void fastglu_debug_set_generic_kernels(int on) { debug_generic = on != 0; }
+
+/* 1 when every access to a chunk of C columns is full-width (16 bytes, or the whole chunk when it
+ * is smaller): F a multiple of C and the widths set_widths found are the full ones. in_es: the
+ * stored operands' element size; fwd: the forward (its output has the gate's width; the fp8 copy). */
+static int full_width(int bytes) { return bytes < 16 ? bytes : 16; }
+static int chunks_full_width(const glu_args *a, int il, size_t es, size_t in_es, int C, int fwd) {
+    const int in_b = full_width(C * (int)in_es * (il ? 2 : 1));
+    const int t_b = full_width(C * (int)es * (il ? 2 : 1)), o_b = full_width(C * (int)es);
+    if (debug_generic || a->F % C != 0) return 0;
+    if (a->w_gate != in_b || (!il && a->w_up != in_b)) return 0;
+    if (a->bias && (a->w_bias_g != t_b || (!il && a->w_bias_u != t_b))) return 0;
+    if (fwd) {
+        if (a->w_out != o_b) return 0;
+        if (a->fp8 && (a->w_fp8_g != full_width(C * (il ? 2 : 1)) || (!il && a->w_fp8_u != full_width(C))))
+            return 0;
+        return 1;
+    }
+    if (a->w_out != t_b || (!il && a->w_out2 != t_b)) return 0;
+    return a->dy_mode == DY_CHUNK && a->w_dy == o_b;
+}
+
+/* Kernel tables: [dtype: fp32, fp16, bf16][stored operands: T, fp8][layout: SPLIT, INTERLEAVED][case]. */
+static int dtype_index(fastglu_dtype d) { return d == FASTGLU_DTYPE_FP32 ? 0 : d == FASTGLU_DTYPE_FP16 ? 1 : 2; }
+typedef void (*glu_kernel)(glu_args);
+
+/* forward cases: general; specialised: index 1 + bias + 2 weights + 4 fp8 copy */
+#define FWD_CASE(T, IL, F) glu_fwd_kernel<T, IL, FL_FAST | (F)>
+#define FWD_CASES(T, IL)                                                                            \
+    {glu_fwd_kernel<T, IL, 0>,                 FWD_CASE(T, IL, 0),                                  \
+     FWD_CASE(T, IL, FL_BIAS),                 FWD_CASE(T, IL, FL_W),                               \
+     FWD_CASE(T, IL, FL_BIAS | FL_W),          FWD_CASE(T, IL, FL_FP8),                             \
+     FWD_CASE(T, IL, FL_BIAS | FL_FP8),        FWD_CASE(T, IL, FL_W | FL_FP8),                      \
+     FWD_CASE(T, IL, FL_BIAS | FL_W | FL_FP8)}
+static const glu_kernel fwd_kernels[3][2][9] = {{FWD_CASES(float, 0), FWD_CASES(float, 1)},
+                                                {FWD_CASES(__half, 0), FWD_CASES(__half, 1)},
+                                                {FWD_CASES(__nv_bfloat16, 0), FWD_CASES(__nv_bfloat16, 1)}};
+#undef FWD_CASE
+#undef FWD_CASES
+
+/* backward without reductions: general; specialised: index 1 + bias + 2 weights */
+#define BWD_CASES(T, TIN, IL)                                                                       \
+    {glu_bwd_kernel<T, TIN, IL, 0>, glu_bwd_kernel<T, TIN, IL, FL_FAST>,                           \
+     glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_BIAS>, glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_W>,    \
+     glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_BIAS | FL_W>}
+#define BWD_TYPE(T) {{BWD_CASES(T, T, 0), BWD_CASES(T, T, 1)}, {BWD_CASES(T, fp8e4m3, 0), BWD_CASES(T, fp8e4m3, 1)}}
+static const glu_kernel bwd_kernels[3][2][2][5] = {BWD_TYPE(float), BWD_TYPE(__half), BWD_TYPE(__nv_bfloat16)};
+#undef BWD_TYPE
+#undef BWD_CASES
+
+/* backward with reductions: general; specialised: bias + dbias, weights + dweights, both */
+#define TILE_F_DB (FL_FAST | FL_BIAS | FL_DB)
+#define TILE_F_DW (FL_FAST | FL_W | FL_DW)
+#define TILE_CASES(T, TIN, IL)                                                                      \
+    {glu_bwd_tile_kernel<T, TIN, IL, 0>, glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DB>,               \
+     glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DW>, glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DB | TILE_F_DW>}
+#define TILE_TYPE(T) {{TILE_CASES(T, T, 0), TILE_CASES(T, T, 1)}, {TILE_CASES(T, fp8e4m3, 0), TILE_CASES(T, fp8e4m3, 1)}}
+static const glu_kernel tile_kernels[3][2][2][4] = {TILE_TYPE(float), TILE_TYPE(__half), TILE_TYPE(__nv_bfloat16)};
+#undef TILE_TYPE
+#undef TILE_CASES
+#undef TILE_F_DB
+#undef TILE_F_DW
+
+#define REDUCE_KERNEL(T) {glu_reduce_kernel<T, 0>, glu_reduce_kernel<T, 1>}
+typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int64_t, void *, int, int64_t, int64_t);
+static const reduce_kernel reduce_kernels[3][2] = {REDUCE_KERNEL(float), REDUCE_KERNEL(__half), REDUCE_KERNEL(__nv_bfloat16)};
+#undef REDUCE_KERNEL
 
 extern "C" fastglu_status fastglu_glu_fwd_cuda(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
@@ -603,24 +929,26 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
     a.out = output, a.out_rs = output_row_stride;
     a.tokens = tokens, a.F = ffn_hidden_size;
     const size_t es = fastglu_dtype_size(dtype);
+    const int e = (int)(16 / es);
     if (!plan_flat(&a, es))
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
-    set_widths(&a, il, es, es, (int)(16 / es), 0);
+    set_widths(&a, il, es, es, e, 0);
     if (saved_fp8) {
         /* a chunk's fp8 copy: E bytes of gate and E of up (SPLIT), or 2E interleaved bytes, at a
          * multiple of its own size within the row */
-        const int e = (int)(16 / es), cap = il ? 2 * e : e;
+        const int cap = il ? 2 * e : e;
         a.fp8 = (unsigned char *)saved_fp8, a.fp8_rs = saved_fp8_row_stride;
         a.w_fp8_g = access_width_cap(saved_fp8, saved_fp8_row_stride, tokens, 1, cap);
         a.w_fp8_u = access_width_cap((char *)saved_fp8 + ffn_hidden_size, saved_fp8_row_stride,
                                      tokens, 1, cap);
     }
+    int c = 0; /* the general kernel */
+    if (chunks_full_width(&a, il, es, es, e, 1))
+        c = 1 + (bias ? 1 : 0) + (weights ? 2 : 0) + (saved_fp8 ? 4 : 0);
     const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
     void *args[] = {&a};
-#define FWD_KERNEL(T) (il ? (const void *)glu_fwd_kernel<T, 1> : (const void *)glu_fwd_kernel<T, 0>)
-    const void *kernel = FOR_T(dtype, FWD_KERNEL);
-#undef FWD_KERNEL
-    return launch_status(fn, cudaLaunchKernel(kernel, grid, block, args, 0, (cudaStream_t)stream));
+    return launch_status(fn, cudaLaunchKernel((const void *)fwd_kernels[dtype_index(dtype)][il][c],
+                                              grid, block, args, 0, (cudaStream_t)stream));
 }
 
 extern "C" fastglu_status fastglu_glu_bwd_cuda(
@@ -665,18 +993,17 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     a.out2 = il ? NULL : d_up, a.out2_rs = d_up_row_stride;
     a.tokens = tokens, a.F = ffn_hidden_size;
     const size_t in_es = fp8 ? 1 : es;
+    const int d = dtype_index(dtype);
     void *args[] = {&a};
     if (!dbias && !dweights) {
+        const int e = (int)(16 / es);
         if (!plan_flat(&a, es))
             return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
-        set_widths(&a, il, es, in_es, (int)(16 / es), 1);
+        set_widths(&a, il, es, in_es, e, 1);
+        const int c = chunks_full_width(&a, il, es, in_es, e, 0) ? 1 + (bias ? 1 : 0) + (weights ? 2 : 0) : 0;
         const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
-#define BWD_KERNEL(T)                                                                              \
-    (fp8 ? (il ? (const void *)glu_bwd_kernel<T, fp8e4m3, 1> : (const void *)glu_bwd_kernel<T, fp8e4m3, 0>) \
-         : (il ? (const void *)glu_bwd_kernel<T, T, 1> : (const void *)glu_bwd_kernel<T, T, 0>))
-        const void *kernel = FOR_T(dtype, BWD_KERNEL);
-#undef BWD_KERNEL
-        return launch_status(fn, cudaLaunchKernel(kernel, grid, block, args, 0, cs));
+        return launch_status(fn, cudaLaunchKernel((const void *)bwd_kernels[d][fp8][il][c], grid,
+                                                  block, args, 0, cs));
     }
     /* with reductions: the tile kernel into the workspace, then the reduction */
     const fastglu_glu_workspace_layout ws =
@@ -684,15 +1011,14 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     a.ws_dbias = dbias ? (float *)((char *)workspace + ws.dbias_offset) : NULL;
     a.ws_dw = dweights ? (float *)((char *)workspace + ws.dweights_offset) : NULL;
     set_widths(&a, il, es, in_es, LANE_COLS, 1);
+    /* specialised: every given bias / weights has its gradient asked for */
+    int c = 0;
+    if ((!bias || dbias) && (!weights || dweights) && chunks_full_width(&a, il, es, in_es, LANE_COLS, 0))
+        c = dbias && dweights ? 3 : dbias ? 1 : 2;
     const int64_t ntr = (tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
     const int64_t ntc = (ffn_hidden_size + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
     const dim3 tgrid(grid_size((uint64_t)ntr * (uint64_t)ntc)), tblock(TILE_WARPS * 32);
-#define TILE_KERNEL(T)                                                                             \
-    (fp8 ? (il ? (const void *)glu_bwd_tile_kernel<T, fp8e4m3, 1> : (const void *)glu_bwd_tile_kernel<T, fp8e4m3, 0>) \
-         : (il ? (const void *)glu_bwd_tile_kernel<T, T, 1> : (const void *)glu_bwd_tile_kernel<T, T, 0>))
-    const void *tkernel = FOR_T(dtype, TILE_KERNEL);
-#undef TILE_KERNEL
-    cudaError_t err = cudaLaunchKernel(tkernel, tgrid, tblock, args, 0, cs);
+    cudaError_t err = cudaLaunchKernel((const void *)tile_kernels[d][fp8][il][c], tgrid, tblock, args, 0, cs);
     if (err != cudaSuccess) return launch_status(fn, err);
     const float *wsb = a.ws_dbias, *wsw = a.ws_dw;
     int64_t nslabs = ntr, ntiles = ntc, T_ = tokens, F_ = ffn_hidden_size;
@@ -700,8 +1026,5 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     const int64_t n = 2 * F_ > T_ ? 2 * F_ : T_;
     const dim3 rgrid(grid_size((uint64_t)(n + GLU_THREADS - 1) / GLU_THREADS)), rblock(GLU_THREADS);
     void *rargs[] = {&wsb, &nslabs, &dbias, &wsw, &ntiles, &dweights, &wdt, &T_, &F_};
-#define REDUCE_KERNEL(T) (il ? (const void *)glu_reduce_kernel<T, 1> : (const void *)glu_reduce_kernel<T, 0>)
-    const void *rkernel = FOR_T(dtype, REDUCE_KERNEL);
-#undef REDUCE_KERNEL
-    return launch_status(fn, cudaLaunchKernel(rkernel, rgrid, rblock, rargs, 0, cs));
+    return launch_status(fn, cudaLaunchKernel((const void *)reduce_kernels[d][il], rgrid, rblock, rargs, 0, cs));
 }

@@ -42,8 +42,9 @@ needs matplotlib, else skipped with a note -- ``plot.py results.json`` draws it 
     python examples/llama/train.py --device cuda --out /tmp/llama-gpu      # GPU, bf16 autocast
 
 Exit status: 0 when the checks pass (|delta loss| within --tol-early over the first --early steps
-and within --tol over all, the loss fell by 0.5 nats in every run, and on the CPU the control run
-is identical); 1 otherwise; 2 for bad arguments.
+and within --tol over all -- in bf16, or within twice what the rounding run moved, whichever is
+larger --, the last tenth of every run's curve 10% below its first loss, and on the CPU the control
+run is identical); 1 otherwise; 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -601,7 +602,14 @@ def run(args) -> int:
     # learning: the last tenth of the curve averages at least 10% below the first loss (the tiny bf16
     # GPU run of tests/python fell 3.35 -> 2.95 in 30 steps, short of the 0.5 nats first asked here)
     fell = all(sum(r["loss"][-tail:]) / tail < 0.9 * r["loss"][0] for r in runs.values())
-    checks = {"early": fg["early_max_abs_dloss"] <= args.tol_early, "whole": fg["max_abs_dloss"] <= args.tol,
+    # bf16 with the rounding run: training amplifies any rounding-level change by a factor that varies
+    # run to run (H200 run 12: the rounding run itself moved 0.051 in the first 60 steps, past the
+    # fixed 2e-2), so the bound is also twice what the rounding run moved over the same steps
+    tol_early, tol = args.tol_early, args.tol
+    if args.dtype == "bfloat16" and "rounding" in vs_torch:
+        tol_early = max(tol_early, 2 * vs_torch["rounding"]["early_max_abs_dloss"])
+        tol = max(tol, 2 * vs_torch["rounding"]["max_abs_dloss"])
+    checks = {"early": fg["early_max_abs_dloss"] <= tol_early, "whole": fg["max_abs_dloss"] <= tol,
               "loss_fell": fell}
     if "control" in vs_torch and args.device == "cpu":  # on the GPU reported, not required
         checks["control_identical"] = vs_torch["control"]["max_abs_dloss"] == 0.0
@@ -617,6 +625,7 @@ def run(args) -> int:
         "early_max_abs_dloss": fg["early_max_abs_dloss"],  # the same over the first --early steps
         "vs_torch": vs_torch,
         "checks": checks,
+        "tolerances": {"early": tol_early, "whole": tol},
         "ok": all(checks.values()),
         "runs": runs,
     }
@@ -627,7 +636,7 @@ def run(args) -> int:
                  name, v["max_abs_dloss"], v["max_abs_dloss_step"], args.early, v["early_max_abs_dloss"],
                  v["abs_dloss_step1"], v["abs_dval_loss"])
     log.info("tolerances: first %d steps %.3g, whole curve %.3g; loss %.3f -> %.3f (torch), %.3f -> %.3f (fastglu)",
-             args.early, args.tol_early, args.tol, ref[0], ref[-1], runs["fastglu"]["loss"][0],
+             args.early, tol_early, tol, ref[0], ref[-1], runs["fastglu"]["loss"][0],
              runs["fastglu"]["loss"][-1])
     png = _plot_module().plot(result, args.out / "loss.png")
     log.info("wrote %s%s", args.out / "results.json", f", {png}" if png else " (no matplotlib: no plot)")

@@ -1216,3 +1216,133 @@ int run_glu_param_edges(const glu_backend *b) {
         }
     return end("glu parameter edges", b);
 }
+
+/* ---- the specialised kernels against the general ones ------------------------------------ */
+
+/* A value for the paths test: mostly normal, some specials (NaN of either sign, +-inf, values
+ * beyond the fp8 range, subnormal-sized) so that every branch of the fp8 copy is taken. */
+static double paths_value(void) {
+    switch (rng_next() % 64) {
+    case 0: return NAN;
+    case 1: return -NAN;
+    case 2: return INFINITY;
+    case 3: return -INFINITY;
+    case 4: return 470.0;
+    case 5: return -1000.0;
+    case 6: return 1e-3;
+    case 7: return -3e-3;
+    default: return 3.0 * rng_normal();
+    }
+}
+
+/* One forward and one backward of the given case; every output (prefilled with `fill`, the same
+ * for the two paths: a buffer the case does not write compares equal) in one host buffer. fp8_in: the backward reads the forward's fp8 copy (with a per-row scale). */
+typedef struct paths_case {
+    int64_t T, F;
+    fastglu_dtype dt, wdt;
+    fastglu_glu_params p;
+    int bias, weights, fp8_in, db, dw;
+    int fp8_copy; /* the forward writes the fp8 copy (always when fp8_in) */
+} paths_case;
+
+static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void *x, void *dy, void *bias,
+                                void *w, void *scale, unsigned char fill, size_t *n) {
+    const size_t es = fastglu_dtype_size(c->dt), wes = fastglu_dtype_size(c->wdt);
+    const int64_t T = c->T, F = c->F;
+    const int il = c->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const size_t y_b = (size_t)(T * F) * es, s8_b = (size_t)(T * 2 * F), dx_b = (size_t)(T * 2 * F) * es;
+    const size_t db_b = (size_t)(2 * F) * es, dw_b = (size_t)T * wes;
+    const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, c->db, c->dw);
+    *n = y_b + s8_b + dx_b + db_b + dw_b;
+    unsigned char *h = malloc(*n + wsb);
+    memset(h, fill, *n + wsb);
+    void *y = b->alloc(y_b), *s8 = b->alloc(s8_b), *dx = b->alloc(dx_b), *db = b->alloc(db_b);
+    void *dw = b->alloc(dw_b), *ws = b->alloc(wsb);
+    b->upload(y, h, y_b), b->upload(s8, h, s8_b), b->upload(dx, h, dx_b), b->upload(db, h, db_b);
+    b->upload(dw, h, dw_b), b->upload(ws, h, wsb);
+    const char *xc = x;
+    fastglu_status st = b->fwd(&c->p, x, 2 * F, il ? NULL : xc + F * es, 2 * F, c->bias ? bias : NULL,
+                               c->weights ? w : NULL, c->wdt, 1, y, F, c->fp8_copy ? s8 : NULL, 2 * F,
+                               T, F, c->dt);
+    b->sync();
+    if (st == FASTGLU_SUCCESS) {
+        const void *g = c->fp8_in ? s8 : x;
+        const void *u = il ? NULL : c->fp8_in ? (const char *)s8 + F : xc + F * es;
+        st = b->bwd(&c->p, dy, F, 1, g, 2 * F, u, 2 * F, c->fp8_in ? FASTGLU_DTYPE_FP8_E4M3 : c->dt,
+                    c->fp8_in ? (const float *)scale : NULL, 1, c->bias ? bias : NULL,
+                    c->weights ? w : NULL, c->wdt, 1, dx, 2 * F, il ? NULL : (char *)dx + F * es, 2 * F,
+                    c->db ? db : NULL, c->dw ? dw : NULL, ws, wsb, T, F, c->dt);
+        b->sync();
+    }
+    unsigned char *out = NULL;
+    if (st != FASTGLU_SUCCESS) {
+        printf("FAIL %s paths: status %d (%s)\n", b->name, st, fastglu_last_error_message());
+        failures++;
+    } else {
+        out = h;
+        b->download(out, y, y_b), b->download(out + y_b, s8, s8_b);
+        b->download(out + y_b + s8_b, dx, dx_b), b->download(out + y_b + s8_b + dx_b, db, db_b);
+        b->download(out + y_b + s8_b + dx_b + db_b, dw, dw_b);
+    }
+    if (!out) free(h);
+    b->release(y), b->release(s8), b->release(dx), b->release(db), b->release(dw), b->release(ws);
+    return out;
+}
+
+int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
+    begin("glu specialised vs general kernels", b);
+    /* whole 16-byte chunks (the specialised kernels' condition); 257 rows: a partial slab; F = 1416:
+     * a partial column tile, whole lanes */
+    static const int64_t shapes[][2] = {{257, 1416}, {3, 8}, {65, 256}};
+    /* bias, weights, fp8_in, db, dw: every case the launchers specialise, and some they do not */
+    static const int cases[][5] = {{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0}, {0, 1, 1, 0, 0},
+                                   {1, 0, 0, 1, 0}, {0, 1, 0, 0, 1}, {1, 1, 0, 1, 1}, {1, 0, 1, 1, 0},
+                                   {0, 1, 1, 0, 1}, {1, 1, 0, 1, 0}, {1, 1, 0, 0, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
+        for (int d = 0; d < 3; ++d)
+            for (int lay = 0; lay < 2; ++lay)
+                for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+                    paths_case c;
+                    c.T = shapes[s][0], c.F = shapes[s][1], c.dt = dtypes[d];
+                    c.wdt = (k + s) % 2 ? FASTGLU_DTYPE_FP32 : c.dt;
+                    c.p = make_params((int)((k + d) % 3), lay, (k % 3 == 1) ? 2.5f : 0.0f, (int)(k % 3));
+                    c.bias = cases[k][0], c.weights = cases[k][1], c.fp8_in = cases[k][2];
+                    c.db = cases[k][3], c.dw = cases[k][4];
+                    c.fp8_copy = c.fp8_in || (k + (size_t)lay) % 2 == 0;
+                    const int64_t T = c.T, F = c.F;
+                    const size_t es = fastglu_dtype_size(c.dt), wes = fastglu_dtype_size(c.wdt);
+                    unsigned char *hx = malloc((size_t)(T * 2 * F) * es), *hdy = malloc((size_t)(T * F) * es);
+                    unsigned char *hb = malloc((size_t)(2 * F) * es), *hw = malloc((size_t)T * wes);
+                    float *hs = malloc((size_t)T * sizeof(float));
+                    for (int64_t i = 0; i < T * 2 * F; ++i) store(c.dt, hx, i, paths_value());
+                    for (int64_t i = 0; i < T * F; ++i) store(c.dt, hdy, i, rng_normal());
+                    for (int64_t i = 0; i < 2 * F; ++i) store(c.dt, hb, i, 0.5 * rng_normal());
+                    for (int64_t i = 0; i < T; ++i) store(c.wdt, hw, i, 0.1 + rng_uniform());
+                    for (int64_t i = 0; i < T; ++i) hs[i] = 0.25f + (float)(i % 5);
+                    void *x = b->alloc((size_t)(T * 2 * F) * es), *dy = b->alloc((size_t)(T * F) * es);
+                    void *bias = b->alloc((size_t)(2 * F) * es), *w = b->alloc((size_t)T * wes);
+                    void *scale = b->alloc((size_t)T * sizeof(float));
+                    b->upload(x, hx, (size_t)(T * 2 * F) * es), b->upload(dy, hdy, (size_t)(T * F) * es);
+                    b->upload(bias, hb, (size_t)(2 * F) * es), b->upload(w, hw, (size_t)T * wes);
+                    b->upload(scale, hs, (size_t)T * sizeof(float));
+                    size_t n0 = 0, n1 = 0;
+                    set_generic(0);
+                    unsigned char *r0 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n0);
+                    set_generic(1);
+                    unsigned char *r1 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n1);
+                    set_generic(0);
+                    checks++;
+                    if (r0 && r1 && (n0 != n1 || memcmp(r0, r1, n0) != 0)) {
+                        size_t i = 0;
+                        while (i < n0 && r0[i] == r1[i]) ++i;
+                        printf("FAIL %s paths: specialised and general kernels differ at byte %zu of %zu "
+                               "(T=%lld F=%lld %s layout %d case %zu)\n",
+                               b->name, i, n0, (long long)T, (long long)F, dtype_name(c.dt), lay, k);
+                        failures++;
+                    }
+                    free(r0), free(r1);
+                    b->release(x), b->release(dy), b->release(bias), b->release(w), b->release(scale);
+                    free(hx), free(hdy), free(hb), free(hw), free(hs);
+                }
+    return end("glu specialised vs general kernels", b);
+}

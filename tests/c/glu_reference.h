@@ -75,4 +75,10 @@ int run_glu_fp8_store_exact(const glu_backend *b);
  * with central differences of its activations. */
 int run_glu_param_edges(const glu_backend *b);
 
+/* The CUDA backend's specialised kernels (full-width accesses, features fixed at compile time)
+ * against its general ones (set_generic(1): fastglu_debug_set_generic_kernels) on the same inputs,
+ * specials included: the forward's output and fp8 copy, d_gate / d_up, dbias and dweights must be
+ * bitwise identical, for every dtype, layout and bias / weights / fp8 / reduction case. */
+int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on));
+
 #endif

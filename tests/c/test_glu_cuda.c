@@ -3,7 +3,8 @@
  * non-default stream; the fp8 decoder on all 256 codes; the forward's fp8 copy on every bf16 / fp16
  * bit pattern; parameter edge cases; and determinism:
  * bitwise-identical d_gate, d_up, dbias and dweights run to run and across launch configurations
- * (fastglu_debug_set_max_blocks(0), (1), (7)). Exits 77 (CTest: skipped) when no CUDA device is
+ * (fastglu_debug_set_max_blocks(0), (1), (7), and the general kernels in place of the specialised
+ * ones); the specialised kernels bitwise against the general ones on every case. Exits 77 (CTest: skipped) when no CUDA device is
  * usable.
  *
  *   test_glu_cuda            everything (FASTGLU_TEST_QUICK set: without the sentinel sweep)
@@ -30,11 +31,17 @@ static void *dev_alloc(size_t n) {
     return p;
 }
 static void dev_free(void *p) { check(cudaFree(p), "cudaFree"); }
+/* Copies on the tests' stream and waits: a plain cudaMemcpy from pageable memory may return before
+ * its DMA lands, and the non-blocking stream would not wait for it. */
 static void dev_upload(void *dst, const void *src, size_t n) {
-    if (n) check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    if (!n) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync H2D");
+    check(cudaStreamSynchronize(stream), "H2D");
 }
 static void dev_download(void *dst, const void *src, size_t n) {
-    if (n) check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    if (!n) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync D2H");
+    check(cudaStreamSynchronize(stream), "D2H");
 }
 static void dev_sync(void) { check(cudaStreamSynchronize(stream), "kernel"); }
 
@@ -60,11 +67,14 @@ static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t d
                                 stream);
 }
 
-/* launch configurations for the determinism check: the default grid, one block, seven blocks */
+/* launch configurations for the determinism check: the default grid, one block, seven blocks, and
+ * the general kernels where the specialised ones would run */
 static void set_grid(int k) {
-    static const int64_t caps[] = {0, 1, 7};
+    static const int64_t caps[] = {0, 1, 7, 0};
     fastglu_debug_set_max_blocks(caps[k]);
+    fastglu_debug_set_generic_kernels(k == 3);
 }
+static void set_generic(int on) { fastglu_debug_set_generic_kernels(on); }
 
 int main(void) {
     if (!fastglu_cuda_available()) {
@@ -78,7 +88,8 @@ int main(void) {
     const glu_backend b = {"cuda", fwd, bwd, dev_alloc, dev_free, dev_upload, dev_download,
                            dev_sync};
     int failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
-                 run_glu_determinism(&b, set_grid, 3) + run_glu_suite(&b);
+                 run_glu_determinism(&b, set_grid, 4) + run_glu_paths_agree(&b, set_generic) +
+                 run_glu_suite(&b);
     if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);
     fastglu_debug_set_max_blocks(0);
     check(cudaStreamDestroy(stream), "cudaStreamDestroy");

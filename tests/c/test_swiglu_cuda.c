@@ -22,11 +22,15 @@ static void *dev_alloc(size_t n) {
     return p;
 }
 static void dev_free(void *p) { check(cudaFree(p), "cudaFree"); }
+/* Copies on the tests' stream and waits: a plain cudaMemcpy from pageable memory may return before
+ * its DMA lands, and the non-blocking stream would not wait for it. */
 static void dev_upload(void *dst, const void *src, size_t n) {
-    check(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync H2D");
+    check(cudaStreamSynchronize(stream), "H2D");
 }
 static void dev_download(void *dst, const void *src, size_t n) {
-    check(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync D2H");
+    check(cudaStreamSynchronize(stream), "D2H");
 }
 static void dev_sync(void) { check(cudaStreamSynchronize(stream), "kernel"); }
 

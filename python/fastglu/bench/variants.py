@@ -4,7 +4,8 @@
 Each variant is timed with the seed's protocol (triton.testing.do_bench, rep=100, quantiles
 0.5/0.2/0.8) in one process, on x of shape [S, B, 2F] (default S=2048 B=4 F=8192 bf16), in two
 passes: ``forward`` (y = f(x) with x requiring grad) and ``bwd_only`` (y.backward(dy,
-retain_graph=True) after one untimed forward). Every provider's forward and input gradient are first
+retain_graph=True) after one untimed forward; bias and weights require grad, as a bias parameter and
+router probs do, so the backward computes dbias and dweights). Every provider's forward and input gradient are first
 checked against fastglu's float64 reference of the same variant (relative norm error). Each median is
 printed beside its own floor: the fewest bytes the variant must move in that pass over the device
 copy bandwidth measured in the same run (see ``variant_bytes``).
@@ -43,13 +44,16 @@ def variant_bytes(name, mode, T, F, es):
 
 
 def build_variants(x, T, F, dtype, device):
-    """name -> (inputs dict, {provider: fn(x) -> y}, reference fn on float64)."""
+    """({name: ({provider: fn(x) -> y}, reference fn on float64)}, [bias, weights]): the leaves
+    besides x whose gradients the backward computes."""
     import fastglu
     fg = fastglu  # the Megatron-signature functions are exported at the top level
 
     g = torch.Generator(device=device).manual_seed(1)
-    bias = torch.randn(2 * F, device=device, dtype=dtype, generator=g)
-    weights = torch.rand(T, 1, device=device, dtype=torch.float32, generator=g)
+    # trained, as in Megatron's MLP (a bias parameter, router probs): the backward computes dbias
+    # and dweights, which variant_bytes counts
+    bias = torch.randn(2 * F, device=device, dtype=dtype, generator=g).requires_grad_()
+    weights = torch.rand(T, 1, device=device, dtype=torch.float32, generator=g).requires_grad_()
     xt = x.shape[:-1]
 
     def ref(act, *, bias=None, weights=None, clamp=None, offset=0.0, interleaved=False):
@@ -61,7 +65,7 @@ def build_variants(x, T, F, dtype, device):
             if clamp:
                 a, u = a.clamp(max=clamp), u.clamp(-clamp, clamp)
             if bias is not None:
-                bb = bias.double()
+                bb = bias.detach().double()
                 if interleaved:
                     a, u = a + bb[0::2], u + bb[1::2]
                 else:
@@ -74,7 +78,7 @@ def build_variants(x, T, F, dtype, device):
                 h = a * torch.sigmoid(1.702 * a)
             y = h * (u + offset)
             if weights is not None:
-                y = y * weights.double().view(*xt, 1)
+                y = y * weights.detach().double().view(*xt, 1)
             return y
         return f
 
@@ -120,13 +124,13 @@ def build_variants(x, T, F, dtype, device):
                                 "torch": eager_glu("silu", interleaved=True)},
                                ref("silu", interleaved=True))
 
-    def two(fn):  # two-tensor providers on column views of x (no copies)
-        return lambda xx: fn(xx[..., :F], xx[..., F:])
-    V["silu_mul_two_tensor"] = ({"fastglu": two(lambda a, b: fastglu.silu_mul(a, b)),
-                                 **({"liger": two(lambda a, b: lg.apply(a, b))} if lg else {}),
-                                 "torch": two(lambda a, b: torch.nn.functional.silu(a) * b)},
+    # two-tensor providers take gate and up as two leaves (HF's gate_proj / up_proj outputs): the
+    # variant's name says so; main() hands them x's halves as separate tensors
+    V["silu_mul_two_tensor"] = ({"fastglu": lambda a, b: fastglu.silu_mul(a, b),
+                                 **({"liger": lambda a, b: lg.apply(a, b)} if lg else {}),
+                                 "torch": lambda a, b: torch.nn.functional.silu(a) * b},
                                 ref("silu"))
-    return V
+    return V, [bias, weights]
 
 
 def main(argv=None):
@@ -156,9 +160,9 @@ def main(argv=None):
     T, es = S * B, torch.finfo(dtype).bits // 8
     bench = make_bench(True, args.rep)
     bw = copy_bandwidth(bench)
-    x = torch.randn(S, B, 2 * F, device=dev, dtype=dtype, requires_grad=True)
+    x = torch.randn(S, B, 2 * F, device=dev, dtype=dtype)
     dy = torch.randn(S, B, F, device=dev, dtype=dtype)
-    V = build_variants(x, T, F, dtype, dev)
+    V, leaves = build_variants(x, T, F, dtype, dev)
     names = args.variants or list(V)
     rows = []
     for name in names:
@@ -166,20 +170,29 @@ def main(argv=None):
         xd = x.detach().double().requires_grad_()
         yr = reference(xd)
         yr.backward(dy.double())
+        two = name.endswith("two_tensor")
+
+        def leaves_of_x():  # fresh leaves holding x's values: x itself, or its two halves
+            if two:
+                return [h.detach().clone().requires_grad_() for h in (x[..., :F], x[..., F:])]
+            return [x.detach().clone().requires_grad_()]
+
         for prov, fn in providers.items():
             row = {"variant": name, "provider": prov, "S": S, "B": B, "F": F, "dtype": args.dtype}
             try:
-                xc = x.detach().clone().requires_grad_()
-                y = fn(xc)
+                xs = leaves_of_x()
+                y = fn(*xs)
                 y.backward(dy)
+                dx = torch.cat([t.grad for t in xs], -1)
                 row["err_fwd"] = ((y.double() - yr).norm() / yr.norm()).item()
-                row["err_dx"] = ((xc.grad.double() - xd.grad).norm() / xd.grad.norm()).item()
+                row["err_dx"] = ((dx.double() - xd.grad).norm() / xd.grad.norm()).item()
+                xs = leaves_of_x()
                 for mode in MODES:
                     if mode == "forward":
-                        ms = bench(lambda: fn(x), [x])
+                        ms = bench(lambda: fn(*xs), [*xs, *leaves])
                     else:
-                        yy = fn(x)
-                        ms = bench(lambda: yy.backward(dy, retain_graph=True), [x])
+                        yy = fn(*xs)
+                        ms = bench(lambda: yy.backward(dy, retain_graph=True), [*xs, *leaves])
                     nbytes = variant_bytes(name, mode, T, F, es)
                     floor = nbytes / bw * 1e3
                     row[mode] = {"ms": ms[0], "ms_20": ms[1], "ms_80": ms[2], "bytes": nbytes,
@@ -203,7 +216,8 @@ def main(argv=None):
             "torch": torch.__version__, "megatron_core": pkg_version("megatron-core"),
             "liger_kernel": pkg_version("liger-kernel"), "python": platform.python_version(),
             "observed": dt.datetime.now(dt.timezone.utc).isoformat(), "rep_ms": args.rep,
-            "protocol": "triton.testing.do_bench, quantiles 0.5/0.2/0.8, grad_to_none=[x]"}
+            "protocol": "triton.testing.do_bench, quantiles 0.5/0.2/0.8, grad_to_none=[input leaves, bias, weights]; bias and weights require grad; "
+                        "two-tensor variants get gate and up as two leaves"}
     (args.out / "variants.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / "variants.txt").write_text(f"copy bandwidth {bw / 1e12:.3f} TB/s\n" + table + "\n")
 
