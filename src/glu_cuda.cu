@@ -82,24 +82,27 @@ template <int NB> struct raw_bytes { /* NB >= 4, a multiple of 4 */
     uint32_t w[NB / 4];
 };
 
-template <int NB>
+/* NC: 16-, 8- and 4-byte accesses through the read-only path (the forward, which reads nothing it
+ * writes). With width 16 known at compile time (the specialised path) only the NB-sized accesses
+ * remain: 16-byte ones, or a single 8- or 4-byte one when NB is that small. */
+template <int NB, int NC = 0>
 static __device__ __forceinline__ raw_bytes<NB> load_raw(const void *p, int width) {
     raw_bytes<NB> r;
     if (width >= 16 && NB % 16 == 0) {
 #pragma unroll
         for (int i = 0; i < NB / 16; ++i) {
-            uint4 v = ((const uint4 *)p)[i];
+            const uint4 v = NC ? __ldg((const uint4 *)p + i) : ((const uint4 *)p)[i];
             r.w[4 * i] = v.x, r.w[4 * i + 1] = v.y, r.w[4 * i + 2] = v.z, r.w[4 * i + 3] = v.w;
         }
     } else if (width >= 8 && NB % 8 == 0) {
 #pragma unroll
         for (int i = 0; i < NB / 8; ++i) {
-            uint2 v = ((const uint2 *)p)[i];
+            const uint2 v = NC ? __ldg((const uint2 *)p + i) : ((const uint2 *)p)[i];
             r.w[2 * i] = v.x, r.w[2 * i + 1] = v.y;
         }
     } else if (width >= 4) {
 #pragma unroll
-        for (int i = 0; i < NB / 4; ++i) r.w[i] = ((const uint32_t *)p)[i];
+        for (int i = 0; i < NB / 4; ++i) r.w[i] = NC ? __ldg((const unsigned *)p + i) : ((const uint32_t *)p)[i];
     } else if (width == 2) {
 #pragma unroll
         for (int i = 0; i < NB / 4; ++i)
@@ -377,7 +380,7 @@ static __device__ __forceinline__ void store_grad1(const glu_args &a, int64_t t,
 /* ---- the specialised path: full-width accesses and the case's features known at compile time ---
  *
  * Taken where every chunk of every operand moves with full-width accesses (F a multiple of the
- * chunk, base addresses and row strides aligned: plan_fast) and the case is a common one (bias or
+ * chunk, base addresses and row strides aligned: chunks_full_width) and the case is a common one (bias or
  * weights or neither; the fp8 copy or not). Each kernel then holds only the registers its case
  * needs: the elements are converted straight from the loaded words and packed straight into the
  * stored ones. Results are bitwise those of the general path (same per-element math, same
@@ -392,38 +395,8 @@ enum glu_features {
     FL_DW = 32   /* backward: dweights */
 };
 
-/* NB bytes at p (aligned to min(NB, 16)) in 16-, 8- or 4-byte accesses; NC: through the read-only
- * path (the forward, which reads nothing it writes). */
-template <int NB, int NC>
-static __device__ __forceinline__ raw_bytes<NB> vload(const void *p) {
-    raw_bytes<NB> r;
-    if (NB >= 16) {
-#pragma unroll
-        for (int i = 0; i < NB / 16; ++i) {
-            const uint4 v = NC ? __ldg((const uint4 *)p + i) : ((const uint4 *)p)[i];
-            r.w[4 * i] = v.x, r.w[4 * i + 1] = v.y, r.w[4 * i + 2] = v.z, r.w[4 * i + 3] = v.w;
-        }
-    } else if (NB == 8) {
-        const uint2 v = NC ? __ldg((const uint2 *)p) : *(const uint2 *)p;
-        r.w[0] = v.x, r.w[1] = v.y;
-    } else {
-        r.w[0] = NC ? __ldg((const unsigned *)p) : *(const unsigned *)p;
-    }
-    return r;
-}
-
-template <int NB>
-static __device__ __forceinline__ void vstore(void *p, const raw_bytes<NB> &r) {
-    if (NB >= 16) {
-#pragma unroll
-        for (int i = 0; i < NB / 16; ++i)
-            ((uint4 *)p)[i] = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
-    } else if (NB == 8) {
-        *(uint2 *)p = make_uint2(r.w[0], r.w[1]);
-    } else {
-        *(unsigned *)p = r.w[0];
-    }
-}
+/* Full-width accesses: load_raw / store_raw with width FULL (a compile-time constant). */
+#define FULL 16
 
 /* Element k of the words, as a float (the pointer argument only selects the type). */
 template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const float *) {
@@ -475,6 +448,22 @@ static __device__ __forceinline__ void put_fp8x2(raw_bytes<NB> &r, int k, float 
     r.w[k >> 2] = (r.w[k >> 2] & ~(0xffffu << s)) | b << s;
 }
 
+/* Gate and up of column k from words x and y of S: IL, the pairs in x; SPLIT, gate in x, up in y. */
+template <int IL, int NB, typename S>
+static __device__ __forceinline__ void pair_at(const raw_bytes<NB> &x, const raw_bytes<NB> &y, int k,
+                                               const S *tag, float *g, float *u) {
+    *g = elem(x, IL ? 2 * k : k, tag);
+    *u = IL ? elem(x, 2 * k + 1, tag) : elem(y, k, tag);
+}
+
+/* The bias's words for the C columns from j0 (NB bytes in x, and in y for SPLIT), as pair_at reads them. */
+template <typename T, int IL, int NB, int NC>
+static __device__ __forceinline__ void load_bias_words(const glu_args &a, int64_t j0, raw_bytes<NB> &x,
+                                                       raw_bytes<NB> &y) {
+    x = load_raw<NB, NC>((const T *)a.bias + (IL ? 2 * j0 : j0), FULL);
+    if (!IL) y = load_raw<NB, NC>((const T *)a.bias + a.F + j0, FULL);
+}
+
 /* Forward of the C columns j0 .. j0 + C - 1 of row t (all < F), specialised. */
 template <typename T, int IL, int FL, int C>
 static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w) {
@@ -482,34 +471,31 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
     const T *tag = NULL;
     const T *grow = (const T *)a.gate + t * a.gate_rs;
     /* IL: gate and up alternate in x; SPLIT: gate in x, up in y (likewise the bias) */
-    const raw_bytes<NI> x = vload<NI, 1>(grow + (IL ? 2 * j0 : j0));
+    const raw_bytes<NI> x = load_raw<NI, 1>(grow + (IL ? 2 * j0 : j0), FULL);
     raw_bytes<NI> y, bx, by;
-    if (!IL) y = vload<NI, 1>((const T *)a.up + t * a.up_rs + j0);
-    if (FL & FL_BIAS) {
-        bx = vload<NI, 1>((const T *)a.bias + (IL ? 2 * j0 : j0));
-        if (!IL) by = vload<NI, 1>((const T *)a.bias + a.F + j0);
-    }
+    if (!IL) y = load_raw<NI, 1>((const T *)a.up + t * a.up_rs + j0, FULL);
+    if (FL & FL_BIAS) load_bias_words<T, IL, NI, 1>(a, j0, bx, by);
     if (FL & FL_FP8) { /* the operands as stored, before clamp and bias */
         unsigned char *row = a.fp8 + t * a.fp8_rs;
         raw_bytes<N8> fx, fy;
 #pragma unroll
         for (int k = 0; k < N8; k += 2) put_fp8x2(fx, k, elem(x, k, tag), elem(x, k + 1, tag), a.m.fp8_sat);
-        vstore<N8>(row + (IL ? 2 * j0 : j0), fx);
+        store_raw<N8>(row + (IL ? 2 * j0 : j0), fx, FULL);
         if (!IL) {
 #pragma unroll
             for (int k = 0; k < N8; k += 2) put_fp8x2(fy, k, elem(y, k, tag), elem(y, k + 1, tag), a.m.fp8_sat);
-            vstore<N8>(row + a.F + j0, fy);
+            store_raw<N8>(row + a.F + j0, fy, FULL);
         }
     }
     raw_bytes<NO> o;
 #pragma unroll
     for (int k = 0; k < C; ++k) {
-        const float g = elem(x, IL ? 2 * k : k, tag), u = IL ? elem(x, 2 * k + 1, tag) : elem(y, k, tag);
-        const float bg = (FL & FL_BIAS) ? elem(bx, IL ? 2 * k : k, tag) : 0.0f;
-        const float bu = (FL & FL_BIAS) ? (IL ? elem(bx, 2 * k + 1, tag) : elem(by, k, tag)) : 0.0f;
+        float g, u, bg = 0.0f, bu = 0.0f;
+        pair_at<IL>(x, y, k, tag, &g, &u);
+        if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
         put(o, k, glu_forward(a.m, g, u, bg, bu, w), tag);
     }
-    vstore<NO>((T *)a.out + t * a.out_rs + j0, o);
+    store_raw<NO>((T *)a.out + t * a.out_rs + j0, o, FULL);
 }
 
 /* The words one row's backward reads for C columns: gate and up as stored (IL: pairs in x), dy.
@@ -525,9 +511,9 @@ static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const g
                                                                         int64_t j0) {
     enum { NI = C * (int)sizeof(TIN) * (IL ? 2 : 1), ND = C * (int)sizeof(T) };
     bwd_words<T, TIN, IL, C> r;
-    r.x = vload<NI, 0>((const TIN *)a.gate + t * a.gate_rs + (IL ? 2 * j0 : j0));
-    if (!IL) r.y = vload<NI, 0>((const TIN *)a.up + t * a.up_rs + j0);
-    r.d = vload<ND, 0>((const T *)a.dy + t * a.dy_rs + j0);
+    r.x = load_raw<NI>((const TIN *)a.gate + t * a.gate_rs + (IL ? 2 * j0 : j0), FULL);
+    if (!IL) r.y = load_raw<NI>((const TIN *)a.up + t * a.up_rs + j0, FULL);
+    r.d = load_raw<ND>((const T *)a.dy + t * a.dy_rs + j0, FULL);
     return r;
 }
 
@@ -543,19 +529,16 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
     const T *tag = NULL;
     const TIN *tin = NULL;
     raw_bytes<NT> bx, by;
-    if (FL & FL_BIAS) {
-        bx = vload<NT, 0>((const T *)a.bias + (IL ? 2 * j0 : j0));
-        if (!IL) by = vload<NT, 0>((const T *)a.bias + a.F + j0);
-    }
+    if (FL & FL_BIAS) load_bias_words<T, IL, NT, 0>(a, j0, bx, by);
     const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
     raw_bytes<NT> ox, oy;
     float part = 0.0f;
 #pragma unroll
     for (int k = 0; k < C; ++k) {
-        float g = elem(in.x, IL ? 2 * k : k, tin), u = IL ? elem(in.x, 2 * k + 1, tin) : elem(in.y, k, tin);
+        float g, u, bg = 0.0f, bu = 0.0f;
+        pair_at<IL>(in.x, in.y, k, tin, &g, &u);
         if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
-        const float bg = (FL & FL_BIAS) ? elem(bx, IL ? 2 * k : k, tag) : 0.0f;
-        const float bu = (FL & FL_BIAS) ? (IL ? elem(bx, 2 * k + 1, tag) : elem(by, k, tag)) : 0.0f;
+        if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
         const glu_grads q = glu_backward(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
         put(ox, IL ? 2 * k : k, q.dg, tag);
         if (IL) put(ox, 2 * k + 1, q.du, tag);
@@ -563,8 +546,8 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         if (FL & FL_DB) db[32 * k] = __fadd_rn(db[32 * k], q.dbg), db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
         if (FL & FL_DW) part = __fadd_rn(part, q.dw);
     }
-    vstore<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox);
-    if (!IL) vstore<NT>((T *)a.out2 + t * a.out2_rs + j0, oy);
+    store_raw<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox, FULL);
+    if (!IL) store_raw<NT>((T *)a.out2 + t * a.out2_rs + j0, oy, FULL);
     return part;
 }
 
@@ -648,6 +631,12 @@ static __device__ __forceinline__ float token_weight(const glu_args &a, int64_t 
     return has_w ? load_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
 }
 
+/* Row t and first column j0 of the flat kernels' chunk i (chunks of e columns, row by row). */
+static __device__ __forceinline__ void flat_chunk(const glu_args &a, uint64_t i, int e, int64_t *t, int64_t *j0) {
+    *t = (int64_t)fastdiv_div(a.nvec, i);
+    *j0 = (int64_t)(i - (uint64_t)*t * a.nvec.d) * e;
+}
+
 /* Forward, flat: chunks of E = 16 / sizeof(T) columns, numbered row by row. The specialised
  * kernels are held to FWD_MIN_BLOCKS blocks per SM (<= 32 registers), as swiglu_cuda.cu's forward. */
 #define FWD_MIN_BLOCKS 8
@@ -657,8 +646,8 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ?
     enum { E = 16 / sizeof(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
-        const int64_t t = (int64_t)fastdiv_div(a.nvec, i);
-        const int64_t j0 = (int64_t)(i - (uint64_t)t * a.nvec.d) * E;
+        int64_t t, j0;
+        flat_chunk(a, i, E, &t, &j0);
         const float w = token_weight<FL>(a, t);
         if (FL & FL_FAST) fwd_chunk_fast<T, IL, FL, E>(a, t, j0, w);
         else fwd_chunk_generic<T, IL>(a, t, j0, w);
@@ -673,8 +662,8 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
     enum { E = 16 / sizeof(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
-        const int64_t t = (int64_t)fastdiv_div(a.nvec, i);
-        const int64_t j0 = (int64_t)(i - (uint64_t)t * a.nvec.d) * E;
+        int64_t t, j0;
+        flat_chunk(a, i, E, &t, &j0);
         const float w = token_weight<FL>(a, t);
         if (FL & FL_FAST) {
             bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0), NULL);
