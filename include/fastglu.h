@@ -169,8 +169,9 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
  *     dweights[t]  = sum_j m_d * act(z) * (v + o) * dy[t, j]
  *
  * The clamp is applied to the raw operand, before the bias, as in Megatron's
- * weighted_bias_quick_geglu_impl (the only Megatron function with both). clamp_value <= 0 or NaN
- * means no clamp (Megatron 0.19 clamps for any value that is not None; 0 would zero the output).
+ * weighted_bias_quick_geglu_impl (the only Megatron function with both); a NaN operand stays NaN
+ * (torch.clamp) and its gradient is 0. clamp_value <= 0 or NaN means no clamp (Megatron 0.19
+ * clamps for any value that is not None; 0 would zero the output).
  *
  * Layouts:
  *   FASTGLU_LAYOUT_SPLIT        gate and up are two [tokens, F] operands, each with its own pointer

@@ -9,8 +9,10 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
+#                                                    also: variants cbench ab llama sanitize;
 #                                                    "sanitize" runs compute-sanitizer too, over
-#                                                    $SANITIZE_TESTS: default both CUDA C tests)
+#                                                    $SANITIZE_TESTS: default both CUDA C tests,
+#                                                    with $SANITIZE_TOOLS: default all four)
 #
 # Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
 # (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
@@ -70,8 +72,10 @@ if want ctest; then
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 
-step "Python package (pip install --no-build-isolation)"
-python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+if want pytest || want variants || want host || want bench || want llama; then
+  step "Python package (pip install --no-build-isolation)"
+  python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+fi
 
 if want pytest; then
   step "Python tests (pytest)"
@@ -80,7 +84,7 @@ fi
 
 if want sanitize; then
   step "compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the CUDA C test"
-  for tool in memcheck racecheck initcheck synccheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
     echo "-- $tool"
     for t in ${SANITIZE_TESTS:-build-device/test_swiglu_cuda build-device/test_glu_cuda}; do
       [ -x "$t" ] || continue
@@ -102,6 +106,31 @@ if want cbench; then
   build-device/bench/c/fastglu-bench --mode all --json "$OUT/extra/cbench.json" 2>&1 | tee "$OUT/extra/cbench.txt" | tail -12
   build-device/bench/c/fastglu-bench --mode forward,bwd_only --activation quick_gelu --bias --weights fp32 --clamp 7 \
     --json "$OUT/extra/cbench_quick_geglu.json" 2>&1 | tee "$OUT/extra/cbench_quick_geglu.txt" | tail -6
+fi
+if want ab; then
+  # A/B of kernel versions in one process's conditions: each bench/tune/ab/<name>/ holds replacement
+  # files for src/ (kept out of the repository); the library and fastglu-bench are built with them
+  # and timed, config by config, beside the working tree's build ("current").
+  step "A/B: fastglu-bench over the variant configs, current vs bench/tune/ab/*/"
+  names=(current); dirs=(build-device)
+  for d in bench/tune/ab/*/; do
+    [ -d "$d" ] || continue
+    n=$(basename "$d"); t=/tmp/ab-src-$n
+    rm -rf "$t" && mkdir -p "$t" && cp -r CMakeLists.txt include src bench cmake tests "$t"/; cp "$d"/* "$t"/src/
+    (cmake -S "$t" -B "$t/build" -G Ninja -DFASTGLU_CUDA=ON > "$OUT/extra/ab-build-$n.log" 2>&1 \
+      && cmake --build "$t/build" --target fastglu-bench >> "$OUT/extra/ab-build-$n.log" 2>&1) &
+    names+=("$n"); dirs+=("$t/build")
+  done
+  wait
+  IFS=';' read -ra configs <<< "${AB_CONFIGS:---bias;--weights fp32;--activation gelu_tanh --bias;--activation quick_gelu --bias --weights fp32 --clamp 7;--fp8-store;--clamp 7;--interleaved;--glu;--fp8-store --bias --weights fp32}"
+  mkdir -p "$OUT/extra/ab"
+  for ci in "${!configs[@]}"; do
+    for bi in "${!names[@]}"; do
+      echo "-- ${names[$bi]}: ${configs[$ci]}"
+      ${dirs[$bi]}/bench/c/fastglu-bench --mode forward,bwd_only ${configs[$ci]} \
+        --json "$OUT/extra/ab/${names[$bi]}-$ci.json" 2>&1 | tail -2
+    done
+  done 2>&1 | tee "$OUT/extra/ab.txt"
 fi
 if want llama; then
   step "examples/llama on the GPU (bf16)"

@@ -6,7 +6,8 @@
  * Three kernels:
  *   glu_fwd_kernel   forward; flat: each thread takes chunks of E = 16 / sizeof(T) output columns of
  *                    one row (tokens * ceil(F / E) chunks numbered row by row, as swiglu_cuda.cu).
- *   glu_bwd_kernel   backward without reductions (no dbias, no dweights); flat, like the forward.
+ *   glu_bwd_kernel   backward without dbias; flat, like the forward. dweights alone only where a
+ *                    warp's chunks are one column tile of one row (see the kernel); else the tile kernel.
  *   glu_bwd_tile_kernel + glu_reduce_kernel
  *                    backward with dbias and/or dweights. A block of 8 warps takes a tile of
  *                    FASTGLU_SLAB_ROWS (64) rows x FASTGLU_TILE_COLS (256) columns: lane l of warp w
@@ -21,8 +22,9 @@
  *                    So results are bitwise identical run to run and for any grid size.
  *
  * Each kernel comes in a general form (below) and, for the common cases where every access can be
- * full-width, specialised forms chosen by the launchers ("the specialised path"); both give the
- * same bits.
+ * full-width, specialised forms chosen by the launchers ("the specialised path"): specialised on
+ * the case (bias, weights, the fp8 copy, the gradients asked for) and on the math mode (which
+ * parameters are read at run time: math_mode); both give the same bits.
  *
  * Operands are read with the widest access their alignment allows (16 bytes down to one element),
  * uniform over a launch; chunks that run past F are done element by element. Loads are plain
@@ -168,19 +170,56 @@ typedef struct glu_math {
     int clamp;     /* 1: clamp at c */
     int fp8_sat;   /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
     float k;       /* SILU 1, QUICK_GELU 1.702, GELU_TANH 2 * 0.79788456 */
+    float kl;      /* -k log2(e): sigmoid(k x) = 1 / (1 + 2^(kl x)) */
     float c, offset, gm, dm;
 } glu_math;
+
+/* Math modes: which of the parameters a kernel reads at run time. The specialised kernels are
+ * compiled for the common sets of parameters, where the general path's operations on them are exact
+ * identities (x 1) or never taken (the clamp, the GELU form), so that leaving them out changes no bit:
+ *   MM_ANY     everything read from glu_math (the general kernels; multipliers, GELU with a clamp)
+ *   MM_K       act(z) = z sigmoid(k z) (SiLU k = 1, quick-GELU k = 1.702), no clamp, m_g = m_d = 1, o = 0
+ *   MM_KCLAMP  the same with the clamp and any o (GPT-OSS's quick-GeGLU, SwiGLU with clamp_value)
+ *   MM_GELU    GELU_TANH, no clamp, m_g = m_d = 1, o = 0
+ * Absent terms are added as -0 by the general path (x + -0 = x for every x, where x + 0 turns -0 into
+ * +0): a zero offset (make_math) and the bias when there is none; the specialised kernels leave
+ * them out. */
+enum math_mode { MM_ANY = 0, MM_K = 1, MM_KCLAMP = 2, MM_GELU = 3 };
+#define GELU_K (2.0f * 0.79788456f)
+#define LOG2E 1.44269504f
+#define GELU_KL (-GELU_K * LOG2E)
+#define MM_GELU_FORM(MM) ((MM) == MM_ANY ? m.gelu : (MM) == MM_GELU)
+#define MM_CLAMPS(MM) ((MM) == MM_ANY ? m.clamp : (MM) == MM_KCLAMP)
+#define MM_OFFSET(MM) ((MM) == MM_ANY || (MM) == MM_KCLAMP)
+
+/* 2^x and 1 / x from the special-function unit, subnormal results flushed to zero: in sigmoid(q) =
+ * 1 / (1 + 2^(-q log2 e)) a subnormal 2^... vanishes against 1 anyway, and 1 + 2^... >= 1, so the
+ * flush changes no result and saves the non-flushing forms' range checks (__expf, __fdividef). */
+static __device__ __forceinline__ float ex2_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ float rcp_ftz(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
 
 /* act(z) = z s and act'(z) = s + z s (1 - s) q'(z), with s = sigmoid(q(z)): q = k z for SiLU and
  * quick-GELU; for GELU_TANH, 0.5 (1 + tanh x) = sigmoid(2 x) gives q = 2 * 0.79788456 z (1 +
  * 0.044715 z^2) and Megatron's geglu / geglu_back exactly in real arithmetic (its derivative's
  * 0.1070322243 = 3 * 0.044715 * 0.79788456). One formula for the three: no branch, no tanhf. The
  * GELU form is selected, not computed alone, so that k3 * z^3 = NaN at z = inf never reaches SiLU. */
+template <int MM>
 static __device__ __forceinline__ void activation(const glu_math &m, float z, float *a, float *da) {
+    const int gelu = MM_GELU_FORM(MM);
+    const float k = MM == MM_GELU ? GELU_K : m.k, kl = MM == MM_GELU ? GELU_KL : m.kl; /* make_math's values */
     const float z2 = __fmul_rn(z, z);
-    const float q = m.gelu ? __fmul_rn(__fmul_rn(m.k, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(m.k, z);
-    const float dq = m.gelu ? __fmul_rn(m.k, fmaf(3.0f * 0.044715f, z2, 1.0f)) : m.k;
-    const float s = __fdividef(1.0f, __fadd_rn(1.0f, __expf(-q))); /* no slow path: 0 once 1 + e^-q > 2^126 */
+    /* -q log2(e) = kl z (times 1 + 0.044715 z^2 for GELU) */
+    const float ql = gelu ? __fmul_rn(__fmul_rn(kl, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(kl, z);
+    const float dq = gelu ? __fmul_rn(k, fmaf(3.0f * 0.044715f, z2, 1.0f)) : k;
+    const float s = rcp_ftz(__fadd_rn(1.0f, ex2_ftz(ql))); /* 0 once 1 + e^-q > 2^126 */
     *a = __fmul_rn(z, s);
     *da = fmaf(__fmul_rn(*a, __fsub_rn(1.0f, s)), dq, s);
 }
@@ -189,14 +228,48 @@ static __device__ __forceinline__ void activation(const glu_math &m, float z, fl
  * compiler may not contract or reassociate: every kernel that inlines it, specialised or general,
  * gives the same bits. */
 
-/* One element's forward: m_d * w * act(m_g * a) * (v + o). */
+/* torch.clamp: NaN stays NaN (fminf / fmaxf would return the bound): the .NaN forms of min / max. */
+static __device__ __forceinline__ float min_nan(float a, float b) {
+    float r;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float max_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float clamp_gate(float g, float c) { return min_nan(g, c); }
+static __device__ __forceinline__ float clamp_up(float u, float c) { return max_nan(min_nan(u, c), -c); }
+
+/* The helpers below are templates on the mode and the case so that the kernels' compile-time
+ * flags remove the code, not a runtime branch (a macro would spell the mode at every call). */
+
+/* m_g z and m_d x, left out where the math mode has them 1. */
+template <int MM> static __device__ __forceinline__ float times_gm(const glu_math &m, float z) {
+    return MM == MM_ANY ? __fmul_rn(m.gm, z) : z;
+}
+template <int MM> static __device__ __forceinline__ float times_dm(const glu_math &m, float x) {
+    return MM == MM_ANY ? __fmul_rn(m.dm, x) : x;
+}
+
+/* a + b, left out where b is known to be -0 (B = 0). */
+template <int B> static __device__ __forceinline__ float plus(float a, float b) { return B ? __fadd_rn(a, b) : a; }
+
+/* (m_d w) x, as m_d x where w is known to be 1 (W = 0: no weights; m_d 1 = m_d exactly). */
+template <int MM, int W> static __device__ __forceinline__ float times_dm_w(const glu_math &m, float w, float x) {
+    return W ? __fmul_rn(times_dm<MM>(m, w), x) : times_dm<MM>(m, x);
+}
+
+/* One element's forward: m_d * w * act(m_g * a) * (v + o). B: a bias is added (the general path
+ * always adds one, -0 for none). */
+template <int MM, int B, int W>
 static __device__ __forceinline__ float glu_forward(const glu_math &m, float g, float u, float bg,
                                                     float bu, float w) {
-    g = m.clamp ? fminf(g, m.c) : g;
-    u = m.clamp ? fminf(fmaxf(u, -m.c), m.c) : u;
+    if (MM_CLAMPS(MM)) g = clamp_gate(g, m.c), u = clamp_up(u, m.c);
     float a, da;
-    activation(m, __fmul_rn(m.gm, __fadd_rn(g, bg)), &a, &da);
-    return __fmul_rn(__fmul_rn(__fmul_rn(m.dm, w), a), __fadd_rn(__fadd_rn(u, bu), m.offset));
+    activation<MM>(m, times_gm<MM>(m, plus<B>(g, bg)), &a, &da);
+    return __fmul_rn(times_dm_w<MM, W>(m, w, a), plus<MM_OFFSET(MM)>(plus<B>(u, bu), m.offset));
 }
 
 /* One element's backward: the gradients of the raw gate and up (clamp masks applied), the
@@ -205,19 +278,21 @@ typedef struct glu_grads {
     float dg, du, dbg, dbu, dw;
 } glu_grads;
 
+template <int MM, int B, int W>
 static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, float g, float u, float bg,
                                                          float bu, float w, float dy) {
     glu_grads r;
-    const float gc = m.clamp ? fminf(g, m.c) : g, uc = m.clamp ? fminf(fmaxf(u, -m.c), m.c) : u;
+    const int clamp = MM_CLAMPS(MM);
+    const float gc = clamp ? clamp_gate(g, m.c) : g, uc = clamp ? clamp_up(u, m.c) : u;
     float a, da;
-    activation(m, __fmul_rn(m.gm, __fadd_rn(gc, bg)), &a, &da);
-    const float v = __fadd_rn(__fadd_rn(uc, bu), m.offset), e = __fmul_rn(__fmul_rn(m.dm, w), dy);
-    r.dbg = __fmul_rn(__fmul_rn(__fmul_rn(e, v), da), m.gm);
+    activation<MM>(m, times_gm<MM>(m, plus<B>(gc, bg)), &a, &da);
+    const float v = plus<MM_OFFSET(MM)>(plus<B>(uc, bu), m.offset), e = times_dm_w<MM, W>(m, w, dy);
+    r.dbg = times_gm<MM>(m, __fmul_rn(__fmul_rn(e, v), da)); /* (e v da) m_g: the same product */
     r.dbu = __fmul_rn(e, a);
-    r.dw = __fmul_rn(__fmul_rn(__fmul_rn(m.dm, a), v), dy);
+    r.dw = __fmul_rn(__fmul_rn(times_dm<MM>(m, a), v), dy);
     /* torch.clamp's gradient: passes where min <= x <= max (so not for NaN) */
-    r.dg = (!m.clamp || g <= m.c) ? r.dbg : 0.0f;
-    r.du = (!m.clamp || (u >= -m.c && u <= m.c)) ? r.dbu : 0.0f;
+    r.dg = (!clamp || g <= m.c) ? r.dbg : 0.0f;
+    r.du = (!clamp || (u >= -m.c && u <= m.c)) ? r.dbu : 0.0f;
     return r;
 }
 
@@ -305,7 +380,7 @@ static __device__ __forceinline__ void load_bias(const glu_args &a, int64_t j0, 
                                                  float (&bu)[N]) {
     if (!a.bias) {
 #pragma unroll
-        for (int k = 0; k < N; ++k) bg[k] = bu[k] = 0.0f;
+        for (int k = 0; k < N; ++k) bg[k] = bu[k] = -0.0f; /* adding it changes nothing, -0 included */
         return;
     }
     const T *b = (const T *)a.bias;
@@ -347,8 +422,8 @@ static __device__ __forceinline__ void load_operand1(const glu_args &a, int64_t 
 template <typename T, int IL>
 static __device__ __forceinline__ void load_bias1(const glu_args &a, int64_t j, float *bg, float *bu) {
     const T *b = (const T *)a.bias;
-    *bg = b ? to_f32(IL ? b[2 * j] : b[j]) : 0.0f;
-    *bu = b ? to_f32(IL ? b[2 * j + 1] : b[a.F + j]) : 0.0f;
+    *bg = b ? to_f32(IL ? b[2 * j] : b[j]) : -0.0f;
+    *bu = b ? to_f32(IL ? b[2 * j + 1] : b[a.F + j]) : -0.0f;
 }
 
 /* d_gate / d_up of N columns from j0 (all < F). */
@@ -394,6 +469,9 @@ enum glu_features {
     FL_DB = 16,  /* backward: dbias */
     FL_DW = 32   /* backward: dweights */
 };
+/* The math mode (MM_*) in bits 6-7 of the feature set; 0 (MM_ANY) for the general kernels. */
+#define FL_MM(mm) ((mm) << 6)
+#define MM_OF(FL) (((FL) >> 6) & 3)
 
 /* Full-width accesses: load_raw / store_raw with width FULL (a compile-time constant). */
 #define FULL 16
@@ -493,7 +571,7 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
         float g, u, bg = 0.0f, bu = 0.0f;
         pair_at<IL>(x, y, k, tag, &g, &u);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
-        put(o, k, glu_forward(a.m, g, u, bg, bu, w), tag);
+        put(o, k, glu_forward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w), tag);
     }
     store_raw<NO>((T *)a.out + t * a.out_rs + j0, o, FULL);
 }
@@ -539,7 +617,7 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         pair_at<IL>(in.x, in.y, k, tin, &g, &u);
         if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
-        const glu_grads q = glu_backward(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
+        const glu_grads q = glu_backward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
         put(ox, IL ? 2 * k : k, q.dg, tag);
         if (IL) put(ox, 2 * k + 1, q.du, tag);
         else put(oy, k, q.du, tag);
@@ -564,7 +642,7 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
         if (a.fp8) store_fp8<IL, E>(a, t, j0, g, u);
         load_bias<T, IL, E>(a, j0, bg, bu);
 #pragma unroll
-        for (int k = 0; k < E; ++k) r[k] = glu_forward(a.m, g[k], u[k], bg[k], bu[k], w);
+        for (int k = 0; k < E; ++k) r[k] = glu_forward<MM_ANY, 1, 1>(a.m, g[k], u[k], bg[k], bu[k], w);
         store_elems<T, E>(y, a.w_out, r);
     } else {
         for (int64_t j = j0; j < a.F; ++j) {
@@ -576,7 +654,7 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
                 row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u, a.m.fp8_sat);
             }
             load_bias1<T, IL>(a, j, &bg, &bu);
-            from_f32(&y[j - j0], glu_forward(a.m, g, u, bg, bu, w));
+            from_f32(&y[j - j0], glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w));
         }
     }
 }
@@ -594,7 +672,7 @@ static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int
         load_dy<T, C>(a, t, j0, d);
 #pragma unroll
         for (int k = 0; k < C; ++k) {
-            const glu_grads q = glu_backward(a.m, g[k], u[k], bg[k], bu[k], w, d[k]);
+            const glu_grads q = glu_backward<MM_ANY, 1, 1>(a.m, g[k], u[k], bg[k], bu[k], w, d[k]);
             dg[k] = q.dg, du[k] = q.du;
             dbg[k] = __fadd_rn(dbg[k], q.dbg), dbu[k] = __fadd_rn(dbu[k], q.dbu);
             part = __fadd_rn(part, q.dw);
@@ -609,7 +687,7 @@ static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int
                 load_operand1<TIN, IL>(a, t, j, &g, &u);
                 load_bias1<T, IL>(a, j, &bg, &bu);
                 const T *dp = (const T *)a.dy + t * a.dy_rs + j * a.dy_cs;
-                const glu_grads q = glu_backward(a.m, g, u, bg, bu, w, to_f32(*dp));
+                const glu_grads q = glu_backward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w, to_f32(*dp));
                 store_grad1<T, IL>(a, t, j, q.dg, q.du);
                 dbg[k] = __fadd_rn(dbg[k], q.dbg), dbu[k] = __fadd_rn(dbu[k], q.dbu);
                 part = __fadd_rn(part, q.dw);
@@ -654,8 +732,20 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ?
     }
 }
 
-/* Backward without reductions, flat like the forward; the specialised kernels held to
- * BWD_MIN_BLOCKS blocks per SM (<= 40 registers; 48 without the bound, 5 blocks). */
+/* dweights of row t from the tile's column tile tc: the lanes' column-ordered sums added by a
+ * butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
+static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
+                                                     int lane) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+    if (lane == 0) a.ws_dw[tc * a.tokens + t] = part;
+}
+
+/* Backward, flat like the forward; the specialised kernels held to BWD_MIN_BLOCKS blocks per SM
+ * (<= 40 registers; 48 without the bound, 5 blocks). No reductions, except dweights alone (FL_DW;
+ * 16-bit types, F a multiple of FASTGLU_TILE_COLS): a warp's 32 chunks are then the 256 columns of
+ * one column tile of one row, and the warp sums them as the tile kernel does, into the same
+ * workspace slot, so the result is the tile kernel's to the bit. */
 #define BWD_MIN_BLOCKS 6
 template <typename T, typename TIN, int IL, int FL>
 __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS : 1) glu_bwd_kernel(const glu_args a) {
@@ -666,22 +756,14 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         flat_chunk(a, i, E, &t, &j0);
         const float w = token_weight<FL>(a, t);
         if (FL & FL_FAST) {
-            bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0), NULL);
+            const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0), NULL);
+            if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31);
         } else {
             float unused_g[E], unused_u[E]; /* no reductions here */
             const int ncols = a.F - j0 < E ? (int)(a.F - j0) : E;
             bwd_chunk_generic<T, TIN, IL, E>(a, t, j0, ncols, w, unused_g, unused_u);
         }
     }
-}
-
-/* dweights of row t from the tile's column tile tc: the lanes' column-ordered sums added by a
- * butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
-static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
-                                                     int lane) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
-    if (lane == 0) a.ws_dw[tc * a.tokens + t] = part;
 }
 
 /* Backward with reductions: one tile (64 rows x 256 columns) per block iteration; see the top. The
@@ -788,11 +870,13 @@ __global__ void __launch_bounds__(GLU_THREADS)
 static glu_math make_math(const fastglu_glu_params *p) {
     glu_math m;
     m.gelu = p->activation == FASTGLU_ACT_GELU_TANH;
-    m.k = p->activation == FASTGLU_ACT_GELU_TANH ? 2.0f * 0.79788456f
+    m.k = p->activation == FASTGLU_ACT_GELU_TANH ? GELU_K
           : p->activation == FASTGLU_ACT_QUICK_GELU ? 1.702f
                                                       : 1.0f;
+    m.kl = -m.k * LOG2E; /* GELU_KL for GELU_TANH: the same float operations */
     m.clamp = fastglu_clamps(p);
-    m.c = p->clamp_value, m.offset = p->glu_linear_offset;
+    m.c = p->clamp_value;
+    m.offset = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset; /* see math_mode */
     m.gm = p->gate_multiplier, m.dm = p->down_multiplier;
     m.fp8_sat = fastglu_fp8_saturate();
     return m;
@@ -850,46 +934,71 @@ static int chunks_full_width(const glu_args *a, int il, size_t es, size_t in_es,
     return a->dy_mode == DY_CHUNK && a->w_dy == o_b;
 }
 
-/* Kernel tables: [dtype: fp32, fp16, bf16][stored operands: T, fp8][layout: SPLIT, INTERLEAVED][case]. */
+/* Kernel tables: [dtype: fp32, fp16, bf16][stored operands: T, fp8][layout: SPLIT, INTERLEAVED]
+ * [math mode][case]; case 0 is the general kernel (the same for every math mode). */
 static int dtype_index(fastglu_dtype d) { return d == FASTGLU_DTYPE_FP32 ? 0 : d == FASTGLU_DTYPE_FP16 ? 1 : 2; }
 typedef void (*glu_kernel)(glu_args);
+/* The math modes compiled per dtype, in MM_* order: fp32 (which LLM training rarely runs the
+ * activation in) keeps MM_ANY for every mode, a quarter of the kernels. */
+#define MODES(T, CASES, ...)                                                                        \
+    {CASES(T, __VA_ARGS__, MM_ANY), CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_K),           \
+     CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_KCLAMP),                                     \
+     CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_GELU)}
 
 /* forward cases: general; specialised: index 1 + bias + 2 weights + 4 fp8 copy */
-#define FWD_CASE(T, IL, F) glu_fwd_kernel<T, IL, FL_FAST | (F)>
-#define FWD_CASES(T, IL)                                                                            \
-    {glu_fwd_kernel<T, IL, 0>,                 FWD_CASE(T, IL, 0),                                  \
-     FWD_CASE(T, IL, FL_BIAS),                 FWD_CASE(T, IL, FL_W),                               \
-     FWD_CASE(T, IL, FL_BIAS | FL_W),          FWD_CASE(T, IL, FL_FP8),                             \
-     FWD_CASE(T, IL, FL_BIAS | FL_FP8),        FWD_CASE(T, IL, FL_W | FL_FP8),                      \
-     FWD_CASE(T, IL, FL_BIAS | FL_W | FL_FP8)}
-static const glu_kernel fwd_kernels[3][2][9] = {{FWD_CASES(float, 0), FWD_CASES(float, 1)},
-                                                {FWD_CASES(__half, 0), FWD_CASES(__half, 1)},
-                                                {FWD_CASES(__nv_bfloat16, 0), FWD_CASES(__nv_bfloat16, 1)}};
+#define FWD_CASE(T, IL, MM, F) glu_fwd_kernel<T, IL, FL_FAST | FL_MM(MM) | (F)>
+#define FWD_CASES(T, IL, MM)                                                                        \
+    {glu_fwd_kernel<T, IL, 0>,                    FWD_CASE(T, IL, MM, 0),                           \
+     FWD_CASE(T, IL, MM, FL_BIAS),                FWD_CASE(T, IL, MM, FL_W),                        \
+     FWD_CASE(T, IL, MM, FL_BIAS | FL_W),         FWD_CASE(T, IL, MM, FL_FP8),                      \
+     FWD_CASE(T, IL, MM, FL_BIAS | FL_FP8),       FWD_CASE(T, IL, MM, FL_W | FL_FP8),               \
+     FWD_CASE(T, IL, MM, FL_BIAS | FL_W | FL_FP8)}
+#define FWD_TYPE(T) {MODES(T, FWD_CASES, 0), MODES(T, FWD_CASES, 1)}
+static const glu_kernel fwd_kernels[3][2][4][9] = {FWD_TYPE(float), FWD_TYPE(__half), FWD_TYPE(__nv_bfloat16)};
+#undef FWD_TYPE
 #undef FWD_CASE
 #undef FWD_CASES
 
-/* backward without reductions: general; specialised: index 1 + bias + 2 weights */
-#define BWD_CASES(T, TIN, IL)                                                                       \
-    {glu_bwd_kernel<T, TIN, IL, 0>, glu_bwd_kernel<T, TIN, IL, FL_FAST>,                           \
-     glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_BIAS>, glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_W>,    \
-     glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_BIAS | FL_W>}
-#define BWD_TYPE(T) {{BWD_CASES(T, T, 0), BWD_CASES(T, T, 1)}, {BWD_CASES(T, fp8e4m3, 0), BWD_CASES(T, fp8e4m3, 1)}}
-static const glu_kernel bwd_kernels[3][2][2][5] = {BWD_TYPE(float), BWD_TYPE(__half), BWD_TYPE(__nv_bfloat16)};
+/* flat backward: general; specialised: index 1 + bias + 2 weights; 5: weights + dweights (16-bit) */
+#define BWD_CASE(T, TIN, IL, MM, F) glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_MM(MM) | (F)>
+#define BWD_CASES(T, TIN, IL, MM)                                                                   \
+    {glu_bwd_kernel<T, TIN, IL, 0>, BWD_CASE(T, TIN, IL, MM, 0), BWD_CASE(T, TIN, IL, MM, FL_BIAS),  \
+     BWD_CASE(T, TIN, IL, MM, FL_W), BWD_CASE(T, TIN, IL, MM, FL_BIAS | FL_W),                       \
+     sizeof(T) == 2 ? BWD_CASE(T, TIN, IL, MM, FL_W | FL_DW) : glu_bwd_kernel<T, TIN, IL, 0>}
+#define BWD_TYPE(T)                                                                                 \
+    {{MODES(T, BWD_CASES, T, 0), MODES(T, BWD_CASES, T, 1)},                                        \
+     {MODES(T, BWD_CASES, fp8e4m3, 0), MODES(T, BWD_CASES, fp8e4m3, 1)}}
+static const glu_kernel bwd_kernels[3][2][2][4][6] = {BWD_TYPE(float), BWD_TYPE(__half), BWD_TYPE(__nv_bfloat16)};
 #undef BWD_TYPE
+#undef BWD_CASE
 #undef BWD_CASES
 
 /* backward with reductions: general; specialised: bias + dbias, weights + dweights, both */
-#define TILE_F_DB (FL_FAST | FL_BIAS | FL_DB)
-#define TILE_F_DW (FL_FAST | FL_W | FL_DW)
-#define TILE_CASES(T, TIN, IL)                                                                      \
-    {glu_bwd_tile_kernel<T, TIN, IL, 0>, glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DB>,               \
-     glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DW>, glu_bwd_tile_kernel<T, TIN, IL, TILE_F_DB | TILE_F_DW>}
-#define TILE_TYPE(T) {{TILE_CASES(T, T, 0), TILE_CASES(T, T, 1)}, {TILE_CASES(T, fp8e4m3, 0), TILE_CASES(T, fp8e4m3, 1)}}
-static const glu_kernel tile_kernels[3][2][2][4] = {TILE_TYPE(float), TILE_TYPE(__half), TILE_TYPE(__nv_bfloat16)};
+#define TILE_F_DB (FL_BIAS | FL_DB)
+#define TILE_F_DW (FL_W | FL_DW)
+#define TILE_CASE(T, TIN, IL, MM, F) glu_bwd_tile_kernel<T, TIN, IL, FL_FAST | FL_MM(MM) | (F)>
+#define TILE_CASES(T, TIN, IL, MM)                                                                  \
+    {glu_bwd_tile_kernel<T, TIN, IL, 0>, TILE_CASE(T, TIN, IL, MM, TILE_F_DB),                     \
+     TILE_CASE(T, TIN, IL, MM, TILE_F_DW), TILE_CASE(T, TIN, IL, MM, TILE_F_DB | TILE_F_DW)}
+#define TILE_TYPE(T)                                                                                \
+    {{MODES(T, TILE_CASES, T, 0), MODES(T, TILE_CASES, T, 1)},                                      \
+     {MODES(T, TILE_CASES, fp8e4m3, 0), MODES(T, TILE_CASES, fp8e4m3, 1)}}
+static const glu_kernel tile_kernels[3][2][2][4][4] = {TILE_TYPE(float), TILE_TYPE(__half), TILE_TYPE(__nv_bfloat16)};
 #undef TILE_TYPE
+#undef TILE_CASE
 #undef TILE_CASES
 #undef TILE_F_DB
 #undef TILE_F_DW
+#undef MODES
+
+/* The math mode of the parameters (see math_mode). */
+static int math_mode_of(const fastglu_glu_params *p) {
+    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
+    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
+    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
+    if (offset) return MM_ANY;
+    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
+}
 
 #define REDUCE_KERNEL(T) {glu_reduce_kernel<T, 0>, glu_reduce_kernel<T, 1>}
 typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int64_t, void *, int, int64_t, int64_t);
@@ -936,7 +1045,7 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
         c = 1 + (bias ? 1 : 0) + (weights ? 2 : 0) + (saved_fp8 ? 4 : 0);
     const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
     void *args[] = {&a};
-    return launch_status(fn, cudaLaunchKernel((const void *)fwd_kernels[dtype_index(dtype)][il][c],
+    return launch_status(fn, cudaLaunchKernel((const void *)fwd_kernels[dtype_index(dtype)][il][math_mode_of(params)][c],
                                               grid, block, args, 0, (cudaStream_t)stream));
 }
 
@@ -984,31 +1093,38 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     const size_t in_es = fp8 ? 1 : es;
     const int d = dtype_index(dtype);
     void *args[] = {&a};
-    if (!dbias && !dweights) {
-        const int e = (int)(16 / es);
-        if (!plan_flat(&a, es))
-            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
-        set_widths(&a, il, es, in_es, e, 1);
-        const int c = chunks_full_width(&a, il, es, in_es, e, 0) ? 1 + (bias ? 1 : 0) + (weights ? 2 : 0) : 0;
-        const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
-        return launch_status(fn, cudaLaunchKernel((const void *)bwd_kernels[d][fp8][il][c], grid,
-                                                  block, args, 0, cs));
-    }
-    /* with reductions: the tile kernel into the workspace, then the reduction */
+    const int mm = math_mode_of(params);
     const fastglu_glu_workspace_layout ws =
         fastglu_glu_workspace(tokens, ffn_hidden_size, dbias != NULL, dweights != NULL);
     a.ws_dbias = dbias ? (float *)((char *)workspace + ws.dbias_offset) : NULL;
     a.ws_dw = dweights ? (float *)((char *)workspace + ws.dweights_offset) : NULL;
-    set_widths(&a, il, es, in_es, LANE_COLS, 1);
-    /* specialised: every given bias / weights has its gradient asked for */
-    int c = 0;
-    if ((!bias || dbias) && (!weights || dweights) && chunks_full_width(&a, il, es, in_es, LANE_COLS, 0))
-        c = dbias && dweights ? 3 : dbias ? 1 : 2;
+    /* the flat kernel: without reductions, or with dweights alone where it can sum them (see it) */
+    int flat = 0, c = 0;
+    if (!dbias && (!dweights || (!bias && es == 2 && ffn_hidden_size % FASTGLU_TILE_COLS == 0))) {
+        const int e = (int)(16 / es);
+        if (!plan_flat(&a, es))
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
+        set_widths(&a, il, es, in_es, e, 1);
+        const int full = chunks_full_width(&a, il, es, in_es, e, 0);
+        flat = !dweights || full;
+        c = !full ? 0 : dweights ? 5 : 1 + (bias ? 1 : 0) + (weights ? 2 : 0);
+    }
     const int64_t ntr = (tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
     const int64_t ntc = (ffn_hidden_size + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
-    const dim3 tgrid(grid_size((uint64_t)ntr * (uint64_t)ntc)), tblock(TILE_WARPS * 32);
-    cudaError_t err = cudaLaunchKernel((const void *)tile_kernels[d][fp8][il][c], tgrid, tblock, args, 0, cs);
-    if (err != cudaSuccess) return launch_status(fn, err);
+    if (flat) {
+        const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
+        const cudaError_t err = cudaLaunchKernel((const void *)bwd_kernels[d][fp8][il][mm][c], grid, block, args, 0, cs);
+        if (!dweights || err != cudaSuccess) return launch_status(fn, err);
+    } else { /* with reductions: the tile kernel into the workspace */
+        set_widths(&a, il, es, in_es, LANE_COLS, 1);
+        /* specialised: every given bias / weights has its gradient asked for */
+        if ((!bias || dbias) && (!weights || dweights) && chunks_full_width(&a, il, es, in_es, LANE_COLS, 0))
+            c = dbias && dweights ? 3 : dbias ? 1 : 2;
+        const dim3 tgrid(grid_size((uint64_t)ntr * (uint64_t)ntc)), tblock(TILE_WARPS * 32);
+        const cudaError_t err = cudaLaunchKernel((const void *)tile_kernels[d][fp8][il][mm][c], tgrid, tblock, args, 0, cs);
+        if (err != cudaSuccess) return launch_status(fn, err);
+    }
+    /* then the partials' reduction */
     const float *wsb = a.ws_dbias, *wsw = a.ws_dw;
     int64_t nslabs = ntr, ntiles = ntc, T_ = tokens, F_ = ffn_hidden_size;
     int wdt = (int)weights_dtype;

@@ -707,6 +707,7 @@ static fastglu_glu_params make_params(int act, int layout, float clamp, int pset
     p.clamp_value = clamp;
     if (pset == 1) p.glu_linear_offset = 1.0f, p.gate_multiplier = 0.8f, p.down_multiplier = 1.5f;
     if (pset == 2) p.glu_linear_offset = -0.5f, p.gate_multiplier = 1.25f, p.down_multiplier = 0.5f;
+    if (pset == 3) p.glu_linear_offset = 1.0f; /* GPT-OSS: the offset alone */
     return p;
 }
 
@@ -1292,57 +1293,68 @@ static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void 
 int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
     begin("glu specialised vs general kernels", b);
     /* whole 16-byte chunks (the specialised kernels' condition); 257 rows: a partial slab; F = 1416:
-     * a partial column tile, whole lanes */
-    static const int64_t shapes[][2] = {{257, 1416}, {3, 8}, {65, 256}};
+     * a partial column tile, whole lanes; F = 768: whole column tiles (the flat kernel's dweights) */
+    static const int64_t shapes[][2] = {{3, 8}, {65, 256}, {257, 1416}, {129, 768}};
     /* bias, weights, fp8_in, db, dw: every case the launchers specialise, and some they do not */
     static const int cases[][5] = {{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0}, {0, 1, 1, 0, 0},
                                    {1, 0, 0, 1, 0}, {0, 1, 0, 0, 1}, {1, 1, 0, 1, 1}, {1, 0, 1, 1, 0},
                                    {0, 1, 1, 0, 1}, {1, 1, 0, 1, 0}, {1, 1, 0, 0, 0}};
+    /* activation, clamp, parameter set (make_params): every math mode of the CUDA kernels
+     * (glu_cuda.cu) and the general one on each side of its boundaries */
+    static const int msets[][3] = {{FASTGLU_ACT_SILU, 0, 0},       {FASTGLU_ACT_QUICK_GELU, 0, 0},
+                                   {FASTGLU_ACT_SILU, 1, 0},       {FASTGLU_ACT_QUICK_GELU, 1, 3},
+                                   {FASTGLU_ACT_GELU_TANH, 0, 0},  {FASTGLU_ACT_GELU_TANH, 1, 0},
+                                   {FASTGLU_ACT_QUICK_GELU, 0, 3}, {FASTGLU_ACT_SILU, 1, 1},
+                                   {FASTGLU_ACT_GELU_TANH, 0, 2}};
+    const int nm = (int)(sizeof msets / sizeof *msets);
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
         for (int d = 0; d < 3; ++d)
             for (int lay = 0; lay < 2; ++lay)
-                for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
-                    paths_case c;
-                    c.T = shapes[s][0], c.F = shapes[s][1], c.dt = dtypes[d];
-                    c.wdt = (k + s) % 2 ? FASTGLU_DTYPE_FP32 : c.dt;
-                    c.p = make_params((int)((k + d) % 3), lay, (k % 3 == 1) ? 2.5f : 0.0f, (int)(k % 3));
-                    c.bias = cases[k][0], c.weights = cases[k][1], c.fp8_in = cases[k][2];
-                    c.db = cases[k][3], c.dw = cases[k][4];
-                    c.fp8_copy = c.fp8_in || (k + (size_t)lay) % 2 == 0;
-                    const int64_t T = c.T, F = c.F;
-                    const size_t es = fastglu_dtype_size(c.dt), wes = fastglu_dtype_size(c.wdt);
-                    unsigned char *hx = malloc((size_t)(T * 2 * F) * es), *hdy = malloc((size_t)(T * F) * es);
-                    unsigned char *hb = malloc((size_t)(2 * F) * es), *hw = malloc((size_t)T * wes);
-                    float *hs = malloc((size_t)T * sizeof(float));
-                    for (int64_t i = 0; i < T * 2 * F; ++i) store(c.dt, hx, i, paths_value());
-                    for (int64_t i = 0; i < T * F; ++i) store(c.dt, hdy, i, rng_normal());
-                    for (int64_t i = 0; i < 2 * F; ++i) store(c.dt, hb, i, 0.5 * rng_normal());
-                    for (int64_t i = 0; i < T; ++i) store(c.wdt, hw, i, 0.1 + rng_uniform());
-                    for (int64_t i = 0; i < T; ++i) hs[i] = 0.25f + (float)(i % 5);
-                    void *x = b->alloc((size_t)(T * 2 * F) * es), *dy = b->alloc((size_t)(T * F) * es);
-                    void *bias = b->alloc((size_t)(2 * F) * es), *w = b->alloc((size_t)T * wes);
-                    void *scale = b->alloc((size_t)T * sizeof(float));
-                    b->upload(x, hx, (size_t)(T * 2 * F) * es), b->upload(dy, hdy, (size_t)(T * F) * es);
-                    b->upload(bias, hb, (size_t)(2 * F) * es), b->upload(w, hw, (size_t)T * wes);
-                    b->upload(scale, hs, (size_t)T * sizeof(float));
-                    size_t n0 = 0, n1 = 0;
-                    set_generic(0);
-                    unsigned char *r0 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n0);
-                    set_generic(1);
-                    unsigned char *r1 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n1);
-                    set_generic(0);
-                    checks++;
-                    if (r0 && r1 && (n0 != n1 || memcmp(r0, r1, n0) != 0)) {
-                        size_t i = 0;
-                        while (i < n0 && r0[i] == r1[i]) ++i;
-                        printf("FAIL %s paths: specialised and general kernels differ at byte %zu of %zu "
-                               "(T=%lld F=%lld %s layout %d case %zu)\n",
-                               b->name, i, n0, (long long)T, (long long)F, dtype_name(c.dt), lay, k);
-                        failures++;
+                for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k)
+                    for (int mi = 0; mi < nm; ++mi) {
+                        /* every math set on the small shapes, one per case on the larger ones */
+                        if (s >= 2 && mi != (int)((k + (size_t)d + (size_t)lay) % (size_t)nm)) continue;
+                        paths_case c;
+                        c.T = shapes[s][0], c.F = shapes[s][1], c.dt = dtypes[d];
+                        c.wdt = (k + s) % 2 ? FASTGLU_DTYPE_FP32 : c.dt;
+                        c.p = make_params(msets[mi][0], lay, msets[mi][1] ? 2.5f : 0.0f, msets[mi][2]);
+                        c.bias = cases[k][0], c.weights = cases[k][1], c.fp8_in = cases[k][2];
+                        c.db = cases[k][3], c.dw = cases[k][4];
+                        c.fp8_copy = c.fp8_in || (k + (size_t)lay + (size_t)mi) % 2 == 0;
+                        const int64_t T = c.T, F = c.F;
+                        const size_t es = fastglu_dtype_size(c.dt), wes = fastglu_dtype_size(c.wdt);
+                        unsigned char *hx = malloc((size_t)(T * 2 * F) * es), *hdy = malloc((size_t)(T * F) * es);
+                        unsigned char *hb = malloc((size_t)(2 * F) * es), *hw = malloc((size_t)T * wes);
+                        float *hs = malloc((size_t)T * sizeof(float));
+                        for (int64_t i = 0; i < T * 2 * F; ++i) store(c.dt, hx, i, paths_value());
+                        for (int64_t i = 0; i < T * F; ++i) store(c.dt, hdy, i, rng_normal());
+                        for (int64_t i = 0; i < 2 * F; ++i) store(c.dt, hb, i, 0.5 * rng_normal());
+                        for (int64_t i = 0; i < T; ++i) store(c.wdt, hw, i, 0.1 + rng_uniform());
+                        for (int64_t i = 0; i < T; ++i) hs[i] = 0.25f + (float)(i % 5);
+                        void *x = b->alloc((size_t)(T * 2 * F) * es), *dy = b->alloc((size_t)(T * F) * es);
+                        void *bias = b->alloc((size_t)(2 * F) * es), *w = b->alloc((size_t)T * wes);
+                        void *scale = b->alloc((size_t)T * sizeof(float));
+                        b->upload(x, hx, (size_t)(T * 2 * F) * es), b->upload(dy, hdy, (size_t)(T * F) * es);
+                        b->upload(bias, hb, (size_t)(2 * F) * es), b->upload(w, hw, (size_t)T * wes);
+                        b->upload(scale, hs, (size_t)T * sizeof(float));
+                        size_t n0 = 0, n1 = 0;
+                        set_generic(0);
+                        unsigned char *r0 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n0);
+                        set_generic(1);
+                        unsigned char *r1 = paths_run(b, &c, x, dy, bias, w, scale, 0x5a, &n1);
+                        set_generic(0);
+                        checks++;
+                        if (r0 && r1 && (n0 != n1 || memcmp(r0, r1, n0) != 0)) {
+                            size_t i = 0;
+                            while (i < n0 && r0[i] == r1[i]) ++i;
+                            printf("FAIL %s paths: specialised and general kernels differ at byte %zu of %zu "
+                                   "(T=%lld F=%lld %s layout %d case %zu math set %d)\n",
+                                   b->name, i, n0, (long long)T, (long long)F, dtype_name(c.dt), lay, k, mi);
+                            failures++;
+                        }
+                        free(r0), free(r1);
+                        b->release(x), b->release(dy), b->release(bias), b->release(w), b->release(scale);
+                        free(hx), free(hdy), free(hb), free(hw), free(hs);
                     }
-                    free(r0), free(r1);
-                    b->release(x), b->release(dy), b->release(bias), b->release(w), b->release(scale);
-                    free(hx), free(hdy), free(hb), free(hw), free(hs);
-                }
     return end("glu specialised vs general kernels", b);
 }

@@ -325,6 +325,42 @@ def test_clamp_none_zero_negative_mean_no_clamp(no_clamp, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("activation", ["silu", "gelu_tanh", "quick_gelu"])
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_clamp_keeps_nan_and_bounds_inf_like_torch_clamp(activation, dtype, device, bias):
+    """With clamp_value, NaN in gate or up stays NaN (torch.clamp), infinities are clamped to the
+    bounds, and the clamp gradients pass exactly where torch.clamp's do (not at NaN): the formulas
+    of Megatron's weighted_bias_quick_geglu_impl, evaluated by torch on the same stored values."""
+    c, n = 7.0, 12
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 7.0, -7.0, 7.5, -7.5, 0.0, -0.0, 1.5, -2.0, 30.0])
+    g = specials.repeat_interleave(n)
+    u = specials.repeat(n)
+    x = torch.cat([g, u]).reshape(1, 2 * n * n).to(dtype).to(device)
+    dy = torch.linspace(-1, 1, n * n).reshape(1, n * n).to(dtype).to(device)
+    b = (torch.linspace(-0.5, 0.5, 2 * n * n).to(dtype).to(device)) if bias else None
+    gf, uf = x.double().chunk(2, -1)
+    gc, uc = gf.clamp(max=c), uf.clamp(-c, c)
+    if bias:
+        bg, bu = b.double().chunk(2)
+        gc, uc = gc + bg, uc + bu
+    act, dact = act_and_grad(activation, gc)
+    want_y = act * (uc + 1.0)
+    d = dy.double()
+    zero = torch.zeros_like(d)
+    want_dx = torch.cat((torch.where(gf <= c, d * (uc + 1.0) * dact, zero),
+                         torch.where((uf >= -c) & (uf <= c), d * act, zero)), -1)
+    opts = dict(activation=activation, clamp_value=c, glu_linear_offset=1.0)
+    got_y = glu_fwd(x, bias=b, **opts).double()
+    got_dx = glu_bwd(dy, x, bias=b, **opts).dx.double()
+    for got, want in ((got_y, want_y), (got_dx, want_dx)):
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        assert not torch.isinf(want).any()
+        finite = torch.isfinite(want)
+        assert torch.allclose(got[finite], want[finite], rtol=TOL[dtype] * 4, atol=1e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh", "quick_gelu"])
 def test_nan_and_inf_propagate_like_the_torch_formulas(activation, dtype, device):
     """NaN and infinities in gate, up and dy come out where the header's formulas, evaluated by
     torch in fp32 on the same stored values, put them (NaN where NaN, the same infinities)."""
