@@ -192,9 +192,10 @@ enum math_mode { MM_ANY = 0, MM_K = 1, MM_KCLAMP = 2, MM_GELU = 3 };
 #define MM_CLAMPS(MM) ((MM) == MM_ANY ? m.clamp : (MM) == MM_KCLAMP)
 #define MM_OFFSET(MM) ((MM) == MM_ANY || (MM) == MM_KCLAMP)
 
-/* 2^x and 1 / x from the special-function unit, subnormal results flushed to zero: in sigmoid(q) =
- * 1 / (1 + 2^(-q log2 e)) a subnormal 2^... vanishes against 1 anyway, and 1 + 2^... >= 1, so the
- * flush changes no result and saves the non-flushing forms' range checks (__expf, __fdividef). */
+/* 2^x and 1 / x from the special-function unit, subnormals flushed to zero: in sigmoid(q) =
+ * 1 / (1 + 2^(-q log2 e)) a subnormal 2^... vanishes against 1 anyway, 1 + 2^... >= 1 is never
+ * subnormal, and its reciprocal, subnormal where it exceeds 2^126, was 0 there with __fdividef too;
+ * so the flush changes no result and saves the non-flushing forms' range checks (__expf, __fdividef). */
 static __device__ __forceinline__ float ex2_ftz(float x) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -228,16 +229,25 @@ static __device__ __forceinline__ void activation(const glu_math &m, float z, fl
  * compiler may not contract or reassociate: every kernel that inlines it, specialised or general,
  * gives the same bits. */
 
-/* torch.clamp: NaN stays NaN (fminf / fmaxf would return the bound): the .NaN forms of min / max. */
+/* torch.clamp: NaN stays NaN (fminf / fmaxf would return the bound): the .NaN forms of min / max
+ * (sm_80 and later; before, a test for NaN in front of fminf / fmaxf). */
 static __device__ __forceinline__ float min_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
     float r;
     asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
     return r;
+#else
+    return a != a ? a : b != b ? b : fminf(a, b);
+#endif
 }
 static __device__ __forceinline__ float max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
     float r;
     asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
     return r;
+#else
+    return a != a ? a : b != b ? b : fmaxf(a, b);
+#endif
 }
 static __device__ __forceinline__ float clamp_gate(float g, float c) { return min_nan(g, c); }
 static __device__ __forceinline__ float clamp_up(float u, float c) { return max_nan(min_nan(u, c), -c); }
@@ -964,7 +974,7 @@ static const glu_kernel fwd_kernels[3][2][4][9] = {FWD_TYPE(float), FWD_TYPE(__h
 #define BWD_CASES(T, TIN, IL, MM)                                                                   \
     {glu_bwd_kernel<T, TIN, IL, 0>, BWD_CASE(T, TIN, IL, MM, 0), BWD_CASE(T, TIN, IL, MM, FL_BIAS),  \
      BWD_CASE(T, TIN, IL, MM, FL_W), BWD_CASE(T, TIN, IL, MM, FL_BIAS | FL_W),                       \
-     sizeof(T) == 2 ? BWD_CASE(T, TIN, IL, MM, FL_W | FL_DW) : glu_bwd_kernel<T, TIN, IL, 0>}
+     sizeof(T) == 2 ? BWD_CASE(T, TIN, IL, MM, FL_W | FL_DW) : NULL} /* fp32: never chosen (a launch error if it were) */
 #define BWD_TYPE(T)                                                                                 \
     {{MODES(T, BWD_CASES, T, 0), MODES(T, BWD_CASES, T, 1)},                                        \
      {MODES(T, BWD_CASES, fp8e4m3, 0), MODES(T, BWD_CASES, fp8e4m3, 1)}}

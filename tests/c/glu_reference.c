@@ -708,6 +708,8 @@ static fastglu_glu_params make_params(int act, int layout, float clamp, int pset
     if (pset == 1) p.glu_linear_offset = 1.0f, p.gate_multiplier = 0.8f, p.down_multiplier = 1.5f;
     if (pset == 2) p.glu_linear_offset = -0.5f, p.gate_multiplier = 1.25f, p.down_multiplier = 0.5f;
     if (pset == 3) p.glu_linear_offset = 1.0f; /* GPT-OSS: the offset alone */
+    if (pset == 4) p.gate_multiplier = 1.25f;  /* one multiplier alone */
+    if (pset == 5) p.down_multiplier = 0.5f;
     return p;
 }
 
@@ -813,6 +815,7 @@ typedef struct det_inputs {
     int64_t T, F;
     fastglu_dtype dt, wdt;
     void *x, *dy, *bias, *w; /* device: x [T, 2F] (fc1 layout or interleaved), dy, bias, weights */
+    int dw_only;             /* no bias, dweights alone (the CUDA flat kernel's reduction) */
 } det_inputs;
 
 static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsigned char fill,
@@ -821,7 +824,7 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
     const int64_t T = in->T, F = in->F;
     const size_t dx_b = (size_t)(T * 2 * F) * es, db_b = (size_t)(2 * F) * es;
     const size_t dw_b = (size_t)T * wes;
-    const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, 1, 1);
+    const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, !in->dw_only, 1);
     void *dx = b->alloc(dx_b), *db = b->alloc(db_b), *dw = b->alloc(dw_b), *ws = b->alloc(wsb);
     unsigned char *h = malloc(wsb > dx_b ? wsb : dx_b);
     memset(h, fill, wsb > dx_b ? wsb : dx_b);
@@ -829,9 +832,9 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
     const int il = in->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
     const char *x = in->x;
     fastglu_status st = b->bwd(&in->p, in->dy, F, 1, x, 2 * F, il ? NULL : x + F * es, 2 * F,
-                               in->dt, NULL, 0, in->bias, in->w, in->wdt, 1, dx, 2 * F,
-                               il ? NULL : (char *)dx + F * es, 2 * F, db, dw, ws, wsb, T, F,
-                               in->dt);
+                               in->dt, NULL, 0, in->dw_only ? NULL : in->bias, in->w, in->wdt, 1, dx,
+                               2 * F, il ? NULL : (char *)dx + F * es, 2 * F, in->dw_only ? NULL : db, dw,
+                               ws, wsb, T, F, in->dt);
     b->sync();
     unsigned char *out = NULL;
     *n = 0;
@@ -839,11 +842,12 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
         printf("FAIL %s determinism: status %d (%s)\n", b->name, st, fastglu_last_error_message());
         failures++;
     } else {
-        *n = dx_b + db_b + dw_b;
+        const size_t db_n = in->dw_only ? 0 : db_b; /* dbias, when asked for */
+        *n = dx_b + db_n + dw_b;
         out = malloc(*n);
         b->download(out, dx, dx_b);
-        b->download(out + dx_b, db, db_b);
-        b->download(out + dx_b + db_b, dw, dw_b);
+        if (db_n) b->download(out + dx_b, db, db_n);
+        b->download(out + dx_b + db_n, dw, dw_b);
     }
     b->release(dx), b->release(db), b->release(dw), b->release(ws);
     free(h);
@@ -852,13 +856,17 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
 
 int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_configs) {
     begin("glu determinism", b);
-    static const int64_t shapes[][2] = {{1, 1}, {65, 257}, {257, 1408}, {300, 3420}, {1000, 129}};
+    /* the last shape: dweights alone, F a multiple of 256 (the CUDA flat kernel sums them) */
+    static const int64_t shapes[][2] = {{1, 1}, {65, 257}, {257, 1408}, {300, 3420}, {1000, 129}, {129, 512}};
+    const size_t n_shapes = sizeof shapes / sizeof *shapes;
     if (!set_config) n_configs = 1;
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
+    for (size_t s = 0; s < n_shapes; ++s)
         for (int d = 0; d < 3; ++d)
             for (int lay = 0; lay < 2; ++lay) {
                 det_inputs in;
-                in.p = make_params((int)(s + d) % 3, lay, s % 2 ? 1.5f : 0.0f, (int)(s % 3));
+                in.dw_only = s == n_shapes - 1;
+                in.p = in.dw_only ? make_params(d % 2 ? FASTGLU_ACT_QUICK_GELU : FASTGLU_ACT_SILU, lay, 0.0f, 0)
+                                  : make_params((int)(s + d) % 3, lay, s % 2 ? 1.5f : 0.0f, (int)(s % 3));
                 in.T = shapes[s][0], in.F = shapes[s][1];
                 in.dt = dtypes[d];
                 in.wdt = d == 1 ? FASTGLU_DTYPE_FP32 : FASTGLU_DTYPE_BF16;
@@ -1232,6 +1240,10 @@ static double paths_value(void) {
     case 5: return -1000.0;
     case 6: return 1e-3;
     case 7: return -3e-3;
+    case 8: return 0.0;
+    case 9: return -0.0;
+    case 10: return 1e-40; /* subnormal in fp32 and bf16 */
+    case 11: return -3e-39;
     default: return 3.0 * rng_normal();
     }
 }
@@ -1305,7 +1317,8 @@ int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
                                    {FASTGLU_ACT_SILU, 1, 0},       {FASTGLU_ACT_QUICK_GELU, 1, 3},
                                    {FASTGLU_ACT_GELU_TANH, 0, 0},  {FASTGLU_ACT_GELU_TANH, 1, 0},
                                    {FASTGLU_ACT_QUICK_GELU, 0, 3}, {FASTGLU_ACT_SILU, 1, 1},
-                                   {FASTGLU_ACT_GELU_TANH, 0, 2}};
+                                   {FASTGLU_ACT_GELU_TANH, 0, 2},  {FASTGLU_ACT_SILU, 0, 4},
+                                   {FASTGLU_ACT_QUICK_GELU, 1, 5}};
     const int nm = (int)(sizeof msets / sizeof *msets);
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
         for (int d = 0; d < 3; ++d)
