@@ -2,7 +2,10 @@
 """Host time per call and peak memory of SwiGLU providers (issue: floor, host overhead, memory).
 
 Host time: a CPU timer (time.perf_counter) over many calls on a tiny problem, so that the GPU is
-never the limit (it idles between launches); one synchronize at the end. Reported per call, for
+never the limit (it idles between launches); one synchronize at the end. Every path is timed once
+per round, in turn, over several rounds, and the median round is reported: no path gains or loses
+by its place in the order (in run 2026-12-01-04, timed once each and first, fastglu's forward read
+21.4 µs where the same call read 15.8 µs later in the same process). Reported per call, for
 ``forward`` (y = f(x), x requiring grad) and ``forward+backward`` (y = f(x); y.backward(dy)).
 For fastglu it also shows where the time goes: the bare C call with ready integers, the torch
 calls the binding makes around it, the op without autograd, and the autograd Function. Two fastglu
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -62,23 +66,35 @@ def per_call_us(fn, n=3000):
     return (time.perf_counter() - t0) / n * 1e6
 
 
-def host_times(providers, T=8, F=1024, device="cuda"):
+def median_of_rounds(fns, rounds, n):
+    """{name: median over `rounds` of the µs per call of fns[name]}, every fn timed once per round."""
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            samples[k].append(per_call_us(fn, n))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     """On the CPU (device="cpu") the problem is one row of F=1 so that the C loop's own time is
     negligible: what is left is the host overhead of each path."""
     if device == "cpu":
         T, F = 1, 1
     x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
-    rows = []
+    paths = {}
     for name, fn in providers.items():
-        def fwd():
+        def fwd(fn=fn):
             fn(x)
 
-        def fwd_bwd():
+        def fwd_bwd(fn=fn):
             fn(x).backward(dy)
             x.grad = None
 
-        rows.append({"provider": name, "forward_us": per_call_us(fwd), "forward_backward_us": per_call_us(fwd_bwd)})
+        paths[(name, "forward_us")], paths[(name, "forward_backward_us")] = fwd, fwd_bwd
+    us = median_of_rounds(paths, rounds, n)
+    rows = [{"provider": name, "forward_us": us[(name, "forward_us")],
+             "forward_backward_us": us[(name, "forward_backward_us")]} for name in providers]
 
     # Where fastglu's forward goes.
     xd = x.detach()
@@ -101,7 +117,7 @@ def host_times(providers, T=8, F=1024, device="cuda"):
     }
     if on_cuda:
         parts["raw stream lookup"] = lambda: ops._raw_stream(0)
-    breakdown = {k: per_call_us(f) for k, f in parts.items()}
+    breakdown = median_of_rounds(parts, rounds, n)
     return rows, breakdown
 
 
