@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab llama sanitize;
+#                                                    also: variants cbench ab ncu llama sanitize;
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -131,6 +131,21 @@ if want ab; then
         --json "$OUT/extra/ab/${names[$bi]}-$ci.json" 2>&1 | tail -2
     done
   done 2>&1 | tee "$OUT/extra/ab.txt"
+fi
+if want ncu; then
+  # Hardware counters (ncu works on the Firecracker runtime; clocks left alone, as METHOD.md asks)
+  # of the variant backward kernels at the seed shape, one fastglu-bench config per report.
+  step "Nsight Compute over the variant backward kernels (fastglu-bench, bwd_only)"
+  IFS=';' read -ra configs <<< "${NCU_CONFIGS:---bias;--glu}"
+  for ci in "${!configs[@]}"; do
+    echo "-- ${configs[$ci]}"
+    ncu --clock-control none --kernel-name regex:glu_bwd --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section Occupancy --section LaunchStats --section SchedulerStats \
+      build-device/bench/c/fastglu-bench --mode bwd_only ${configs[$ci]} --warmup-ms 1 --rep-ms 1 \
+      > "$OUT/extra/ncu-$ci.txt" 2>&1
+    echo "   exit status $?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy" "$OUT/extra/ncu-$ci.txt" | head -8
+  done
 fi
 if want llama; then
   step "examples/llama on the GPU (bf16)"
