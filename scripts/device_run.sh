@@ -109,7 +109,7 @@ if want cbench; then
 fi
 if want ab; then
   # A/B of kernel versions in one process's conditions: each bench/tune/ab/<name>/ holds replacement
-  # files for src/ (kept out of the repository); the library and fastglu-bench are built with them
+  # files for src/ (an experiment's files: not committed); the library and fastglu-bench are built with them
   # and timed, config by config, beside the working tree's build ("current").
   step "A/B: fastglu-bench over the variant configs, current vs bench/tune/ab/*/"
   names=(current); dirs=(build-device)
