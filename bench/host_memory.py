@@ -50,6 +50,20 @@ class FC1Stub(torch.autograd.Function):
         return None
 
 
+class IdentityFunction(torch.autograd.Function):
+    """A view forward, a fresh uninitialised gradient backward (no kernel in either): a Python
+    Function's forward + backward through the autograd engine, the floor every Python-level provider
+    (fastglu's Function, Liger's, Megatron's) pays before any work of its own."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.empty_like(grad)
+
+
 def _sync():
     if torch.cuda.is_initialized():
         torch.cuda.synchronize()
@@ -115,6 +129,18 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
         "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: torch.ops.fastglu.swiglu_fwd(xd),
         "torch eager silu(gate) * up": lambda: torch.nn.functional.silu(xd[:, :F]) * xd[:, F:],
     }
+    dx_shaped = torch.randn_like(xd)
+
+    def identity_fwd_bwd():
+        IdentityFunction.apply(x).backward(dx_shaped)
+        x.grad = None
+
+    def fastglu_fwd_bwd():
+        fastglu.swiglu(x).backward(dy)
+        x.grad = None
+
+    parts["an identity autograd.Function, forward + backward (the engine's floor)"] = identity_fwd_bwd
+    parts["fastglu.swiglu, forward + backward"] = fastglu_fwd_bwd
     if on_cuda:
         parts["raw stream lookup"] = lambda: ops._raw_stream(0)
     breakdown = median_of_rounds(parts, rounds, n)

@@ -134,17 +134,24 @@ if want ab; then
 fi
 if want ncu; then
   # Hardware counters (ncu works on the Firecracker runtime; clocks left alone, as METHOD.md asks)
-  # of the variant backward kernels at the seed shape, one fastglu-bench config per report.
+  # of the variant backward kernels (and the reduction kernel after a tile kernel) at the seed
+  # shape, one fastglu-bench config per report.
   step "Nsight Compute over the variant backward kernels (fastglu-bench, bwd_only)"
+  # fastglu-bench checks its outputs first (a backward with dy in full, then broadcast: two
+  # launches each with a reduction), so --launch-skip 4 lands on the timed loop's launches.
+  # NCU_BUILDS: build folders to profile (default build-device; A/B builds are /tmp/ab-src-<name>/build).
   IFS=';' read -ra configs <<< "${NCU_CONFIGS:---bias;--glu}"
-  for ci in "${!configs[@]}"; do
-    echo "-- ${configs[$ci]}"
-    ncu --clock-control none --kernel-name regex:glu_bwd --launch-skip 1 --launch-count 1 \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section Occupancy --section LaunchStats --section SchedulerStats \
-      build-device/bench/c/fastglu-bench --mode bwd_only ${configs[$ci]} --warmup-ms 1 --rep-ms 1 \
-      > "$OUT/extra/ncu-$ci.txt" 2>&1
-    echo "   exit status $?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy" "$OUT/extra/ncu-$ci.txt" | head -8
+  for b in ${NCU_BUILDS:-build-device}; do
+    for ci in "${!configs[@]}"; do
+      tag=$(basename "$(dirname "$b")")-$ci; [ "$b" = build-device ] && tag=current-$ci
+      echo "-- $b: ${configs[$ci]}"
+      ncu --clock-control none --kernel-name regex:'glu_(bwd|reduce)' --launch-skip 4 --launch-count 2 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section Occupancy --section LaunchStats --section SchedulerStats \
+        "$b"/bench/c/fastglu-bench --mode bwd_only ${configs[$ci]} --warmup-ms 1 --rep-ms 1 \
+        > "$OUT/extra/ncu-$tag.txt" 2>&1
+      echo "   exit status $?"; grep -E "^  void|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Dynamic Shared" "$OUT/extra/ncu-$tag.txt" | head -16
+    done
   done
 fi
 if want llama; then

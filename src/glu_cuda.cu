@@ -15,10 +15,12 @@
  *                    Fixed summation order, whatever the grid:
  *                      dweights: per row, each lane sums its 8 columns in order, then the warp's
  *                      lanes by a butterfly (xor 16, 8, 4, 2, 1); the tile's value goes to
- *                      workspace[tile_col][row]; glu_reduce_kernel adds the tiles in order.
+ *                      workspace[tile_col][row].
  *                      dbias: each lane sums its rows in order (w, w + 8, ...), the block adds the
  *                      8 warps in order through shared memory; the slab's value goes to
- *                      workspace[slab][column]; glu_reduce_kernel adds the slabs in order.
+ *                      workspace[slab][column].
+ *                      glu_reduce_kernel: each of 8 warps adds every 8th partial (tiles or slabs)
+ *                      in order, then the 8 warps' sums are added in order.
  *                    So results are bitwise identical run to run and for any grid size.
  *
  * Each kernel comes in a general form (below) and, for the common cases where every access can be
@@ -119,15 +121,23 @@ static __device__ __forceinline__ raw_bytes<NB> load_raw(const void *p, int widt
     return r;
 }
 
+/* 16- and 8-byte stores as one vector st.global each (inline PTX): a plain uint4 assignment came
+ * out as four 32-bit stores in the tile kernel, and __stwb as a strong (.STRONG.SM) store. */
+static __device__ __forceinline__ void st_v4(void *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+static __device__ __forceinline__ void st_v2(void *p, uint32_t a, uint32_t b) {
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(a), "r"(b));
+}
 template <int NB>
 static __device__ __forceinline__ void store_raw(void *p, const raw_bytes<NB> &r, int width) {
     if (width >= 16 && NB % 16 == 0) {
 #pragma unroll
         for (int i = 0; i < NB / 16; ++i)
-            ((uint4 *)p)[i] = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
+            st_v4((uint4 *)p + i, r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
     } else if (width >= 8 && NB % 8 == 0) {
 #pragma unroll
-        for (int i = 0; i < NB / 8; ++i) ((uint2 *)p)[i] = make_uint2(r.w[2 * i], r.w[2 * i + 1]);
+        for (int i = 0; i < NB / 8; ++i) st_v2((uint2 *)p + i, r.w[2 * i], r.w[2 * i + 1]);
     } else if (width >= 4) {
 #pragma unroll
         for (int i = 0; i < NB / 4; ++i) ((uint32_t *)p)[i] = r.w[i];
@@ -631,7 +641,11 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         put(ox, IL ? 2 * k : k, q.dg, tag);
         if (IL) put(ox, 2 * k + 1, q.du, tag);
         else put(oy, k, q.du, tag);
-        if (FL & FL_DB) db[32 * k] = __fadd_rn(db[32 * k], q.dbg), db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
+        if (FL & FL_DB) { /* two statements: a comma expression re-reads its volatile result */
+            db[32 * k] = __fadd_rn(db[32 * k], q.dbg);
+            db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
+        }
+
         if (FL & FL_DW) part = __fadd_rn(part, q.dw);
     }
     store_raw<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox, FULL);
@@ -852,26 +866,44 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? (sizeof(T) =
     }
 }
 
-/* dbias[c] = sum over slabs in order; dweights[t] = sum over column tiles in order. */
+/* dbias[c] = the sum over slabs, dweights[t] = the sum over column tiles, in a fixed order: a
+ * block takes 32 consecutive outputs (one per lane); warp g of the block sums the partials
+ * q = g, g + RED_GROUPS, ... in order, then warp 0 adds the RED_GROUPS warps' sums in order. Blocks
+ * [0, nb_db) do dbias, the next nb_dw do dweights; every load of a warp is one 128-byte line, and
+ * RED_GROUPS loads per output are in flight at once (the order never depends on the grid). */
+#define RED_GROUPS (GLU_THREADS / 32)
 template <typename T, int IL>
 __global__ void __launch_bounds__(GLU_THREADS)
     glu_reduce_kernel(const float *ws_dbias, int64_t nslabs, void *dbias, const float *ws_dw,
                       int64_t ntiles, void *dweights, int w_dtype, int64_t tokens, int64_t F) {
-    const int64_t n = 2 * F > tokens ? 2 * F : tokens;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        if (dbias && i < 2 * F) {
-            float s = 0.0f;
-            for (int64_t q = 0; q < nslabs; ++q) s += ws_dbias[q * 2 * F + i];
-            /* partials are in [gate F | up F] order; the bias has the operands' layout */
-            const int64_t o = !IL ? i : i < F ? 2 * i : 2 * (i - F) + 1;
-            from_f32(&((T *)dbias)[o], s);
+    __shared__ float part[RED_GROUPS][32];
+    const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+    const int64_t nb_db = dbias ? (2 * F + 31) / 32 : 0, nb_dw = dweights ? (tokens + 31) / 32 : 0;
+    for (int64_t b = blockIdx.x; b < nb_db + nb_dw; b += gridDim.x) { /* uniform over the block */
+        const int is_db = b < nb_db;
+        const float *ws = is_db ? ws_dbias : ws_dw;
+        const int64_t n = is_db ? 2 * F : tokens, nq = is_db ? nslabs : ntiles;
+        const int64_t i = (is_db ? b : b - nb_db) * 32 + lane;
+        float s = 0.0f;
+        if (i < n) {
+#pragma unroll 4
+            for (int64_t q = g; q < nq; q += RED_GROUPS) s += ws[q * n + i];
         }
-        if (dweights && i < tokens) {
-            float s = 0.0f;
-            for (int64_t q = 0; q < ntiles; ++q) s += ws_dw[q * tokens + i];
-            store_weight(dweights, w_dtype, i, s);
+        part[g][lane] = s;
+        __syncthreads();
+        if (g == 0 && i < n) {
+            float r = 0.0f;
+#pragma unroll
+            for (int k = 0; k < RED_GROUPS; ++k) r += part[k][lane];
+            if (is_db) {
+                /* partials are in [gate F | up F] order; the bias has the operands' layout */
+                const int64_t o = !IL ? i : i < F ? 2 * i : 2 * (i - F) + 1;
+                from_f32(&((T *)dbias)[o], r);
+            } else {
+                store_weight(dweights, w_dtype, i, r);
+            }
         }
+        __syncthreads(); /* part is reused by the next block step */
     }
 }
 
@@ -1138,8 +1170,8 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     const float *wsb = a.ws_dbias, *wsw = a.ws_dw;
     int64_t nslabs = ntr, ntiles = ntc, T_ = tokens, F_ = ffn_hidden_size;
     int wdt = (int)weights_dtype;
-    const int64_t n = 2 * F_ > T_ ? 2 * F_ : T_;
-    const dim3 rgrid(grid_size((uint64_t)(n + GLU_THREADS - 1) / GLU_THREADS)), rblock(GLU_THREADS);
+    const uint64_t rblocks = (dbias ? (uint64_t)(2 * F_ + 31) / 32 : 0) + (dweights ? (uint64_t)(T_ + 31) / 32 : 0);
+    const dim3 rgrid(grid_size(rblocks)), rblock(GLU_THREADS);
     void *rargs[] = {&wsb, &nslabs, &dbias, &wsw, &ntiles, &dweights, &wdt, &T_, &F_};
     return launch_status(fn, cudaLaunchKernel((const void *)reduce_kernels[d][il], rgrid, rblock, rargs, 0, cs));
 }
