@@ -645,7 +645,6 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
             db[32 * k] = __fadd_rn(db[32 * k], q.dbg);
             db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
         }
-
         if (FL & FL_DW) part = __fadd_rn(part, q.dw);
     }
     store_raw<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox, FULL);
