@@ -17,6 +17,9 @@
  *                d_up   = dy * silu(gate)
  *
  * All arithmetic is in fp32; values are rounded to the tensor's element type only when stored.
+ * sigmoid(x) = 1 / (1 + 2^(-log2(e) x)); the CUDA backend takes 2^x and 1/x from the GPU's
+ * special-function unit (approximations within a few fp32 ulp), the CPU backend from exp2f and a
+ * division, in the same order of operations.
  *
  * Strides and sizes are counted in elements (not bytes) and are 64-bit. A "row stride" is the
  * distance between the first elements of consecutive rows; within a row, input and output elements

@@ -24,7 +24,38 @@ static __device__ __forceinline__ void from_f32(__nv_bfloat16 *dst, float x) {
     *dst = __float2bfloat16_rn(x);
 }
 
-static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
+/* 2^x and 1 / x from the special-function unit, subnormals flushed to zero: in sigmoid(q) =
+ * 1 / (1 + 2^(-q log2 e)) a subnormal 2^... vanishes against 1 anyway, 1 + 2^... >= 1 is never
+ * subnormal, and its reciprocal, subnormal where it exceeds 2^126, was 0 there with __fdividef too;
+ * so the flush changes no result and saves the non-flushing forms' range checks (__expf, __fdividef). */
+#ifndef FASTGLU_HOST_EMULATION
+static __device__ __forceinline__ float ex2_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ float rcp_ftz(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+/* 1 / x from the special-function unit with subnormal results kept (max. error 1 ulp). */
+static __device__ __forceinline__ float rcp_approx(float x) {
+    float r;
+    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+#endif /* (tests/emu/shim defines these on the host) */
+
+#define LOG2E 1.44269504f
+
+/* SiLU's sigmoid in the SwiGLU kernels (swiglu_cuda.cu): sigmoid(g) = 1 / (1 + 2^(-log2(e) g)),
+ * the family's SiLU (glu_cuda.cu: k = 1, kl = -LOG2E) operation for operation, except that the
+ * reciprocal keeps a subnormal result, as torch's fp32 sigmoid does: for g < -87.3 silu(g) is then
+ * a tiny nonzero, and silu(g) * inf = -inf as in torch, where the family's flushed 0 gives NaN. */
+static __device__ __forceinline__ float silu_sigmoid(float g) {
+    return rcp_approx(__fadd_rn(1.0f, ex2_ftz(__fmul_rn(-LOG2E, g))));
+}
 
 /* Division by a fixed d as multiply-high and shift (Granlund & Montgomery), exact for n < 2^32. */
 typedef struct fastdiv {

@@ -196,26 +196,10 @@ typedef struct glu_math {
  * them out. */
 enum math_mode { MM_ANY = 0, MM_K = 1, MM_KCLAMP = 2, MM_GELU = 3 };
 #define GELU_K (2.0f * 0.79788456f)
-#define LOG2E 1.44269504f
 #define GELU_KL (-GELU_K * LOG2E)
 #define MM_GELU_FORM(MM) ((MM) == MM_ANY ? m.gelu : (MM) == MM_GELU)
 #define MM_CLAMPS(MM) ((MM) == MM_ANY ? m.clamp : (MM) == MM_KCLAMP)
 #define MM_OFFSET(MM) ((MM) == MM_ANY || (MM) == MM_KCLAMP)
-
-/* 2^x and 1 / x from the special-function unit, subnormals flushed to zero: in sigmoid(q) =
- * 1 / (1 + 2^(-q log2 e)) a subnormal 2^... vanishes against 1 anyway, 1 + 2^... >= 1 is never
- * subnormal, and its reciprocal, subnormal where it exceeds 2^126, was 0 there with __fdividef too;
- * so the flush changes no result and saves the non-flushing forms' range checks (__expf, __fdividef). */
-static __device__ __forceinline__ float ex2_ftz(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-static __device__ __forceinline__ float rcp_ftz(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
 
 /* act(z) = z s and act'(z) = s + z s (1 - s) q'(z), with s = sigmoid(q(z)): q = k z for SiLU and
  * quick-GELU; for GELU_TANH, 0.5 (1 + tanh x) = sigmoid(2 x) gives q = 2 * 0.79788456 z (1 +

@@ -2,8 +2,8 @@
  * swiglu_cpu.c — SwiGLU forward and backward on host memory (the CPU backend).
  *
  * Math and layout: see include/fastglu.h. Plain loops over rows and columns; each element is
- * widened to float, computed in fp32, and rounded to the storage type (round-to-nearest-even)
- * when stored, exactly as the CUDA backend does.
+ * widened to float, computed in fp32 in the CUDA kernels' order of operations, and rounded to the
+ * storage type (round-to-nearest-even) when stored, as the CUDA backend does.
  */
 #include <math.h>
 
@@ -15,7 +15,11 @@ static inline float f32_store(float x) { return x; }
 
 /* ---- the math, in fp32 -------------------------------------------------------------------- */
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* The CUDA kernels' operations (swiglu_cuda.cu, cuda_common.cuh: silu_sigmoid), each rounded to
+ * fp32 (the library's C is compiled with -ffp-contract=off): sigmoid(g) = 1 / (1 + 2^(-log2(e) g)).
+ * The GPU's 2^x and 1 / x are within a few ulp of exp2f and the division; tests/emu compares the
+ * kernels, compiled for the host with these functions, with this backend bit for bit. */
+static inline float sigmoidf(float g) { return 1.0f / (1.0f + exp2f(-1.44269504f * g)); }
 
 /*
  * The loops, written once per storage type through a macro: T is the storage type, LOAD/STORE
@@ -30,7 +34,7 @@ static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
             T *y = out + t * out_rs;                                                               \
             for (int64_t j = 0; j < F; ++j) {                                                      \
                 float g = LOAD(gate[j]);                                                           \
-                y[j] = STORE(g * sigmoidf(g) * LOAD(up[j]));                                       \
+                y[j] = STORE((g * sigmoidf(g)) * LOAD(up[j]));                                     \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -45,9 +49,9 @@ static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
             T *dup = dgate + F;                                                                    \
             for (int64_t j = 0; j < F; ++j) {                                                      \
                 float g = LOAD(gate[j]), u = LOAD(up[j]), dj = LOAD(d[j * dy_cs]);                 \
-                float s = sigmoidf(g);                                                             \
-                dgate[j] = STORE(dj * s * (1.0f + g * (1.0f - s)) * u);                            \
-                dup[j] = STORE(dj * g * s);                                                        \
+                float s = sigmoidf(g), a = g * s;                                                  \
+                dgate[j] = STORE((dj * u) * (a * (1.0f - s) + s));                                 \
+                dup[j] = STORE(dj * a);                                                            \
             }                                                                                      \
         }                                                                                          \
     }

@@ -17,7 +17,14 @@
  * stride, and for the up half the F elements that precede it (an F that is not a multiple of 8
  * leaves the up half only 8-, 4- or 2-byte aligned while the gate stays 16-byte aligned). The
  * access width is uniform over the launch, so the branch that picks it costs no divergence. The
- * last chunk of a row, when F is not a multiple of V, is done element by element.
+ * last chunk of a row, when F is not a multiple of V, is loaded and stored element by element, its
+ * loads all issued before the first use (one memory latency, as for a full chunk), and computed
+ * like the others.
+ *
+ * The math is the family's SiLU (glu_cuda.cu) operation for operation: the sigmoid from the
+ * special-function unit's 2^x and 1 / x (cuda_common.cuh), explicit roundings, so both paths give
+ * the same bits (gates below -87.3 aside). (Version 2's IEEE division cost the forward up to 5 % at
+ * large F on one H200: bench/PERF_NOTES.md, v3.)
  *
  * dy is read in one of three ways, chosen per launch: like the input (column stride 1), one scalar
  * (both strides 0: the expanded scalar of y.sum().backward()), or element by element with its own
@@ -155,6 +162,43 @@ template <typename T> static __device__ __forceinline__ float chunk_get(const ch
     return to_f32(v[i]);
 }
 
+/* One element, in the family's operations (glu_cuda.cu's glu_forward / glu_backward for SiLU
+ * without bias, weights or clamp), so that both give the same bits (for gates above -87.3:
+ * cuda_common.cuh): y = (g s) u; d_gate = (dy u) act'(g) with act'(g) = (g s)(1 - s) + s,
+ * d_up = dy (g s). */
+static __device__ __forceinline__ float swiglu_elem_fwd(float g, float u) {
+    return __fmul_rn(__fmul_rn(g, silu_sigmoid(g)), u);
+}
+static __device__ __forceinline__ void swiglu_elem_bwd(float g, float u, float d, float *dg,
+                                                       float *du) {
+    const float s = silu_sigmoid(g), a = __fmul_rn(g, s);
+    const float da = __fadd_rn(__fmul_rn(a, __fsub_rn(1.0f, s)), s);
+    *dg = __fmul_rn(__fmul_rn(d, u), da);
+    *du = __fmul_rn(d, a);
+}
+
+/* The first n < V elements of a chunk, element by element, every load issued before any use (the
+ * row's last, partial chunk); the rest of the chunk is zero. */
+template <typename T>
+static __device__ __forceinline__ chunk16 load_part(const T *p, int n) {
+    T v[ELEMS(T)];
+    memset(v, 0, sizeof v);
+#pragma unroll
+    for (int k = 0; k < ELEMS(T) - 1; ++k)
+        if (k < n) v[k] = p[k];
+    chunk16 c;
+    memcpy(&c, v, 16);
+    return c;
+}
+template <typename T>
+static __device__ __forceinline__ void store_part(T *p, const chunk16 &c, int n) {
+    T v[ELEMS(T)];
+    memcpy(v, &c, 16);
+#pragma unroll
+    for (int k = 0; k < ELEMS(T) - 1; ++k)
+        if (k < n) p[k] = v[k];
+}
+
 /* ---- row/chunk from a flat chunk index -------------------------------------------------------- */
 
 /* Access widths (bytes) of the tensors of one launch. */
@@ -180,22 +224,17 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
         const int64_t col = (int64_t)(i - t * nvec.d) * V;
         const T *gate = input + (int64_t)t * in_rs + col;
         T *y = out + (int64_t)t * out_rs + col;
-        if (col + V <= F) {
-            chunk16 g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up), r;
-            T yv[V];
+        const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
+        chunk16 g, u, r;
+        if (n == V) g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
+        else g = load_part(gate, n), u = load_part(gate + F, n);
+        T yv[V];
 #pragma unroll
-            for (int k = 0; k < V; ++k) {
-                float gf = chunk_get<T>(g, k);
-                from_f32(&yv[k], gf * sigmoid_f32(gf) * chunk_get<T>(u, k));
-            }
-            memcpy(&r, yv, 16);
-            store16<SP>(y, r, w.out);
-        } else { /* the row's last, partial chunk */
-            for (int64_t k = 0; k < F - col; ++k) {
-                float gf = to_f32(gate[k]);
-                from_f32(&y[k], gf * sigmoid_f32(gf) * to_f32(gate[F + k]));
-            }
-        }
+        for (int k = 0; k < V; ++k)
+            from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
+        memcpy(&r, yv, 16);
+        if (n == V) store16<SP>(y, r, w.out);
+        else store_part(y, r, n);
     }
 }
 
@@ -215,33 +254,35 @@ __global__ void __launch_bounds__(MAX_THREADS)
         const T *gate = input + (int64_t)t * in_rs + col;
         const T *d = dy + (int64_t)t * dy_rs + col * dy_cs;
         T *dgate = dinput + (int64_t)t * din_rs + col;
-        if (col + V <= F) {
-            chunk16 g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up), dc;
+        const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
+        chunk16 g, u, dc;
+        if (n == V) {
+            g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
             if (DY == DY_CHUNK) dc = load16<LP>(d, w.dy);
-            T dgv[V], duv[V];
+        } else {
+            g = load_part(gate, n), u = load_part(gate + F, n);
+            if (DY == DY_CHUNK) dc = load_part(d, n);
+        }
+        T dgv[V], duv[V];
 #pragma unroll
-            for (int k = 0; k < V; ++k) {
-                float gf = chunk_get<T>(g, k), uf = chunk_get<T>(u, k);
-                float dk = DY == DY_CHUNK ? chunk_get<T>(dc, k)
-                         : DY == DY_SCALAR ? dy_scalar
-                                           : to_f32(d[k * dy_cs]);
-                float s = sigmoid_f32(gf);
-                from_f32(&dgv[k], dk * s * (1.0f + gf * (1.0f - s)) * uf);
-                from_f32(&duv[k], dk * gf * s);
-            }
-            chunk16 a, b;
-            memcpy(&a, dgv, 16);
-            memcpy(&b, duv, 16);
+        for (int k = 0; k < V; ++k) {
+            float dk = DY == DY_CHUNK ? chunk_get<T>(dc, k)
+                     : DY == DY_SCALAR ? dy_scalar
+                                       : (k < n ? to_f32(d[k * dy_cs]) : 0.0f);
+            float a, b;
+            swiglu_elem_bwd(chunk_get<T>(g, k), chunk_get<T>(u, k), dk, &a, &b);
+            from_f32(&dgv[k], a);
+            from_f32(&duv[k], b);
+        }
+        chunk16 a, b;
+        memcpy(&a, dgv, 16);
+        memcpy(&b, duv, 16);
+        if (n == V) {
             store16<SP>(dgate, a, w.out);
             store16<SP>(dgate + F, b, w.out_up);
-        } else { /* the row's last, partial chunk */
-            for (int64_t k = 0; k < F - col; ++k) {
-                float gf = to_f32(gate[k]), uf = to_f32(gate[F + k]);
-                float dk = DY == DY_SCALAR ? dy_scalar : to_f32(d[k * dy_cs]);
-                float s = sigmoid_f32(gf);
-                from_f32(&dgate[k], dk * s * (1.0f + gf * (1.0f - s)) * uf);
-                from_f32(&dgate[F + k], dk * gf * s);
-            }
+        } else {
+            store_part(dgate, a, n);
+            store_part(dgate + F, b, n);
         }
     }
 }

@@ -340,6 +340,23 @@ def test_bitwise_deterministic(device, dtype):
         assert torch.equal(ops.swiglu_bwd(dy, x), dx0)
 
 
+@cuda_only
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("ffn", [3, 1408, 3420])
+def test_cuda_same_bits_as_the_family_silu(dtype, ffn):
+    """On the GPU, the SwiGLU kernels compute SiLU with the family's operations (src/cuda_common.cuh):
+    fastglu.swiglu and fastglu.glu (SiLU, no bias) give the same bits, output and gradient, for gates
+    above -87 (below it the family flushes the sigmoid's subnormal reciprocal to 0; SwiGLU keeps it)."""
+    x = (torch.rand(257, 2 * ffn, device="cuda") * 32 - 16).to(dtype)
+    dy = randn(257, ffn, dtype=dtype, device="cuda")
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = fastglu.swiglu(xa), fastglu.glu(xb)
+    assert torch.equal(ya, yb)
+    ya.backward(dy)
+    yb.backward(dy)
+    assert torch.equal(xa.grad, xb.grad)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_nan_and_inf_propagate_like_the_torch_formulas(device, dtype):
