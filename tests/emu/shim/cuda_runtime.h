@@ -28,15 +28,14 @@ template <typename W> static inline W __ldcs(const W *p) { emu_ldcs++; return em
 template <typename W> static inline W emu_ld_plain(const W *p) { emu_ldplain++; return emu_load(p); }
 template <typename W> static inline void __stcs(W *p, W v) { emu_stcs++; emu_chk(p); memcpy(p, &v, sizeof v); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
-/* fp32 arithmetic with explicit rounding, and the special-function unit's 2^x and 1 / x (the _ftz
- * forms flushing subnormals) as the CPU backend computes them (src/swiglu_cpu.c), so that the two compare bit
- * for bit; the GPU's approximations differ from these by a few ulp. */
+/* fp32 arithmetic with explicit rounding, and the special-function unit's 2^x (flushing subnormals)
+ * and 1 / x as the SwiGLU kernels use them and the CPU backend computes them (src/swiglu_cpu.c),
+ * so that the two compare bit for bit; the GPU's approximations differ from these by a few ulp. */
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float emu_ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
 static inline float ex2_ftz(float x) { return emu_ftz(exp2f(emu_ftz(x))); }
-static inline float rcp_ftz(float x) { return emu_ftz(1.0f / emu_ftz(x)); }
 static inline float rcp_approx(float x) { return 1.0f / x; }
 typedef struct emu_stream *cudaStream_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
