@@ -36,6 +36,7 @@ from fastglu.bench.swiglu import load_provider  # noqa: E402
 
 import fastglu  # noqa: E402
 from fastglu import _C, ops  # noqa: E402
+from fastglu.functional import _SwiGLU  # noqa: E402
 
 
 class FC1Stub(torch.autograd.Function):
@@ -116,15 +117,18 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     y = torch.empty(T, F, device=device, dtype=torch.bfloat16)
     stream = torch.cuda.current_stream().cuda_stream if on_cuda else 0
     code = ops._DTYPE_CODES[xd.dtype]
+    fc1_c_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, FC1Stub)
     xp, yp = xd.data_ptr(), y.data_ptr()
     parts = {
         "an identity autograd.Function (the floor of any Python Function)": lambda: FC1Stub.apply(x),
+        "the same, applied as fastglu applies its Function (no Python apply layer)": lambda: fc1_c_apply(x),
         "C call with ready integers (_C.swiglu_fwd)": lambda: _C.swiglu_fwd(int(on_cuda), code, xp, 2 * F, yp, F, T, F,
                                                                             stream),
         "torch.empty of the output": lambda: torch.empty((T, F), device=device, dtype=torch.bfloat16),
         "ops.swiglu_fwd (checks + empty + launch)": lambda: ops.swiglu_fwd(xd),
         "fastglu.swiglu (autograd Function)": lambda: fastglu.swiglu(x),
-        "fastglu.swiglu, no grad (autograd Function)": lambda: fastglu.swiglu(xd),
+        "fastglu.swiglu's Function through Function.apply (before the lean apply)": lambda: _SwiGLU.apply(x),
+        "fastglu.swiglu, input not requiring grad (the kernel call alone)": lambda: fastglu.swiglu(xd),
         "torch.ops.fastglu.swiglu_fwd (torch.library op + its autograd)": lambda: torch.ops.fastglu.swiglu_fwd(x),
         "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: torch.ops.fastglu.swiglu_fwd(xd),
         "torch eager silu(gate) * up": lambda: torch.nn.functional.silu(xd[:, :F]) * xd[:, F:],

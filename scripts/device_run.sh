@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab ncu llama sanitize;
+#                                                    also: variants cbench ab ncu ncufwd llama sanitize;
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -72,7 +72,7 @@ if want ctest; then
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 
-if want pytest || want variants || want host || want bench || want llama; then
+if want pytest || want variants || want host || want bench || want llama || want ncufwd; then
   step "Python package (pip install --no-build-isolation)"
   python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
@@ -153,6 +153,32 @@ if want ncu; then
       echo "   exit status $?"; grep -E "^  void|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Dynamic Shared" "$OUT/extra/ncu-$tag.txt" | head -16
     done
   done
+fi
+if want ncufwd; then
+  # Every provider's forward kernel under Nsight Compute at $NCU_FFN: first with clean caches (ncu's
+  # default) and the full sections, then with the L2 dirtied by a 256 MiB zero_ before each forward,
+  # as in the benchmark (--cache-control none, duration and DRAM bytes only). The Triton kernels'
+  # sources and PTX (fresh Inductor and Triton caches) come back in extra/codegen/.
+  step "Nsight Compute over every provider's forward (bench/tune/ncu_forward.py)"
+  export TORCHINDUCTOR_CACHE_DIR=/tmp/ncu-inductor TRITON_CACHE_DIR=/tmp/ncu-triton
+  rm -rf "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR"
+  timeout "${NCU_TIMEOUT:-200}" ncu --profile-from-start off --clock-control none --section LaunchStats --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section SchedulerStats \
+    python3 bench/tune/ncu_forward.py ${NCU_FFN:-2048 3420 5632 8192} > "$OUT/extra/ncu-forward.txt" 2>&1
+  echo "   exit status $?"
+  timeout "${NCU_TIMEOUT:-200}" ncu --profile-from-start off --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    python3 bench/tune/ncu_forward.py ${NCU_FFN:-2048 3420 5632 8192} --dirty-mib 256 \
+    > "$OUT/extra/ncu-forward-dirty.txt" 2>&1
+  echo "   exit status $?"
+  grep -E "^  [a-z_]|Duration|gpu__time_duration|DRAM Throughput|Registers Per|Block Size|Grid Size|profiled" \
+    "$OUT/extra/ncu-forward.txt" | cut -c1-150 | head -120
+  grep -E "^  [a-z_]|gpu__time|dram__bytes" "$OUT/extra/ncu-forward-dirty.txt" | cut -c1-150 | head -120
+  mkdir -p "$OUT/extra/codegen"
+  find "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" -type f \( -name "*.py" -o -name "*.ptx" -o -name "*.ttgir" -o -name "*.json" \) \
+    | while read -r f; do cp "$f" "$OUT/extra/codegen/$(echo "${f#/tmp/}" | tr / _)"; done
+  echo "   codegen files: $(ls "$OUT/extra/codegen" | wc -l)"
+  unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR
 fi
 if want llama; then
   step "examples/llama on the GPU (bf16)"

@@ -21,6 +21,12 @@
  * loads all issued before the first use (one memory latency, as for a full chunk), and computed
  * like the others.
  *
+ * The forward has two specialisations of that row kernel, picked per launch: where every access is
+ * 16 bytes and the grid has a thread per chunk, a straight-line body on 32-bit chunk indices
+ * (swiglu_fwd_aligned_kernel); where F is not a multiple of V and the output's rows are contiguous,
+ * chunks of the flat output, so that every store is 16 bytes (swiglu_fwd_flat_kernel).
+ * bench/PERF_NOTES.md (v4) has what each is measured to gain.
+ *
  * The math is the family's SiLU (glu_cuda.cu) operation for operation: the sigmoid from the
  * special-function unit's 2^x and 1 / x (cuda_common.cuh), explicit roundings, so both paths give
  * the same bits (gates below -87.3 aside). (Version 2's IEEE division cost the forward up to 5 % at
@@ -238,6 +244,85 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     }
 }
 
+/* The forward when every access is 16 bytes (F a multiple of V, the input's both halves and the
+ * output 16-byte aligned row by row) and the grid has a thread per chunk (fewer than 2^31 chunks):
+ * the row kernel's body without its width branches and grid-stride loop, on 32-bit chunk indices,
+ * so that both loads issue back to back after ~30 instructions, as in Inductor's kernel. Measured
+ * beside the row kernel (bench/PERF_NOTES.md, v4): forward at F = 2048 -3 %, elsewhere within the
+ * benchmark's noise. */
+template <typename T, int LP, int SP>
+__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
+    swiglu_fwd_aligned_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
+                              int64_t out_rs, unsigned F, unsigned chunks, unsigned nvec,
+                              unsigned magic, unsigned shift) {
+    enum { V = ELEMS(T) };
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= chunks) return;
+    const unsigned t = (unsigned)(((uint64_t)__umulhi(i, magic) + i) >> shift); /* i / nvec */
+    const unsigned col = (i - t * nvec) * V;
+    const T *gate = input + (int64_t)t * in_rs + col;
+    chunk16 g, u, r;
+    g.w = ld<LP>((const uint4 *)gate);
+    u.w = ld<LP>((const uint4 *)(gate + F));
+    T yv[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+        from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
+    memcpy(&r, yv, 16);
+    st<SP>((uint4 *)(out + (int64_t)t * out_rs + col), r.w);
+}
+
+/* The forward over a contiguous output when F is not a multiple of V (F > V, more than one row):
+ * chunk i is the V consecutive elements of the flat [tokens * F] output starting at i * V, so that
+ * every store but the output's last is 16 bytes and every warp writes whole sectors (the row
+ * kernel's chunks there end at each row's partial chunk, stored element by element, and the rows
+ * start only 8-, 4- or 2-byte aligned). A chunk lies in one row, or, near a row's end, in two: its
+ * first n_here elements end row t, the rest start row t + 1 (F > V: never a third row). The reads
+ * of a chunk within one row use the widths `w.in` / `w.up`, which the launcher bounds by the
+ * alignment of the chunk's column (a multiple of gcd(F, V)); a chunk across two rows is read
+ * element by element, every load issued before any use. */
+template <typename T, int LP, int SP>
+__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
+    swiglu_fwd_flat_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
+                           int64_t F, uint64_t total, uint64_t chunks, fastdiv rows, widths w) {
+    enum { V = ELEMS(T) };
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
+        const uint64_t e = i * V;
+        const uint64_t t = fastdiv_div(rows, e);
+        const int64_t col = (int64_t)(e - t * (uint64_t)F);
+        const T *gate = input + (int64_t)t * in_rs + col;
+        const int n = (int)(total - e < (uint64_t)V ? total - e : (uint64_t)V); /* < V: the last */
+        const int64_t n_here = F - col; /* elements of this chunk in row t, if fewer than n */
+        chunk16 g, u, r;
+        if (n_here >= n && n == V) {
+            g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
+        } else {
+            T gv[V], uv[V];
+            memset(gv, 0, sizeof gv);
+            memset(uv, 0, sizeof uv);
+            const T *next = gate + (in_rs - F); /* element k >= n_here: next[k] is row t + 1's */
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                if (k < n) {
+                    const T *p = k < n_here ? gate + k : next + k;
+                    gv[k] = p[0], uv[k] = p[F];
+                }
+            }
+            memcpy(&g, gv, 16);
+            memcpy(&u, uv, 16);
+        }
+        T yv[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+            from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
+        memcpy(&r, yv, 16);
+        T *y = out + e;
+        if (n == V) store16<SP>(y, r, w.out);
+        else store_part(y, r, n);
+    }
+}
+
 template <typename T, int DY, int LP, int SP>
 __global__ void __launch_bounds__(MAX_THREADS)
     swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *input,
@@ -317,13 +402,39 @@ template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
 static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input,
                               int64_t in_rs, void *out, int64_t out_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
+    const int64_t V = ELEMS(T);
     widths w;
-    w.in = access_width(input, in_rs, tokens, es);
-    w.up = access_width((const T *)input + F, in_rs, tokens, es);
-    w.out = access_width(out, out_rs, tokens, es);
     w.out_up = w.dy = 0;
     const T *x = (const T *)input;
     T *y = (T *)out;
+    if (F % V != 0 && F > V && tokens > 1 && out_rs == F) { /* the flat kernel (see there) */
+        /* a chunk's column is a multiple of gcd(F, V) elements: a power of two, as V is */
+        int64_t g = 1;
+        while (g < V && F % (2 * g) == 0) g *= 2;
+        const int cap = (int)(g * (int64_t)es);
+        w.in = access_width_cap(input, in_rs, tokens, es, cap);
+        w.up = access_width_cap(x + F, in_rs, tokens, es, cap);
+        w.out = access_width_cap(out, 0, 1, es, 16);
+        uint64_t total = (uint64_t)tokens * (uint64_t)F, chunks = (total + V - 1) / V;
+        fastdiv rows = make_fastdiv((uint64_t)F, total + V);
+        const uint64_t blocks = (chunks + p->threads - 1) / p->threads;
+        const unsigned nb =
+            (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
+        void *args[] = {&x, &in_rs, &y, &F, &total, &chunks, &rows, &w};
+        return cudaLaunchKernel((const void *)swiglu_fwd_flat_kernel<T, LP, SP>, dim3(nb),
+                                dim3(p->threads), args, 0, stream);
+    }
+    w.in = access_width(input, in_rs, tokens, es);
+    w.up = access_width(x + F, in_rs, tokens, es);
+    w.out = access_width(out, out_rs, tokens, es);
+    if (F % V == 0 && w.in == 16 && w.up == 16 && w.out == 16 && p->nvec.small &&
+        p->chunks < 0x80000000ull && (uint64_t)p->blocks * p->threads >= p->chunks) {
+        unsigned f32 = (unsigned)F, chunks32 = (unsigned)p->chunks, nvec32 = (unsigned)p->nvec.d;
+        unsigned magic = p->nvec.magic, shift = p->nvec.shift;
+        void *args[] = {&x, &in_rs, &y, &out_rs, &f32, &chunks32, &nvec32, &magic, &shift};
+        return cudaLaunchKernel((const void *)swiglu_fwd_aligned_kernel<T, LP, SP>,
+                                dim3(p->blocks), dim3(p->threads), args, 0, stream);
+    }
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
     void *args[] = {&x, &in_rs, &y, &out_rs, &F, &chunks, &nvec, &w};

@@ -8,6 +8,10 @@ are the dynamic-shape kernel.)
 
     ncu --profile-from-start off --section LaunchStats --section SpeedOfLight \\
         python bench/tune/ncu_forward.py 1024 8192
+
+With ``--dirty-mib N`` each provider's forward follows a zero_() of an N MiB buffer inside the
+profiled range, as in triton's do_bench (256 MiB there), so that ``ncu --cache-control none`` times
+the kernel with the L2 full of dirty lines, as the benchmark does (the zero_ kernel is listed too).
 """
 import argparse
 
@@ -18,7 +22,9 @@ from fastglu.bench.swiglu import PROVIDERS, load_provider
 p = argparse.ArgumentParser()
 p.add_argument("ffn", type=int, nargs="+")
 p.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=PROVIDERS)
+p.add_argument("--dirty-mib", type=int, default=0, help="zero_() this many MiB before each forward")
 args = p.parse_args()
+cache = torch.empty(args.dirty_mib << 18, dtype=torch.int32, device="cuda") if args.dirty_mib else None
 fns = {}
 for name in args.providers:
     try:
@@ -35,6 +41,8 @@ for F in args.ffn:
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
     for name, fn in fns.items():
+        if cache is not None:
+            cache.zero_()
         torch.cuda.nvtx.range_push(f"{name} F={F}")
         fn(x)
         torch.cuda.nvtx.range_pop()

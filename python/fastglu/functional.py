@@ -14,6 +14,15 @@ from . import library, ops
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
 _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+_grad_enabled = torch.is_grad_enabled
+_forward_ad = torch.autograd.forward_ad
+# What torch.autograd.Function.apply does for a plain tensor, without its Python layer (signature
+# binding for setup_context, a generator over the arguments): with no functorch transform active it
+# unwraps a dead functorch wrapper and calls the C++ apply (bench/host_memory.py times both);
+# _lean_apply falls back to Function.apply on a torch without these helpers.
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_c_apply = getattr(torch._C, "_FunctionBase", object).__dict__.get("apply")
 
 
 def _no_double_backward():
@@ -37,6 +46,20 @@ class _SwiGLU(torch.autograd.Function):
     def backward(ctx, dy):
         _no_double_backward()
         return ops.swiglu_bwd(dy, ctx.saved_tensors[0], fn="swiglu.backward")
+
+
+if _functorch_active is not None and _unwrap_if_dead is not None and _c_apply is not None:
+    _swiglu_c_apply = _c_apply.__get__(None, _SwiGLU)
+
+    def _lean_apply(x):
+        if _functorch_active():  # vmap / grad / jvp: Function.apply's own path (and its errors)
+            return _SwiGLU.apply(x)
+        x = _unwrap_if_dead(x)
+        if (not x.requires_grad or not _grad_enabled()) and _forward_ad._current_level < 0:
+            return ops.swiglu_fwd(x, fn="swiglu")  # no gradient to record: the kernel call alone
+        return _swiglu_c_apply(x)
+else:  # pragma: no cover - a torch without these private helpers
+    _lean_apply = _SwiGLU.apply
 
 
 class SwiGLUFunction(torch.autograd.Function):
@@ -104,15 +127,16 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
 
     torch.compile / torch.export: traced as the registered op ``torch.ops.fastglu.swiglu_fwd``
     (``library.py``), with no graph break; ``in_place`` is ignored there. A plain tensor in eager
-    mode takes the lean autograd.Function (``_SwiGLU``): the two checks in front of it cost about
-    0.1 us. A DTensor input must be sharded ``Shard(-1)`` in Megatron's tensor-parallel layout (each
+    mode takes the lean autograd.Function (``_SwiGLU``, applied without Function.apply's Python
+    layer), or, where no gradient can be recorded (grad mode off or an input that does not require
+    grad, and no forward-mode AD level open), the kernel call alone. A DTensor input must be sharded ``Shard(-1)`` in Megatron's tensor-parallel layout (each
     rank's local [..., 2F/tp] holds its own gate and up slices); the result is a DTensor
     ``Shard(-1)`` of global shape [..., F]; other placements raise ValueError (``library.py``).
     """
     if type(x) is _Tensor and not _is_compiling():
         if in_place:
             return SwiGLUFunction.apply(x, False, False, True)
-        return _SwiGLU.apply(x)
+        return _lean_apply(x)
     return library.swiglu(x, in_place)
 
 

@@ -40,6 +40,8 @@ static const char *tn(__half *) { return "f16"; }
 static const char *tn(__nv_bfloat16 *) { return "bf16"; }
 template <typename T, int LP, int SP> static void reg_fwd() {
     reg(swiglu_fwd_kernel<T, LP, SP>, std::string("fwd<") + tn((T *)0) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
+    reg(swiglu_fwd_aligned_kernel<T, LP, SP>, std::string("fwdaligned<") + tn((T *)0) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
+    reg(swiglu_fwd_flat_kernel<T, LP, SP>, std::string("fwdflat<") + tn((T *)0) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
 }
 template <typename T, int DY, int LP, int SP> static void reg_bwd() {
     reg(swiglu_bwd_kernel<T, DY, LP, SP>, std::string("bwd<") + tn((T *)0) + ",DY" + std::to_string(DY) + ",LP" + std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
@@ -68,8 +70,13 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
         return cudaErrorInvalidValue;
     }
     e->hits++; emu_launches++;
-    { /* grid-stride accounting: chunks is argument 5 of the forward, 8 of the backward */
-        uint64_t chunks = *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
+    { /* grid-stride accounting: chunks is argument 5 of the forwards, 8 of the backward */
+        uint64_t chunks = e->name.compare(0, 10, "fwdaligned") == 0 ? *(unsigned *)args[5] /* 32-bit there */
+                          : *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
+        if (e->name.compare(0, 10, "fwdaligned") == 0 && (uint64_t)grid.x * block.x < chunks) {
+            emu_bad_launch++; /* the aligned kernel has no grid-stride loop: a thread per chunk */
+            fprintf(stderr, "EMU: %s launched with fewer threads than chunks\n", e->name.c_str());
+        }
         if ((uint64_t)grid.x * block.x < chunks) emu_multi_iter++;
     }
     gridDim = grid; blockDim = block;

@@ -418,3 +418,61 @@ def test_overlap_with_an_input_that_had_to_be_copied_is_still_refused():
         ops.swiglu_bwd(dy, xo, out=o)
     with pytest.raises(ValueError, match="overlaps input"):
         ops.swiglu_bwd(torch.randn(3, 4, 2), base.transpose(0, 1), out=base.view(-1)[:48].view(3, 4, 4))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("context", ["no_grad", "inference_mode", "input_without_grad"])
+def test_paths_that_record_no_gradient_give_the_same_bits(context, device):
+    # swiglu skips its autograd.Function where nothing can be recorded; the result must be the one the
+    # Function gives, and carry no graph.
+    x = randn(257, 2 * 3420, dtype=torch.bfloat16, device=device).requires_grad_()
+    with_graph = fastglu.swiglu(x)
+    assert with_graph.grad_fn is not None
+    if context == "no_grad":
+        with torch.no_grad():
+            y = fastglu.swiglu(x)
+    elif context == "inference_mode":
+        with torch.inference_mode():
+            y = fastglu.swiglu(x)
+    else:
+        y = fastglu.swiglu(x.detach())
+    assert y.grad_fn is None and not y.requires_grad
+    assert torch.equal(y, with_graph.detach())
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_forward_mode_ad_is_refused_not_dropped(requires_grad):
+    # A dual input must not take the kernel-only path (its tangent would be silently lost): the
+    # Function, which defines no jvp, refuses it.
+    import torch.autograd.forward_ad as fwAD
+    x = torch.randn(4, 6).requires_grad_(requires_grad)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.randn(4, 6))
+        with pytest.raises(NotImplementedError, match="jvp"):
+            fastglu.swiglu(dual)
+
+
+def test_functorch_transforms_are_refused():
+    with pytest.raises(RuntimeError, match="functorch transforms"):
+        torch.func.vmap(fastglu.swiglu)(torch.randn(3, 4, 6))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("F", [5, 9, 10, 12, 13, 1001, 4100])
+@pytest.mark.parametrize("rows", [2, 3, 257])
+@pytest.mark.parametrize("layout", ["contiguous", "column-slice", "offset-view"])
+def test_forward_chunks_across_rows(layout, rows, F, dtype, device):
+    # F not a multiple of the 16-byte chunk's elements: on CUDA a contiguous output is written in
+    # chunks of the flat output that cross row ends (the flat forward kernel); the input's rows may
+    # be padded (column slice) or start off 16-byte alignment (offset view).
+    if layout == "contiguous":
+        x = randn(rows, 2 * F, dtype=dtype, device=device)
+    elif layout == "column-slice":
+        x = randn(rows, 2 * F + 3, dtype=dtype, device=device)[:, 1:2 * F + 1]
+    else:
+        x = randn(rows * 2 * F + 1, dtype=dtype, device=device)[1:].view(rows, 2 * F)
+    y = torch.full((rows, F), float("nan"), dtype=dtype, device=device)
+    ops.swiglu_fwd(x, out=y)
+    assert rel_err(y, ref_fwd(x)) <= TOL[dtype]
+    assert torch.equal(fastglu.swiglu(x), y)
