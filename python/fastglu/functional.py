@@ -16,6 +16,7 @@ _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
 _forward_ad = torch.autograd.forward_ad
+_tracing_state = getattr(torch._C, "_get_tracing_state", lambda: None)  # torch.jit.trace
 # What torch.autograd.Function.apply does for a plain tensor, without its Python layer (signature
 # binding for setup_context, a generator over the arguments): with no functorch transform active it
 # unwraps a dead functorch wrapper and calls the C++ apply (bench/host_memory.py times both);
@@ -55,7 +56,8 @@ if _functorch_active is not None and _unwrap_if_dead is not None and _c_apply is
         if _functorch_active():  # vmap / grad / jvp: Function.apply's own path (and its errors)
             return _SwiGLU.apply(x)
         x = _unwrap_if_dead(x)
-        if (not x.requires_grad or not _grad_enabled()) and _forward_ad._current_level < 0:
+        if ((not x.requires_grad or not _grad_enabled()) and _forward_ad._current_level < 0
+                and _tracing_state() is None):  # (the JIT tracer records the Function, not a raw call)
             return ops.swiglu_fwd(x, fn="swiglu")  # no gradient to record: the kernel call alone
         return _swiglu_c_apply(x)
 else:  # pragma: no cover - a torch without these private helpers
@@ -129,7 +131,8 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     (``library.py``), with no graph break; ``in_place`` is ignored there. A plain tensor in eager
     mode takes the lean autograd.Function (``_SwiGLU``, applied without Function.apply's Python
     layer), or, where no gradient can be recorded (grad mode off or an input that does not require
-    grad, and no forward-mode AD level open), the kernel call alone. A DTensor input must be sharded ``Shard(-1)`` in Megatron's tensor-parallel layout (each
+    grad, no forward-mode AD level open, not under ``torch.jit.trace``), the kernel call alone.
+    A DTensor input must be sharded ``Shard(-1)`` in Megatron's tensor-parallel layout (each
     rank's local [..., 2F/tp] holds its own gate and up slices); the result is a DTensor
     ``Shard(-1)`` of global shape [..., F]; other placements raise ValueError (``library.py``).
     """

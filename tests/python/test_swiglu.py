@@ -476,3 +476,22 @@ def test_forward_chunks_across_rows(layout, rows, F, dtype, device):
     ops.swiglu_fwd(x, out=y)
     assert rel_err(y, ref_fwd(x)) <= TOL[dtype]
     assert torch.equal(fastglu.swiglu(x), y)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_jit_trace_records_the_kernel(grad):
+    # Under torch.jit.trace a raw kernel call would be invisible to the tracer (the trace would keep
+    # only the output's allocation): swiglu records its Function there, also without grad.
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(8, 12)
+
+        def forward(self, x):
+            return fastglu.swiglu(self.fc1(x))
+
+    block = Block()
+    with torch.set_grad_enabled(grad):
+        traced = torch.jit.trace(block, torch.randn(5, 8), check_trace=False)
+        x2 = torch.randn(5, 8)
+        assert torch.equal(traced(x2), block(x2))
