@@ -183,6 +183,18 @@ static __device__ __forceinline__ void swiglu_elem_bwd(float g, float u, float d
     *du = __fmul_rn(d, a);
 }
 
+/* The forward of one chunk: y = silu(g) * u, element by element (every forward kernel's math). */
+template <typename T>
+static __device__ __forceinline__ chunk16 swiglu_chunk_fwd(const chunk16 &g, const chunk16 &u) {
+    T yv[ELEMS(T)];
+#pragma unroll
+    for (int k = 0; k < ELEMS(T); ++k)
+        from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
+    chunk16 r;
+    memcpy(&r, yv, 16);
+    return r;
+}
+
 /* The first n < V elements of a chunk, element by element, every load issued before any use (the
  * row's last, partial chunk); the rest of the chunk is zero. */
 template <typename T>
@@ -231,14 +243,10 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
         const T *gate = input + (int64_t)t * in_rs + col;
         T *y = out + (int64_t)t * out_rs + col;
         const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
-        chunk16 g, u, r;
+        chunk16 g, u;
         if (n == V) g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
         else g = load_part(gate, n), u = load_part(gate + F, n);
-        T yv[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k)
-            from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
-        memcpy(&r, yv, 16);
+        const chunk16 r = swiglu_chunk_fwd<T>(g, u);
         if (n == V) store16<SP>(y, r, w.out);
         else store_part(y, r, n);
     }
@@ -261,14 +269,10 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
     const unsigned t = (unsigned)(((uint64_t)__umulhi(i, magic) + i) >> shift); /* i / nvec */
     const unsigned col = (i - t * nvec) * V;
     const T *gate = input + (int64_t)t * in_rs + col;
-    chunk16 g, u, r;
+    chunk16 g, u;
     g.w = ld<LP>((const uint4 *)gate);
     u.w = ld<LP>((const uint4 *)(gate + F));
-    T yv[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-        from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
-    memcpy(&r, yv, 16);
+    const chunk16 r = swiglu_chunk_fwd<T>(g, u);
     st<SP>((uint4 *)(out + (int64_t)t * out_rs + col), r.w);
 }
 
@@ -294,7 +298,7 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
         const T *gate = input + (int64_t)t * in_rs + col;
         const int n = (int)(total - e < (uint64_t)V ? total - e : (uint64_t)V); /* < V: the last */
         const int64_t n_here = F - col; /* elements of this chunk in row t, if fewer than n */
-        chunk16 g, u, r;
+        chunk16 g, u;
         if (n_here >= n && n == V) {
             g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
         } else {
@@ -312,11 +316,7 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
             memcpy(&g, gv, 16);
             memcpy(&u, uv, 16);
         }
-        T yv[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k)
-            from_f32(&yv[k], swiglu_elem_fwd(chunk_get<T>(g, k), chunk_get<T>(u, k)));
-        memcpy(&r, yv, 16);
+        const chunk16 r = swiglu_chunk_fwd<T>(g, u);
         T *y = out + e;
         if (n == V) store16<SP>(y, r, w.out);
         else store_part(y, r, n);
