@@ -158,7 +158,8 @@ if want ncufwd; then
   # Every provider's forward kernel under Nsight Compute at $NCU_FFN: first with clean caches (ncu's
   # default) and the full sections, then with the L2 dirtied by a 256 MiB zero_ before each forward,
   # as in the benchmark (--cache-control none, duration and DRAM bytes only). The Triton kernels'
-  # sources and PTX (fresh Inductor and Triton caches) come back in extra/codegen/.
+  # sources and PTX (fresh Inductor and Triton caches) come back in extra/codegen/, to read: other
+  # projects' generated code, never committed.
   step "Nsight Compute over every provider's forward (bench/tune/ncu_forward.py)"
   export TORCHINDUCTOR_CACHE_DIR=/tmp/ncu-inductor TRITON_CACHE_DIR=/tmp/ncu-triton
   rm -rf "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR"
