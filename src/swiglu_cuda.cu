@@ -380,6 +380,13 @@ typedef struct launch_plan {
     unsigned blocks, threads;
 } launch_plan;
 
+/* Blocks of `threads` for `chunks` chunks, a thread each, capped at MAX_BLOCKS (the kernels then
+ * stride over the grid). */
+static unsigned grid_blocks(uint64_t chunks, unsigned threads) {
+    const uint64_t blocks = (chunks + threads - 1) / threads;
+    return (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
+}
+
 /* Grid for tokens x ceil(F / V) chunks with `threads` per block; 0 if that count overflows. */
 static int plan_launch(int64_t tokens, int64_t F, size_t esize, int threads, launch_plan *p) {
     const int64_t v = (int64_t)(16 / esize);
@@ -387,8 +394,7 @@ static int plan_launch(int64_t tokens, int64_t F, size_t esize, int threads, lau
     if (nvec != 0 && (uint64_t)tokens > UINT64_MAX / 2 / nvec) return 0;
     p->chunks = (uint64_t)tokens * nvec;
     p->nvec = make_fastdiv(nvec, p->chunks);
-    uint64_t blocks = (p->chunks + threads - 1) / threads;
-    p->blocks = (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
+    p->blocks = grid_blocks(p->chunks, (unsigned)threads);
     p->threads = (unsigned)threads;
     return 1;
 }
@@ -417,12 +423,10 @@ static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const v
         w.out = access_width_cap(out, 0, 1, es, 16);
         uint64_t total = (uint64_t)tokens * (uint64_t)F, chunks = (total + V - 1) / V;
         fastdiv rows = make_fastdiv((uint64_t)F, total + V);
-        const uint64_t blocks = (chunks + p->threads - 1) / p->threads;
-        const unsigned nb =
-            (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
         void *args[] = {&x, &in_rs, &y, &F, &total, &chunks, &rows, &w};
-        return cudaLaunchKernel((const void *)swiglu_fwd_flat_kernel<T, LP, SP>, dim3(nb),
-                                dim3(p->threads), args, 0, stream);
+        return cudaLaunchKernel((const void *)swiglu_fwd_flat_kernel<T, LP, SP>,
+                                dim3(grid_blocks(chunks, p->threads)), dim3(p->threads), args, 0,
+                                stream);
     }
     w.in = access_width(input, in_rs, tokens, es);
     w.up = access_width(x + F, in_rs, tokens, es);

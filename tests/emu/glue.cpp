@@ -71,9 +71,10 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
     }
     e->hits++; emu_launches++;
     { /* grid-stride accounting: chunks is argument 5 of the forwards, 8 of the backward */
-        uint64_t chunks = e->name.compare(0, 10, "fwdaligned") == 0 ? *(unsigned *)args[5] /* 32-bit there */
-                          : *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
-        if (e->name.compare(0, 10, "fwdaligned") == 0 && (uint64_t)grid.x * block.x < chunks) {
+        const bool aligned = e->name.compare(0, 10, "fwdaligned") == 0;
+        uint64_t chunks = aligned ? *(unsigned *)args[5] /* 32-bit there */
+                                  : *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
+        if (aligned && (uint64_t)grid.x * block.x < chunks) {
             emu_bad_launch++; /* the aligned kernel has no grid-stride loop: a thread per chunk */
             fprintf(stderr, "EMU: %s launched with fewer threads than chunks\n", e->name.c_str());
         }
