@@ -51,7 +51,9 @@
 #define FASTGLU_BWD_HINT HINT_DEFAULT
 #endif
 
-/* (to_f32, from_f32 and sigmoid_f32 are the current file's, identical to version 1's.) */
+/* (to_f32 and from_f32 are the current file's, identical to version 1's.) Version 1's sigmoid, which
+ * the library's kernels no longer use (v3 computes it from 2^x and 1 / x, cuda_common.cuh): */
+static __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 /* V elements of T, aligned to their size so that one load/store instruction moves them.
  * A template: one definition serves 3 dtypes x 4 widths, which a macro would repeat 12 times. */
