@@ -9,16 +9,17 @@
  *   glu_bwd_kernel   backward without dbias; flat, like the forward. dweights alone only where a
  *                    warp's chunks are one column tile of one row (see the kernel); else the tile kernel.
  *   glu_bwd_tile_kernel + glu_reduce_kernel
- *                    backward with dbias and/or dweights. A block of 8 warps takes a tile of
+ *                    backward with dbias and/or dweights. A block of 4 warps takes a tile of
  *                    FASTGLU_SLAB_ROWS (64) rows x FASTGLU_TILE_COLS (256) columns: lane l of warp w
- *                    owns columns 8l .. 8l + 7 of the tile and rows w, w + 8, ..., w + 56 of the slab.
+ *                    owns columns 8l .. 8l + 7 of the tile and rows w, w + 4, ..., w + 60 of the slab,
+ *                    4 of them in flight at a time (2 for fp32).
  *                    Fixed summation order, whatever the grid:
  *                      dweights: per row, each lane sums its 8 columns in order, then the warp's
  *                      lanes by a butterfly (xor 16, 8, 4, 2, 1); the tile's value goes to
  *                      workspace[tile_col][row].
- *                      dbias: each lane sums its rows in order (w, w + 8, ...), the block adds the
- *                      8 warps in order through shared memory; the slab's value goes to
- *                      workspace[slab][column].
+ *                      dbias: each lane sums its rows in order (w, w + 4, ...) in registers, the
+ *                      block adds the 4 warps in order through shared memory; the slab's value goes
+ *                      to workspace[slab][column].
  *                      glu_reduce_kernel: each of 8 warps adds every 8th partial (tiles or slabs)
  *                      in order, then the 8 warps' sums are added in order.
  *                    So results are bitwise identical run to run and for any grid size.
@@ -40,10 +41,13 @@
 #include "cuda_common.cuh"
 #include "fp8.h"
 
-#define GLU_THREADS 256 /* flat kernels: threads per block; the tile kernel: 8 warps */
-#define TILE_WARPS 8
+#define GLU_THREADS 256 /* flat kernels and the reduction: threads per block */
+#define TILE_WARPS 4     /* the tile kernel: warps per block */
 #define LANE_COLS 8 /* columns per lane in the tile kernel: FASTGLU_TILE_COLS = 32 * LANE_COLS */
-#if FASTGLU_TILE_COLS != 32 * LANE_COLS || FASTGLU_SLAB_ROWS % TILE_WARPS != 0
+/* rows a warp of the tile kernel has in flight: 4 (16-bit types, 128 registers), 2 for fp32 (whose
+ * lane columns take twice the registers) */
+#define TILE_ROWS(T) (sizeof(T) == 4 ? 2 : 4)
+#if FASTGLU_TILE_COLS != 32 * LANE_COLS || FASTGLU_SLAB_ROWS % (4 * TILE_WARPS) != 0
 #error "tile shape mismatch with internal.h"
 #endif
 
@@ -599,19 +603,30 @@ static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const g
     return r;
 }
 
+/* The bias's words for C columns (FL_BIAS; unset otherwise), loaded apart so that the tile kernel
+ * reads them once per tile. */
+template <typename T, int IL, int C> struct bias_words {
+    raw_bytes<C * (int)sizeof(T) * (IL ? 2 : 1)> x, y;
+};
+template <typename T, int IL, int FL, int C>
+static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_args &a, int64_t j0) {
+    bias_words<T, IL, C> b;
+    if (FL & FL_BIAS) load_bias_words<T, IL, C * (int)sizeof(T) * (IL ? 2 : 1), 0>(a, j0, b.x, b.y);
+    return b;
+}
+
 /* Backward of the C columns j0 .. j0 + C - 1 of row t (all < F) from its loaded words, specialised:
- * writes d_gate and d_up, adds the bias gradients of column k to db[32 k] (gate) and db[32 (C + k)]
- * (up) (FL_DB: the lane's slots in shared memory, so that the sums hold no registers across the
- * rows), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise). */
+ * writes d_gate and d_up, adds the bias gradients of column k to sg[k] (gate) and su[k] (up)
+ * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise). */
 template <typename T, typename TIN, int IL, int FL, int C>
 static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
                                                        const bwd_words<T, TIN, IL, C> &in,
-                                                       volatile float *db) {
+                                                       const bias_words<T, IL, C> &bw, float (&sg)[C],
+                                                       float (&su)[C]) {
     enum { NT = C * (int)sizeof(T) * (IL ? 2 : 1) };
     const T *tag = NULL;
     const TIN *tin = NULL;
-    raw_bytes<NT> bx, by;
-    if (FL & FL_BIAS) load_bias_words<T, IL, NT, 0>(a, j0, bx, by);
+    const raw_bytes<NT> &bx = bw.x, &by = bw.y;
     const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
     raw_bytes<NT> ox, oy;
     float part = 0.0f;
@@ -625,10 +640,7 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         put(ox, IL ? 2 * k : k, q.dg, tag);
         if (IL) put(ox, 2 * k + 1, q.du, tag);
         else put(oy, k, q.du, tag);
-        if (FL & FL_DB) { /* two statements: a comma expression re-reads its volatile result */
-            db[32 * k] = __fadd_rn(db[32 * k], q.dbg);
-            db[32 * (C + k)] = __fadd_rn(db[32 * (C + k)], q.dbu);
-        }
+        if (FL & FL_DB) sg[k] = __fadd_rn(sg[k], q.dbg), su[k] = __fadd_rn(su[k], q.dbu);
         if (FL & FL_DW) part = __fadd_rn(part, q.dw);
     }
     store_raw<NT>((T *)a.out + t * a.out_rs + (IL ? 2 * j0 : j0), ox, FULL);
@@ -763,7 +775,9 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         flat_chunk(a, i, E, &t, &j0);
         const float w = token_weight<FL>(a, t);
         if (FL & FL_FAST) {
-            const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0), NULL);
+            float ug[E], uu[E]; /* no sums here */
+            const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
+                                                                 bias_load_fast<T, IL, FL, E>(a, j0), ug, uu);
             if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31);
         } else {
             float unused_g[E], unused_u[E]; /* no reductions here */
@@ -774,12 +788,12 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
 }
 
 /* Backward with reductions: one tile (64 rows x 256 columns) per block iteration; see the top. The
- * specialised kernels are held to TILE_MIN_BLOCKS blocks per SM (<= 64 registers; fp32, whose lane
- * columns take twice the registers, to 2). */
+ * specialised kernels are held to TILE_MIN_BLOCKS blocks of 4 warps per SM (<= 128 registers: the
+ * lane's 16 sums, the tile's bias and 4 rows' loads). */
 #define TILE_MIN_BLOCKS 4
 template <typename T, typename TIN, int IL, int FL>
-__global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? (sizeof(T) == 4 ? 2 : TILE_MIN_BLOCKS) : 1) glu_bwd_tile_kernel(const glu_args a) {
-    enum { N = LANE_COLS };
+__global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLOCKS : 1) glu_bwd_tile_kernel(const glu_args a) {
+    enum { N = LANE_COLS, R = TILE_ROWS(T) };
     /* the bias-gradient sums of each warp: [gate, up][column k of the lane][lane] */
     __shared__ float sdb[TILE_WARPS][2][N][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -792,32 +806,35 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? (sizeof(T) =
         const int64_t j0 = tc * FASTGLU_TILE_COLS + (int64_t)lane * N;
         /* the specialised kernels run only where F is a multiple of N: a lane's columns are all in or all out */
         const int ncols = j0 >= a.F ? 0 : (int)(a.F - j0 < N ? a.F - j0 : N);
-        float dbg[N], dbu[N]; /* the general path's sums; the specialised one's are in sdb */
+        float dbg[N], dbu[N]; /* the lane's bias-gradient sums over its rows of the tile */
 #pragma unroll
-        for (int k = 0; k < N; ++k) {
-            dbg[k] = dbu[k] = 0.0f;
-            if ((FL & FL_FAST) && want_db) sdb[warp][0][k][lane] = sdb[warp][1][k][lane] = 0.0f;
-        }
+        for (int k = 0; k < N; ++k) dbg[k] = dbu[k] = 0.0f;
         if (FL & FL_FAST) {
-            /* rows in pairs (r, r + 8): the second row's loads are issued before the first row's
-             * math, so each warp has two rows in flight (rows are disjoint, in place too); the sums
-             * still take the rows in order */
-            volatile float *db = &sdb[warp][0][0][lane];
-            for (int r = warp; r < FASTGLU_SLAB_ROWS; r += 2 * TILE_WARPS) {
-                const int64_t t0 = slab * FASTGLU_SLAB_ROWS + r, t1 = t0 + TILE_WARPS;
-                if (t0 >= a.tokens) break; /* uniform over the warp, as `two` */
-                const int two = t1 < a.tokens;
-                const float w0 = token_weight<FL>(a, t0), w1 = two ? token_weight<FL>(a, t1) : 0.0f;
-                bwd_words<T, TIN, IL, N> in0, in1;
-                if (ncols) {
-                    in0 = bwd_load_fast<T, TIN, IL, N>(a, t0, j0);
-                    if (two) in1 = bwd_load_fast<T, TIN, IL, N>(a, t1, j0);
+            /* R rows of the warp (r, r + W, ..., r + (R - 1) W) loaded before any of their math, so
+             * that each warp has R rows in flight (rows are disjoint, in place too); the sums still
+             * take the rows in order. The bias of the lane's columns is read once per tile. */
+            bias_words<T, IL, N> bw;
+            if (ncols) bw = bias_load_fast<T, IL, FL, N>(a, j0);
+            for (int r = warp; r < FASTGLU_SLAB_ROWS; r += R * TILE_WARPS) {
+                const int64_t tb = slab * FASTGLU_SLAB_ROWS + r;
+                if (tb >= a.tokens) break; /* uniform over the warp, as every row test below */
+                bwd_words<T, TIN, IL, N> in[R];
+                float w[R];
+#pragma unroll
+                for (int i = 0; i < R; ++i) {
+                    const int64_t t = tb + i * TILE_WARPS;
+                    if (i == 0 || t < a.tokens) {
+                        w[i] = token_weight<FL>(a, t);
+                        if (ncols) in[i] = bwd_load_fast<T, TIN, IL, N>(a, t, j0);
+                    }
                 }
-                const float p0 = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t0, j0, w0, in0, db) : 0.0f;
-                if (want_dw) tile_dweights(a, p0, tc, t0, lane);
-                if (two) {
-                    const float p1 = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t1, j0, w1, in1, db) : 0.0f;
-                    if (want_dw) tile_dweights(a, p1, tc, t1, lane);
+#pragma unroll
+                for (int i = 0; i < R; ++i) {
+                    const int64_t t = tb + i * TILE_WARPS;
+                    if (i == 0 || t < a.tokens) {
+                        const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
+                        if (want_dw) tile_dweights(a, p, tc, t, lane);
+                    }
                 }
             }
         } else {
@@ -829,20 +846,19 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? (sizeof(T) =
             }
         }
         if (want_db) {
-            if (!(FL & FL_FAST)) {
 #pragma unroll
-                for (int k = 0; k < N; ++k) sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
-            }
+            for (int k = 0; k < N; ++k) sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
             __syncthreads();
-            /* thread c < 256 sums column c of the tile over the warps in order, for gate and up */
-            const int c = threadIdx.x;
-            const int64_t j = tc * FASTGLU_TILE_COLS + c;
-            if (c < FASTGLU_TILE_COLS && j < a.F) {
-                float sg = 0.0f, su = 0.0f;
+            /* thread c sums columns c, c + 32 W, ... of the tile over the warps in order, for gate and up */
+            for (int c = threadIdx.x; c < FASTGLU_TILE_COLS; c += TILE_WARPS * 32) {
+                const int64_t j = tc * FASTGLU_TILE_COLS + c;
+                if (j < a.F) {
+                    float sg = 0.0f, su = 0.0f;
 #pragma unroll
-                for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
-                a.ws_dbias[slab * 2 * a.F + j] = sg;
-                a.ws_dbias[slab * 2 * a.F + a.F + j] = su;
+                    for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
+                    a.ws_dbias[slab * 2 * a.F + j] = sg;
+                    a.ws_dbias[slab * 2 * a.F + a.F + j] = su;
+                }
             }
             __syncthreads(); /* sdb is reused by the next tile */
         }
