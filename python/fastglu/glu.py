@@ -103,7 +103,7 @@ _INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
 ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 FP8_MODES = (False, True, "per_row", "per_tensor")
 
-from .ops import _current_device, _raw_stream  # noqa: E402  (the current stream, as ops.py gets it)
+from .ops import _current_device, _raw_stream, check_dense  # noqa: E402  (the current stream, as ops.py gets it)
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
@@ -203,8 +203,8 @@ def _flat_stride(t):
 def _check_tensor(t, fn, name, codes, what):
     if not isinstance(t, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.layout != _STRIDED:
-        _fail(TypeError, fn, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+    if t.layout is not _STRIDED or t.is_nested:
+        check_dense(t, fn, name)
     if t.dtype not in codes:
         _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
     if t.device.type not in ("cpu", "cuda"):

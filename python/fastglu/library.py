@@ -342,8 +342,8 @@ def swiglu(x, in_place: bool = False):
         return SwiGLUFunction.apply(x, False, False, True) if in_place else _SwiGLU.apply(x)
     if _is_compiling():
         return swiglu_fwd(x)
-    if not isinstance(x, torch.Tensor):
-        ops.check_input(x, "swiglu")  # raises TypeError naming the type
+    if not isinstance(x, torch.Tensor) or x.is_nested:
+        ops.check_input(x, "swiglu")  # raises TypeError naming the type or the nested layout
     if not _dtensor_registered and "torch.distributed.tensor" in sys.modules:
         register_dtensor_rules()
     if in_place:

@@ -42,12 +42,20 @@ def _fail(exc, fn, msg):
     raise exc(f"fastglu.{fn}: {msg}")
 
 
+def check_dense(t, fn: str, name: str):
+    """TypeError unless the tensor t is dense (torch.strided and not nested)."""
+    if t.is_nested:
+        _fail(TypeError, fn, f"{name} is a nested tensor (layout {t.layout}); fastglu needs a dense "
+                             f"(torch.strided) tensor")
+    if t.layout != torch.strided:
+        _fail(TypeError, fn, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+
+
 def check_input(x, fn: str, name: str = "input"):
     """Validate a gate|up tensor; returns (dtype code, F). Raises TypeError / ValueError."""
     if not isinstance(x, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.layout != torch.strided:
-        _fail(TypeError, fn, f"{name} has layout {x.layout}; fastglu needs a dense (torch.strided) tensor")
+    check_dense(x, fn, name)
     code = _DTYPE_CODES.get(x.dtype)
     if code is None:
         _fail(TypeError, fn, f"{name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 or torch.float32")
@@ -122,7 +130,11 @@ def _input_rows(x, fn: str):
     """Validate a gate|up input and see it as rows: (x or a copy, dtype code, shape, F, tokens, row
     stride). The common case costs a few attribute reads; anything unusual goes to check_input."""
     code = _DTYPE_CODES.get(getattr(x, "dtype", None))
-    shape = getattr(x, "shape", ())
+    try:
+        shape = x.shape
+    except (AttributeError, RuntimeError):  # not a tensor, or one without sizes (a nested tensor)
+        check_input(x, fn)  # raises the precise error
+        raise
     nd = len(shape)
     if code is None or (nd != 2 and nd != 3) or shape[-1] & 1 or x.layout is not _STRIDED or not (x.is_cuda or x.is_cpu):
         check_input(x, fn)  # raises the precise error (or passes a legal oddity, e.g. a non-interned layout)
@@ -181,8 +193,8 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
     x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
-    if dy.layout != _STRIDED:
-        _fail(TypeError, fn, f"dy has layout {dy.layout}; fastglu needs a dense (torch.strided) tensor")
+    if dy.layout is not _STRIDED or dy.is_nested:
+        check_dense(dy, fn, "dy")
     if dy.device != x.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but input is on {x.device}")
     if dy.dtype != x.dtype:

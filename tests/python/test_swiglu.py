@@ -314,6 +314,33 @@ def test_sparse_inputs_raise_type_error():
         ops.swiglu_bwd(torch.randn(4, 4).to_sparse(), torch.randn(4, 8))
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("layout", [torch.jagged, torch.strided], ids=["jagged", "strided"])
+def test_nested_inputs_raise_type_error(layout):
+    """A nested tensor (either layout) is refused by name before any op or size query sees it (a
+    jagged one reached the library op, which raised NotImplementedError; a strided one made
+    x.shape raise a RuntimeError from PyTorch)."""
+    nt = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], layout=layout)
+    x, bias = torch.randn(3, 8), torch.randn(8)
+    calls = {
+        "swiglu": lambda: fastglu.swiglu(nt),
+        "swiglu in_place": lambda: fastglu.swiglu(nt, in_place=True),
+        "swiglu_fwd": lambda: ops.swiglu_fwd(nt),
+        "swiglu_bwd input": lambda: ops.swiglu_bwd(torch.randn(3, 4), nt),
+        "swiglu_bwd dy": lambda: ops.swiglu_bwd(nt, x),
+        "bias_swiglu_impl": lambda: fastglu.bias_swiglu_impl(nt, None),
+        "bias_swiglu_impl bias": lambda: fastglu.bias_swiglu_impl(nt, bias),
+        "nested bias": lambda: fastglu.bias_swiglu_impl(x, nt),
+        "glu": lambda: fastglu.glu(nt),
+        "silu_mul up": lambda: fastglu.silu_mul(torch.randn(3, 4), nt),
+        "weights": lambda: fastglu.weighted_bias_swiglu_impl(x, None, nt),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match="nested tensor"):
+            call()
+            pytest.fail(f"{name}: no error")
+
+
 @pytest.mark.parametrize("in_place", [False, True])
 def test_double_backward_raises_instead_of_a_wrong_answer(in_place):
     x = torch.randn(2, 8, requires_grad=True)
