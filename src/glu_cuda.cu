@@ -585,8 +585,8 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
 }
 
 /* The words one row's backward reads for C columns: gate and up as stored (IL: pairs in x), dy.
- * Loaded apart from the math (bwd_load_fast) so that the tile kernel can have a second row's loads
- * in flight while it computes the first. */
+ * Loaded apart from the math (bwd_load_fast) so that the tile kernel can have its next rows' loads
+ * in flight before it computes any of them. */
 template <typename T, typename TIN, int IL, int C> struct bwd_words {
     raw_bytes<C * (int)sizeof(TIN) * (IL ? 2 : 1)> x, y;
     raw_bytes<C * (int)sizeof(T)> d;
@@ -788,12 +788,14 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
 }
 
 /* Backward with reductions: one tile (64 rows x 256 columns) per block iteration; see the top. The
- * specialised kernels are held to TILE_MIN_BLOCKS blocks of 4 warps per SM (<= 128 registers: the
- * lane's 16 sums, the tile's bias and 4 rows' loads). */
+ * specialised kernels are held to TILE_MIN_BLOCKS blocks of 4 warps per SM (<= 128 registers: for
+ * the 16-bit types the lane's 16 sums, the tile's bias and 4 rows' loads; fp32, 2 rows, spills
+ * 12-36 bytes in its bias cases, not measured on a GPU). */
 #define TILE_MIN_BLOCKS 4
 template <typename T, typename TIN, int IL, int FL>
 __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLOCKS : 1) glu_bwd_tile_kernel(const glu_args a) {
     enum { N = LANE_COLS, R = TILE_ROWS(T) };
+    static_assert(FASTGLU_SLAB_ROWS % (R * TILE_WARPS) == 0, "a warp's rows in flight must not run past its slab");
     /* the bias-gradient sums of each warp: [gate, up][column k of the lane][lane] */
     __shared__ float sdb[TILE_WARPS][2][N][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
