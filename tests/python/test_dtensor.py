@@ -8,6 +8,7 @@ of other placements run in this process on a 1-rank group.
 """
 
 import os
+import sys
 import tempfile
 
 import pytest
@@ -103,8 +104,15 @@ def _two_rank_worker(rank, world_size, store_path):
             fastglu.swiglu(DTensor.from_local(full.clone(), mesh, [Partial()], run_check=False))
         with pytest.raises(ValueError, match="multiple of 2 x 2"):  # 2F = 6: 3 per rank, no even split
             fastglu.swiglu(distribute_tensor(torch.randn(4, 6), mesh, [Shard(-1)]))
+        dist.barrier()  # neither rank tears its group down while the other still talks to it
     finally:
         dist.destroy_process_group()
+    # Passed: leave without the interpreter's teardown, where a thread PyTorch left running made
+    # "terminate called without an active exception" abort a rank about once in 20 runs (CPU, gloo,
+    # torch 2.x) after every check had passed. A failed check raises above and is reported as usual.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def test_sharded_forward_backward_matches_unsharded_two_ranks():
