@@ -177,3 +177,23 @@ def test_liger_csv_has_ligers_columns_and_one_row_per_record(tmp_path):
     assert [r["kernel_provider"] for r in got] == ["fastglu", "liger"]
     assert got[1]["liger_version"] == "0.8.5" and got[0]["x_value"] == "8192" and got[0]["y_value_50"] == "1.0"
     assert json.loads(got[0]["extra_benchmark_config_str"]) == {"S": 2048, "B": 4, "dtype": "bf16"}
+
+
+def test_variants_readme_table_keeps_what_a_failing_provider_measured():
+    """A provider that failed in bwd_only keeps its forward cell (and takes part in the bold), the
+    failed pass reads "failed", and its error is quoted; a provider that failed before measuring
+    anything reads "failed" in both passes."""
+    from fastglu.bench.variants import readme_table
+
+    def mode(ms, floor=0.1):
+        return {"ms": ms, "ms_20": ms, "ms_80": ms, "bytes": 1, "floor_ms": floor, "ratio_to_floor": ms / floor}
+
+    base = {"variant": "v", "S": 2, "B": 1, "F": 4, "dtype": "bf16"}
+    rows = [dict(base, provider="a", err_fwd=1e-3, err_dx=2e-3, forward=mode(0.12), bwd_only=mode(0.2)),
+            dict(base, provider="b", err_fwd=3e-3, err_dx=4e-3, forward=mode(0.11), error="RuntimeError('x')"),
+            dict(base, provider="c", error="ImportError('y')")]
+    data = {"meta": {"gpu": "G", "copy_bandwidth_bytes_per_s": 4e12}, "rows": rows}
+    lines = readme_table(data, "src.json").splitlines()
+    assert lines[-3] == "| v | a | 0.1200 (1.20x) | **0.2000 (2.00x)** | 1.0e-03, 2.0e-03 |"
+    assert lines[-2] == "| v | b | **0.1100 (1.10x)** | failed | 3.0e-03, 4.0e-03; `RuntimeError('x')` |"
+    assert lines[-1] == "| v | c | failed | failed | `ImportError('y')` |"

@@ -230,15 +230,21 @@ def readme_table(data, source):
     out = [f"S={r0['S']} B={r0['B']} F={r0['F']} {r0['dtype']} on {m['gpu']}, median ms (x its own floor), "
            f"from `{source}` (copy bandwidth {m['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s):", "",
            "| variant | provider | forward | bwd_only | error vs float64 (y, dx) |", "|---|---|---:|---:|---|"]
-    for r in rows:
+    for r in rows:  # a provider that failed part way keeps what it measured before the error
+        best = {k: min((q[k]["ms"] for q in rows if q["variant"] == r["variant"] and k in q), default=None)
+                for k in MODES}
+        cells = []
+        for k in MODES:
+            if k not in r:
+                cells.append("failed")
+                continue
+            c = f"{r[k]['ms']:.4f} ({r[k]['ratio_to_floor']:.2f}x)"
+            cells.append(f"**{c}**" if r[k]["ms"] == best[k] else c)
+        err = f"{r['err_fwd']:.1e}, {r['err_dx']:.1e}" if "err_dx" in r else ""
         if "error" in r:
-            out.append(f"| {r['variant']} | {r['provider']} | failed | failed | `{r['error'][:60]}` |")
-            continue
-        cells = [f"{r[k]['ms']:.4f} ({r[k]['ratio_to_floor']:.2f}x)" for k in MODES]
-        best = {k: min(q[k]["ms"] for q in rows if q["variant"] == r["variant"] and "error" not in q) for k in MODES}
-        cells = [f"**{c}**" if r[k]["ms"] == best[k] else c for c, k in zip(cells, MODES)]
-        out.append(f"| {r['variant']} | {r['provider']} | {cells[0]} | {cells[1]} | "
-                   f"{r['err_fwd']:.1e}, {r['err_dx']:.1e} |")
+            err = f"{err}; " if err else ""
+            err += f"`{r['error'][:60]}`"
+        out.append(f"| {r['variant']} | {r['provider']} | {cells[0]} | {cells[1]} | {err} |")
     return "\n".join(out)
 
 
