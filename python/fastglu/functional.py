@@ -143,6 +143,11 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     return library.swiglu(x, in_place)
 
 
+def _off(option):
+    """An option left off: None, False or a zero number (anything else goes to glu.py, which checks it)."""
+    return option is None or option is False or (type(option) in (int, float) and option == 0)
+
+
 def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False, clamp_value=None):
     """Drop-in for ``megatron.core.fusions.fused_bias_swiglu.bias_swiglu_impl``.
 
@@ -169,11 +174,14 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
         ValueError: input is not 2D or 3D (Megatron asserts), its last dimension is odd, a bias that
             is not ``[2F]`` or on another device.
     """
-    if (bias is None and not fp8_input_store and not cpu_offload_input
-            and (clamp_value is None or not clamp_value > 0)):
-        if not isinstance(input, torch.Tensor):
-            raise TypeError(f"fastglu.bias_swiglu_impl: input must be a torch.Tensor, got {type(input).__name__}")
-        if input.dim() not in (2, 3):
-            raise ValueError(f"fastglu.bias_swiglu_impl: input must be 2D or 3D, got shape {tuple(input.shape)}")
-        return swiglu(input)
+    if (bias is None and (fp8_input_store is False or _off(fp8_input_store))
+            and (cpu_offload_input is False or _off(cpu_offload_input))
+            and (clamp_value is None or type(clamp_value) in (int, float) and not clamp_value > 0)):
+        try:
+            return swiglu(input)
+        except (TypeError, ValueError) as e:  # name the function called (no cost when nothing is raised)
+            msg = str(e)
+            if msg.startswith(("fastglu.swiglu:", "fastglu.swiglu_fwd:")):
+                raise type(e)("fastglu.bias_swiglu_impl:" + msg.split(":", 1)[1]) from None
+            raise
     return _glu_bias_swiglu_impl(input, bias, fp8_input_store, cpu_offload_input, clamp_value)

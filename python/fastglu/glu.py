@@ -103,7 +103,7 @@ _INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
 ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 FP8_MODES = (False, True, "per_row", "per_tensor")
 
-from .ops import _current_device, _raw_stream, check_dense  # noqa: E402  (the current stream, as ops.py gets it)
+from .ops import _current_device, _raw_stream, check_dense, check_storage  # noqa: E402  (the current stream, as ops.py gets it)
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
@@ -205,6 +205,7 @@ def _check_tensor(t, fn, name, codes, what):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout is not _STRIDED or t.is_nested:
         check_dense(t, fn, name)
+    check_storage(t, fn, name)
     if t.dtype not in codes:
         _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
     if t.device.type not in ("cpu", "cuda"):
@@ -332,6 +333,7 @@ def _check_out(out, shape, dtype, device, fn, name):
     column stride and no negation flag. Returns its row stride."""
     if not isinstance(out, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(out).__name__}")
+    check_dense(out, fn, name)
     if out.dtype != dtype:
         _fail(TypeError, fn, f"{name} has dtype {out.dtype}; expected {dtype}")
     if tuple(out.shape) != tuple(shape) or out.device != device or out.layout != _STRIDED:
@@ -673,10 +675,6 @@ class GLUFunction(torch.autograd.Function):
         # (its gradient is not asked for: the bias / weights gradients are computed out of place)
         in_place = (in_place and not fp8 and ctx.needs_input_grad[0]
                     and (up is None or ctx.needs_input_grad[1]))
-        if in_place:
-            _check_in_place(x, fn, "gate" if up is not None else "input")
-            if up is not None:
-                _check_in_place(up, fn, "up")
         scale_inv = None
         if fp8 is True:
             # Megatron's plain cast, written by the forward kernel in the same pass: one [..., 2F]
@@ -690,6 +688,10 @@ class GLUFunction(torch.autograd.Function):
                 x_s, up_s, scale_inv = _fp8_store(fp8, x, up)
             else:
                 x_s, up_s = x, up
+        if in_place:  # after the forward, which has validated the operands and written only y
+            _check_in_place(x, fn, "gate" if up is not None else "input")
+            if up is not None:
+                _check_in_place(up, fn, "up")
         if offload:
             x_s.activation_offloading = True
             if up_s is not None:

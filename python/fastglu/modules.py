@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .glu import glu, glu_params
+from .glu import _fp8_mode, glu, glu_params
 
 __all__ = ["GLU", "SwiGLU", "GeGLU", "QuickGeGLU", "FastGLUActivation", "activation_name"]
 
@@ -48,6 +48,7 @@ class GLU(torch.nn.Module):
         glu_params(self.activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
                    gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
                    fn=type(self).__name__)  # validate now, not at the first forward
+        _fp8_mode(fp8_input_store, type(self).__name__)
         self.clamp_value = clamp_value
         self.glu_linear_offset = glu_linear_offset
         self.gate_multiplier = gate_multiplier

@@ -20,6 +20,7 @@ import torch
 from . import _C
 
 _STRIDED = torch.strided
+_Tensor = torch.Tensor
 _DTYPE_CODES = {
     torch.float32: _C.DTYPE_FP32,
     torch.float16: _C.DTYPE_FP16,
@@ -49,6 +50,19 @@ def check_dense(t, fn: str, name: str):
                              f"(torch.strided) tensor")
     if t.layout != torch.strided:
         _fail(TypeError, fn, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+
+
+def check_storage(t, fn: str, name: str):
+    """TypeError for a tensor subclass that holds no storage of its own (a wrapper such as DTensor:
+    data_ptr() 0), whose pointer the C library would read as an absent argument."""
+    if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter and t.numel():
+        try:
+            ptr = t.data_ptr()
+        except RuntimeError:
+            ptr = 0
+        if ptr == 0:
+            _fail(TypeError, fn, f"{name} is a {type(t).__name__} with no storage of its own; pass a plain "
+                                 f"tensor (e.g. a DTensor's to_local())")
 
 
 def check_input(x, fn: str, name: str = "input"):
@@ -88,6 +102,7 @@ def _out_rows(out, shape, x, width, fn):
     """Validate a caller-given output; returns its row stride."""
     if not isinstance(out, torch.Tensor):
         _fail(TypeError, fn, f"out must be a torch.Tensor, got {type(out).__name__}")
+    check_dense(out, fn, "out")
     if out.dtype != x.dtype:
         _fail(TypeError, fn, f"out has dtype {out.dtype} but input has dtype {x.dtype}")
     if out.shape != shape or out.device != x.device or out.layout != torch.strided:
@@ -136,7 +151,8 @@ def _input_rows(x, fn: str):
         check_input(x, fn)  # raises the precise error
         raise
     nd = len(shape)
-    if code is None or (nd != 2 and nd != 3) or shape[-1] & 1 or x.layout is not _STRIDED or not (x.is_cuda or x.is_cpu):
+    if (code is None or x.layout is not _STRIDED or (nd != 2 and nd != 3) or shape[-1] & 1
+            or not (x.is_cuda or x.is_cpu) or (type(x) is not _Tensor and not isinstance(x, _Tensor))):
         check_input(x, fn)  # raises the precise error (or passes a legal oddity, e.g. a non-interned layout)
     width = shape[-1]
     stride = x.stride()

@@ -193,7 +193,7 @@ def test_bias_swiglu_impl_shapes_and_values(device):
 
 def test_bias_swiglu_impl_rejects_bad_shapes():
     x = torch.randn(4, 8)
-    with pytest.raises(ValueError, match="2D or 3D"):
+    with pytest.raises(ValueError, match=r"^fastglu\.bias_swiglu_impl: input must be 2D .* or 3D"):
         fastglu.bias_swiglu_impl(torch.randn(2, 2, 2, 8), None)
     with pytest.raises(ValueError, match="bias has shape"):
         fastglu.bias_swiglu_impl(x, torch.zeros(4))
@@ -339,6 +339,43 @@ def test_nested_inputs_raise_type_error(layout):
         with pytest.raises(TypeError, match="nested tensor"):
             call()
             pytest.fail(f"{name}: no error")
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_odd_inputs_get_errors_naming_the_call():
+    """Inputs an adversarial review found slipping past the checks (each raised PyTorch's own
+    error, was silently ignored, or named another function before the fix)."""
+    two_tensor = pytest.importorskip("torch.testing._internal.two_tensor")
+    x, b, w = torch.randn(4, 8), torch.randn(8), torch.rand(4, 1)
+    # a tensor subclass with no storage of its own (data_ptr() 0) was read as "no bias / weights"
+    for call in (lambda: fastglu.glu(x, bias=two_tensor.TwoTensor(b, b)),
+                 lambda: fastglu.glu(x, weights=two_tensor.TwoTensor(w, w)),
+                 lambda: fastglu.bias_swiglu_impl(x, two_tensor.TwoTensor(b, b))):
+        with pytest.raises(TypeError, match="no storage of its own"):
+            call()
+    # a ragged jagged tensor: its last size is symbolic
+    ragged = torch.nested.nested_tensor([torch.randn(4), torch.randn(6)], layout=torch.jagged)
+    with pytest.raises(TypeError, match=r"^fastglu\.swiglu_fwd: input is a nested tensor"):
+        ops.swiglu_fwd(ragged)
+    # in_place was checked before the operands: a 0-dim or sparse input raised IndexError / RuntimeError
+    with pytest.raises(ValueError, match=r"^fastglu\.glu: input must have at least one dimension"):
+        fastglu.glu(torch.tensor(1.0, requires_grad=True), in_place=True)
+    with pytest.raises(TypeError, match=r"^fastglu\.glu: input has layout torch\.sparse_csr"):
+        fastglu.glu(torch.randn(4, 8).to_sparse_csr().requires_grad_(), in_place=True)
+    # out= of another layout: TypeError as for every other argument (was ValueError / RuntimeError)
+    for out in (torch.empty(4, 4).to_sparse(), torch.nested.nested_tensor([torch.empty(4, 4)])):
+        with pytest.raises(TypeError, match=r"^fastglu\.swiglu_fwd: out "):
+            ops.swiglu_fwd(x, out=out)
+    # bias_swiglu_impl's no-bias path named fastglu.swiglu; nonsense options reached `if tensor:`
+    with pytest.raises(ValueError, match=r"^fastglu\.bias_swiglu_impl: input's last dimension"):
+        fastglu.bias_swiglu_impl(torch.randn(4, 7), None)
+    with pytest.raises(ValueError, match=r"^fastglu\.bias_swiglu_impl: fp8_input_store must be"):
+        fastglu.bias_swiglu_impl(x, None, torch.ones(2))
+    with pytest.raises(TypeError, match=r"^fastglu\.bias_swiglu_impl: clamp_value must be a real number"):
+        fastglu.bias_swiglu_impl(x, None, clamp_value="1")
+    # the modules check fp8_input_store at construction, as their docstring says
+    with pytest.raises(ValueError, match=r"^fastglu\.SwiGLU: fp8_input_store must be"):
+        fastglu.modules.SwiGLU(fp8_input_store="bogus")
 
 
 @pytest.mark.parametrize("in_place", [False, True])
