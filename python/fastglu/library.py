@@ -357,7 +357,13 @@ def swiglu(x, in_place: bool = False):
         return local(x)
     if is_dtensor(x):
         check_glu_dtensor(x, "swiglu")  # the error names fastglu.swiglu, not the op
-    return swiglu_fwd(x)
+    try:
+        return swiglu_fwd(x)
+    except (TypeError, ValueError) as e:  # another subclass: the op's checks name it; name the call
+        msg = str(e)
+        if msg.startswith("fastglu.swiglu_fwd:"):
+            raise type(e)("fastglu.swiglu:" + msg.split(":", 1)[1]) from None
+        raise
 
 
 if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost

@@ -373,6 +373,9 @@ def test_odd_inputs_get_errors_naming_the_call():
         fastglu.bias_swiglu_impl(x, None, torch.ones(2))
     with pytest.raises(TypeError, match=r"^fastglu\.bias_swiglu_impl: clamp_value must be a real number"):
         fastglu.bias_swiglu_impl(x, None, clamp_value="1")
+    # a tensor subclass goes through the registered op, whose errors named fastglu.swiglu_fwd
+    with pytest.raises(ValueError, match=r"^fastglu\.swiglu: input's last dimension"):
+        fastglu.swiglu(torch.nn.Parameter(torch.randn(4, 7)))
     # the modules check fp8_input_store at construction, as their docstring says
     with pytest.raises(ValueError, match=r"^fastglu\.SwiGLU: fp8_input_store must be"):
         fastglu.modules.SwiGLU(fp8_input_store="bogus")
