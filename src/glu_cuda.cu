@@ -774,13 +774,12 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         int64_t t, j0;
         flat_chunk(a, i, E, &t, &j0);
         const float w = token_weight<FL>(a, t);
+        float unused_g[E], unused_u[E]; /* the bias-gradient sums: none in the flat kernel */
         if (FL & FL_FAST) {
-            float ug[E], uu[E]; /* no sums here */
             const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
-                                                                 bias_load_fast<T, IL, FL, E>(a, j0), ug, uu);
+                                                                 bias_load_fast<T, IL, FL, E>(a, j0), unused_g, unused_u);
             if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31);
         } else {
-            float unused_g[E], unused_u[E]; /* no reductions here */
             const int ncols = a.F - j0 < E ? (int)(a.F - j0) : E;
             bwd_chunk_generic<T, TIN, IL, E>(a, t, j0, ncols, w, unused_g, unused_u);
         }

@@ -10,8 +10,6 @@ from torch.profiler import ProfilerActivity, profile
 
 import fastglu
 
-fg = fastglu  # the Megatron-signature functions are exported at the top level
-
 S, B, F = 2048, 4, 8192
 T = S * B
 dev = "cuda"
@@ -20,8 +18,8 @@ dy = torch.randn(S, B, F, device=dev, dtype=torch.bfloat16)
 bias = torch.randn(2 * F, device=dev, dtype=torch.bfloat16).requires_grad_()
 weights = torch.rand(T, 1, device=dev, dtype=torch.float32).requires_grad_()
 cases = {
-    "quick(bias, w, off 1, clamp 7)": lambda xx: fg.weighted_bias_quick_geglu_impl(xx, bias, weights.view(-1, 1), False, 1.0, 7.0),
-    "quick(bias, w, off 0, clamp 7)": lambda xx: fg.weighted_bias_quick_geglu_impl(xx, bias, weights.view(-1, 1), False, 0.0, 7.0),
+    "quick(bias, w, off 1, clamp 7)": lambda xx: fastglu.weighted_bias_quick_geglu_impl(xx, bias, weights.view(-1, 1), False, 1.0, 7.0),
+    "quick(bias, w, off 0, clamp 7)": lambda xx: fastglu.weighted_bias_quick_geglu_impl(xx, bias, weights.view(-1, 1), False, 0.0, 7.0),
     "quick(bias, w[T], off 1, clamp 7)": lambda xx: fastglu.glu(xx, "quick_gelu", bias=bias, weights=weights.view(-1), clamp_value=7.0, glu_linear_offset=1.0),
     "bias_swiglu": lambda xx: fastglu.bias_swiglu_impl(xx, bias),
 }

@@ -180,8 +180,8 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
         try:
             return swiglu(input)
         except (TypeError, ValueError) as e:  # name the function called (no cost when nothing is raised)
-            msg = str(e)
-            if msg.startswith(("fastglu.swiglu:", "fastglu.swiglu_fwd:")):
-                raise type(e)("fastglu.bias_swiglu_impl:" + msg.split(":", 1)[1]) from None
-            raise
+            r = ops.renamed(e, "bias_swiglu_impl", "swiglu", "swiglu_fwd")
+            if r is None:
+                raise
+            raise r from None
     return _glu_bias_swiglu_impl(input, bias, fp8_input_store, cpu_offload_input, clamp_value)

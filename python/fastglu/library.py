@@ -360,10 +360,10 @@ def swiglu(x, in_place: bool = False):
     try:
         return swiglu_fwd(x)
     except (TypeError, ValueError) as e:  # another subclass: the op's checks name it; name the call
-        msg = str(e)
-        if msg.startswith("fastglu.swiglu_fwd:"):
-            raise type(e)("fastglu.swiglu:" + msg.split(":", 1)[1]) from None
-        raise
+        r = ops.renamed(e, "swiglu", "swiglu_fwd")
+        if r is None:
+            raise
+        raise r from None
 
 
 if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost

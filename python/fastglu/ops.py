@@ -43,6 +43,17 @@ def _fail(exc, fn, msg):
     raise exc(f"fastglu.{fn}: {msg}")
 
 
+def renamed(e, fn: str, *callees: str):
+    """The error e that fastglu.<callee> raised (one of callees), reworded as raised by
+    fastglu.<fn>, for a public function whose checks run in another one; None if e is not one."""
+    msg = str(e)
+    for callee in callees:
+        prefix = f"fastglu.{callee}:"
+        if msg.startswith(prefix):
+            return type(e)(f"fastglu.{fn}:{msg[len(prefix):]}")
+    return None
+
+
 def check_dense(t, fn: str, name: str):
     """TypeError unless the tensor t is dense (torch.strided and not nested)."""
     if t.is_nested:
