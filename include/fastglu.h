@@ -293,13 +293,16 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
  *   dweights         NULL, or [tokens] contiguous, weights_dtype (requires weights)
  *   workspace        device (CUDA) or host (CPU) memory of at least
  *                    fastglu_glu_bwd_workspace_bytes(...) bytes, 16-byte aligned; may be NULL when
- *                    that size is 0 (no dbias and no dweights). Its contents on entry do not matter.
+ *                    that size is 0 (no dbias and no dweights). Its contents on entry do not matter
+ *                    and are undefined on return (CUDA: the reduction drops the partials it has
+ *                    read from the L2 cache without writing them back to memory).
  *   tokens, ffn_hidden_size, dtype, stream: as the forward
  *
  * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
  * set to zero, the sums over nothing (their pointers are validated); nothing else is written.
  * CUDA: without dbias and dweights one kernel; with either, one kernel plus one short reduction
- * kernel over the workspace. Errors: as the forward.
+ * kernel over the workspace (a programmatic dependent launch: it may start while the first kernel
+ * finishes, and waits for its results). Errors: as the forward.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API size_t fastglu_glu_bwd_workspace_bytes(int64_t tokens, int64_t ffn_hidden_size,
                                                    int want_dbias, int want_dweights);

@@ -51,6 +51,46 @@
 #error "tile shape mismatch with internal.h"
 #endif
 
+/* Programmatic dependent launch (sm_90): a kernel that writes partials lets its dependent (the
+ * reduction, launched with cudaLaunchAttributeProgrammaticStreamSerialization) be scheduled once
+ * every one of its blocks has started; the dependent's grid_dependency_wait returns when the whole
+ * writing grid has finished and its stores are visible. Either is a no-op for a normal launch. */
+static __device__ __forceinline__ void grid_dependents_may_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void grid_dependency_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* The reductions' partials (8 MB at the seed shape) are written with an L2 evict-last policy, so
+ * that they are still in the L2 cache when the reduction reads them after the tile kernel's
+ * streaming traffic, and the reduction then discards each 128-byte line it has consumed whole:
+ * the line is dropped from the L2 without being written back, so the partials need not reach
+ * DRAM at all (the workspace's contents are undefined on return, as fastglu.h says). */
+static __device__ __forceinline__ uint64_t l2_evict_last_policy(void) {
+    uint64_t pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+static __device__ __forceinline__ void store_partial(float *p, float v, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol) : "memory");
+#else
+    *p = v;
+#endif
+}
+static __device__ __forceinline__ void discard_line(const float *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+#endif
+}
+
 /* fastglu_debug_set_max_blocks: 0 = no cap (tests show results do not depend on it). */
 static int64_t debug_max_blocks = 0;
 extern "C" void fastglu_debug_set_max_blocks(int64_t max_blocks) {
@@ -754,10 +794,10 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ?
 /* dweights of row t from the tile's column tile tc: the lanes' column-ordered sums added by a
  * butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
 static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
-                                                     int lane) {
+                                                     int lane, uint64_t pol) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
-    if (lane == 0) a.ws_dw[tc * a.tokens + t] = part;
+    if (lane == 0) store_partial(&a.ws_dw[tc * a.tokens + t], part, pol);
 }
 
 /* Backward, flat like the forward; the specialised kernels held to BWD_MIN_BLOCKS blocks per SM
@@ -769,6 +809,8 @@ static __device__ __forceinline__ void tile_dweights(const glu_args &a, float pa
 template <typename T, typename TIN, int IL, int FL>
 __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS : 1) glu_bwd_kernel(const glu_args a) {
     enum { E = 16 / sizeof(T) };
+    if (FL & FL_DW) grid_dependents_may_launch(); /* the reduction of the dweights partials follows */
+    const uint64_t pol = (FL & FL_DW) ? l2_evict_last_policy() : 0;
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
         int64_t t, j0;
@@ -778,7 +820,7 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         if (FL & FL_FAST) {
             const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
                                                                  bias_load_fast<T, IL, FL, E>(a, j0), unused_g, unused_u);
-            if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31);
+            if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31, pol);
         } else {
             const int ncols = a.F - j0 < E ? (int)(a.F - j0) : E;
             bwd_chunk_generic<T, TIN, IL, E>(a, t, j0, ncols, w, unused_g, unused_u);
@@ -802,6 +844,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
     const int64_t ntr = (a.tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
     const int want_db = (FL & FL_FAST) ? (FL & FL_DB) != 0 : a.ws_dbias != NULL;
     const int want_dw = (FL & FL_FAST) ? (FL & FL_DW) != 0 : a.ws_dw != NULL;
+    grid_dependents_may_launch(); /* the reduction waits for this grid's end anyway */
+    const uint64_t pol = l2_evict_last_policy();
     for (int64_t tile = blockIdx.x; tile < ntr * ntc; tile += gridDim.x) {
         const int64_t slab = tile / ntc, tc = tile % ntc;
         const int64_t j0 = tc * FASTGLU_TILE_COLS + (int64_t)lane * N;
@@ -834,7 +878,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                     const int64_t t = tb + i * TILE_WARPS;
                     if (i == 0 || t < a.tokens) {
                         const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
-                        if (want_dw) tile_dweights(a, p, tc, t, lane);
+                        if (want_dw) tile_dweights(a, p, tc, t, lane, pol);
                     }
                 }
             }
@@ -843,7 +887,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                 const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
                 if (t >= a.tokens) break; /* uniform over the warp */
                 const float part = bwd_chunk_generic<T, TIN, IL, N>(a, t, j0, ncols, token_weight<FL>(a, t), dbg, dbu);
-                if (want_dw) tile_dweights(a, part, tc, t, lane);
+                if (want_dw) tile_dweights(a, part, tc, t, lane, pol);
             }
         }
         if (want_db) {
@@ -857,8 +901,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                     float sg = 0.0f, su = 0.0f;
 #pragma unroll
                     for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
-                    a.ws_dbias[slab * 2 * a.F + j] = sg;
-                    a.ws_dbias[slab * 2 * a.F + a.F + j] = su;
+                    store_partial(&a.ws_dbias[slab * 2 * a.F + j], sg, pol);
+                    store_partial(&a.ws_dbias[slab * 2 * a.F + a.F + j], su, pol);
                 }
             }
             __syncthreads(); /* sdb is reused by the next tile */
@@ -870,13 +914,17 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
  * block takes 32 consecutive outputs (one per lane); warp g of the block sums the partials
  * q = g, g + RED_GROUPS, ... in order, then warp 0 adds the RED_GROUPS warps' sums in order. Blocks
  * [0, nb_db) do dbias, the next nb_dw do dweights; every load of a warp is one 128-byte line, and
- * RED_GROUPS loads per output are in flight at once (the order never depends on the grid). */
+ * RED_GROUPS x RED_BATCH loads per output are in flight at once (the order never depends on the
+ * grid). Launched as a programmatic dependent of the kernel that wrote the partials (launch_reduce):
+ * its blocks may start while that kernel's last blocks run, and wait for its results first. */
 #define RED_GROUPS (GLU_THREADS / 32)
+#define RED_BATCH 16 /* partials a lane has in flight (<= 32: one lane drops each line) */
 template <typename T, int IL>
 __global__ void __launch_bounds__(GLU_THREADS)
     glu_reduce_kernel(const float *ws_dbias, int64_t nslabs, void *dbias, const float *ws_dw,
                       int64_t ntiles, void *dweights, int w_dtype, int64_t tokens, int64_t F) {
     __shared__ float part[RED_GROUPS][32];
+    grid_dependency_wait(); /* launched as the tile kernel's programmatic dependent: its partials */
     const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
     const int64_t nb_db = dbias ? (2 * F + 31) / 32 : 0, nb_dw = dweights ? (tokens + 31) / 32 : 0;
     for (int64_t b = blockIdx.x; b < nb_db + nb_dw; b += gridDim.x) { /* uniform over the block */
@@ -886,8 +934,27 @@ __global__ void __launch_bounds__(GLU_THREADS)
         const int64_t i = (is_db ? b : b - nb_db) * 32 + lane;
         float s = 0.0f;
         if (i < n) {
-#pragma unroll 4
-            for (int64_t q = g; q < nq; q += RED_GROUPS) s += ws[q * n + i];
+            /* RED_BATCH partials loaded before any is added (all of them at the seed shape: 128 slabs
+             * / 8 warps), then added in order: the same sum, one memory latency instead of 16 */
+            const int64_t step = RED_GROUPS * n;
+            const int whole = i - lane + 32 <= n; /* the warp's 32 outputs all exist */
+            for (int64_t q0 = g; q0 < nq; q0 += RED_GROUPS * RED_BATCH) {
+                const float *p = ws + q0 * n + i;
+                const int m = nq - q0 >= (int64_t)RED_GROUPS * RED_BATCH ? RED_BATCH : (int)((nq - q0 + RED_GROUPS - 1) / RED_GROUPS);
+                float v[RED_BATCH];
+#pragma unroll
+                for (int k = 0; k < RED_BATCH; ++k) v[k] = p[(k < m ? k : 0) * step]; /* past the end: q0's again, not added */
+#pragma unroll
+                for (int k = 0; k < RED_BATCH; ++k)
+                    if (k < m) s += v[k];
+                /* the lines this warp alone reads (32 whole partials each), now added by every lane
+                 * (whole is uniform over the warp): lane k drops the line of its k-th load, if aligned */
+                if (whole) {
+                    __syncwarp();
+                    const float *line = p - lane + lane * step;
+                    if (lane < m && ((uintptr_t)line & 127) == 0) discard_line(line);
+                }
+            }
         }
         part[g][lane] = s;
         __syncthreads();
@@ -1173,5 +1240,14 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     const uint64_t rblocks = (dbias ? (uint64_t)(2 * F_ + 31) / 32 : 0) + (dweights ? (uint64_t)(T_ + 31) / 32 : 0);
     const dim3 rgrid(grid_size(rblocks)), rblock(GLU_THREADS);
     void *rargs[] = {&wsb, &nslabs, &dbias, &wsw, &ntiles, &dweights, &wdt, &T_, &F_};
-    return launch_status(fn, cudaLaunchKernel((const void *)reduce_kernels[d][il], rgrid, rblock, rargs, 0, cs));
+    /* a programmatic dependent of the kernel above (see grid_dependency_wait) */
+    cudaLaunchAttribute pdl;
+    memset(&pdl, 0, sizeof pdl);
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = rgrid, cfg.blockDim = rblock, cfg.dynamicSmemBytes = 0, cfg.stream = cs;
+    cfg.attrs = &pdl, cfg.numAttrs = 1;
+    return launch_status(fn, cudaLaunchKernelExC(&cfg, (const void *)reduce_kernels[d][il], rargs));
 }

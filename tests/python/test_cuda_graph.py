@@ -129,3 +129,54 @@ def test_ops_capture_on_a_non_default_stream():
                 graph.replay()
             assert rel_err(y, fastglu.ops.swiglu_fwd(x)) == 0.0
             assert rel_err(dx, fastglu.ops.swiglu_bwd(dy, x)) == 0.0
+
+
+@pytest.mark.parametrize("case", ["bias_swiglu", "weighted_quick_geglu"])
+def test_reductions_capture_and_replay(case):
+    """The backwards that reduce (dbias, dweights: a tile kernel, then the reduction launched as its
+    programmatic dependent) captured with their forward, replayed with new data: every result equal
+    to the bit to the same call made eagerly (the reductions' order is fixed)."""
+    T, F = 257, 1408
+    x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    bias = torch.randn(2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    weights = torch.rand(T, 1, device="cuda", dtype=torch.float32, requires_grad=True)
+    probe = torch.randn(T, F, device="cuda")
+    leaves = [x, bias] if case == "bias_swiglu" else [x, bias, weights]
+
+    def run(xx, bb, ww, pp):
+        if case == "bias_swiglu":
+            y = fastglu.bias_swiglu_impl(xx, bb)
+        else:
+            y = fastglu.weighted_bias_quick_geglu_impl(xx, bb, ww, linear_offset=1.0, clamp_value=7.0)
+        (y.float() * pp).sum().backward()
+        return y
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            for leaf in leaves:
+                leaf.grad = None
+            run(x, bias, weights, probe)
+    torch.cuda.current_stream().wait_stream(side)
+    for leaf in leaves:
+        leaf.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        with SyncDebug():
+            static_y = run(x, bias, weights, probe)
+    static_grads = [leaf.grad for leaf in leaves]
+    for replay in range(2):
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+            bias.copy_(torch.randn_like(bias))
+            weights.copy_(torch.rand_like(weights))
+            probe.copy_(torch.randn_like(probe))
+        with SyncDebug():
+            graph.replay()
+        torch.cuda.synchronize()
+        eager = [leaf.detach().clone().requires_grad_() for leaf in (x, bias, weights)]
+        want_y = run(*eager, probe)
+        assert torch.equal(static_y, want_y), replay
+        for got, leaf in zip(static_grads, eager):
+            assert torch.equal(got, leaf.grad), replay
