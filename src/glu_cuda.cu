@@ -21,7 +21,10 @@
  *                      block adds the 4 warps in order through shared memory; the slab's value goes
  *                      to workspace[slab][column].
  *                      glu_reduce_kernel: each of 8 warps adds every 8th partial (tiles or slabs)
- *                      in order, then the 8 warps' sums are added in order.
+ *                      in order, then the 8 warps' sums are added in order. It is launched as the
+ *                      writing kernel's programmatic dependent; the partials are stored evict-last
+ *                      (they stay in the L2 until it reads them) and it discards their lines once
+ *                      read (never written back to DRAM).
  *                    So results are bitwise identical run to run and for any grid size.
  *
  * Each kernel comes in a general form (below) and, for the common cases where every access can be
