@@ -69,11 +69,12 @@ static __device__ __forceinline__ void grid_dependency_wait(void) {
 #endif
 }
 
-/* The reductions' partials (8 MB at the seed shape) are written with an L2 evict-last policy, so
- * that they are still in the L2 cache when the reduction reads them after the tile kernel's
- * streaming traffic, and the reduction then discards each 128-byte line it has consumed whole:
- * the line is dropped from the L2 without being written back, so the partials need not reach
- * DRAM at all (the workspace's contents are undefined on return, as fastglu.h says). */
+/* The reductions' partials (8 MB at the seed shape) are written with an L2 evict-last policy where
+ * they take at most half the L2 (ws_keep), so that they are still in the L2 cache when the
+ * reduction reads them after the tile kernel's streaming traffic; the reduction then discards each
+ * 128-byte line it has consumed whole: the line is dropped from the L2 without being written back,
+ * so the partials need not reach DRAM at all (the workspace's contents are undefined on return, as
+ * fastglu.h says). */
 static __device__ __forceinline__ uint64_t l2_evict_last_policy(void) {
     uint64_t pol = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -81,12 +82,14 @@ static __device__ __forceinline__ uint64_t l2_evict_last_policy(void) {
 #endif
     return pol;
 }
-static __device__ __forceinline__ void store_partial(float *p, float v, uint64_t pol) {
+static __device__ __forceinline__ void store_partial(float *p, float v, uint64_t pol, int keep) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol) : "memory");
-#else
-    *p = v;
+    if (keep) {
+        asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol) : "memory");
+        return;
+    }
 #endif
+    *p = v;
 }
 static __device__ __forceinline__ void discard_line(const float *p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -370,6 +373,7 @@ typedef struct glu_args {
     unsigned char *fp8; /* forward: the fp8 copy of the operands [tokens, 2F], or NULL */
     int64_t fp8_rs;
     float *ws_dbias, *ws_dw; /* workspace partials (tile kernel) */
+    int ws_keep;              /* 1: store the partials evict-last (they fit in the L2; see store_partial) */
     int64_t tokens, F;
     uint64_t chunks;
     fastdiv nvec;
@@ -800,7 +804,7 @@ static __device__ __forceinline__ void tile_dweights(const glu_args &a, float pa
                                                      int lane, uint64_t pol) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
-    if (lane == 0) store_partial(&a.ws_dw[tc * a.tokens + t], part, pol);
+    if (lane == 0) store_partial(&a.ws_dw[tc * a.tokens + t], part, pol, a.ws_keep);
 }
 
 /* Backward, flat like the forward; the specialised kernels held to BWD_MIN_BLOCKS blocks per SM
@@ -904,8 +908,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                     float sg = 0.0f, su = 0.0f;
 #pragma unroll
                     for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
-                    store_partial(&a.ws_dbias[slab * 2 * a.F + j], sg, pol);
-                    store_partial(&a.ws_dbias[slab * 2 * a.F + a.F + j], su, pol);
+                    store_partial(&a.ws_dbias[slab * 2 * a.F + j], sg, pol, a.ws_keep);
+                    store_partial(&a.ws_dbias[slab * 2 * a.F + a.F + j], su, pol, a.ws_keep);
                 }
             }
             __syncthreads(); /* sdb is reused by the next tile */
@@ -916,12 +920,14 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
 /* dbias[c] = the sum over slabs, dweights[t] = the sum over column tiles, in a fixed order: a
  * block takes 32 consecutive outputs (one per lane); warp g of the block sums the partials
  * q = g, g + RED_GROUPS, ... in order, then warp 0 adds the RED_GROUPS warps' sums in order. Blocks
- * [0, nb_db) do dbias, the next nb_dw do dweights; every load of a warp is one 128-byte line, and
- * RED_GROUPS x RED_BATCH loads per output are in flight at once (the order never depends on the
- * grid). Launched as a programmatic dependent of the kernel that wrote the partials (launch_reduce):
- * its blocks may start while that kernel's last blocks run, and wait for its results first. */
+ * [0, nb_db) do dbias, the next nb_dw do dweights; a warp's load is 32 consecutive floats (one
+ * 128-byte line where aligned); the order never depends on the grid. After the block's barrier
+ * (every partial it read has been added) it discards those lines. Launched as a programmatic
+ * dependent of the kernel that wrote the partials where its code has grid_dependency_wait compiled
+ * in (device_info): its blocks may start while that kernel's last blocks run, and wait for its
+ * results first. */
 #define RED_GROUPS (GLU_THREADS / 32)
-#define RED_BATCH 16 /* partials a lane has in flight (<= 32: one lane drops each line) */
+#define RED_BATCH 16 /* partials a lane loads per batch */
 template <typename T, int IL>
 __global__ void __launch_bounds__(GLU_THREADS)
     glu_reduce_kernel(const float *ws_dbias, int64_t nslabs, void *dbias, const float *ws_dw,
@@ -937,10 +943,9 @@ __global__ void __launch_bounds__(GLU_THREADS)
         const int64_t i = (is_db ? b : b - nb_db) * 32 + lane;
         float s = 0.0f;
         if (i < n) {
-            /* RED_BATCH partials loaded before any is added (all of them at the seed shape: 128 slabs
-             * / 8 warps), then added in order: the same sum, one memory latency instead of 16 */
+            /* up to RED_BATCH partials issued before they are added in order (the same sum as one
+             * add per load; ptxas keeps about 4 of them in flight, as the plain loop did) */
             const int64_t step = RED_GROUPS * n;
-            const int whole = i - lane + 32 <= n; /* the warp's 32 outputs all exist */
             for (int64_t q0 = g; q0 < nq; q0 += RED_GROUPS * RED_BATCH) {
                 const float *p = ws + q0 * n + i;
                 const int m = nq - q0 >= (int64_t)RED_GROUPS * RED_BATCH ? RED_BATCH : (int)((nq - q0 + RED_GROUPS - 1) / RED_GROUPS);
@@ -950,17 +955,18 @@ __global__ void __launch_bounds__(GLU_THREADS)
 #pragma unroll
                 for (int k = 0; k < RED_BATCH; ++k)
                     if (k < m) s += v[k];
-                /* the lines this warp alone reads (32 whole partials each), now added by every lane
-                 * (whole is uniform over the warp): lane k drops the line of its k-th load, if aligned */
-                if (whole) {
-                    __syncwarp();
-                    const float *line = p - lane + lane * step;
-                    if (lane < m && ((uintptr_t)line & 127) == 0) discard_line(line);
-                }
             }
         }
         part[g][lane] = s;
-        __syncthreads();
+        __syncthreads(); /* every partial this block reads has been added (s stored above) */
+        const int64_t i0 = i - lane;
+        if (i0 + 32 <= n) { /* the 32 outputs all exist: the block alone reads their lines; drop
+                             * them (group g's rows q = g + 8 (lane + 32 k), the 128-byte-aligned ones) */
+            for (int64_t q = g + (int64_t)RED_GROUPS * lane; q < nq; q += (int64_t)RED_GROUPS * 32) {
+                const float *line = ws + q * n + i0;
+                if (((uintptr_t)line & 127) == 0) discard_line(line);
+            }
+        }
         if (g == 0 && i < n) {
             float r = 0.0f;
 #pragma unroll
@@ -1117,6 +1123,45 @@ typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int
 static const reduce_kernel reduce_kernels[3][2] = {REDUCE_KERNEL(float), REDUCE_KERNEL(__half), REDUCE_KERNEL(__nv_bfloat16)};
 #undef REDUCE_KERNEL
 
+/* What the launchers ask of the current device, cached per device ordinal (queried once):
+ *   l2_bytes    the L2 cache's size (the partials are stored evict-last where they take <= half);
+ *   pdl[d][il]  1 when reduce_kernels[d][il] runs code compiled for sm_90 or later (its
+ *               griddepcontrol.wait is in it; a build for an older architecture, JIT-compiled here,
+ *               has none): only then is the reduction a programmatic dependent. */
+#define DEV_CACHE 64
+typedef struct dev_info {
+    int known;
+    int64_t l2_bytes;
+    signed char pdl[3][2];
+} dev_info;
+static dev_info dev_cache[DEV_CACHE];
+
+static const dev_info *device_info(void) {
+    static const dev_info none = {1, 0, {{0, 0}, {0, 0}, {0, 0}}};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= DEV_CACHE) return &none;
+    dev_info *di = &dev_cache[dev];
+    if (!__atomic_load_n(&di->known, __ATOMIC_ACQUIRE)) { /* two threads may both fill it in, with the same values */
+        /* a failed query's error is cleared unless another was pending already (not ours to take) */
+        const int clear = cudaPeekAtLastError() == cudaSuccess;
+        int l2 = 0;
+        if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+            l2 = 0;
+            if (clear) (void)cudaGetLastError();
+        }
+        di->l2_bytes = l2;
+        for (int d = 0; d < 3; ++d)
+            for (int il = 0; il < 2; ++il) {
+                struct cudaFuncAttributes fa;
+                const cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)reduce_kernels[d][il]);
+                di->pdl[d][il] = e == cudaSuccess && fa.ptxVersion >= 90;
+                if (e != cudaSuccess && clear) (void)cudaGetLastError();
+            }
+        __atomic_store_n(&di->known, 1, __ATOMIC_RELEASE);
+    }
+    return di;
+}
+
 extern "C" fastglu_status fastglu_glu_fwd_cuda(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
@@ -1210,6 +1255,8 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
         fastglu_glu_workspace(tokens, ffn_hidden_size, dbias != NULL, dweights != NULL);
     a.ws_dbias = dbias ? (float *)((char *)workspace + ws.dbias_offset) : NULL;
     a.ws_dw = dweights ? (float *)((char *)workspace + ws.dweights_offset) : NULL;
+    const dev_info *di = device_info();
+    a.ws_keep = (int64_t)ws.total <= di->l2_bytes / 2;
     /* the flat kernel: without reductions, or with dweights alone where it can sum them (see it) */
     int flat = 0, c = 0;
     if (!dbias && (!dweights || (!bias && es == 2 && ffn_hidden_size % FASTGLU_TILE_COLS == 0))) {
@@ -1243,11 +1290,11 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     const uint64_t rblocks = (dbias ? (uint64_t)(2 * F_ + 31) / 32 : 0) + (dweights ? (uint64_t)(T_ + 31) / 32 : 0);
     const dim3 rgrid(grid_size(rblocks)), rblock(GLU_THREADS);
     void *rargs[] = {&wsb, &nslabs, &dbias, &wsw, &ntiles, &dweights, &wdt, &T_, &F_};
-    /* a programmatic dependent of the kernel above (see grid_dependency_wait) */
+    /* a programmatic dependent of the kernel above where its code waits for it (device_info) */
     cudaLaunchAttribute pdl;
     memset(&pdl, 0, sizeof pdl);
     pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
+    pdl.val.programmaticStreamSerializationAllowed = di->pdl[d][il];
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = rgrid, cfg.blockDim = rblock, cfg.dynamicSmemBytes = 0, cfg.stream = cs;

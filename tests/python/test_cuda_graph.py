@@ -131,21 +131,24 @@ def test_ops_capture_on_a_non_default_stream():
             assert rel_err(dx, fastglu.ops.swiglu_bwd(dy, x)) == 0.0
 
 
-@pytest.mark.parametrize("case", ["bias_swiglu", "weighted_quick_geglu"])
+@pytest.mark.parametrize("case", ["bias_swiglu", "weighted_quick_geglu", "weighted_swiglu"])
 def test_reductions_capture_and_replay(case):
-    """The backwards that reduce (dbias, dweights: a tile kernel, then the reduction launched as its
-    programmatic dependent) captured with their forward, replayed with new data: every result equal
-    to the bit to the same call made eagerly (the reductions' order is fixed)."""
-    T, F = 257, 1408
+    """The backwards that reduce (dbias, dweights: the tile kernel, or the flat kernel for weights
+    alone with F a multiple of 256, then the reduction launched as its programmatic dependent)
+    captured with their forward, replayed with new data: every result equal to the bit to the same
+    call made eagerly (the reductions' order is fixed)."""
+    T, F = 257, (1536 if case == "weighted_swiglu" else 1408)
     x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     bias = torch.randn(2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weights = torch.rand(T, 1, device="cuda", dtype=torch.float32, requires_grad=True)
     probe = torch.randn(T, F, device="cuda")
-    leaves = [x, bias] if case == "bias_swiglu" else [x, bias, weights]
+    leaves = {"bias_swiglu": [x, bias], "weighted_swiglu": [x, weights]}.get(case, [x, bias, weights])
 
     def run(xx, bb, ww, pp):
         if case == "bias_swiglu":
             y = fastglu.bias_swiglu_impl(xx, bb)
+        elif case == "weighted_swiglu":
+            y = fastglu.weighted_bias_swiglu_impl(xx, None, ww)
         else:
             y = fastglu.weighted_bias_quick_geglu_impl(xx, bb, ww, linear_offset=1.0, clamp_value=7.0)
         (y.float() * pp).sum().backward()
@@ -175,8 +178,8 @@ def test_reductions_capture_and_replay(case):
         with SyncDebug():
             graph.replay()
         torch.cuda.synchronize()
-        eager = [leaf.detach().clone().requires_grad_() for leaf in (x, bias, weights)]
-        want_y = run(*eager, probe)
+        eager = {id(t): t.detach().clone().requires_grad_() for t in (x, bias, weights)}
+        want_y = run(eager[id(x)], eager[id(bias)], eager[id(weights)], probe)
         assert torch.equal(static_y, want_y), replay
-        for got, leaf in zip(static_grads, eager):
-            assert torch.equal(got, leaf.grad), replay
+        for got, leaf in zip(static_grads, leaves):
+            assert torch.equal(got, eager[id(leaf)].grad), replay
