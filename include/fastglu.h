@@ -301,8 +301,8 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
  * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
  * set to zero, the sums over nothing (their pointers are validated); nothing else is written.
  * CUDA: without dbias and dweights one kernel; with either, one kernel plus one short reduction
- * kernel over the workspace (a programmatic dependent launch: it may start while the first kernel
- * finishes, and waits for its results). Errors: as the forward.
+ * kernel over the workspace (where built for sm_90 or later, a programmatic dependent launch: it
+ * may start while the first kernel finishes, and waits for its results). Errors: as the forward.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API size_t fastglu_glu_bwd_workspace_bytes(int64_t tokens, int64_t ffn_hidden_size,
                                                    int want_dbias, int want_dweights);
