@@ -37,6 +37,9 @@ from fastglu.bench.swiglu import load_provider  # noqa: E402
 import fastglu  # noqa: E402
 from fastglu import _C, ops  # noqa: E402
 from fastglu.functional import _SwiGLU, _c_apply  # noqa: E402
+import importlib  # noqa: E402
+
+glu_module = importlib.import_module("fastglu.glu")  # (fastglu.glu is also the function glu)
 
 
 class FC1Stub(torch.autograd.Function):
@@ -151,6 +154,47 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     return rows, breakdown
 
 
+def variant_host_times(device="cuda", rounds=5, n=1000):
+    """Host time of Megatron-Core's entry points on fastglu (``fastglu.glu``): forward, and forward +
+    backward (bias and weights requiring grad), beside the same forward with its Function applied
+    through ``Function.apply`` (the path before the lean apply, ``glu._glu_c_apply``; that path's
+    time includes switching the lean apply off and on around each call, two attribute stores)."""
+    T, F = (1, 1) if device == "cpu" else (8, 1024)
+    x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.rand(T, 1, device=device, requires_grad=True)
+    dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
+    impls = {
+        "bias_swiglu_impl(x, bias)": lambda: fastglu.bias_swiglu_impl(x, b),
+        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(x, None, w),
+        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
+            lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
+    }
+    lean = glu_module._glu_c_apply
+
+    def through_function_apply(f):
+        def run():
+            glu_module._glu_c_apply = None
+            try:
+                f()
+            finally:
+                glu_module._glu_c_apply = lean
+        return run
+
+    def fwd_bwd(f):
+        def run():
+            f().backward(dy)
+            x.grad = b.grad = w.grad = None
+        return run
+
+    paths = {}
+    for name, f in impls.items():
+        paths[f"{name}: forward"] = f
+        paths[f"{name}: forward through Function.apply"] = through_function_apply(f)
+        paths[f"{name}: forward + backward"] = fwd_bwd(f)
+    return median_of_rounds(paths, rounds, n)
+
+
 def peak_memory(providers, S=2048, B=4, F=8192):
     out = {}
     for name, provider in providers.items():
@@ -196,10 +240,15 @@ def main():
     print("\nfastglu forward, where the host time goes (us per call):")
     for k, v in breakdown.items():
         print(f"  {v:8.2f}  {k}")
+    variants = variant_host_times(args.device)
+    print("\nMegatron-Core's entry points on fastglu (us per call):")
+    for k, v in variants.items():
+        print(f"  {v:8.2f}  {k}")
     if not on_gpu:
         if args.out:
             args.out.write_text(json.dumps({"device": "cpu", "torch": torch.__version__, "host_us": host,
-                                            "fastglu_forward_breakdown_us": breakdown}, indent=1))
+                                            "fastglu_forward_breakdown_us": breakdown, "variants_us": variants},
+                                           indent=1))
         return
     mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
     print("\npeak memory over forward+backward, S=2048 B=4 F=8192 bf16 (MiB above input and dy):")
@@ -208,7 +257,7 @@ def main():
     if args.out:
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                                         "host_us": host, "fastglu_forward_breakdown_us": breakdown,
-                                        "peak_memory_mib": mem}, indent=1))
+                                        "variants_us": variants, "peak_memory_mib": mem}, indent=1))
 
 
 if __name__ == "__main__":

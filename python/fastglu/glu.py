@@ -743,12 +743,33 @@ def _fp8_mode(fp8_input_store, fn):
                           f"got {fp8_input_store!r}")
 
 
+# GLUFunction applied as functional.py applies fastglu.swiglu's Function: what Function.apply does
+# (with no functorch transform active: unwrap dead functorch wrappers, then the C++ apply) without
+# its Python layer; Function.apply itself where a transform is active or torch lacks the helpers.
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_c_apply = getattr(torch._C, "_FunctionBase", object).__dict__.get("apply")
+_glu_c_apply = (_c_apply.__get__(None, GLUFunction)
+                if _functorch_active is not None and _unwrap_if_dead is not None and _c_apply is not None else None)
+_Tensor = torch.Tensor
+
+
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
     if _is_compiling():  # torch.compile / torch.export: the torch.library ops (library.glu_traced)
         return _library.glu_traced(x, up, bias, weights, params, _fp8_mode(fp8_input_store, fn),
                                    bool(cpu_offload_input), bool(in_place), fn)
-    return GLUFunction.apply(x, up, bias, weights, params,
-                             (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), bool(in_place), fn))
+    options = (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), bool(in_place), fn)
+    if _glu_c_apply is None or _functorch_active():
+        return GLUFunction.apply(x, up, bias, weights, params, options)
+    if isinstance(x, _Tensor):
+        x = _unwrap_if_dead(x)
+    if isinstance(up, _Tensor):
+        up = _unwrap_if_dead(up)
+    if isinstance(bias, _Tensor):
+        bias = _unwrap_if_dead(bias)
+    if isinstance(weights, _Tensor):
+        weights = _unwrap_if_dead(weights)
+    return _glu_c_apply(x, up, bias, weights, params, options)
 
 
 # ---- public functions --------------------------------------------------------------------------

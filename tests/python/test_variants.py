@@ -910,3 +910,24 @@ def test_in_place_never_overwrites_an_input_that_takes_no_gradient():
     g0 = gate.clone()
     fastglu.silu_mul(gate, up, in_place=True).sum().backward()
     assert torch.equal(gate, g0) and up.grad is not None
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-apply", "Function.apply"])
+def test_entry_points_refuse_transforms_they_cannot_follow(lean, monkeypatch):
+    # The Megatron entry points apply their Function through the C++ apply (glu._glu_c_apply) unless
+    # a functorch transform is active: either way vmap and forward-mode AD are refused as
+    # Function.apply refuses them (no vmap rule, no jvp), never run with a dropped tangent or batch.
+    import importlib
+    import torch.autograd.forward_ad as fwAD
+    glu_module = importlib.import_module("fastglu.glu")
+    if not lean:
+        monkeypatch.setattr(glu_module, "_glu_c_apply", None)
+    b = torch.randn(6)
+    with pytest.raises(RuntimeError, match="functorch transforms"):
+        torch.func.vmap(lambda t: fastglu.bias_swiglu_impl(t, b))(torch.randn(3, 4, 6))
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(torch.randn(4, 6), torch.randn(4, 6))
+        with pytest.raises(NotImplementedError, match="jvp"):
+            fastglu.bias_swiglu_impl(dual, b)
+        with pytest.raises(NotImplementedError, match="jvp"):
+            fastglu.weighted_bias_quick_geglu_impl(dual, None, torch.rand(4, 1), False, 1.0, 7.0)
