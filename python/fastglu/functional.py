@@ -20,10 +20,8 @@ _tracing_state = getattr(torch._C, "_get_tracing_state", lambda: None)  # torch.
 # What torch.autograd.Function.apply does for a plain tensor, without its Python layer (signature
 # binding for setup_context, a generator over the arguments): with no functorch transform active it
 # unwraps a dead functorch wrapper and calls the C++ apply (bench/host_memory.py times both);
-# _lean_apply falls back to Function.apply on a torch without these helpers.
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
-_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
-_c_apply = getattr(torch._C, "_FunctionBase", object).__dict__.get("apply")
+# _lean_apply falls back to Function.apply on a torch without these helpers (glu.py holds them).
+from .glu import _c_apply, _functorch_active, _unwrap_if_dead  # noqa: E402
 
 
 def _no_double_backward():
