@@ -927,7 +927,6 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
  * in (device_info): its blocks may start while that kernel's last blocks run, and wait for its
  * results first. */
 #define RED_GROUPS (GLU_THREADS / 32)
-#define RED_BATCH 16 /* partials a lane loads per batch */
 template <typename T, int IL>
 __global__ void __launch_bounds__(GLU_THREADS)
     glu_reduce_kernel(const float *ws_dbias, int64_t nslabs, void *dbias, const float *ws_dw,
@@ -943,19 +942,8 @@ __global__ void __launch_bounds__(GLU_THREADS)
         const int64_t i = (is_db ? b : b - nb_db) * 32 + lane;
         float s = 0.0f;
         if (i < n) {
-            /* up to RED_BATCH partials issued before they are added in order (the same sum as one
-             * add per load; ptxas keeps about 4 of them in flight, as the plain loop did) */
-            const int64_t step = RED_GROUPS * n;
-            for (int64_t q0 = g; q0 < nq; q0 += RED_GROUPS * RED_BATCH) {
-                const float *p = ws + q0 * n + i;
-                const int m = nq - q0 >= (int64_t)RED_GROUPS * RED_BATCH ? RED_BATCH : (int)((nq - q0 + RED_GROUPS - 1) / RED_GROUPS);
-                float v[RED_BATCH];
-#pragma unroll
-                for (int k = 0; k < RED_BATCH; ++k) v[k] = p[(k < m ? k : 0) * step]; /* past the end: q0's again, not added */
-#pragma unroll
-                for (int k = 0; k < RED_BATCH; ++k)
-                    if (k < m) s += v[k];
-            }
+#pragma unroll 4
+            for (int64_t q = g; q < nq; q += RED_GROUPS) s += ws[q * n + i];
         }
         part[g][lane] = s;
         __syncthreads(); /* every partial this block reads has been added (s stored above) */
