@@ -14,9 +14,10 @@
  *                    owns columns 8l .. 8l + 7 of the tile and rows w, w + 4, ..., w + 60 of the slab,
  *                    4 of them in flight at a time (2 for fp32).
  *                    Fixed summation order, whatever the grid:
- *                      dweights: per row, each lane sums its 8 columns in order, then the warp's
- *                      lanes by a butterfly (xor 16, 8, 4, 2, 1); the tile's value goes to
- *                      workspace[tile_col][row].
+ *                      dweights: per row, each lane sums its 8 columns in order into shared
+ *                      memory; at the tile's end two threads a row add its 32 lanes in the order
+ *                      of a butterfly (xor 16, 8, 4, 2, 1); the tile's value goes to
+ *                      workspace[tile_col][row] (one coalesced store for 64 rows).
  *                      dbias: each lane sums its rows in order (w, w + 4, ...) in registers, the
  *                      block adds the 4 warps in order through shared memory; the slab's value goes
  *                      to workspace[slab][column].
@@ -798,13 +799,40 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ?
     }
 }
 
-/* dweights of row t from the tile's column tile tc: the lanes' column-ordered sums added by a
- * butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
+/* dweights of row t from column tile tc (the flat kernel's): the lanes' column-ordered sums added
+ * by a butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
 static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
                                                      int lane, uint64_t pol) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
     if (lane == 0) store_partial(&a.ws_dw[tc * a.tokens + t], part, pol, a.ws_keep);
+}
+
+/* dweights of the slab's rows of column tile tc from the lanes' column-ordered sums, held in
+ * sdw[row of the slab][lane] (row stride SDW_STRIDE): two threads a row (the even lanes' and the odd
+ * lanes' halves), the additions of tile_dweights' butterfly (xor 16, 8, 4, 2 within a half, then 1
+ * across the pair), so the sum is the flat kernel's to the bit; the even thread stores it (64 rows:
+ * one coalesced store). Against the butterfly in the row loop (5 shuffles a row and warp, a 4-byte
+ * store a row), this measured 1.177x -> 1.126x its floor for quick-GeGLU with bias, weights and
+ * clamp (bench/results/nvidia-h200/2026-12-01-28-dweights-smem-ab); it also freed the registers
+ * that case had spilled. */
+#define SDW_STRIDE 34 /* 2 r + parity: the 32 threads of a warp read 32 distinct banks */
+static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, const float *sdw, int64_t slab,
+                                                          int64_t tc, uint64_t pol) {
+    const int r = threadIdx.x >> 1, par = threadIdx.x & 1;
+    float w[16]; /* lanes par, par + 2, ..., par + 30 */
+#pragma unroll
+    for (int m = 0; m < 16; ++m) w[m] = sdw[r * SDW_STRIDE + par + 2 * m];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) w[m] = __fadd_rn(w[m], w[m + 8]); /* lane l + 16 */
+#pragma unroll
+    for (int m = 0; m < 4; ++m) w[m] = __fadd_rn(w[m], w[m + 4]); /* l + 8 */
+#pragma unroll
+    for (int m = 0; m < 2; ++m) w[m] = __fadd_rn(w[m], w[m + 2]); /* l + 4 */
+    w[0] = __fadd_rn(w[0], w[1]);                                 /* l + 2 */
+    const float s = __fadd_rn(w[0], __shfl_xor_sync(0xffffffffu, w[0], 1)); /* l + 1 */
+    const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
+    if (!par && t < a.tokens) store_partial(&a.ws_dw[tc * a.tokens + t], s, pol, a.ws_keep);
 }
 
 /* Backward, flat like the forward; the specialised kernels held to BWD_MIN_BLOCKS blocks per SM
@@ -846,6 +874,9 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
     static_assert(FASTGLU_SLAB_ROWS % (R * TILE_WARPS) == 0, "a warp's rows in flight must not run past its slab");
     /* the bias-gradient sums of each warp: [gate, up][column k of the lane][lane] */
     __shared__ float sdb[TILE_WARPS][2][N][32];
+    /* the dweights sums of the slab's rows: [row][lane] (FL_DW, or the general kernel) */
+    __shared__ float sdw[((FL & FL_DW) || !(FL & FL_FAST)) ? FASTGLU_SLAB_ROWS * SDW_STRIDE : 1];
+    static_assert(TILE_WARPS * 32 == 2 * FASTGLU_SLAB_ROWS, "tile_dweights_rows: two threads a row");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t ntc = (a.F + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
     const int64_t ntr = (a.tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
@@ -885,7 +916,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                     const int64_t t = tb + i * TILE_WARPS;
                     if (i == 0 || t < a.tokens) {
                         const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
-                        if (want_dw) tile_dweights(a, p, tc, t, lane, pol);
+                        if (want_dw) sdw[(t - slab * FASTGLU_SLAB_ROWS) * SDW_STRIDE + lane] = p;
                     }
                 }
             }
@@ -894,13 +925,16 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                 const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
                 if (t >= a.tokens) break; /* uniform over the warp */
                 const float part = bwd_chunk_generic<T, TIN, IL, N>(a, t, j0, ncols, token_weight<FL>(a, t), dbg, dbu);
-                if (want_dw) tile_dweights(a, part, tc, t, lane, pol);
+                if (want_dw) sdw[r * SDW_STRIDE + lane] = part;
             }
         }
         if (want_db) {
 #pragma unroll
             for (int k = 0; k < N; ++k) sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
-            __syncthreads();
+        }
+        if (want_db || want_dw) __syncthreads(); /* the tile's sums are all in shared memory */
+        if (want_dw) tile_dweights_rows(a, sdw, slab, tc, pol);
+        if (want_db) {
             /* thread c sums columns c, c + 32 W, ... of the tile over the warps in order, for gate and up */
             for (int c = threadIdx.x; c < FASTGLU_TILE_COLS; c += TILE_WARPS * 32) {
                 const int64_t j = tc * FASTGLU_TILE_COLS + c;
@@ -912,8 +946,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                     store_partial(&a.ws_dbias[slab * 2 * a.F + a.F + j], su, pol, a.ws_keep);
                 }
             }
-            __syncthreads(); /* sdb is reused by the next tile */
         }
+        if (want_db || want_dw) __syncthreads(); /* sdb and sdw are reused by the next tile */
     }
 }
 
