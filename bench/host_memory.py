@@ -156,9 +156,10 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
 
 def variant_host_times(device="cuda", rounds=5, n=1000):
     """Host time of Megatron-Core's entry points on fastglu (``fastglu.glu``): forward, and forward +
-    backward (bias and weights requiring grad), beside the same forward with its Function applied
-    through ``Function.apply`` (the path before the lean apply, ``glu._glu_c_apply``; that path's
-    time includes switching the lean apply off and on around each call, two attribute stores)."""
+    backward (bias and weights requiring grad), beside the same calls without the common case's
+    short path (``glu._glu_fwd_fast`` / ``_glu_bwd_fast`` declining, the options checked on every
+    call: every argument through the op layer's checks, the path before the short path; its time
+    includes switching the short path off and on around each call, six attribute stores)."""
     T, F = (1, 1) if device == "cpu" else (8, 1024)
     x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
     b = torch.randn(2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
@@ -170,15 +171,17 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
         "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
             lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
     }
-    lean = glu_module._glu_c_apply
+    short = (glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params)
+    checked = (lambda *a: None, lambda *a: None,
+               lambda act, c, o, fn: glu_module.glu_params(act, clamp_value=c, glu_linear_offset=o, fn=fn))
 
-    def through_function_apply(f):
+    def without_short_path(f):
         def run():
-            glu_module._glu_c_apply = None
+            glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params = checked
             try:
-                f()
+                return f()
             finally:
-                glu_module._glu_c_apply = lean
+                glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params = short
         return run
 
     def fwd_bwd(f):
@@ -190,8 +193,9 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
     paths = {}
     for name, f in impls.items():
         paths[f"{name}: forward"] = f
-        paths[f"{name}: forward through Function.apply"] = through_function_apply(f)
+        paths[f"{name}: forward, checked path"] = without_short_path(f)
         paths[f"{name}: forward + backward"] = fwd_bwd(f)
+        paths[f"{name}: forward + backward, checked path"] = without_short_path(fwd_bwd(f))
     return median_of_rounds(paths, rounds, n)
 
 

@@ -103,7 +103,7 @@ _INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
 ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 FP8_MODES = (False, True, "per_row", "per_tensor")
 
-from .ops import _current_device, _raw_stream, check_dense, check_storage  # noqa: E402  (the current stream, as ops.py gets it)
+from .ops import _current_device, _raw_stream, _row_strides, check_dense, check_storage  # noqa: E402  (the current stream, as ops.py gets it)
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
@@ -379,6 +379,116 @@ def _launch(kernel, device, *args):
         return kernel(1, *args, _raw_stream(dev))
 
 
+# ---- the common case, checked with a few attribute reads ------------------------------------
+# Host time matters at small sizes (MoE experts see few tokens). The op layer below validates every
+# argument with messages; the common case of Megatron's entry points (one plain 2D/3D input with
+# evenly strided rows and unit column stride, a contiguous [2F] bias, contiguous per-token
+# weights, all on one cpu/cuda device, no caller-given output) is recognised here first and goes
+# straight to the C call; anything else returns None and takes the checked path, which raises the
+# precise error or copies what it must. Both paths make the same C call for the common case.
+
+_DENSE = (torch.Tensor, torch.nn.Parameter)
+
+
+def _fast_operand(t, cuda, dev):
+    """Whether t is a plain (or Parameter) dense tensor, not negated, on x's device."""
+    return (type(t) in _DENSE and t.layout is _STRIDED and not t.is_nested and not t.is_neg()
+            and (t.is_cuda and t.get_device() == dev if cuda else t.is_cpu))
+
+
+def _fast_case(x, bias, weights):
+    """(dtype code, x's shape, tokens, row stride, F, on_cuda, device index, weights' dtype code) of
+    the common case, or None."""
+    if type(x) not in _DENSE or x.layout is not _STRIDED or x.is_nested:  # (a nested tensor has no .shape)
+        return None
+    code = _COMPUTE_CODES.get(x.dtype)
+    shape = x.shape
+    nd = len(shape)
+    if code is None or (nd != 2 and nd != 3) or x.is_neg():
+        return None
+    width = shape[-1]
+    tokens, rs, cs = _row_strides(shape, x.stride())
+    if rs is None or cs != 1 or width & 1 or not width or not tokens:
+        return None
+    cuda = x.is_cuda
+    if not cuda and not x.is_cpu:
+        return None
+    dev = x.get_device()
+    F = width >> 1
+    if bias is not None and not (_fast_operand(bias, cuda, dev) and bias.dtype is x.dtype
+                                 and bias.shape == (width,) and bias.stride(0) == 1):
+        return None
+    w_code = 0
+    if weights is not None:
+        w_code = _COMPUTE_CODES.get(weights.dtype) if type(weights) in _DENSE else None
+        if (w_code is None or not _fast_operand(weights, cuda, dev) or not weights.is_contiguous()
+                or weights.shape not in ((tokens, 1), (tokens,))):
+            return None
+    return code, shape, tokens, rs, F, cuda, dev, w_code
+
+
+def _call(kernel, cuda, dev, *args):
+    """kernel(on_cuda, *args, stream): a CUDA call on dev's current stream (under a device guard only
+    when dev is not the current device)."""
+    if not cuda:
+        return kernel(0, *args, 0)
+    if dev == _current_device():
+        return kernel(1, *args, _raw_stream(dev))
+    with torch.cuda.device(dev):
+        return kernel(1, *args, _raw_stream(dev))
+
+
+def _glu_fwd_fast(p, x, bias, weights):
+    """The forward of the common case (a fresh output), or None."""
+    c = _fast_case(x, bias, weights)
+    if c is None:
+        return None
+    code, shape, tokens, rs, F, cuda, dev, w_code = c
+    y = x.new_empty((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F))  # a tuple: parsed faster than a Size
+    g_ptr = x.data_ptr()
+    u_ptr, u_rs = (g_ptr + F * x.element_size(), rs) if p.layout == _C.LAYOUT_SPLIT else (0, 0)
+    _call(_C.glu_fwd, cuda, dev, *p, g_ptr, rs, u_ptr, u_rs, 0 if bias is None else bias.data_ptr(),
+          0 if weights is None else weights.data_ptr(), w_code, 1, y.data_ptr(), F, 0, 0, tokens, F, code)
+    return y
+
+
+def _glu_bwd_fast(p, dy, x, bias, weights, want_db, want_dw):
+    """(dx, dbias, dweights) of the common case (x of dy's dtype, fresh outputs; dy of any strides
+    that merge into one row index), or None. want_db / want_dw need the bias / weights."""
+    c = _fast_case(x, bias, weights)
+    if c is None or type(dy) is not _Tensor:
+        return None
+    code, shape, tokens, rs, F, cuda, dev, w_code = c
+    if dy.layout is not _STRIDED or dy.is_nested:
+        return None
+    dshape = dy.shape
+    if (dy.dtype is not x.dtype or len(dshape) != len(shape) or dshape[-1] != F or dshape[:-1] != shape[:-1]
+            or dy.is_neg()
+            or not (dy.is_cuda and dy.get_device() == dev if cuda else dy.is_cpu)):
+        return None
+    _, dy_rs, dy_cs = _row_strides(dshape, dy.stride())
+    if dy_rs is None:
+        return None
+    dx = x.new_empty(tuple(shape))
+    dbias = x.new_empty((2 * F,)) if want_db else None
+    dw = weights.new_empty((tokens,)) if want_dw else None
+    ws_bytes = _C.glu_bwd_workspace_bytes(tokens, F, want_db, want_dw)
+    ws = x.new_empty((ws_bytes,), dtype=torch.uint8) if ws_bytes else None
+    g_ptr, dg_ptr = x.data_ptr(), dx.data_ptr()
+    if p.layout == _C.LAYOUT_SPLIT:
+        es = x.element_size()
+        u_ptr, u_rs, du_ptr, du_rs = g_ptr + F * es, rs, dg_ptr + F * es, 2 * F
+    else:
+        u_ptr = u_rs = du_ptr = du_rs = 0
+    _call(_C.glu_bwd, cuda, dev, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs, u_ptr, u_rs, code, 0, 0,
+          0 if bias is None else bias.data_ptr(), 0 if weights is None else weights.data_ptr(), w_code, 1,
+          dg_ptr, 2 * F, du_ptr, du_rs, 0 if dbias is None else dbias.data_ptr(),
+          0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes, tokens, F, code)
+    if dw is not None:
+        dw = dw.view(weights.shape)
+    return dx, dbias, dw
+
+
 # ---- the op layer -----------------------------------------------------------------------------
 
 
@@ -415,6 +525,10 @@ def _glu_fwd(p: GLUParams, x, up, bias, weights, out, saved_fp8, fn):
 
 def glu_fwd_p(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, saved_fp8=None, fn="glu_fwd"):
     """``glu_fwd`` with prepared parameters (``glu_params``)."""
+    if out is None and saved_fp8 is None and up is None:
+        y = _glu_fwd_fast(p, x, bias, weights)
+        if y is not None:
+            return y
     if saved_fp8 is not None and not isinstance(saved_fp8, torch.Tensor):
         _fail(TypeError, fn, f"saved_fp8 must be None or a torch.Tensor, got {type(saved_fp8).__name__}")
     return _glu_fwd(p, x, up, bias, weights, out, saved_fp8, fn)[0]
@@ -721,12 +835,16 @@ class GLUFunction(torch.autograd.Function):
             ctx.backward_done = True
         x, up, bias, weights, scale_inv = ctx.saved_tensors
         need = ctx.needs_input_grad
+        want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
+        if not ctx.in_place and up is None and scale_inv is None:
+            g = _glu_bwd_fast(ctx.params, dy, x, bias, weights, want_db, want_dw)
+            if g is not None:
+                return g[0], None, g[1], g[2], None, None
         out = None
         if ctx.in_place:
             out = x if up is None else (x, up)
         g = glu_bwd_p(ctx.params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
-                      want_dbias=bias is not None and need[2], want_dweights=weights is not None and need[3],
-                      out=out, fn=fn)
+                      want_dbias=want_db, want_dweights=want_dw, out=out, fn=fn)
         if ctx.in_place and _increment_version is not None:
             _increment_version(x)  # other users of the overwritten input now fail loudly
             if up is not None:
@@ -839,6 +957,26 @@ def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=Fal
 # ---- Megatron-Core signatures ----------------------------------------------------------------
 
 
+_PLAIN_NUMBERS = (type(None), int, float)
+_MEGATRON_PARAMS = {}  # (activation, clamp_value, linear_offset) -> GLUParams, for plain numbers
+
+
+def _megatron_params(activation, clamp_value, linear_offset, fn):
+    """glu_params of a Megatron entry point, remembered for plain-number options (they are checked
+    once; a tensor or any other option type is checked on every call). Not while torch.compile
+    traces: dynamo would guard on the dict's contents and compile again once it changed."""
+    if (type(clamp_value) in _PLAIN_NUMBERS and type(linear_offset) in _PLAIN_NUMBERS[1:]
+            and not _is_compiling()):
+        key = (activation, clamp_value, linear_offset)
+        p = _MEGATRON_PARAMS.get(key)
+        if p is None:
+            p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
+            if len(_MEGATRON_PARAMS) < 256:
+                _MEGATRON_PARAMS[key] = p
+        return p
+    return glu_params(activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
+
+
 def _megatron_input(input, fn):
     if not isinstance(input, torch.Tensor):
         _fail(TypeError, fn, f"input must be a torch.Tensor, got {type(input).__name__}")
@@ -868,7 +1006,7 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
     """
     fn = "bias_swiglu_impl"
     _megatron_input(input, fn)
-    p = glu_params("silu", clamp_value=clamp_value, fn=fn)
+    p = _megatron_params("silu", clamp_value, 0.0, fn)
     return _apply(input, None, bias, None, p, fp8_input_store, cpu_offload_input, False, fn)
 
 
@@ -894,7 +1032,7 @@ def weighted_bias_swiglu_impl(input, bias, weights, fp8_input_store=False, clamp
                                   "fusion (as Megatron-Core)")
     if weights is None:
         _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
-    p = glu_params("silu", clamp_value=clamp_value, fn=fn)
+    p = _megatron_params("silu", clamp_value, 0.0, fn)
     return _apply(input, None, None, weights, p, fp8_input_store, False, False, fn)
 
 
@@ -907,7 +1045,7 @@ def bias_geglu_impl(input, bias):
     """
     fn = "bias_geglu_impl"
     _megatron_input(input, fn)
-    return _apply(input, None, bias, None, glu_params("gelu_tanh", fn=fn), False, False, False, fn)
+    return _apply(input, None, bias, None, _megatron_params("gelu_tanh", None, 0.0, fn), False, False, False, fn)
 
 
 def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, linear_offset=0.0,
@@ -936,7 +1074,7 @@ def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, 
     _megatron_input(input, fn)
     if weights is None:
         _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
-    p = glu_params("quick_gelu", clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
+    p = _megatron_params("quick_gelu", clamp_value, linear_offset, fn)
     return _apply(input, None, bias, weights, p, fp8_input_store, False, False, fn)
 
 

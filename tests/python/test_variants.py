@@ -931,3 +931,120 @@ def test_entry_points_refuse_transforms_they_cannot_follow(lean, monkeypatch):
             fastglu.bias_swiglu_impl(dual, b)
         with pytest.raises(NotImplementedError, match="jvp"):
             fastglu.weighted_bias_quick_geglu_impl(dual, None, torch.rand(4, 1), False, 1.0, 7.0)
+
+
+# ---- the common case's short path (glu._glu_fwd_fast / _glu_bwd_fast) ----------------------------
+
+
+def _fast_path_cases(device):
+    """(name, x, bias, weights, params, dy) that the short path takes."""
+    import importlib
+    G = importlib.import_module("fastglu.glu")
+    bf, f32 = torch.bfloat16, torch.float32
+    wide = randn(7, 3 * 40, dtype=bf, device=device)
+    cases = []
+    for act, clamp, off in [("silu", None, 0.0), ("gelu_tanh", None, 0.0), ("quick_gelu", 7.0, 1.0)]:
+        for il in (False, True):
+            p = G.glu_params(act, clamp_value=clamp, glu_linear_offset=off, interleaved=il)
+            for lead in [(9,), (3, 5), (1, 4), (4, 1)]:
+                T = math.prod(lead)
+                x = randn(*lead, 2 * 24, dtype=bf, device=device)
+                dy = randn(*lead, 24, dtype=bf, device=device)
+                cases.append((f"{act}-{il}-{lead}", x, None, None, p, dy))
+                cases.append((f"{act}-{il}-{lead}-bias", x, torch.nn.Parameter(randn(48, dtype=bf, device=device)),
+                              None, p, dy))
+                w = (torch.rand(T, 1, device=device) + 0.25).to(f32)
+                cases.append((f"{act}-{il}-{lead}-bias-w", x, randn(48, dtype=bf, device=device), w, p, dy))
+                cases.append((f"{act}-{il}-{lead}-w1d-expanded-dy", x, None, w.view(T).to(bf), p,
+                              randn(24, dtype=bf, device=device).expand(*lead, 24)))
+            # a column slice of a wider tensor (rows strided), dy transposed
+            cases.append((f"{act}-{il}-slice", wide[:, 8:8 + 80], randn(80, dtype=bf, device=device),
+                          torch.rand(7, 1, device=device), p, randn(40, 7, dtype=bf, device=device).t()))
+    return G, cases
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_short_path_gives_the_checked_paths_bits(device):
+    # The common case skips the op layer's checks and messages; it must make the same C call: the
+    # forward and every gradient bit for bit those of the checked path (glu._glu_fwd / glu_bwd_p).
+    G, cases = _fast_path_cases(device)
+    for name, x, b, w, p, dy in cases:
+        y = G._glu_fwd_fast(p, x, b, w)
+        assert y is not None, name
+        y_ref = G._glu_fwd(p, x, None, b, w, None, None, "t")[0]
+        assert y.shape == y_ref.shape and torch.equal(y, y_ref), name
+        for want_db, want_dw in [(b is not None, w is not None), (False, False)]:
+            g = G._glu_bwd_fast(p, dy, x, b, w, want_db, want_dw)
+            assert g is not None, name
+            r = G.glu_bwd_p(p, dy, x, None, b, w, want_dbias=want_db, want_dweights=want_dw, fn="t")
+            assert torch.equal(g[0], r.dx), name
+            for got, ref in ((g[1], r.dbias), (g[2], r.dweights)):
+                assert (got is None) == (ref is None), name
+                if got is not None:
+                    assert got.shape == ref.shape and got.dtype == ref.dtype and torch.equal(got, ref), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_short_path_declines_what_it_does_not_check(device):
+    # Anything outside the common case goes to the checked path (None here), which copies what it
+    # must or raises the precise error: the public entry points give the same results as before.
+    import importlib
+    G = importlib.import_module("fastglu.glu")
+    p = G.glu_params("silu")
+    x = randn(6, 16, dtype=torch.float32, device=device)
+    b, w = randn(16, dtype=torch.float32, device=device), torch.rand(6, 1, device=device)
+    declined = {
+        "bias on meta": (x, torch.ones(16, device="meta"), None),
+        "weights on meta": (x, None, torch.ones(6, 1, device="meta")),
+        "negated bias view": (x, b._neg_view(), None),
+        "negated input view": (x._neg_view(), None, None),
+        "strided weights": (x, None, torch.rand(6, 2, device=device)[:, :1]),
+        "weights [S, B, 1]": (randn(2, 3, 16, dtype=torch.float32, device=device), None,
+                              torch.rand(2, 3, 1, device=device)),
+        "strided bias": (x, randn(32, dtype=torch.float32, device=device)[::2], None),
+        "4D input": (randn(1, 2, 3, 16, dtype=torch.float32, device=device), None, None),
+        "float64 input": (x.double(), None, None),
+        "bias of another dtype": (x, b.half(), None),
+        "weights of the wrong length": (x, None, torch.rand(5, 1, device=device)),
+        "column-strided input": (randn(16, 6, dtype=torch.float32, device=device).t(), None, None),
+        "odd width": (x[:, :15], None, None),
+        "no tokens": (x[:0], None, None),
+    }
+    for name, (xx, bb, ww) in declined.items():
+        assert G._glu_fwd_fast(p, xx, bb, ww) is None, name
+    # where the checked path accepts them, the results are right (against the reference)
+    for name in ("negated bias view", "negated input view", "strided weights", "weights [S, B, 1]", "strided bias"):
+        xx, bb, ww = declined[name]
+        y = G.glu_fwd_p(p, xx, None, bb, ww)
+        g, u = split(xx.resolve_neg(), False)
+        ry = reference(g, u, torch.ones(y.shape, dtype=torch.float64, device=device),
+                       bias=None if bb is None else bb.resolve_neg(), weights=ww)[0]
+        assert rel_err(y, ry) <= TOL[torch.float32], name
+    # and where it refuses them, the public calls raise its message and write nothing
+    with pytest.raises(ValueError, match="bias is on device meta"):
+        fastglu.bias_swiglu_impl(x, torch.ones(16, device="meta"))
+    with pytest.raises(ValueError, match="weights is on device meta"):
+        fastglu.weighted_bias_swiglu_impl(x, None, torch.ones(6, 1, device="meta"))
+    with pytest.raises(TypeError, match="bias has dtype torch.float16"):
+        fastglu.bias_geglu_impl(x, b.half())
+    with pytest.raises(ValueError, match=r"weights has shape \(5, 1\)"):
+        fastglu.weighted_bias_quick_geglu_impl(x, b, torch.rand(5, 1, device=device), False, 1.0, 7.0)
+    # the backward of a call whose dy is not the common case (another dtype) raises the checked message
+    xr = x.clone().requires_grad_()
+    y = fastglu.bias_swiglu_impl(xr, b)
+    with torch.no_grad(), pytest.raises(TypeError, match="dy has dtype torch.float16"):
+        G.GLUFunction.backward(y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device))
+
+
+def test_megatron_params_are_remembered_only_for_plain_numbers():
+    import importlib
+    G = importlib.import_module("fastglu.glu")
+    p1 = G._megatron_params("quick_gelu", 7.0, 1.0, "t")
+    assert G._megatron_params("quick_gelu", 7, 1, "t") is p1  # the same options, the same params
+    assert p1 == G.glu_params("quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
+    t = torch.tensor(7.0)
+    assert G._megatron_params("quick_gelu", t, 1.0, "t") == p1  # a tensor: checked (and read) every call
+    with pytest.raises(ValueError, match="glu_linear_offset must be finite"):
+        G._megatron_params("quick_gelu", 7.0, float("inf"), "t")
+    with pytest.raises(TypeError, match="clamp_value must be a real number"):
+        fastglu.bias_swiglu_impl(torch.randn(4, 8), None, clamp_value=True)
