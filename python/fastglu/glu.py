@@ -82,6 +82,7 @@ options compiles its own graph (they are constants of the op).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional
 
 import torch
@@ -205,11 +206,11 @@ def _check_tensor(t, fn, name, codes, what):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout is not _STRIDED or t.is_nested:
         check_dense(t, fn, name)
-    check_storage(t, fn, name)
     if t.dtype not in codes:
         _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
     if t.device.type not in ("cpu", "cuda"):
         _fail(ValueError, fn, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+    check_storage(t, fn, name)
 
 
 _COMPUTE_WHAT = "torch.bfloat16, torch.float16 or torch.float32"
@@ -416,13 +417,13 @@ def _fast_case(x, bias, weights):
     dev = x.get_device()
     F = width >> 1
     if bias is not None and not (_fast_operand(bias, cuda, dev) and bias.dtype is x.dtype
-                                 and bias.shape == (width,) and bias.stride(0) == 1):
+                                 and bias.shape == (width,) and bias.stride(0) == 1 and bias.data_ptr()):
         return None
     w_code = 0
     if weights is not None:
         w_code = _COMPUTE_CODES.get(weights.dtype) if type(weights) in _DENSE else None
         if (w_code is None or not _fast_operand(weights, cuda, dev) or not weights.is_contiguous()
-                or weights.shape not in ((tokens, 1), (tokens,))):
+                or weights.shape not in ((tokens, 1), (tokens,)) or not weights.data_ptr()):
             return None
     return code, shape, tokens, rs, F, cuda, dev, w_code
 
@@ -958,6 +959,7 @@ def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=Fal
 
 
 _PLAIN_NUMBERS = (type(None), int, float)
+_copysign = math.copysign
 _MEGATRON_PARAMS = {}  # (activation, clamp_value, linear_offset) -> GLUParams, for plain numbers
 
 
@@ -966,8 +968,10 @@ def _megatron_params(activation, clamp_value, linear_offset, fn):
     once; a tensor or any other option type is checked on every call). Not while torch.compile
     traces: dynamo would guard on the dict's contents and compile again once it changed."""
     if (type(clamp_value) in _PLAIN_NUMBERS and type(linear_offset) in _PLAIN_NUMBERS[1:]
+            and clamp_value == clamp_value and linear_offset == linear_offset  # (not NaN: never equal)
             and not _is_compiling()):
-        key = (activation, clamp_value, linear_offset)
+        # -0.0 == 0.0 as dict keys: the offset's sign goes into the key (v + o keeps it for v = -0.0)
+        key = (activation, clamp_value, linear_offset, _copysign(1.0, linear_offset))
         p = _MEGATRON_PARAMS.get(key)
         if p is None:
             p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)

@@ -64,16 +64,21 @@ def check_dense(t, fn: str, name: str):
 
 
 def check_storage(t, fn: str, name: str):
-    """TypeError for a tensor subclass that holds no storage of its own (a wrapper such as DTensor:
-    data_ptr() 0), whose pointer the C library would read as an absent argument."""
-    if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter and t.numel():
+    """TypeError for a tensor with elements but no memory (data_ptr() 0), whose pointer the C library
+    would read as an absent argument: a subclass that holds no storage of its own (a wrapper such as
+    DTensor), or a plain tensor whose storage was freed (resized to 0, as FSDP does to sharded
+    parameters) or that has none (an efficient zero tensor)."""
+    if t.numel():
         try:
             ptr = t.data_ptr()
         except RuntimeError:
             ptr = 0
         if ptr == 0:
-            _fail(TypeError, fn, f"{name} is a {type(t).__name__} with no storage of its own; pass a plain "
-                                 f"tensor (e.g. a DTensor's to_local())")
+            if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+                _fail(TypeError, fn, f"{name} is a {type(t).__name__} with no storage of its own; pass a plain "
+                                     f"tensor (e.g. a DTensor's to_local())")
+            _fail(ValueError, fn, f"{name} has {t.numel()} elements but no memory (data_ptr() is 0: a storage "
+                                  f"resized to 0, e.g. a sharded FSDP parameter, or an efficient zero tensor)")
 
 
 def check_input(x, fn: str, name: str = "input"):

@@ -1048,3 +1048,38 @@ def test_megatron_params_are_remembered_only_for_plain_numbers():
         G._megatron_params("quick_gelu", 7.0, float("inf"), "t")
     with pytest.raises(TypeError, match="clamp_value must be a real number"):
         fastglu.bias_swiglu_impl(torch.randn(4, 8), None, clamp_value=True)
+
+
+def test_megatron_params_keep_the_sign_of_a_zero_offset_and_skip_nan():
+    # -0.0 == 0.0 as dict keys: the cache must not hand one call's offset to the other (v + o
+    # keeps the sign of o for v = -0.0), and NaN options (never equal to themselves) are not stored.
+    import importlib
+    G = importlib.import_module("fastglu.glu")
+    G._MEGATRON_PARAMS.clear()
+    neg = G._megatron_params("quick_gelu", None, -0.0, "t")
+    pos = G._megatron_params("quick_gelu", None, 0.0, "t")
+    assert math.copysign(1.0, neg.glu_linear_offset) == -1.0 and math.copysign(1.0, pos.glu_linear_offset) == 1.0
+    x, w = torch.tensor([[1.0, 2.0, -0.0, -0.0]]), torch.ones(1, 1)
+    fastglu.weighted_bias_quick_geglu_impl(x, None, w, linear_offset=-0.0)
+    y = fastglu.weighted_bias_quick_geglu_impl(x, None, w)
+    checked = G._glu_fwd(G.glu_params("quick_gelu"), x, None, None, w, None, None, "t")[0]
+    assert torch.equal(y.view(torch.int32), checked.view(torch.int32))  # the sign bits too
+    n = len(G._MEGATRON_PARAMS)
+    for _ in range(3):
+        G._megatron_params("silu", float("nan"), 0.0, "t")
+    assert len(G._MEGATRON_PARAMS) == n
+
+
+def test_bias_and_weights_without_memory_are_refused():
+    # A tensor with elements but data_ptr() 0 (its storage resized to 0, as FSDP does to sharded
+    # parameters) would reach the C library as "no bias" / "no weights": refused by name on both paths.
+    x = torch.randn(4, 16)
+    b, w = torch.randn(16), torch.rand(4, 1)
+    b.untyped_storage().resize_(0)
+    w.untyped_storage().resize_(0)
+    with pytest.raises(ValueError, match="bias has 16 elements but no memory"):
+        fastglu.bias_swiglu_impl(x, b)
+    with pytest.raises(ValueError, match="bias has 16 elements but no memory"):
+        glu_fwd(x, bias=b, out=torch.empty(4, 8))
+    with pytest.raises(ValueError, match="weights has 4 elements but no memory"):
+        fastglu.weighted_bias_swiglu_impl(x, None, w)
