@@ -960,7 +960,7 @@ def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=Fal
 
 _PLAIN_NUMBERS = (type(None), int, float)
 _copysign = math.copysign
-_MEGATRON_PARAMS = {}  # (activation, clamp_value, linear_offset) -> GLUParams, for plain numbers
+_MEGATRON_PARAMS = {}  # (activation, clamp_value, linear_offset, its sign) -> GLUParams, plain numbers only
 
 
 def _megatron_params(activation, clamp_value, linear_offset, fn):

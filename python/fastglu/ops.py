@@ -64,10 +64,10 @@ def check_dense(t, fn: str, name: str):
 
 
 def check_storage(t, fn: str, name: str):
-    """TypeError for a tensor with elements but no memory (data_ptr() 0), whose pointer the C library
-    would read as an absent argument: a subclass that holds no storage of its own (a wrapper such as
-    DTensor), or a plain tensor whose storage was freed (resized to 0, as FSDP does to sharded
-    parameters) or that has none (an efficient zero tensor)."""
+    """Refuse a tensor with elements but no memory (data_ptr() 0), whose pointer the C library would
+    read as an absent argument: TypeError for a subclass that holds no storage of its own (a wrapper
+    such as DTensor), ValueError for a plain tensor whose storage was freed (resized to 0, as FSDP
+    does to sharded parameters) or that has none (an efficient zero tensor)."""
     if t.numel():
         try:
             ptr = t.data_ptr()
