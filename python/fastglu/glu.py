@@ -134,6 +134,9 @@ def _number(v, fn, name):
     if not isinstance(v, (bool, str, bytes)):
         try:
             return float(v)
+        except OverflowError:  # an int beyond the float range
+            _fail(ValueError, fn, f"{name} must be within the float range, got {type(v).__name__} of "
+                                  f"{v.bit_length() if isinstance(v, int) else '?'} bits")
         except (TypeError, ValueError, RuntimeError):
             pass
     _fail(TypeError, fn, f"{name} must be a real number, got {type(v).__name__}")

@@ -1083,3 +1083,11 @@ def test_bias_and_weights_without_memory_are_refused():
         glu_fwd(x, bias=b, out=torch.empty(4, 8))
     with pytest.raises(ValueError, match="weights has 4 elements but no memory"):
         fastglu.weighted_bias_swiglu_impl(x, None, w)
+
+
+def test_options_beyond_the_float_range_raise_value_error():
+    # float(10**400) raises OverflowError: named, as every other bad option
+    with pytest.raises(ValueError, match=r"clamp_value must be within the float range"):
+        fastglu.weighted_bias_swiglu_impl(torch.randn(4, 8), None, torch.rand(4, 1), clamp_value=10**400)
+    with pytest.raises(ValueError, match=r"glu_linear_offset must be within the float range"):
+        fastglu.glu(torch.randn(4, 8), glu_linear_offset=-10**400)
