@@ -156,7 +156,8 @@ def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, ga
         interleaved: gate at even, up at odd columns of the [..., 2F] input.
 
     Raises:
-        ValueError: an unknown activation, a non-finite offset or multiplier.
+        ValueError: an unknown activation, a non-finite offset or multiplier, an option beyond the
+            float range.
         TypeError: an option that is not a number.
     """
     code = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
