@@ -372,16 +372,23 @@ def _refuse_overlaps(outs, originals, fn):
                 _fail(ValueError, fn, f"an output overlaps {name}")
 
 
-def _launch(kernel, device, *args):
-    """kernel(on_cuda, *args, stream) on device: its current stream, under a device guard only
-    when it is not the current device."""
-    if device.type != "cuda":
+def _call(kernel, cuda, dev, *args):
+    """kernel(on_cuda, *args, stream): a CUDA call on dev's current stream (under a device guard only
+    when dev is not the current device)."""
+    if not cuda:
         return kernel(0, *args, 0)
-    dev = device.index if device.index is not None else _current_device()
     if dev == _current_device():
         return kernel(1, *args, _raw_stream(dev))
     with torch.cuda.device(dev):
         return kernel(1, *args, _raw_stream(dev))
+
+
+def _launch(kernel, device, *args):
+    """kernel(on_cuda, *args, stream) on device: its current stream, under a device guard only
+    when it is not the current device (``_call``)."""
+    if device.type != "cuda":
+        return _call(kernel, False, -1, *args)
+    return _call(kernel, True, device.index if device.index is not None else _current_device(), *args)
 
 
 # ---- the common case, checked with a few attribute reads ------------------------------------
@@ -425,22 +432,13 @@ def _fast_case(x, bias, weights):
         return None
     w_code = 0
     if weights is not None:
-        w_code = _COMPUTE_CODES.get(weights.dtype) if type(weights) in _DENSE else None
-        if (w_code is None or not _fast_operand(weights, cuda, dev) or not weights.is_contiguous()
-                or weights.shape not in ((tokens, 1), (tokens,)) or not weights.data_ptr()):
+        if not _fast_operand(weights, cuda, dev):
+            return None
+        w_code = _COMPUTE_CODES.get(weights.dtype)
+        if (w_code is None or not weights.is_contiguous() or weights.shape not in ((tokens, 1), (tokens,))
+                or not weights.data_ptr()):
             return None
     return code, shape, tokens, rs, F, cuda, dev, w_code
-
-
-def _call(kernel, cuda, dev, *args):
-    """kernel(on_cuda, *args, stream): a CUDA call on dev's current stream (under a device guard only
-    when dev is not the current device)."""
-    if not cuda:
-        return kernel(0, *args, 0)
-    if dev == _current_device():
-        return kernel(1, *args, _raw_stream(dev))
-    with torch.cuda.device(dev):
-        return kernel(1, *args, _raw_stream(dev))
 
 
 def _glu_fwd_fast(p, x, bias, weights):
@@ -461,15 +459,13 @@ def _glu_bwd_fast(p, dy, x, bias, weights, want_db, want_dw):
     """(dx, dbias, dweights) of the common case (x of dy's dtype, fresh outputs; dy of any strides
     that merge into one row index), or None. want_db / want_dw need the bias / weights."""
     c = _fast_case(x, bias, weights)
-    if c is None or type(dy) is not _Tensor:
+    if c is None:
         return None
     code, shape, tokens, rs, F, cuda, dev, w_code = c
-    if dy.layout is not _STRIDED or dy.is_nested:
+    if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev):
         return None
     dshape = dy.shape
-    if (dy.dtype is not x.dtype or len(dshape) != len(shape) or dshape[-1] != F or dshape[:-1] != shape[:-1]
-            or dy.is_neg()
-            or not (dy.is_cuda and dy.get_device() == dev if cuda else dy.is_cpu)):
+    if dy.dtype is not x.dtype or len(dshape) != len(shape) or dshape[-1] != F or dshape[:-1] != shape[:-1]:
         return None
     _, dy_rs, dy_cs = _row_strides(dshape, dy.stride())
     if dy_rs is None:
