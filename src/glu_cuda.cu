@@ -125,6 +125,16 @@ static __device__ __forceinline__ float load_weight(const void *w, int dtype, in
     if (dtype == FASTGLU_DTYPE_BF16) return to_f32(((const __nv_bfloat16 *)w)[i]);
     return to_f32(((const __half *)w)[i]);
 }
+/* The same through the read-only path, the 16-bit types decoded without a second branch: the
+ * specialised forward's weight, read after the operands' loads (fwd_chunk_fast). Against
+ * token_weight before them, quick-GeGLU with bias, weights, clamp measured 1.053x -> 1.047x its
+ * floor in forward (twice), the other weighted cases unchanged
+ * (bench/results/nvidia-h200/2026-12-01-30-dwwarp-fwdw-ab, bench/PERF_NOTES.md). */
+static __device__ __forceinline__ float load_weight_nc(const void *w, int dtype, int64_t i) {
+    if (dtype == FASTGLU_DTYPE_FP32) return __ldg((const float *)w + i);
+    const unsigned short b = __ldg((const unsigned short *)w + i);
+    return dtype == FASTGLU_DTYPE_BF16 ? __uint_as_float((unsigned)b << 16) : __half2float(__ushort_as_half(b));
+}
 static __device__ __forceinline__ void store_weight(void *w, int dtype, int64_t i, float v) {
     if (dtype == FASTGLU_DTYPE_FP32) ((float *)w)[i] = v;
     else if (dtype == FASTGLU_DTYPE_BF16) from_f32(&((__nv_bfloat16 *)w)[i], v);
@@ -598,9 +608,10 @@ static __device__ __forceinline__ void load_bias_words(const glu_args &a, int64_
     if (!IL) y = load_raw<NB, NC>((const T *)a.bias + a.F + j0, FULL);
 }
 
-/* Forward of the C columns j0 .. j0 + C - 1 of row t (all < F), specialised. */
+/* Forward of the C columns j0 .. j0 + C - 1 of row t (all < F), specialised; the per-token weight
+ * (FL_W) is read after the operands' loads are issued. */
 template <typename T, int IL, int FL, int C>
-static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w) {
+static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0) {
     enum { NI = C * (int)sizeof(T) * (IL ? 2 : 1), NO = C * (int)sizeof(T), N8 = C * (IL ? 2 : 1) };
     const T *tag = NULL;
     const T *grow = (const T *)a.gate + t * a.gate_rs;
@@ -609,6 +620,7 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
     raw_bytes<NI> y, bx, by;
     if (!IL) y = load_raw<NI, 1>((const T *)a.up + t * a.up_rs + j0, FULL);
     if (FL & FL_BIAS) load_bias_words<T, IL, NI, 1>(a, j0, bx, by);
+    const float w = (FL & FL_W) ? load_weight_nc(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
     if (FL & FL_FP8) { /* the operands as stored, before clamp and bias */
         unsigned char *row = a.fp8 + t * a.fp8_rs;
         raw_bytes<N8> fx, fy;
@@ -793,9 +805,8 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ?
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
         int64_t t, j0;
         flat_chunk(a, i, E, &t, &j0);
-        const float w = token_weight<FL>(a, t);
-        if (FL & FL_FAST) fwd_chunk_fast<T, IL, FL, E>(a, t, j0, w);
-        else fwd_chunk_generic<T, IL>(a, t, j0, w);
+        if (FL & FL_FAST) fwd_chunk_fast<T, IL, FL, E>(a, t, j0);
+        else fwd_chunk_generic<T, IL>(a, t, j0, token_weight<FL>(a, t));
     }
 }
 
