@@ -128,8 +128,8 @@ static __device__ __forceinline__ float load_weight(const void *w, int dtype, in
 /* The same through the read-only path, the 16-bit types decoded without a second branch: the
  * specialised forward's weight, read after the operands' loads (fwd_chunk_fast). Against
  * token_weight before them, quick-GeGLU with bias, weights, clamp measured 1.053x -> 1.047x its
- * floor in forward (twice), the other weighted cases unchanged
- * (bench/results/nvidia-h200/2026-12-01-30-dwwarp-fwdw-ab, bench/PERF_NOTES.md). */
+ * floor in forward (twice; the size of the noise, but repeated), the other weighted cases within
+ * the noise (bench/results/nvidia-h200/2026-12-01-30-dwwarp-fwdw-ab, bench/PERF_NOTES.md). */
 static __device__ __forceinline__ float load_weight_nc(const void *w, int dtype, int64_t i) {
     if (dtype == FASTGLU_DTYPE_FP32) return __ldg((const float *)w + i);
     const unsigned short b = __ldg((const unsigned short *)w + i);
