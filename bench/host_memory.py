@@ -85,10 +85,14 @@ def per_call_us(fn, n=3000):
 
 
 def median_of_rounds(fns, rounds, n):
-    """{name: median over `rounds` of the µs per call of fns[name]}, every fn timed once per round."""
+    """{name: median over `rounds` of the µs per call of fns[name]}, every fn timed once per round;
+    each round starts one item later than the one before (no fn always runs first, or always after
+    the same neighbour)."""
     samples = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
+    items = list(fns.items())
+    for r in range(rounds):
+        s = r % len(items) if items else 0
+        for k, fn in items[s:] + items[:s]:
             samples[k].append(per_call_us(fn, n))
     return {k: statistics.median(v) for k, v in samples.items()}
 
