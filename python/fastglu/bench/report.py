@@ -9,18 +9,20 @@ Writes into --out (default: beside the summary): ``median_ms.png`` (median ms vs
 With ``--readme`` it replaces the README's text between ``<!-- perf-table:begin -->`` and
 ``<!-- perf-table:end -->`` with the seed-shape table of that run, so that the README's numbers
 come from the records, not from a keyboard.
+
+With ``--rounds S2 [S3 ...]`` (summaries of the same shapes from other processes, e.g. with the providers
+in another order) it also writes ``rounds.md``: per (mode, F) measured in every round, fastglu's
+median and the fastest peer's in each round, how many rounds fastglu was the fastest, and the
+median over the rounds of each provider's medians (a cell that one round puts on either side of a
+peer is read here, not from one run).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from collections import defaultdict
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 MODES = ("forward", "backward", "full", "bwd_only")
 PEERS = ("torch", "compile", "megatron", "liger")
@@ -41,7 +43,16 @@ def run_label(data) -> str:  # data has rows (write_report and main return early
     return f"S={r['seq']} B={r['batch']} {r['dtype']}, {data['gpu']}: median of {timer} (rep {data['rep_ms']} ms)"
 
 
+def _pyplot():
+    """matplotlib's pyplot on the file backend, imported when a plot is made (the tables need none)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def plot_medians(cells, out: Path, label: str):
+    plt = _pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True)
     for ax, mode in zip(axes.flat, MODES):
         ffns = sorted(F for (m, F) in cells if m == mode)
@@ -67,6 +78,7 @@ def plot_medians(cells, out: Path, label: str):
 
 
 def plot_floor_ratio(cells, out: Path, gpu: str):
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for mode in MODES:
         ffns = sorted(F for (m, F) in cells if m == mode and "fastglu" in cells[(m, F)])
@@ -124,6 +136,35 @@ def seed_table(cells, data, summary: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rounds_table(summaries) -> str:
+    """rounds.md's text: the cells measured in every one of the summaries, round by round."""
+    rounds = [load(p)[1] for p in summaries]
+    keys = [k for k in sorted(rounds[0], key=lambda k: (MODES.index(k[0]), k[1]))
+            if all(k in r and "fastglu" in r[k] for r in rounds)]
+    n = len(rounds)
+    lines = [f"{n} rounds: {', '.join(Path(p).as_posix() for p in summaries)}", "",
+             "| mode | F | fastglu ms, round by round | fastest peer, round by round | fastglu fastest |"
+             " fastglu, median of rounds | fastest peer, median of rounds | fastglu / that peer |",
+             "|---|---:|---|---|---:|---:|---|---:|"]
+    for key in keys:
+        fg = [r[key]["fastglu"]["ms"][0] for r in rounds]
+        best = []
+        for r in rounds:
+            peers = {p: r[key][p]["ms"][0] for p in PEERS if p in r[key]}
+            best.append(min(peers.items(), key=lambda kv: kv[1]) if peers else None)
+        if None in best:
+            continue
+        wins = sum(f < b[1] for f, b in zip(fg, best))
+        peer_medians = {p: statistics.median(r[key][p]["ms"][0] for r in rounds)
+                        for p in PEERS if all(p in r[key] for r in rounds)}
+        top = min(peer_medians, key=peer_medians.get)
+        fg_med = statistics.median(fg)
+        lines.append(f"| {key[0]} | {key[1]} | {' '.join(f'{v:.4f}' for v in fg)} | "
+                     f"{' '.join(f'{b[1]:.4f} {b[0]}' for b in best)} | {wins} of {n} | {fg_med:.4f} | "
+                     f"{peer_medians[top]:.4f} {top} | {fg_med / peer_medians[top]:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(summary: Path, out: Path | None = None) -> Path:
     """Plots and cells.md for one run; returns the directory written."""
     data, cells = load(summary)
@@ -143,9 +184,14 @@ def main():
     p.add_argument("summary", type=Path, help="summary.json written by python -m fastglu.bench")
     p.add_argument("--out", type=Path, help="directory for the plots and cells.md (default: the summary's)")
     p.add_argument("--readme", type=Path, help="README whose perf-table section to regenerate")
+    p.add_argument("--rounds", type=Path, nargs="+", metavar="SUMMARY",
+                   help="summary.json files of further rounds of the same shapes: also write rounds.md")
     args = p.parse_args()
     out = write_report(args.summary, args.out)
     print(f"wrote the plots and cells.md to {out}")
+    if args.rounds:
+        (out / "rounds.md").write_text(rounds_table([args.summary, *args.rounds]))
+        print(f"wrote rounds.md ({1 + len(args.rounds)} rounds) to {out}")
     if args.readme:
         data, cells = load(args.summary)
         text = args.readme.read_text()
