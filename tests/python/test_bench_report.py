@@ -17,7 +17,8 @@ def summary(tmp_path, name, ms):
 
 def test_rounds_table_counts_wins_and_takes_medians_over_rounds(tmp_path):
     rnd = random.Random()
-    a, b, c = (rnd.uniform(1.0, 2.0) for _ in range(3))
+    a, b = rnd.uniform(1.0, 2.0), rnd.uniform(1.0, 2.0)
+    c = a * rnd.uniform(1.1, 2.0)  # compile's round-3 time at F = 64: slower than fastglu's and liger's
     # F = 64: fastglu ahead in rounds 1 and 3, behind liger in round 2; median of rounds fastglu 1.0 x a
     # against liger's 1.01 x a. F = 128: compile ahead in every round.
     r1 = summary(tmp_path, "r1", {("fastglu", 64): a, ("liger", 64): 1.01 * a, ("compile", 64): 1.5 * a,
@@ -42,3 +43,9 @@ def test_rounds_table_skips_cells_missing_from_a_round(tmp_path):
     r2 = summary(tmp_path, "r2", {("fastglu", 64): 1.0, ("liger", 64): 1.2})
     text = report.rounds_table([r1, r2])
     assert "| forward | 64 |" in text and "| forward | 256 |" not in text
+
+
+def test_rounds_table_skips_cells_without_a_peer_in_every_round(tmp_path):
+    r1 = summary(tmp_path, "r1", {("fastglu", 64): 1.0, ("liger", 64): 1.1})
+    r2 = summary(tmp_path, "r2", {("fastglu", 64): 1.0, ("compile", 64): 1.2})
+    assert "| forward | 64 |" not in report.rounds_table([r1, r2])

@@ -157,6 +157,8 @@ def rounds_table(summaries) -> str:
         wins = sum(f < b[1] for f, b in zip(fg, best))
         peer_medians = {p: statistics.median(r[key][p]["ms"][0] for r in rounds)
                         for p in PEERS if all(p in r[key] for r in rounds)}
+        if not peer_medians:  # no peer measured in every round
+            continue
         top = min(peer_medians, key=peer_medians.get)
         fg_med = statistics.median(fg)
         lines.append(f"| {key[0]} | {key[1]} | {' '.join(f'{v:.4f}' for v in fg)} | "
