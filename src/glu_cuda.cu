@@ -578,6 +578,35 @@ template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, i
     r.w[k >> 1] = (k & 1) ? (r.w[k >> 1] & 0xffffu) | b << 16 : b;
 }
 
+/* Elements k, k + 1 (k even) of the words from v0, v1, rounded as put does, by one paired
+ * conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: the same bits as two single ones, which ptxas
+ * itself merges into one F2FP.PACK_AB where it can). Written out because in the tile kernels with
+ * dweights ptxas did not merge them: 48 single conversions (F2F.BF16.F32) and a shift and an OR to
+ * pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
+ * (bench/results/sass/2026-12-01-paired-cvt). (The paired cvt needs sm_80; before, two single ones.) */
+template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const float *) {
+    r.w[k] = __float_as_uint(v0), r.w[k + 1] = __float_as_uint(v1);
+}
+template <int NB>
+static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const __nv_bfloat16 *) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t b;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(v1), "f"(v0)); /* v0 in the low half */
+    r.w[k >> 1] = b;
+#else
+    put(r, k, v0, (const __nv_bfloat16 *)0), put(r, k + 1, v1, (const __nv_bfloat16 *)0);
+#endif
+}
+template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const __half *) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t b;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(v1), "f"(v0));
+    r.w[k >> 1] = b;
+#else
+    put(r, k, v0, (const __half *)0), put(r, k + 1, v1, (const __half *)0);
+#endif
+}
+
 /* Elements k, k + 1 (k even) of the fp8 copy: the hardware's cvt (satfinite) where it equals
  * fastglu_f32_to_e4m3, which takes NaN (the sign is kept) and, without saturation, |x| > 464. */
 template <int NB>
@@ -677,8 +706,11 @@ static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_
 
 /* Backward of the C columns j0 .. j0 + C - 1 of row t (all < F) from its loaded words, specialised:
  * writes d_gate and d_up, adds the bias gradients of column k to sg[k] (gate) and su[k] (up)
- * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise). */
-template <typename T, typename TIN, int IL, int FL, int C>
+ * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise).
+ * PK: the gradients are rounded two columns at a time (put2; the tile kernel) or one at a time (put;
+ * the flat kernel: with pairs, its quick-GeGLU / clamped-SwiGLU kernel with weights spilled, 14-16
+ * local loads and stores a chunk at its 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
+template <typename T, typename TIN, int IL, int FL, int C, int PK>
 static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
                                                        const bwd_words<T, TIN, IL, C> &in,
                                                        const bias_words<T, IL, C> &bw, float (&sg)[C],
@@ -689,7 +721,8 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
     const raw_bytes<NT> &bx = bw.x, &by = bw.y;
     const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
     raw_bytes<NT> ox, oy;
-    float part = 0.0f;
+    float part = 0.0f, dg0 = 0.0f, du0 = 0.0f; /* PK, SPLIT: column k - 1's gradients, stored with column k's */
+    static_assert(!PK || C % 2 == 0, "columns are stored in pairs");
 #pragma unroll
     for (int k = 0; k < C; ++k) {
         float g, u, bg = 0.0f, bu = 0.0f;
@@ -697,9 +730,17 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
         const glu_grads q = glu_backward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
-        put(ox, IL ? 2 * k : k, q.dg, tag);
-        if (IL) put(ox, 2 * k + 1, q.du, tag);
-        else put(oy, k, q.du, tag);
+        if (!PK) {
+            put(ox, IL ? 2 * k : k, q.dg, tag);
+            if (IL) put(ox, 2 * k + 1, q.du, tag);
+            else put(oy, k, q.du, tag);
+        } else if (IL) {
+            put2(ox, 2 * k, q.dg, q.du, tag);
+        } else if (k & 1) {
+            put2(ox, k - 1, dg0, q.dg, tag), put2(oy, k - 1, du0, q.du, tag);
+        } else {
+            dg0 = q.dg, du0 = q.du;
+        }
         if (FL & FL_DB) sg[k] = __fadd_rn(sg[k], q.dbg), su[k] = __fadd_rn(su[k], q.dbu);
         if (FL & FL_DW) part = __fadd_rn(part, q.dw);
     }
@@ -864,7 +905,7 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         const float w = token_weight<FL>(a, t);
         float unused_g[E], unused_u[E]; /* the bias-gradient sums: none in the flat kernel */
         if (FL & FL_FAST) {
-            const float part = bwd_chunk_fast<T, TIN, IL, FL, E>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
+            const float part = bwd_chunk_fast<T, TIN, IL, FL, E, 0>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
                                                                  bias_load_fast<T, IL, FL, E>(a, j0), unused_g, unused_u);
             if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31, pol);
         } else {
@@ -926,7 +967,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                 for (int i = 0; i < R; ++i) {
                     const int64_t t = tb + i * TILE_WARPS;
                     if (i == 0 || t < a.tokens) {
-                        const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
+                        const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N, 1>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
                         if (want_dw) sdw[(t - slab * FASTGLU_SLAB_ROWS) * SDW_STRIDE + lane] = p;
                     }
                 }

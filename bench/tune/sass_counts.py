@@ -1,0 +1,87 @@
+"""Per-kernel instruction counts from `cuobjdump -sass` output (development aid, no GPU needed).
+
+    cuobjdump -sass build/libfastglu.so > sass.txt
+    python3 bench/tune/sass_counts.py sass.txt [--match tile_kernel] [--csv out.csv]
+    python3 bench/tune/sass_counts.py after.txt --same-as before.txt   # which kernels changed
+
+One row per kernel: its instruction count, the special-function-unit work (MUFU: the activation's
+EX2 and RCP), the single float -> 16-bit conversions (F2F.BF16.F32 / F2F.F16.F32, which share that
+slow pipe and need a shift and an OR a pair to be packed) against the paired ones
+(F2FP.*.PACK_AB, one instruction for two elements), 16-byte global loads and stores, and local
+memory traffic (spills: LDL / STL). bench/PERF_NOTES.md (tenth version) reads it.
+"""
+import argparse
+import csv
+import re
+import sys
+
+COLUMNS = {
+    "instructions": None,
+    "MUFU": re.compile(r"\bMUFU\."),
+    "F2F_single_16bit": re.compile(r"\bF2F\.(?:BF16|F16)\.F32\b"),
+    "F2FP_pack": re.compile(r"\bF2FP\.\S*PACK_AB\b"),
+    "LDG_128": re.compile(r"\bLDG\.E\.128\b"),
+    "STG_128": re.compile(r"\bSTG\.E\.128\b"),
+    "LDL_STL": re.compile(r"\b(?:LDL|STL)\b"),
+}
+INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", re.M)
+
+
+def kernels(text):
+    """[(kernel name, its SASS text)] in the order cuobjdump lists the kernels."""
+    return re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function :|\Z)", text, re.S)
+
+
+def kernel_instructions(text):
+    """{kernel name: [instruction text, with its address]}: equal lists mean the same code."""
+    return {name: re.findall(r"^\s*(/\*[0-9a-f]{4,}\*/\s+.*?)\s*;", body, re.M) for name, body in kernels(text)}
+
+
+def kernel_counts(text):
+    """[(kernel name, {column: count})] in the order cuobjdump lists the kernels."""
+    rows = []
+    for name, body in kernels(text):
+        instrs = INSTRUCTION.findall(body)
+        counts = {"instructions": len(instrs)}
+        for col, pat in COLUMNS.items():
+            if pat is not None:
+                counts[col] = sum(1 for i in instrs if pat.search(i))
+        rows.append((name, counts))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sass", help="cuobjdump -sass output ('-': stdin)")
+    ap.add_argument("--match", default="", help="only kernels whose mangled name contains this")
+    ap.add_argument("--csv", help="also write the rows to this CSV file")
+    ap.add_argument("--same-as", metavar="OTHER", help="instead: list the kernels whose instructions "
+                    "differ from OTHER's (another cuobjdump -sass output)")
+    args = ap.parse_args(argv)
+    text = sys.stdin.read() if args.sass == "-" else open(args.sass).read()
+    if args.same_as:
+        mine, other = kernel_instructions(text), kernel_instructions(open(args.same_as).read())
+        names = [n for n in mine if args.match in n]
+        differ = [n for n in names if mine[n] != other.get(n)]
+        print(f"kernels: {len(names)} here, {sum(args.match in n for n in other)} in {args.same_as}; "
+              f"the same instructions: {len(names) - len(differ)}; different or absent there: {len(differ)}")
+        for n in differ:
+            print("differs:", n)
+        return 0 if names else 1
+    rows = [(n, c) for n, c in kernel_counts(text) if args.match in n]
+    header = ["kernel"] + list(COLUMNS)
+    writer = csv.writer(sys.stdout, delimiter="\t", lineterminator="\n")
+    writer.writerow(header)
+    for name, c in rows:
+        writer.writerow([name] + [c[k] for k in COLUMNS])
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            for name, c in rows:
+                w.writerow([name] + [c[k] for k in COLUMNS])
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
