@@ -709,7 +709,7 @@ static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_
  * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise).
  * PK: the gradients are rounded two columns at a time (put2; the tile kernel) or one at a time (put;
  * the flat kernel: with pairs, its quick-GeGLU / clamped-SwiGLU kernel with weights spilled, 14-16
- * local loads and stores a chunk at its 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
+ * local loads and stores in its loop at its 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
 template <typename T, typename TIN, int IL, int FL, int C, int PK>
 static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
                                                        const bwd_words<T, TIN, IL, C> &in,
