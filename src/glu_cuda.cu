@@ -579,10 +579,10 @@ template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, i
 }
 
 /* Elements k, k + 1 (k even) of the words from v0, v1, rounded as put does, by one paired
- * conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: the same bits as two single ones, which ptxas
- * itself merges into one F2FP.PACK_AB where it can). Written out because in the tile kernels with
- * dweights ptxas did not merge them: 48 single conversions (F2F.BF16.F32) and a shift and an OR to
- * pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
+ * conversion (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32: the rounding of two single ones, which ptxas
+ * itself merges into one F2FP.PACK_AB where it can). Written out because in the split-layout tile
+ * kernels with weights of the fixed math modes ptxas merged few: 48 single conversions (F2F) and a
+ * shift and an OR to pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
  * (bench/results/sass/2026-12-01-paired-cvt). (The paired cvt needs sm_80; before, two single ones.) */
 template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const float *) {
     r.w[k] = __float_as_uint(v0), r.w[k + 1] = __float_as_uint(v1);
@@ -708,8 +708,8 @@ static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_
  * writes d_gate and d_up, adds the bias gradients of column k to sg[k] (gate) and su[k] (up)
  * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise).
  * PK: the gradients are rounded two columns at a time (put2; the tile kernel) or one at a time (put;
- * the flat kernel: with pairs, its quick-GeGLU / clamped-SwiGLU kernel with weights spilled, 14-16
- * local loads and stores in its loop at its 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
+ * the flat kernel: with pairs, its split-layout quick-GeGLU / clamped-SwiGLU kernels with weights
+ * spilled, 14-16 local loads and stores at their 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
 template <typename T, typename TIN, int IL, int FL, int C, int PK>
 static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
                                                        const bwd_words<T, TIN, IL, C> &in,

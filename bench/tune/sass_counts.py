@@ -4,11 +4,13 @@
     python3 bench/tune/sass_counts.py sass.txt [--match tile_kernel] [--csv out.csv]
     python3 bench/tune/sass_counts.py after.txt --same-as before.txt   # which kernels changed
 
-One row per kernel: its instruction count, the special-function-unit work (MUFU: the activation's
+One row per kernel: its instruction count (NOP padding left out), the special-function-unit work (MUFU: the activation's
 EX2 and RCP), the single float -> 16-bit conversions (F2F.BF16.F32 / F2F.F16.F32, which share that
 slow pipe and need a shift and an OR a pair to be packed) against the paired ones
-(F2FP.*.PACK_AB, one instruction for two elements), 16-byte global loads and stores, and local
-memory traffic (spills: LDL / STL). bench/PERF_NOTES.md (tenth version) reads it.
+(F2FP.*.PACK_AB, one instruction for two elements; one with RZ as a source would convert a single
+element and is counted all the same), 16-byte global loads and stores, and local memory traffic
+(spills: LDL / STL). Counts are of instructions in the code, not of instructions executed.
+bench/PERF_NOTES.md (tenth version) reads it.
 """
 import argparse
 import csv
@@ -33,15 +35,21 @@ def kernels(text):
 
 
 def kernel_instructions(text):
-    """{kernel name: [instruction text, with its address]}: equal lists mean the same code."""
-    return {name: re.findall(r"^\s*(/\*[0-9a-f]{4,}\*/\s+.*?)\s*;", body, re.M) for name, body in kernels(text)}
+    """{kernel name: [instruction text, with its address]}: equal lists mean the same code. A name
+    listed more than once (a build for several architectures) is refused: compare one cubin each."""
+    out = {}
+    for name, body in kernels(text):
+        if name in out:
+            raise ValueError(f"{name} is listed twice: pass the SASS of one architecture")
+        out[name] = re.findall(r"^\s*(/\*[0-9a-f]{4,}\*/\s+.*?)\s*;", body, re.M)
+    return out
 
 
 def kernel_counts(text):
     """[(kernel name, {column: count})] in the order cuobjdump lists the kernels."""
     rows = []
     for name, body in kernels(text):
-        instrs = INSTRUCTION.findall(body)
+        instrs = [i for i in INSTRUCTION.findall(body) if not re.match(r"NOP\b", i)]
         counts = {"instructions": len(instrs)}
         for col, pat in COLUMNS.items():
             if pat is not None:
@@ -62,11 +70,19 @@ def main(argv=None):
     if args.same_as:
         mine, other = kernel_instructions(text), kernel_instructions(open(args.same_as).read())
         names = [n for n in mine if args.match in n]
-        differ = [n for n in names if mine[n] != other.get(n)]
-        print(f"kernels: {len(names)} here, {sum(args.match in n for n in other)} in {args.same_as}; "
-              f"the same instructions: {len(names) - len(differ)}; different or absent there: {len(differ)}")
+        theirs = [n for n in other if args.match in n]
+        differ = [n for n in names if n in other and mine[n] != other[n]]
+        only_here = [n for n in names if n not in other]
+        only_there = [n for n in theirs if n not in mine]
+        print(f"kernels: {len(names)} in {args.sass}, {len(theirs)} in {args.same_as}; "
+              f"the same instructions: {len(names) - len(differ) - len(only_here)}; different: {len(differ)}; "
+              f"only in {args.sass}: {len(only_here)}; only in {args.same_as}: {len(only_there)}")
         for n in differ:
             print("differs:", n)
+        for n in only_here:
+            print(f"only in {args.sass}:", n)
+        for n in only_there:
+            print(f"only in {args.same_as}:", n)
         return 0 if names else 1
     rows = [(n, c) for n, c in kernel_counts(text) if args.match in n]
     header = ["kernel"] + list(COLUMNS)

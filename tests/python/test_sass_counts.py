@@ -1,7 +1,10 @@
 """Tests of bench/tune/sass_counts.py (the per-kernel SASS counts read in bench/PERF_NOTES.md)."""
 import importlib.util
+import os
 import pathlib
 import random
+
+import pytest
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tune" / "sass_counts.py"
 _spec = importlib.util.spec_from_file_location("sass_counts", _PATH)
@@ -19,6 +22,13 @@ KINDS = {
     "LDL_STL": "STL [R1], R3",
     "other": "FMUL R116, R120, R115",
 }
+NOP = "NOP"
+
+
+def rng():
+    """A fresh generator each run; its seed is in the failure message (SASS_TEST_SEED repeats it)."""
+    seed = int(os.environ.get("SASS_TEST_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
+    return random.Random(seed), seed
 
 
 def sass_text(kernels):
@@ -35,19 +45,19 @@ def sass_text(kernels):
 
 
 def test_counts_each_kind_per_kernel():
-    rnd = random.Random()
+    rnd, seed = rng()
     want, kernels = {}, {}
     for name in ("_Z1aIfEvv", "_Z19glu_bwd_tile_kernelI13__nv_bfloat16S0_Li0ELi183EEv8glu_args"):
         n = {k: rnd.randint(0, 9) for k in KINDS}
         instrs = [KINDS[k] for k, c in n.items() for _ in range(c)]
         rnd.shuffle(instrs)
-        kernels[name] = instrs
+        kernels[name] = instrs + [NOP] * rnd.randint(0, 7)  # padding: not counted
         want[name] = dict(n, instructions=len(instrs))
     rows = sass_counts.kernel_counts(sass_text(kernels))
     assert [r[0] for r in rows] == list(kernels)
     for name, got in rows:
         for col in sass_counts.COLUMNS:
-            assert got[col] == want[name][col], (name, col)
+            assert got[col] == want[name][col], (name, col, f"SASS_TEST_SEED={seed}")
 
 
 def test_main_filters_and_writes_csv(tmp_path, capsys):
@@ -61,16 +71,26 @@ def test_main_filters_and_writes_csv(tmp_path, capsys):
     assert sass_counts.main([str(path), "--match", "nothing"]) == 1
 
 
-def test_same_as_lists_changed_kernels(tmp_path, capsys):
-    rnd = random.Random()
+def test_same_as_lists_changed_added_and_removed_kernels(tmp_path, capsys):
+    rnd, seed = rng()
     base = {f"_Z{i}kv": [rnd.choice(list(KINDS.values())) for _ in range(rnd.randint(1, 8))] for i in range(5)}
     changed = dict(base)
-    victim = rnd.choice(sorted(base))
+    victim, gone = rnd.sample(sorted(base), 2)
     changed[victim] = base[victim] + [KINDS["other"]]
+    del changed[gone]
+    changed["_Z3newv"] = [KINDS["MUFU"]]
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text(sass_text(base))
     b.write_text(sass_text(changed))
     assert sass_counts.main([str(b), "--same-as", str(a)]) == 0
     out = capsys.readouterr().out
-    assert "the same instructions: 4; different or absent there: 1" in out
-    assert out.strip().splitlines()[1:] == [f"differs: {victim}"]
+    assert f"kernels: 5 in {b}, 5 in {a}; the same instructions: 3; different: 1; only in {b}: 1; only in {a}: 1" in out, seed
+    assert out.strip().splitlines()[1:] == [f"differs: {victim}", f"only in {b}: _Z3newv", f"only in {a}: {gone}"], seed
+
+
+def test_same_as_refuses_a_kernel_listed_twice(tmp_path):
+    text = sass_text({"_Z3foov": [KINDS["MUFU"]]})
+    path = tmp_path / "two_archs.txt"
+    path.write_text(text + text)
+    with pytest.raises(ValueError, match="_Z3foov is listed twice"):
+        sass_counts.kernel_instructions(path.read_text())
