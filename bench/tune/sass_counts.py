@@ -4,9 +4,9 @@
     python3 bench/tune/sass_counts.py sass.txt [--match tile_kernel] [--csv out.csv]
     python3 bench/tune/sass_counts.py after.txt --same-as before.txt   # which kernels changed
 
-One row per kernel: its instruction count (NOP padding left out), the special-function-unit work (MUFU: the activation's
-EX2 and RCP), the single float -> 16-bit conversions (F2F.BF16.F32 / F2F.F16.F32, which share that
-slow pipe and need a shift and an OR a pair to be packed) against the paired ones
+One row per kernel: its instruction count (NOP padding left out), the special-function-unit work
+(MUFU: the activation's EX2 and RCP), the single float -> 16-bit conversions (F2F.BF16.F32 /
+F2F.F16.F32, which need a shift and an OR a pair to be packed) against the paired ones
 (F2FP.*.PACK_AB, one instruction for two elements; one with RZ as a source would convert a single
 element and is counted all the same), 16-byte global loads and stores, and local memory traffic
 (spills: LDL / STL). Counts are of instructions in the code, not of instructions executed.
