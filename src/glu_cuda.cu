@@ -583,7 +583,7 @@ template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, i
  * itself merges into one F2FP.PACK_AB where it can). Written out because in the split-layout tile
  * kernels with weights of the fixed math modes ptxas merged few: 48 single conversions (F2F) and a
  * shift and an OR to pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
- * (bench/results/sass/2026-12-01-paired-cvt). (The paired cvt needs sm_80; before, two single ones.) */
+ * (bench/results/sass/2026-12-01-paired-cvt). The paired cvt is sm_80's; older targets take two single ones. */
 template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const float *) {
     r.w[k] = __float_as_uint(v0), r.w[k + 1] = __float_as_uint(v1);
 }
