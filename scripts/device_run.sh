@@ -62,8 +62,9 @@ for block in out:
     if "bfloat16" in block:
         print(block)
 EOF
-{ echo; echo "SASS instruction counts per kernel (bench/tune/sass_counts.py)"; python3 bench/tune/sass_counts.py /tmp/sass.txt; } >> "$OUT/kernels.txt"
-echo "kernels with single 16-bit conversions (F2F): $(python3 bench/tune/sass_counts.py /tmp/sass.txt | awk -F'\t' 'NR > 1 && $4 > 0' | wc -l)"
+python3 bench/tune/sass_counts.py /tmp/sass.txt > /tmp/sass_counts.tsv
+{ echo; echo "SASS instruction counts per kernel (bench/tune/sass_counts.py)"; cat /tmp/sass_counts.tsv; } >> "$OUT/kernels.txt"
+echo "kernels with single 16-bit conversions (F2F): $(awk -F'\t' 'NR > 1 && $4 > 0' /tmp/sass_counts.tsv | wc -l)"
 
 if want ctest; then
   step "C tests (CTest)"

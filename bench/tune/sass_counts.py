@@ -26,7 +26,8 @@ COLUMNS = {
     "STG_128": re.compile(r"\bSTG\.E\.128\b"),
     "LDL_STL": re.compile(r"\b(?:LDL|STL)\b"),
 }
-INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", re.M)
+# one instruction line: its address, then the instruction (up to the ';' before its encoding)
+INSTRUCTION = re.compile(r"^\s*(/\*[0-9a-f]{4,}\*/)\s+(.*?)\s*;", re.M)
 
 
 def kernels(text):
@@ -41,7 +42,7 @@ def kernel_instructions(text):
     for name, body in kernels(text):
         if name in out:
             raise ValueError(f"{name} is listed twice: pass the SASS of one architecture")
-        out[name] = re.findall(r"^\s*(/\*[0-9a-f]{4,}\*/\s+.*?)\s*;", body, re.M)
+        out[name] = INSTRUCTION.findall(body)
     return out
 
 
@@ -49,7 +50,7 @@ def kernel_counts(text):
     """[(kernel name, {column: count})] in the order cuobjdump lists the kernels."""
     rows = []
     for name, body in kernels(text):
-        instrs = [i for i in INSTRUCTION.findall(body) if not re.match(r"NOP\b", i)]
+        instrs = [i for _, i in INSTRUCTION.findall(body) if not re.match(r"NOP\b", i)]
         counts = {"instructions": len(instrs)}
         for col, pat in COLUMNS.items():
             if pat is not None:
@@ -84,19 +85,13 @@ def main(argv=None):
         for n in only_there:
             print(f"only in {args.same_as}:", n)
         return 0 if names else 1
-    rows = [(n, c) for n, c in kernel_counts(text) if args.match in n]
-    header = ["kernel"] + list(COLUMNS)
-    writer = csv.writer(sys.stdout, delimiter="\t", lineterminator="\n")
-    writer.writerow(header)
-    for name, c in rows:
-        writer.writerow([name] + [c[k] for k in COLUMNS])
+    table = [["kernel"] + list(COLUMNS)]
+    table += [[n] + [c[k] for k in COLUMNS] for n, c in kernel_counts(text) if args.match in n]
+    csv.writer(sys.stdout, delimiter="\t", lineterminator="\n").writerows(table)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(header)
-            for name, c in rows:
-                w.writerow([name] + [c[k] for k in COLUMNS])
-    return 0 if rows else 1
+            csv.writer(f).writerows(table)
+    return 0 if len(table) > 1 else 1
 
 
 if __name__ == "__main__":
