@@ -4,8 +4,8 @@
 Host time: a CPU timer (time.perf_counter) over many calls on a tiny problem, so that the GPU is
 never the limit (it idles between launches); one synchronize at the end. Every path is timed once
 per round, in turn, over several rounds, and the median round is reported: no path gains or loses
-by its place in the order (in run 2026-12-01-04, timed once each and first, fastglu's forward read
-21.4 µs where the same call read 15.8 µs later in the same process). Reported per call, for
+by its place in the order (a call timed once and first can read a third more than the same call
+timed later in the same process). Reported per call, for
 ``forward`` (y = f(x), x requiring grad) and ``forward+backward`` (y = f(x); y.backward(dy)).
 For fastglu it also shows where the time goes: the bare C call with ready integers, the torch
 calls the binding makes around it, the op without autograd, and the autograd Function. Two fastglu

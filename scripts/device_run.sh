@@ -15,7 +15,7 @@
 #                                                    with $SANITIZE_TOOLS: default all four)
 #
 # Peers (megatron-core, liger-kernel) are installed from wheels in .whl/ when present
-# (see bench/README.md for the pip download line); the image's torch/triton are used as they are.
+# (`pip download --no-deps` for Python 3.12, manylinux_2_28); the image's torch/triton are used as they are.
 set -uo pipefail
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
@@ -69,8 +69,8 @@ echo "kernels with single 16-bit conversions (F2F): $(awk -F'\t' 'NR > 1 && $4 >
 if want ctest; then
   step "C tests (CTest)"
   # Only the tests that need the GPU: the CPU-only ones (CPU backend, sweeps, host emulation) run in
-  # CI and took 5 of the device's minutes here (run 10).
-  # swiglu_cuda's sentinel sweep ran in full in run 10 (QUICK: its suite only); glu_cuda in full.
+  # CI and would take about 5 minutes of device time here.
+  # swiglu_cuda runs its quick suite (its full sentinel sweep is CPU-checkable); glu_cuda in full.
   (cd build-device && ctest --output-on-failure -j 4 -R "^glu_cuda$|bench" \
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi

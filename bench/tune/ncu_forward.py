@@ -2,9 +2,8 @@
 Stop, for Nsight Compute (``ncu --profile-from-start off``) to read each provider's kernel: its
 launch configuration (grid, block, registers), duration and DRAM throughput. The providers and the
 input are the benchmark's (python -m fastglu.bench: x [S, B, 2F] bf16, S = 2048, B = 4); every
-provider runs once untimed first at each width, so torch.compile's compilation is not profiled.
-(Run 2026-12-01-11 used a first version that compiled once for all widths: its torch.compile rows
-are the dynamic-shape kernel.)
+provider runs once untimed first at each width, so torch.compile's compilation is not profiled
+(and torch.compile compiles each width on its own: a static-shape kernel per width).
 
     ncu --profile-from-start off --section LaunchStats --section SpeedOfLight \\
         python bench/tune/ncu_forward.py 1024 8192
