@@ -19,7 +19,9 @@
  * All arithmetic is in fp32; values are rounded to the tensor's element type only when stored.
  * sigmoid(x) = 1 / (1 + 2^(-log2(e) x)); the CUDA backend takes 2^x and 1/x from the GPU's
  * special-function unit (approximations within a few fp32 ulp), the CPU backend from exp2f and a
- * division, in the same order of operations.
+ * division, in the same order of operations. This holds for SwiGLU and for every activation of the
+ * gated-linear-unit family below (GELU_TANH's tanh taken as 0.5 (1 + tanh x) = sigmoid(2 x)): on the
+ * CPU, fastglu_glu_*_cpu with the plain SILU parameters makes fastglu_swiglu_*_cpu's operations.
  *
  * Strides and sizes are counted in elements (not bytes) and are 64-bit. A "row stride" is the
  * distance between the first elements of consecutive rows; within a row, input and output elements
