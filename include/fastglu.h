@@ -30,8 +30,9 @@
  *
  * Every function validates its arguments first; on an error it returns a status other than
  * FASTGLU_SUCCESS, writes nothing, and launches nothing. `fastglu_last_error_message()` then gives
- * a sentence naming the offending argument (thread-local). tokens == 0 or F == 0 is legal: nothing
- * is read, written or launched.
+ * a sentence naming the offending argument (thread-local), until the next failed call on the same
+ * thread: like errno, a successful call leaves it as it is, so test the status, not the message.
+ * tokens == 0 or F == 0 is legal: nothing is read, written or launched.
  *
  * CUDA functions are asynchronous with respect to the host: they enqueue one kernel on `stream`
  * and return; they never synchronize and never allocate.
@@ -78,7 +79,8 @@ typedef enum fastglu_dtype {
 /* A static, human-readable name of a status code ("success", "invalid value", ...). */
 FASTGLU_API const char *fastglu_strerror(fastglu_status status);
 
-/* The message of the last failed call on this thread ("" if none). */
+/* The message of the last failed call on this thread ("" if none has failed); a successful call
+ * does not change it. */
 FASTGLU_API const char *fastglu_last_error_message(void);
 
 /* Library version as MAJOR*10000 + MINOR*100 + PATCH. */
