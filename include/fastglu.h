@@ -19,7 +19,9 @@
  * All arithmetic is in fp32; values are rounded to the tensor's element type only when stored.
  * sigmoid(x) = 1 / (1 + 2^(-log2(e) x)); the CUDA backend takes 2^x and 1/x from the GPU's
  * special-function unit (approximations within a few fp32 ulp), the CPU backend from exp2f and a
- * division, in the same order of operations.
+ * division, in the same order of operations. This holds for SwiGLU and for every activation of the
+ * gated-linear-unit family below (GELU_TANH's tanh taken as 0.5 (1 + tanh x) = sigmoid(2 x)): on the
+ * CPU, fastglu_glu_*_cpu with the plain SILU parameters makes fastglu_swiglu_*_cpu's operations.
  *
  * Strides and sizes are counted in elements (not bytes) and are 64-bit. A "row stride" is the
  * distance between the first elements of consecutive rows; within a row, input and output elements
@@ -28,8 +30,9 @@
  *
  * Every function validates its arguments first; on an error it returns a status other than
  * FASTGLU_SUCCESS, writes nothing, and launches nothing. `fastglu_last_error_message()` then gives
- * a sentence naming the offending argument (thread-local). tokens == 0 or F == 0 is legal: nothing
- * is read, written or launched.
+ * a sentence naming the offending argument (thread-local), until the next failed call on the same
+ * thread: like errno, a successful call leaves it as it is, so test the status, not the message.
+ * tokens == 0 or F == 0 is legal: nothing is read, written or launched.
  *
  * CUDA functions are asynchronous with respect to the host: they enqueue one kernel on `stream`
  * and return; they never synchronize and never allocate.
@@ -76,7 +79,8 @@ typedef enum fastglu_dtype {
 /* A static, human-readable name of a status code ("success", "invalid value", ...). */
 FASTGLU_API const char *fastglu_strerror(fastglu_status status);
 
-/* The message of the last failed call on this thread ("" if none). */
+/* The message of the last failed call on this thread ("" if none has failed); a successful call
+ * does not change it. */
 FASTGLU_API const char *fastglu_last_error_message(void);
 
 /* Library version as MAJOR*10000 + MINOR*100 + PATCH. */

@@ -8,6 +8,8 @@
 
 #include "internal.h"
 
+/* The message of the last failed call on this thread. Like errno, a successful call leaves it as it
+ * is (include/fastglu.h): only fastglu_set_error writes it. */
 static _Thread_local char last_message[512];
 
 const char *fastglu_strerror(fastglu_status status) {
@@ -26,8 +28,6 @@ const char *fastglu_last_error_message(void) { return last_message; }
 static int fp8_saturate = 1; /* fastglu_set_fp8_saturate */
 void fastglu_set_fp8_saturate(int saturate) { fp8_saturate = saturate != 0; }
 int fastglu_fp8_saturate(void) { return fp8_saturate; }
-
-void fastglu_clear_error(void) { last_message[0] = '\0'; }
 
 fastglu_status fastglu_set_error(fastglu_status status, const char *fmt, ...) {
     va_list ap;
@@ -194,7 +194,6 @@ fastglu_status fastglu_check_swiglu_fwd(const char *fn, const void *input, int64
                                         fastglu_dtype dtype, int *empty) {
     region in, out;
     size_t esize = fastglu_dtype_size(dtype);
-    fastglu_clear_error();
     TRY(check_sizes(fn, tokens, ffn_hidden_size, dtype, empty));
     if (*empty) return FASTGLU_SUCCESS;
     TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size,
@@ -211,7 +210,6 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
                                         int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty) {
     region g, in, din;
     size_t esize = fastglu_dtype_size(dtype);
-    fastglu_clear_error();
     TRY(check_sizes(fn, tokens, ffn_hidden_size, dtype, empty));
     if (*empty) return FASTGLU_SUCCESS;
     TRY(fastglu_check_tensor(fn, &g, "dy", dy, tokens, ffn_hidden_size, dy_row_stride,

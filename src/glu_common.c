@@ -155,7 +155,6 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
                                      int *empty) {
     fastglu_region in[4], out, out8;
     int n_in = 0, have_up;
-    fastglu_clear_error();
     TRY(check_params(fn, params));
     TRY(check_dtypes(fn, dtype, weights, weights_dtype));
     TRY(fastglu_check_shape(fn, tokens, ffn_hidden_size, empty));
@@ -225,7 +224,6 @@ fastglu_status fastglu_check_glu_bwd(
     int n_in = 0, n_out = 0, have_up, have_dup, have_db, have_dw;
     int is_in_gate, is_in_up = -1;
     const int64_t T = tokens, F = ffn_hidden_size;
-    fastglu_clear_error();
     TRY(check_params(fn, params));
     TRY(check_dtypes(fn, dtype, weights, weights_dtype));
     if (input_dtype != dtype && input_dtype != FASTGLU_DTYPE_FP8_E4M3)

@@ -109,44 +109,44 @@ static float load_one(fastglu_dtype dt, const void *base, int64_t index) {
 }
 
 /* ---- the activations (include/fastglu.h; Megatron-Core fused_bias_swiglu.py: swiglu,
- *      swiglu_back; fused_bias_geglu.py: geglu, geglu_back, quick_gelu, quick_geglu_back) ---- */
+ *      swiglu_back; fused_bias_geglu.py: geglu, geglu_back, quick_gelu, quick_geglu_back) ----
+ *
+ * The CUDA kernels' operations (src/glu_math.cuh: `activation`, `make_math`), each rounded to fp32
+ * (-ffp-contract=off; fmaf where the kernels fuse): act(z) = z s and act'(z) = s + z s (1 - s) q'(z)
+ * with s = sigmoid(q(z)) = 1 / (1 + 2^(-log2(e) q(z))), q = k z for SILU (k = 1) and QUICK_GELU
+ * (k = 1.702); GELU_TANH through 0.5 (1 + tanh x) = sigmoid(2 x): q = 2 * 0.79788456 z (1 + 0.044715
+ * z^2) (Megatron's geglu / geglu_back in real arithmetic). The sigmoid is include/fastglu.h's:
+ * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit. For SILU
+ * this is src/swiglu_cpu.c's math operation for operation (act' = a (1 - s) + s, the fmaf with
+ * q' = 1 rounding once), so fastglu_glu_*_cpu with the plain parameters gives
+ * fastglu_swiglu_*_cpu's bits (tests/c/test_cpu_paths_agree.c), but for an up of -0, to which the
+ * loops below add the offset as +0 (the CUDA kernels add -0: make_math). */
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+#define LOG2E 1.44269504f
+#define GELU_K (2.0f * 0.79788456f)
+
+/* sigmoid(q(z)), and q'(z) in *dq */
+static inline float act_sigmoid(fastglu_activation act, float z, float *dq) {
+    const int gelu = act == FASTGLU_ACT_GELU_TANH;
+    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
+    const float kl = -k * LOG2E; /* -q log2(e) = kl z (times 1 + 0.044715 z^2 for GELU) */
+    const float z2 = z * z;
+    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
+    *dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
+    return 1.0f / (1.0f + exp2f(ql));
+}
 
 static inline float act_fwd(fastglu_activation act, float z) {
-    switch (act) {
-    case FASTGLU_ACT_SILU: return z * sigmoidf(z);
-    case FASTGLU_ACT_GELU_TANH:
-        return z * 0.5f * (1.0f + tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z)));
-    case FASTGLU_ACT_QUICK_GELU: return z * sigmoidf(1.702f * z);
-    }
-    return NAN;
+    float dq;
+    return z * act_sigmoid(act, z, &dq);
 }
 
 /* act(z) and act'(z) */
 static inline void act_bwd(fastglu_activation act, float z, float *a, float *da) {
-    switch (act) {
-    case FASTGLU_ACT_SILU: {
-        const float s = sigmoidf(z);
-        *a = z * s;
-        *da = s * (1.0f + z * (1.0f - s));
-        return;
-    }
-    case FASTGLU_ACT_GELU_TANH: {
-        const float th = tanhf(0.79788456f * z * (1.0f + 0.044715f * z * z));
-        *a = z * 0.5f * (1.0f + th);
-        *da = 0.5f * z * ((1.0f - th * th) * (0.79788456f + 0.1070322243f * z * z)) +
-              0.5f * (1.0f + th);
-        return;
-    }
-    case FASTGLU_ACT_QUICK_GELU: {
-        const float s = sigmoidf(1.702f * z);
-        *a = z * s;
-        *da = s * (1.0f + 1.702f * z * (1.0f - s));
-        return;
-    }
-    }
-    *a = *da = NAN;
+    float dq;
+    const float s = act_sigmoid(act, z, &dq);
+    *a = z * s;
+    *da = fmaf(*a * (1.0f - s), dq, s);
 }
 
 /* ---- operand addressing -------------------------------------------------------------------- */

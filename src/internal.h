@@ -13,15 +13,13 @@
 extern "C" {
 #endif
 
-/* Records `status` and a printf-style message for fastglu_last_error_message(); returns status. */
+/* Records `status` and a printf-style message for fastglu_last_error_message(); returns status.
+ * Every failing path of the API goes through it; nothing clears the message (errno-like). */
 fastglu_status fastglu_set_error(fastglu_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-
-/* Clears the thread's last error message. */
-void fastglu_clear_error(void);
 
 /*
  * Validate the forward's arguments. Returns FASTGLU_SUCCESS when the call is legal; *empty is set

@@ -67,13 +67,18 @@ class SwiGLUFunction(torch.autograd.Function):
 
     Saves the input for backward (optionally as float8_e4m3fn, Megatron's ``fp8_input_store``).
     With ``in_place`` the backward writes the input gradient into the saved input's storage
-    (no new [.., 2F] tensor), so it can run only once per forward.
+    (no new [.., 2F] tensor), so it can run only once per forward. The forward refuses (ValueError)
+    an input whose memory cannot take it: rows not evenly strided, and a leaf tensor that requires
+    grad (an nn.Parameter) or a view of one, which torch refuses in-place operations on. An upstream
+    gradient that shares memory with the input (e.g. ``grad_outputs`` given as a view of it) is
+    answered out of place.
     """
 
     @staticmethod
     def forward(ctx, input, fp8_input_store=False, cpu_offload_input=False, in_place=False):
         if in_place and not fp8_input_store:
             ops.check_in_place(input, "swiglu")
+            ops.refuse_leaf_in_place(input, "swiglu", "input")
         y = ops.swiglu_fwd(input, fn="swiglu")
         saved = input.to(torch.float8_e4m3fn) if fp8_input_store else input
         if cpu_offload_input:
@@ -87,19 +92,19 @@ class SwiGLUFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         _no_double_backward()
-        if ctx.in_place:
-            if ctx.backward_done:
-                raise RuntimeError(
-                    "fastglu.swiglu(in_place=True): backward can run only once per forward: the saved input "
-                    "was overwritten by its gradient. Use in_place=False for retain_graph=True or a second backward."
-                )
-            ctx.backward_done = True
+        if ctx.in_place and ctx.backward_done:
+            raise RuntimeError(
+                "fastglu.swiglu(in_place=True): backward can run only once per forward: the saved input "
+                "was overwritten by its gradient. Use in_place=False for retain_graph=True or a second backward."
+            )
         (x,) = ctx.saved_tensors
         if ctx.input_dtype is not None:
             x = x.to(ctx.input_dtype)
-        if not ctx.in_place:
+        # dy sharing x's memory cannot be read while its gradient is written over x: out of place
+        if not ctx.in_place or ops._may_overlap(dy, x):
             return ops.swiglu_bwd(dy, x, fn="swiglu.backward"), None, None, None
         dx = ops.swiglu_bwd(dy, x, out=x, fn="swiglu.backward")
+        ctx.backward_done = True  # (after the call: a refused call has written nothing)
         if _increment_version is not None:
             _increment_version(x)  # other users of x now fail loudly, not silently
         return dx, None, None, None
@@ -114,7 +119,9 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
         in_place: the backward writes the gradient into x's storage instead of a new tensor (saves
             2F elements per token of peak memory; x's values are lost, and a second backward through
             the same graph raises RuntimeError). x's rows must then be evenly strided, unit column
-            stride, not overlapping (ValueError at the forward otherwise).
+            stride, not overlapping, and x must not be a leaf tensor that requires grad (an
+            nn.Parameter) nor a view of one (ValueError at the forward otherwise, as torch refuses
+            in-place operations on such leaves). Ignored where grad mode is off (no backward).
 
     Returns:
         ``silu(gate) * up`` of shape ``[..., F]``, x's dtype and device. Differentiable in x:
@@ -135,10 +142,10 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     ``Shard(-1)`` of global shape [..., F]; other placements raise ValueError (``library.py``).
     """
     if type(x) is _Tensor and not _is_compiling():
-        if in_place:
+        if in_place and _grad_enabled():  # (without grad mode there is no backward to run in place)
             return SwiGLUFunction.apply(x, False, False, True)
         return _lean_apply(x)
-    return library.swiglu(x, in_place)
+    return library.swiglu(x, in_place and _grad_enabled())
 
 
 def _off(option):

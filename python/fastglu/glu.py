@@ -73,7 +73,8 @@ torch.compile / torch.export: while they trace, every public function here is th
 ``glu_traced``), with no graph break; eager calls keep ``GLUFunction`` (one
 ``torch.compiler.is_compiling()`` check in front). Under compile ``fp8_input_store`` still holds
 (the saved input cast by torch ops, the same fp8 values), ``in_place`` is ignored (as
-``fastglu.swiglu`` does; the compiled graph owns its buffers), ``cpu_offload_input=True`` runs the
+``fastglu.swiglu`` does; the compiled graph owns its buffers; a leaf that requires grad is still
+refused, as in eager mode), ``cpu_offload_input=True`` runs the
 eager ``GLUFunction`` behind dynamo's ``disable`` (a graph break, so ``fullgraph=True``
 raises: the offload marks are for Megatron's eager hooks), and a tensor ``clamp_value`` /
 ``linear_offset`` is read with ``.item()`` (a graph break). Each distinct value of the float
@@ -105,6 +106,8 @@ ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu":
 FP8_MODES = (False, True, "per_row", "per_tensor")
 
 from .ops import _current_device, _raw_stream, _row_strides, check_dense, check_storage  # noqa: E402  (the current stream, as ops.py gets it)
+from .ops import is_zero_tensor as _is_zero, refuse_leaf_in_place as _refuse_leaf  # noqa: E402
+from .ops import refuse_out_requiring_grad as _refuse_out_requiring_grad  # noqa: E402
 
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
@@ -205,7 +208,8 @@ def _flat_stride(t):
     return _row_stride(shape, stride)[1]
 
 
-def _check_tensor(t, fn, name, codes, what):
+def _check_tensor(t, fn, name, codes, what, zero_ok=False):
+    """zero_ok: an efficient zero tensor (no memory) is accepted (an upstream gradient)."""
     if not isinstance(t, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout is not _STRIDED or t.is_nested:
@@ -214,7 +218,8 @@ def _check_tensor(t, fn, name, codes, what):
         _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
     if t.device.type not in ("cpu", "cuda"):
         _fail(ValueError, fn, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
-    check_storage(t, fn, name)
+    if not zero_ok:
+        check_storage(t, fn, name)
 
 
 _COMPUTE_WHAT = "torch.bfloat16, torch.float16 or torch.float32"
@@ -339,6 +344,7 @@ def _check_out(out, shape, dtype, device, fn, name):
     if not isinstance(out, torch.Tensor):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(out).__name__}")
     check_dense(out, fn, name)
+    _refuse_out_requiring_grad(out, fn, name)
     if out.dtype != dtype:
         _fail(TypeError, fn, f"{name} has dtype {out.dtype}; expected {dtype}")
     if tuple(out.shape) != tuple(shape) or out.device != device or out.layout != _STRIDED:
@@ -462,7 +468,7 @@ def _glu_bwd_fast(p, dy, x, bias, weights, want_db, want_dw):
     if c is None:
         return None
     code, shape, tokens, rs, F, cuda, dev, w_code = c
-    if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev):
+    if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev) or _is_zero(dy):
         return None
     dshape = dy.shape
     if dy.dtype is not x.dtype or len(dshape) != len(shape) or dshape[-1] != F or dshape[:-1] != shape[:-1]:
@@ -614,7 +620,8 @@ def glu_bwd_p(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sc
     op = _operands(x, up, p.layout, fn, allow_fp8=True)
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
-    _check_tensor(dy, fn, "dy", _COMPUTE_CODES, _COMPUTE_WHAT)
+    dy_zero = _is_zero(dy)  # an efficient zero tensor: every gradient is zero, nothing is launched
+    _check_tensor(dy, fn, "dy", _COMPUTE_CODES, _COMPUTE_WHAT, zero_ok=dy_zero)
     if dy.device != op.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but the input is on {op.device}")
     if op.dtype != _FP8 and dy.dtype != op.dtype:
@@ -653,7 +660,7 @@ def glu_bwd_p(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sc
             outs = (dx,)
     dbias = torch.empty(2 * op.F, dtype=dtype, device=op.device) if want_db else None
     dw = torch.empty(op.tokens, dtype=w.dtype, device=op.device) if want_dw else None
-    if op.tokens and op.F:
+    if op.tokens and op.F and not dy_zero:
         dy_given = dy
         dy_tokens, dy_rs = _row_stride(dy.shape, dy.stride())
         dy_cs = dy.stride()[-1]
@@ -679,6 +686,10 @@ def glu_bwd_p(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sc
                 0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes,
                 op.tokens, op.F, code)
     else:
+        if dy_zero:
+            dx.zero_()
+            if d_up is not None:
+                d_up.zero_()
         if dbias is not None:
             dbias.zero_()
         if dw is not None:
@@ -694,7 +705,9 @@ def glu_bwd(dy, x, up=None, *, activation="silu", bias=None, weights=None, clamp
     """The gated activation's backward, without autograd.
 
     Args:
-        dy: upstream gradient ``[..., F]`` (the forward output's shape), any strides, read in place.
+        dy: upstream gradient ``[..., F]`` (the forward output's shape), any strides, read in place;
+            an efficient zero tensor (``torch._efficientzerotensor``, no memory) gives zero
+            gradients (dx, d_up, dbias, dweights) without a kernel launch.
         x, up, bias, weights and the options: as the forward. x (and up) may be the forward's
             input saved as ``torch.float8_e4m3fn``; the compute dtype is then dy's.
         input_scale_inv: fp8 x only: None (scale 1), one float32 value, or one per token; the
@@ -767,6 +780,62 @@ def _check_in_place(t, fn, name):
                               f"column stride; got shape {tuple(t.shape)}, strides {t.stride()}")
 
 
+def _region(t):
+    """(start address, rows, row stride in bytes (0 for one row), row width in bytes) of a tensor of
+    evenly strided rows with unit column stride (src/common.c's region), or None."""
+    tokens, rs = _row_stride(t.shape, t.stride())
+    width, es = t.shape[-1], t.element_size()
+    if rs is None or (width > 1 and t.stride()[-1] != 1):
+        return None
+    return t.data_ptr(), tokens, (rs * es if tokens > 1 else 0), width * es
+
+
+def _overlaps(a, b):
+    """Whether a and b share a byte: exact for two tensors of evenly strided rows with unit column
+    stride and one row stride in bytes (as the C library's check: e.g. the gate and up column
+    slices of one [..., 2F] tensor do not overlap), else by their bounding ranges."""
+    if not _may_overlap(a, b):
+        return False
+    ra, rb = _region(a), _region(b)
+    if ra is None or rb is None or ra[2] != rb[2] or ra[2] <= 0:
+        return True
+    (a0, a_rows, r, aw), (b0, b_rows, _, bw) = ra, rb
+    d = b0 - a0
+    # rows i of a and j of b meet iff -bw < d + k r < aw for k = j - i, -(a_rows - 1) <= k <= b_rows - 1
+    kmin = max((-bw - d) // r + 1, -(a_rows - 1))
+    kmax = min(-((d - aw) // r) - 1, b_rows - 1)
+    return kmin <= kmax
+
+
+def refuse_leaves_in_place(x, up, fn):
+    """The leaf check of an in-place call where the backward would write over x (and up): a leaf
+    that requires grad (an nn.Parameter) or a view of one raises ValueError (``ops``). For the
+    traced path, which ignores in_place but refuses what eager mode refuses."""
+    if (isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
+            and (up is None or isinstance(up, torch.Tensor) and up.requires_grad)):
+        _refuse_leaf(x, fn, "input" if up is None else "gate")
+        if up is not None:
+            _refuse_leaf(up, fn, "up")
+
+
+def _refuse_in_place_overlaps(x, up, bias, weights, fn):
+    """ValueError where an in-place backward cannot write d_gate over gate and d_up over up: gate
+    and up sharing memory (silu_mul(t, t)), or bias / weights sharing memory with them (the
+    backward reads those while it writes)."""
+    operands = [("input" if up is None else "gate", x)] + ([] if up is None else [("up", up)])
+    if up is not None and _overlaps(x, up):
+        _fail(ValueError, fn, f"in_place=True: gate and up share memory (gate shape {tuple(x.shape)}, strides "
+                              f"{x.stride()}; up shape {tuple(up.shape)}, strides {up.stride()}), so d_gate and "
+                              "d_up cannot both be written over them; pass in_place=False (out of place the "
+                              "gradients are summed as usual)")
+    for name, t in (("bias", bias), ("weights", weights)):
+        if isinstance(t, torch.Tensor):
+            for oname, o in operands:
+                if _overlaps(o, t):
+                    _fail(ValueError, fn, f"in_place=True: {name} shares memory with {oname}, which the backward "
+                                          f"would overwrite while it reads {name}; pass in_place=False")
+
+
 class GLUFunction(torch.autograd.Function):
     """Autograd of the gated activation: ``GLUFunction.apply(x, up, bias, weights, params, options)``.
 
@@ -780,7 +849,12 @@ class GLUFunction(torch.autograd.Function):
     weights, the fp8 scales.
     ``cpu_offload_input`` marks the saved input and the bias with ``activation_offloading = True``
     (Megatron's convention). ``in_place`` writes the input gradient into the saved input's storage:
-    one backward per forward (a second raises RuntimeError); ignored with an fp8 store.
+    one backward per forward (a second raises RuntimeError); ignored with an fp8 store. The forward
+    refuses (ValueError) what an in-place backward cannot do: operands of uneven strides, a leaf
+    that requires grad (an nn.Parameter) or a view of one (torch refuses in-place operations on
+    them), gate and up sharing memory (``silu_mul(t, t)``), bias or weights sharing memory with the
+    operands. An upstream gradient that shares memory with them is answered out of place; an
+    efficient zero tensor as the upstream gradient gives zero gradients.
     """
 
     @staticmethod
@@ -807,6 +881,10 @@ class GLUFunction(torch.autograd.Function):
             _check_in_place(x, fn, "gate" if up is not None else "input")
             if up is not None:
                 _check_in_place(up, fn, "up")
+            _refuse_leaf(x, fn, "gate" if up is not None else "input")
+            if up is not None:
+                _refuse_leaf(up, fn, "up")
+            _refuse_in_place_overlaps(x, up, bias, weights, fn)
         if offload:
             x_s.activation_offloading = True
             if up_s is not None:
@@ -828,28 +906,31 @@ class GLUFunction(torch.autograd.Function):
             # have no derivative of their own, so refuse rather than drop the dependence.
             _fail(RuntimeError, fn, "double backward (create_graph=True) is not supported; the backward "
                                     "kernel is not differentiable")
-        if ctx.in_place:
-            if ctx.backward_done:
-                _fail(RuntimeError, fn, "in_place=True: backward can run only once per forward: the saved "
-                                        "input was overwritten by its gradient. Use in_place=False for "
-                                        "retain_graph=True or a second backward.")
-            ctx.backward_done = True
+        if ctx.in_place and ctx.backward_done:
+            _fail(RuntimeError, fn, "in_place=True: backward can run only once per forward: the saved "
+                                    "input was overwritten by its gradient. Use in_place=False for "
+                                    "retain_graph=True or a second backward.")
         x, up, bias, weights, scale_inv = ctx.saved_tensors
         need = ctx.needs_input_grad
         want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
-        if not ctx.in_place and up is None and scale_inv is None:
+        # dy sharing the operands' memory cannot be read while their gradients are written over
+        # them (e.g. grad_outputs given as a view of the input): out of place
+        in_place = ctx.in_place and not (_may_overlap(dy, x) or (up is not None and _may_overlap(dy, up)))
+        if not in_place and up is None and scale_inv is None:
             g = _glu_bwd_fast(ctx.params, dy, x, bias, weights, want_db, want_dw)
             if g is not None:
                 return g[0], None, g[1], g[2], None, None
         out = None
-        if ctx.in_place:
+        if in_place:
             out = x if up is None else (x, up)
         g = glu_bwd_p(ctx.params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
                       want_dbias=want_db, want_dweights=want_dw, out=out, fn=fn)
-        if ctx.in_place and _increment_version is not None:
-            _increment_version(x)  # other users of the overwritten input now fail loudly
-            if up is not None:
-                _increment_version(up)
+        if in_place:
+            ctx.backward_done = True  # (after the call: a refused call has written nothing)
+            if _increment_version is not None:
+                _increment_version(x)  # other users of the overwritten input now fail loudly
+                if up is not None:
+                    _increment_version(up)
         return g.dx, g.d_up, g.dbias, g.dweights, None, None
 
 
@@ -874,10 +955,11 @@ _Tensor = torch.Tensor
 
 
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
+    in_place = bool(in_place) and torch.is_grad_enabled()  # without grad mode no backward runs
     if _is_compiling():  # torch.compile / torch.export: the torch.library ops (library.glu_traced)
         return _library.glu_traced(x, up, bias, weights, params, _fp8_mode(fp8_input_store, fn),
-                                   bool(cpu_offload_input), bool(in_place), fn)
-    options = (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), bool(in_place), fn)
+                                   bool(cpu_offload_input), in_place, fn)
+    options = (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), in_place, fn)
     if _glu_c_apply is None or _functorch_active():
         return GLUFunction.apply(x, up, bias, weights, params, options)
     if isinstance(x, _Tensor):
@@ -914,7 +996,9 @@ def glu(x, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_
             ``"per_tensor"`` (scaled; see the module docstring for the measured error).
         cpu_offload_input: mark the saved input and bias with ``activation_offloading = True``.
         in_place: the backward writes the input gradient over x's storage (x's rows must be evenly
-            strided, unit column stride, non-overlapping: ValueError otherwise; one backward only).
+            strided, unit column stride, non-overlapping; x must not be a leaf that requires grad,
+            e.g. an nn.Parameter, nor a view of one, nor share memory with bias or weights:
+            ValueError at the forward otherwise; one backward only). Ignored without grad mode.
 
     Returns:
         ``[..., F]`` in x's dtype, on x's device.
@@ -933,7 +1017,9 @@ def glu_mul(gate, up, activation="silu", *, bias=None, weights=None, clamp_value
             gate_multiplier=1.0, down_multiplier=1.0, fp8_input_store=False, in_place=False):
     """``act(gate) * up`` on two tensors ``[..., F]`` (Hugging Face's gate_proj / up_proj outputs),
     with gradients for both. Options as ``glu``; bias, if any, is one ``[2F]`` = [b_gate | b_up].
-    ``in_place`` writes d_gate over gate and d_up over up."""
+    ``in_place`` writes d_gate over gate and d_up over up: gate and up sharing memory (the same
+    tensor, or overlapping views) cannot take both, and are refused with ValueError at the forward
+    (as are ``glu``'s other in-place refusals)."""
     p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
                    gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="glu_mul")
     if up is None:
@@ -946,7 +1032,10 @@ def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=Fal
     ``gate``, ``up`` of the same shape ``[..., F]`` (bf16/fp16/fp32, CPU or CUDA), with gradients
     for both (``d_gate = m_d * dy * up * silu'(m_g * gate) * m_g``, ``d_up = m_d * dy * silu(m_g * gate)``).
 
-    ``in_place=True`` writes d_gate over gate's storage and d_up over up's (one backward only).
+    ``in_place=True`` writes d_gate over gate's storage and d_up over up's (one backward only);
+    ValueError at the forward where that cannot work: gate and up sharing memory
+    (``silu_mul(t, t)``: two gradients for one storage; call it with ``in_place=False``, whose
+    gradient of t is the sum of both), or a leaf that requires grad (an nn.Parameter).
     Raises TypeError / ValueError as ``glu_fwd`` (mismatched shapes, dtypes, devices).
     """
     p = glu_params("silu", gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="silu_mul")

@@ -335,11 +335,17 @@ def swiglu(x, in_place: bool = False):
     torch.export trace (the registered op; ``in_place`` is ignored there, the compiled graph owns its
     buffers), a DTensor (the op's DTensor rule; with ``in_place`` the lean Function on each rank's
     local tensor), or another tensor subclass (the op, through the dispatcher). Same arguments,
-    result and errors as ``fastglu.swiglu``."""
+    result and errors as ``fastglu.swiglu``: with ``in_place`` a leaf that requires grad (or a
+    view of one) is refused here too, also while traced, where nothing would be overwritten, so
+    that eager and compiled code accept the same calls. Without grad mode there is no backward to
+    run in place: ``in_place`` is then ignored."""
+    in_place = in_place and torch.is_grad_enabled()
     if not SUPPORTED:
         from .functional import SwiGLUFunction, _SwiGLU
 
         return SwiGLUFunction.apply(x, False, False, True) if in_place else _SwiGLU.apply(x)
+    if in_place and isinstance(x, torch.Tensor):
+        ops.refuse_leaf_in_place(x, "swiglu", "input")  # (a DTensor's local tensor is no leaf)
     if _is_compiling():
         return swiglu_fwd(x)
     if not isinstance(x, torch.Tensor) or x.is_nested:
@@ -602,7 +608,8 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
 
     - no fp8 store, no offload: ``torch.ops.fastglu.glu_fwd`` and its registered autograd (no graph
       break); ``in_place`` is ignored, as ``fastglu.swiglu`` does under compile (the compiled graph
-      owns its buffers; its in-place checks and the one-backward rule do not apply);
+      owns its buffers; its checks of strides and overlaps and the one-backward rule do not apply),
+      but a leaf that requires grad (or a view of one) is refused as in eager mode;
     - ``fp8_input_store`` (True, "per_row", "per_tensor"): ``_GLUSavedFp8`` (no graph break): the
       same ops, the saved input cast by torch ops instead of inside the forward kernel;
     - ``cpu_offload_input``: the eager ``GLUFunction`` behind dynamo's ``disable``, i.e. a
@@ -614,6 +621,8 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
     if not SUPPORTED or cpu_offload_input:
         return _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params,
                                                              (fp8, cpu_offload_input, in_place, fn))
+    if in_place and not fp8:  # refused as in eager mode, where the backward would overwrite them
+        _glu.refuse_leaves_in_place(x, up, fn)
     if fp8:
         return _GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
     return glu_fwd(x, up, bias, weights, *params)

@@ -114,11 +114,24 @@ def _row_strides(shape, stride):
     return s0 * s1, None, None
 
 
+def refuse_out_requiring_grad(out, fn: str, name: str):
+    """ValueError for an output tensor (out=) that requires grad while grad mode is on: the kernels
+    write it with no autograd record (its values would silently change under an nn.Parameter or in
+    the middle of a graph). torch refuses such out= arguments too ("functions with out=...
+    arguments don't support automatic differentiation, but one of the arguments requires grad")."""
+    if out.requires_grad and torch.is_grad_enabled():
+        _fail(ValueError, fn, f"{name} requires grad ({'a leaf' if out.is_leaf else 'a non-leaf'} tensor of shape "
+                              f"{tuple(out.shape)}); an out= argument is written with no autograd record, as "
+                              "torch refuses for its own out= functions. Pass a tensor that does not require "
+                              "grad, or call it under torch.no_grad()")
+
+
 def _out_rows(out, shape, x, width, fn):
     """Validate a caller-given output; returns its row stride."""
     if not isinstance(out, torch.Tensor):
         _fail(TypeError, fn, f"out must be a torch.Tensor, got {type(out).__name__}")
     check_dense(out, fn, "out")
+    refuse_out_requiring_grad(out, fn, "out")
     if out.dtype != x.dtype:
         _fail(TypeError, fn, f"out has dtype {out.dtype} but input has dtype {x.dtype}")
     if out.shape != shape or out.device != x.device or out.layout != torch.strided:
@@ -140,6 +153,36 @@ def check_in_place(x: torch.Tensor, fn: str):
     if tokens and width and (rs is None or (width > 1 and cs != 1) or (tokens > 1 and rs < width) or x.is_neg()):
         _fail(ValueError, fn, f"in_place=True needs an input with evenly strided, non-overlapping rows and unit "
                               f"column stride; got shape {tuple(x.shape)}, strides {x.stride()}")
+
+
+def refuse_leaf_in_place(t: torch.Tensor, fn: str, name: str):
+    """ValueError if an in-place backward would write its gradient over t: a leaf tensor that
+    requires grad (an nn.Parameter, a tensor made with requires_grad=True) or a view of one. torch
+    refuses in-place operations on them ("a leaf Variable that requires grad is being used in an
+    in-place operation."); the gradient would silently replace the parameter's values."""
+    if not t.requires_grad:
+        return
+    if t.is_leaf:
+        what = "a leaf tensor that requires grad"
+    else:
+        base = t._base
+        if base is None or not (base.is_leaf and base.requires_grad):
+            return
+        what = "a view of a leaf tensor that requires grad"
+    _fail(ValueError, fn, f"in_place=True: {name} ({type(t).__name__} of shape {tuple(t.shape)}) is {what} "
+                          "(e.g. an nn.Parameter), which the backward would overwrite with its gradient; torch "
+                          "refuses this too (a leaf Variable that requires grad is being used in an in-place "
+                          "operation). Pass in_place=False, or a non-leaf tensor (a layer's output).")
+
+
+def _never_zero(t) -> bool:  # pragma: no cover - a torch without efficient zero tensors
+    return False
+
+
+# is_zero_tensor(t): whether t is an efficient zero tensor (``torch._efficientzerotensor``, which
+# autograd may pass as an upstream gradient): all zeros, with no memory (data_ptr() 0). The method
+# itself, called as a function (it is on the backward's hot path).
+is_zero_tensor = getattr(torch.Tensor, "_is_zerotensor", _never_zero)
 
 
 def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -220,6 +263,8 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
 
     ``out`` (optional) receives the result: a tensor of x's shape and dtype on x's device whose
     rows are evenly strided with unit column stride; it may be ``x`` itself (in-place backward).
+    ``dy`` may be an efficient zero tensor (``torch._efficientzerotensor``, no memory): the result
+    is then zero, written without a kernel launch.
     """
     x_given = x
     x, code, shape, F, tokens, in_rs = _input_rows(x, fn)
@@ -240,6 +285,8 @@ def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = 
         # (an input that _input_rows had to copy fails these checks too, so out=x is never the copy)
         dx, dx_rs = out, _out_rows(out, shape, x, 2 * F, fn)
     if tokens and F:
+        if is_zero_tensor(dy):  # an efficient zero tensor (no memory): the gradient is zero
+            return dx.zero_()
         _, dy_rs, dy_cs = _row_strides(dy.shape, dy.stride())
         if dy_rs is None or dy.is_neg():  # no single row stride describes it, or a negated view
             if out is not None and _may_overlap(out, dy):  # the C check will only see the copy

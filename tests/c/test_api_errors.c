@@ -142,9 +142,14 @@ int main(void) {
         EXPECT(untouched(), "no device: an output changed");
     }
 
-    /* A legal call succeeds and clears the message. */
+    /* A legal call succeeds and, like errno, leaves the last failure's message as it is. */
+    char before[512];
+    EXPECT(fastglu_swiglu_fwd_cpu(in, 2 * F, out, 0, T, F, f32) == FASTGLU_ERROR_INVALID_VALUE,
+           "rows of stride 0 accepted");
+    snprintf(before, sizeof before, "%s", fastglu_last_error_message());
     EXPECT(fastglu_swiglu_fwd_cpu(in, 2 * F, out, F, T, F, f32) == FASTGLU_SUCCESS, "legal fwd");
-    EXPECT(fastglu_last_error_message()[0] == '\0', "message not cleared");
+    EXPECT(strcmp(fastglu_last_error_message(), before) == 0 && before[0] != '\0',
+           "a success changed the message '%s' to '%s'", before, fastglu_last_error_message());
 
     for (int s = 0; s <= 4; ++s)
         EXPECT(strcmp(fastglu_strerror((fastglu_status)s), "unknown fastglu status") != 0,
