@@ -9,8 +9,9 @@ round, under bench/results/<device>/<UTC time>-mlp/):
       fastglu_fused      fastglu.linear_glu(x, w1, return_preact=False), then F.linear(y, w2)
       cublas_fastglu     F.linear(x, w1), fastglu.glu (standalone SwiGLU), F.linear(y, w2)
       cublas_gemm_only   F.linear(x, w1), F.linear(h[:, :F], w2): the two GEMMs alone (the limit)
-      liger              Liger-Kernel's fused MLP forward (LigerSiLUMulFunction between the GEMMs)
+      liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
       quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True)
+                    (liger and quack have no fc1-only form: the "fc1" pass lists them as skipped)
   gemm/forward      out = x @ w^T at the fc1 shape (M = T, N = 2F, K = H) and the fc2 shape
                     (M = T, N = H, K = F); providers fastglu (fastglu.linear) and cublas (F.linear).
 
@@ -157,15 +158,14 @@ def mlp_providers(names, on_gpu, notes):
             elif name == "liger":
                 if not on_gpu:
                     raise RuntimeError("GPU only")
-                from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+                from liger_kernel.ops.mlp import LigerMLPFunction
 
-                def liger(x, w1, w2, fc1_only):  # Liger's LigerSwiGLUMLP forward: GEMMs, its SiLU-mul kernel
+                def liger(x, w1, w2, fc1_only):  # the fused gate/up GEMM + SwiGLU, then fc2; input [B, S, H]
+                    if fc1_only:
+                        raise RuntimeError("LigerMLPFunction has no fc1-only form")
                     F = w1.shape[0] // 2
-                    wg, wu = w1[:F], w1[F:]
-
-                    def act():
-                        return LigerSiLUMulFunction.apply(F_.linear(x, wg), F_.linear(x, wu))
-                    return act if fc1_only else (lambda: F_.linear(act(), w2))
+                    wg, wu, x3 = w1[:F], w1[F:], x.unsqueeze(0)
+                    return lambda: LigerMLPFunction.apply(x3, wg, wu, w2).squeeze(0)
                 out[name] = (liger, {"liger_version": pkg_version("liger-kernel")})
             elif name == "quack":
                 if not on_gpu:
