@@ -45,7 +45,8 @@ void gemm_seed(const char *name);
  * y and h (and out) against the float64 reference (relative Frobenius error <= bf16 1e-2, fp16
  * 1e-3, fp32 1e-5, over every row, or over a sample of 48 rows where T * 2F * H > 2^28), every
  * output element written and no padding byte touched, y bitwise equal to the backend's
- * fastglu_glu_fwd on the stored h, and y computed without storing h bitwise equal to y with h.
+ * fastglu_glu_fwd on the stored h (where b->glu_fwd is not NULL), and y computed without storing h
+ * bitwise equal to y with h.
  * variants_mask selects variants (bit i: variant i; ~0 all). Returns the number of failures. */
 int run_gemm_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
                    unsigned variants_mask);
