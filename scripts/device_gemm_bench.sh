@@ -7,7 +7,9 @@
 # records, mlp.jsonl, table.txt, summary.json; unpack under bench/results/nvidia-h200/).
 #
 #   bash scripts/device_gemm_bench.sh [mlp bench args...]   e.g. --shape 8192,4096,8192 --rounds 3
-#   STAGES="build ctest pytest bench" (default: all four)
+#   STAGES="build ctest pytest bench" (default: all four). Within one 10-minute call the four may not
+#   fit (two builds of the library: CMake's and pip's); split them: STAGES="build ctest", then
+#   STAGES="pytest bench". --quack-tuned autotunes quack per shape (minutes): one --shape per call.
 #
 # Peers: wheels in .whl/ (liger-kernel, quack-kernels with nvidia-cutlass-dsl 4.7.1 and its
 # dependencies; see ../shared/peers/README.md) are installed into /tmp/py/site-packages and added

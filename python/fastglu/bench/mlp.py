@@ -10,7 +10,8 @@ round, under bench/results/<device>/<UTC time>-mlp/):
       cublas_fastglu     F.linear(x, w1), fastglu.glu (standalone SwiGLU), F.linear(y, w2)
       cublas_gemm_only   F.linear(x, w1), F.linear(h[:, :F], w2): the two GEMMs alone (the limit)
       liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
-      quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True)
+      quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True,
+                         tuned=--quack-tuned)
                     (liger and quack have no fc1-only form: the "fc1" pass lists them as skipped)
   gemm/forward      out = x @ w^T at the fc1 shape (M = T, N = 2F, K = H) and the fc2 shape
                     (M = T, N = H, K = F); providers fastglu (fastglu.linear) and cublas (F.linear).
@@ -57,6 +58,9 @@ def parse_args(argv=None):
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
     p.add_argument("--providers", nargs="+", choices=MLP_PROVIDERS, default=list(MLP_PROVIDERS))
     p.add_argument("--no-gemm", action="store_true", help="skip the gemm/forward benchmark")
+    p.add_argument("--quack-tuned", action="store_true",
+                   help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
+                        "per shape: run one --shape per call); default tuned=False")
     p.add_argument("--smoke", action="store_true", help="the CPU backend on two tiny shapes, rep 5 ms, 2 rounds")
     p.add_argument("--out", type=Path, help="output directory (default bench/results/<device>/<UTC time>-mlp)")
     args = p.parse_args(argv)
@@ -126,7 +130,7 @@ def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_s
 # ---- providers ----------------------------------------------------------------------------------
 
 
-def mlp_providers(names, on_gpu, notes):
+def mlp_providers(names, on_gpu, notes, quack_tuned=False):
     """name -> (make(x, w1, w2, fc1_only) -> fn() -> output, version labels)."""
     import fastglu
     out = {}
@@ -175,8 +179,8 @@ def mlp_providers(names, on_gpu, notes):
                 def quack(x, w1, w2, fc1_only):
                     if fc1_only:
                         raise RuntimeError("quack.mlp.mlp_func has no fc1-only form")
-                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=True)
-                out[name] = (quack, {"quack_version": pkg_version("quack-kernels")})
+                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
+                out[name] = (quack, {"quack_version": pkg_version("quack-kernels"), "quack_tuned": str(quack_tuned)})
         except Exception as e:  # noqa: BLE001 - optional peers fail to import in many ways
             notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
     return out
@@ -218,7 +222,7 @@ def main(argv=None):
     base = {"fastglu_version": fastglu.__version__, "torch_version": torch.__version__,
             "triton_version": pkg_version("triton") if on_gpu else None, "cuda_version": torch.version.cuda}
     notes = []
-    providers = mlp_providers(args.providers, on_gpu, notes)
+    providers = mlp_providers(args.providers, on_gpu, notes, args.quack_tuned)
     timer = "cuda_events" if on_gpu else "perf_counter"
     repository = git_remote()
     protos = {
