@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define FASTGLU_VERSION_MAJOR 0
-#define FASTGLU_VERSION_MINOR 1
+#define FASTGLU_VERSION_MINOR 2
 #define FASTGLU_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -328,6 +328,85 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
     void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
     void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
     int64_t ffn_hidden_size, fastglu_dtype dtype);
+
+/* =============================================================================================
+ * Linear layers: fc1 GEMM with the gated activation in its epilogue (and the plain GEMM).
+ *
+ * One operand is described by a fastglu_tensor: a row-major matrix with column stride 1 (element
+ * (i, j) at data[i * row_stride + j]), or a vector (element i at data[i * row_stride]). data NULL
+ * means absent, for the optional operands (bias, weights, h). Inputs are only read. Sizes and
+ * strides are in elements and 64-bit.
+ *
+ *   fastglu_linear_*:        out[tokens, out_features] = x[tokens, in_features]
+ *                                                        @ w[out_features, in_features]^T (+ bias)
+ *                            (torch.nn.functional.linear)
+ *   fastglu_linear_glu_fwd_*: with F = ffn_hidden_size,
+ *                            h[tokens, 2F] = x[tokens, hidden] @ w1[2F, hidden]^T (+ bias[2F])
+ *                            y[tokens, F]  = glu(h): the family's forward (above) with params'
+ *                            activation, layout, clamp, offset and multipliers, and the optional
+ *                            per-token weights, applied to h as its raw operand (gate | up for
+ *                            FASTGLU_LAYOUT_SPLIT: gate = h[:, 0:F] from w1 rows [0, F), up =
+ *                            h[:, F:2F]; FASTGLU_LAYOUT_INTERLEAVED: gate = h[:, 2j], up =
+ *                            h[:, 2j + 1], w1's rows interleaved the same way).
+ *
+ * Arithmetic: products summed in fp32; the bias is added in fp32 to the sum, which is then rounded
+ * to dtype: that is h (stored if h.data is not NULL). y is computed from h rounded to dtype, so y
+ * equals what fastglu_glu_fwd_* (on the same backend, bias NULL) gives for that h, bit for bit, and
+ * the clamp acts on h (bias included) as the standalone forward's clamp acts on its raw operands.
+ * The CPU backend sums k = 0, 1, ..., K-1 in order with separate multiplies and adds; the CUDA
+ * backend in a fixed order of its own (fused multiply-adds). Both are bitwise deterministic run to
+ * run; the two backends (and the CUDA backend's two kernels) agree to rounding, not bit for bit.
+ *
+ * dtypes: x, w, bias, h / out, y share one dtype: FASTGLU_DTYPE_BF16 or _FP16 on both backends,
+ * FASTGLU_DTYPE_FP32 too (CPU; CUDA through its general kernel). weights: FP32, FP16 or BF16.
+ *
+ * Validation (both backends, same messages naming the argument): params as fastglu_glu_fwd_*;
+ * dtypes; sizes >= 0; x [tokens, in_features] and w [out_features, in_features] with row strides
+ * >= 0; bias contiguous (row_stride 1); weights of any stride >= 0; outputs with row_stride >= their
+ * width (when more than one row); every pointer aligned to its element; no output overlapping an
+ * input or another output. tokens == 0 or out_features (F) == 0 is legal and does nothing (the
+ * pointers are then not checked); in_features (hidden) == 0 gives h = bias (or 0) and x, w are not
+ * read. On an error nothing is written and nothing launched.
+ *
+ * CUDA: no allocation, no synchronization; one kernel on `stream`: on compute capability 9.0 a
+ * TMA + wgmma kernel where the shapes allow it (bf16 / fp16, 16-byte aligned pointers and row
+ * strides, ...), else a general tiled kernel (any shape, alignment and GPU the library is built
+ * for). Errors: FASTGLU_ERROR_INVALID_VALUE, FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
+ * FASTGLU_ERROR_CUDA.
+ * ========================================================================================== */
+
+typedef struct fastglu_tensor {
+    void *data;           /* NULL: absent (optional operands only)                          */
+    fastglu_dtype dtype;
+    int64_t row_stride;   /* elements between rows (matrix) or consecutive elements (vector) */
+} fastglu_tensor;
+
+FASTGLU_API fastglu_status fastglu_linear_cuda(fastglu_tensor x, fastglu_tensor w,
+                                               fastglu_tensor bias, fastglu_tensor out,
+                                               int64_t tokens, int64_t in_features,
+                                               int64_t out_features, void *stream);
+
+FASTGLU_API fastglu_status fastglu_linear_cpu(fastglu_tensor x, fastglu_tensor w,
+                                              fastglu_tensor bias, fastglu_tensor out,
+                                              int64_t tokens, int64_t in_features,
+                                              int64_t out_features);
+
+/* params: activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
+ * (not NULL). x [tokens, hidden], w1 [2F, hidden], bias NULL or [2F], weights NULL or [tokens]
+ * (element t at weights.data[t * weights.row_stride]), h NULL or [tokens, 2F], y [tokens, F]. */
+FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cuda(
+    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
+    int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(
+    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
+    int64_t ffn_hidden_size);
+
+/* Testing hook: 1 makes fastglu_linear*_cuda use the general tiled kernel even where the sm_90
+ * kernel would take the problem; 0 (the default) restores the choice. Not thread-safe. */
+FASTGLU_API void fastglu_debug_set_gemm_fallback(int on);
 
 /* Overflow of the fp8 copy (saved_fp8): 1 (the default) saturates, |x| >= 464 and +-inf become
  * +-448 (PyTorch >= 2.12's float8_e4m3fn cast); 0 makes them NaN (PyTorch <= 2.11's). NaN stays NaN

@@ -230,6 +230,72 @@ static PyObject *py_glu_bwd_workspace_bytes(PyObject *self, PyObject *const *arg
     return PyLong_FromSize_t(fastglu_glu_bwd_workspace_bytes(tokens, F, want_db != 0, want_dw != 0));
 }
 
+/* ---- the linear layers (fastglu_linear_*, fastglu_linear_glu_fwd_*) ------------------------- */
+
+static fastglu_tensor make_tensor(void *data, int64_t dtype, int64_t row_stride) {
+    fastglu_tensor t;
+    t.data = data, t.dtype = (fastglu_dtype)dtype, t.row_stride = row_stride;
+    return t;
+}
+
+/* linear(on_cuda, dtype, x, x_row_stride, w, w_row_stride, bias, out, out_row_stride, tokens,
+ *        in_features, out_features, stream) */
+static PyObject *py_linear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t on_cuda, dtype, x_rs, w_rs, out_rs, tokens, k, n;
+    void *x, *w, *bias, *out, *stream;
+    (void)self;
+    CHECK_NARGS("linear", 13);
+    if (!get_i64(args[0], &on_cuda) || !get_dtype(args[1], &dtype) || !get_ptr(args[2], &x) ||
+        !get_i64(args[3], &x_rs) || !get_ptr(args[4], &w) || !get_i64(args[5], &w_rs) ||
+        !get_ptr(args[6], &bias) || !get_ptr(args[7], &out) || !get_i64(args[8], &out_rs) ||
+        !get_i64(args[9], &tokens) || !get_i64(args[10], &k) || !get_i64(args[11], &n) ||
+        !get_ptr(args[12], &stream))
+        return NULL;
+    const fastglu_tensor tx = make_tensor(x, dtype, x_rs), tw = make_tensor(w, dtype, w_rs),
+                         tb = make_tensor(bias, dtype, 1), to = make_tensor(out, dtype, out_rs);
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_linear_cuda(tx, tw, tb, to, tokens, k, n, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fastglu_linear_cpu(tx, tw, tb, to, tokens, k, n);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
+/* linear_glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *                down_multiplier, dtype, x, x_row_stride, w1, w1_row_stride, bias, weights,
+ *                weights_dtype, weights_stride, h, h_row_stride, y, y_row_stride, tokens, hidden,
+ *                F, stream) */
+static PyObject *py_linear_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    fastglu_glu_params p;
+    int64_t on_cuda, dtype, x_rs, w_rs, w_dtype, w_stride, h_rs, y_rs, tokens, hidden, F;
+    void *x, *w1, *bias, *wts, *h, *y, *stream;
+    (void)self;
+    CHECK_NARGS("linear_glu_fwd", 24);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_dtype(args[7], &dtype) ||
+        !get_ptr(args[8], &x) || !get_i64(args[9], &x_rs) || !get_ptr(args[10], &w1) ||
+        !get_i64(args[11], &w_rs) || !get_ptr(args[12], &bias) || !get_ptr(args[13], &wts) ||
+        !get_dtype(args[14], &w_dtype) || !get_i64(args[15], &w_stride) ||
+        !get_ptr(args[16], &h) || !get_i64(args[17], &h_rs) || !get_ptr(args[18], &y) ||
+        !get_i64(args[19], &y_rs) || !get_i64(args[20], &tokens) || !get_i64(args[21], &hidden) ||
+        !get_i64(args[22], &F) || !get_ptr(args[23], &stream))
+        return NULL;
+    const fastglu_tensor tx = make_tensor(x, dtype, x_rs), tw = make_tensor(w1, dtype, w_rs),
+                         tb = make_tensor(bias, dtype, 1), twt = make_tensor(wts, w_dtype, w_stride),
+                         th = make_tensor(h, dtype, h_rs), ty = make_tensor(y, dtype, y_rs);
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_linear_glu_fwd_cuda(&p, tx, tw, tb, twt, th, ty, tokens, hidden, F, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fastglu_linear_glu_fwd_cpu(&p, tx, tw, tb, twt, th, ty, tokens, hidden, F);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
 static PyObject *py_set_fp8_saturate(PyObject *self, PyObject *arg) {
     (void)self;
     const int on = PyObject_IsTrue(arg);
@@ -280,6 +346,14 @@ static PyMethodDef methods[] = {
      METH_FASTCALL,
      "glu_bwd_workspace_bytes(tokens, F, want_dbias, want_dweights): "
      "fastglu_glu_bwd_workspace_bytes."},
+    {"linear", (PyCFunction)(void (*)(void))py_linear, METH_FASTCALL,
+     "linear(on_cuda, dtype, x, x_row_stride, w, w_row_stride, bias, out, out_row_stride, tokens, "
+     "in_features, out_features, stream): fastglu_linear_{cpu,cuda}; pointers as integers."},
+    {"linear_glu_fwd", (PyCFunction)(void (*)(void))py_linear_glu_fwd, METH_FASTCALL,
+     "linear_glu_fwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, "
+     "gate_multiplier, down_multiplier, dtype, x, x_row_stride, w1, w1_row_stride, bias, weights, "
+     "weights_dtype, weights_stride, h, h_row_stride, y, y_row_stride, tokens, hidden, F, stream): "
+     "fastglu_linear_glu_fwd_{cpu,cuda}; h 0 = not stored."},
     {"set_fp8_saturate", py_set_fp8_saturate, METH_O,
      "set_fp8_saturate(flag): the fp8 copy's overflow mode (fastglu_set_fp8_saturate)."},
     {"fp8_saturate", py_fp8_saturate, METH_NOARGS,

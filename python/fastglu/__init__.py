@@ -16,6 +16,8 @@ PyTorch. Public API:
   ``from fastglu.glu import glu_fwd, glu_bwd``.
 - ``fastglu.modules``: ``SwiGLU``, ``GeGLU``, ``QuickGeGLU``, ``FastGLUActivation`` (nn.Module forms).
 - ``fastglu.megatron.apply()`` / ``undo()``: route Megatron-Core's fused activations to fastglu.
+- ``fastglu.linear(x, w, bias=None)`` and ``fastglu.linear_glu(x, w1, bias=None, activation=...,
+  return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``linear.py``).
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
 """
@@ -34,6 +36,7 @@ from .glu import (
     weighted_bias_swiglu_impl,
 )
 from . import megatron, modules  # noqa: E402  (after glu: both use it)
+from .linear import linear, linear_glu  # noqa: E402  (its backward calls the glu ops of library.py)
 
 # The fp8 copy of fp8_input_store overflows as the installed torch's float8_e4m3fn cast does
 # (saturating at +-448 from torch 2.12 on, NaN before), so that it equals Megatron's .to(float8).
@@ -56,5 +59,5 @@ def cuda_built() -> bool:
 __all__ = [
     "swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__",
     "glu", "glu_mul", "silu_mul", "GLUFunction", "weighted_bias_swiglu_impl", "bias_geglu_impl",
-    "weighted_bias_quick_geglu_impl", "megatron", "modules",
+    "weighted_bias_quick_geglu_impl", "megatron", "modules", "linear", "linear_glu",
 ]

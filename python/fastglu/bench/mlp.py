@@ -1,0 +1,343 @@
+"""python -m fastglu.bench.mlp: the GLU MLP forward and the plain GEMM, fastglu against its peers.
+
+Benchmarks (records in the seed's kernelindex.dev/v1alpha1 format, one per provider, workload and
+round, under bench/results/<device>/<UTC time>-mlp/):
+
+  mlp_glu/forward   x [T, H], w1 [2F, H] (gate rows | up rows), w2 [H, F], SwiGLU, no bias.
+                    Pass "mlp": fc1 -> activation -> fc2 (the issue's table); pass "fc1": fc1 and the
+                    activation only (the workload slug ends in -fc1; the record's title says which).
+      fastglu_fused      fastglu.linear_glu(x, w1, return_preact=False), then F.linear(y, w2)
+      cublas_fastglu     F.linear(x, w1), fastglu.glu (standalone SwiGLU), F.linear(y, w2)
+      cublas_gemm_only   F.linear(x, w1), F.linear(h[:, :F], w2): the two GEMMs alone (the limit)
+      liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
+      quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True,
+                         tuned=--quack-tuned)
+                    (liger and quack have no fc1-only form: the "fc1" pass lists them as skipped)
+  gemm/forward      out = x @ w^T at the fc1 shape (M = T, N = 2F, K = H) and the fc2 shape
+                    (M = T, N = H, K = F); providers fastglu (fastglu.linear) and cublas (F.linear).
+
+Protocol (the seed's): triton.testing.do_bench(rep=100 ms) with quantiles 0.5/0.2/0.8, every
+provider in one process, 3 rounds per workload with the provider order rotated each round; each
+provider's output checked first against an fp32 torch reference (relative norm <= 1e-2 for bf16:
+status "failed" otherwise). Without a GPU (or with --smoke) the CPU backend runs on tiny shapes with
+a host timer, so that the harness itself is exercised in CI.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F_
+
+from . import records
+from .swiglu import describe_device, git_remote, make_bench, pkg_version
+
+SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
+SMOKE_SHAPES = [(16, 32, 24), (5, 24, 40)]
+MLP_PROVIDERS = ("fastglu_fused", "cublas_fastglu", "cublas_gemm_only", "liger", "quack")
+GEMM_PROVIDERS = ("fastglu", "cublas")
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3}
+NOTES = ("Timed: {what}, via {how}. Inputs from torch.randn (x) and torch.randn / sqrt(fan-in) (weights), no "
+         "bias; every provider timed in the same process, {rounds} rounds with the provider order rotated each "
+         "round. Comparable only within one benchmark, workload, pass, and device.")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m fastglu.bench.mlp", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", action="append", metavar="T,H,F",
+                   help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five of "
+                        "the issue on a GPU, two tiny ones on the CPU)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per workload, provider order rotated (default 3)")
+    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
+    p.add_argument("--providers", nargs="+", choices=MLP_PROVIDERS, default=list(MLP_PROVIDERS))
+    p.add_argument("--no-gemm", action="store_true", help="skip the gemm/forward benchmark")
+    p.add_argument("--quack-tuned", action="store_true",
+                   help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
+                        "per shape: run one --shape per call); default tuned=False")
+    p.add_argument("--smoke", action="store_true", help="the CPU backend on two tiny shapes, rep 5 ms, 2 rounds")
+    p.add_argument("--out", type=Path, help="output directory (default bench/results/<device>/<UTC time>-mlp)")
+    args = p.parse_args(argv)
+    if args.shape:
+        args.shape = [tuple(int(v) for v in s.split(",")) for s in args.shape]
+    return args
+
+
+def slug_of(T, H, F, dtype, suffix=""):
+    return f"t{T}-h{H}-ffn{F}-{dtype}" + (f"-{suffix}" if suffix else "")
+
+
+def protocol(benchmark, what, timer, rep, rounds, repository):
+    how = (f"triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between iterations) with quantiles "
+           "0.5/0.2/0.8 (median with p20/p80 spread)" if timer == "cuda_events" else
+           f"time.perf_counter around each call on the CPU backend ({rep} ms of repetitions), median and p20/p80")
+    tag = "do-bench" if timer == "cuda_events" else "perf-counter"
+    return {
+        "kind": "BenchmarkProtocol",
+        "spec": {
+            "harness": {"name": "fastglu python -m fastglu.bench.mlp", "repository": repository},
+            "measurement": {"timer": timer, "primaryStatistic": "median"},
+            "comparability": {"notes": NOTES.format(what=what, how=how, rounds=rounds), "family": "fastglu_bench"},
+        },
+        "metadata": {"name": f"fastglu-bench-{tag}-{records.slug(benchmark)}",
+                     "title": f"fastglu benchmark harness · {benchmark}"},
+        "apiVersion": records.API_VERSION,
+    }
+
+
+def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_slug, protocol_obj, env, versions,
+               observed, status, round_):
+    p50, p20, p80 = ms
+    ns = lambda v: int(round(v * 1e6))  # noqa: E731
+    labels = {k: str(v) for k, v in versions.items() if v}
+    labels["round"] = str(round_)
+    stamp = observed.strftime("%Y-%m-%d-%H-%M-%S")
+    run = {
+        "kind": "BenchmarkRun",
+        "spec": {
+            "status": status,
+            "timing": {"latencyNs": {"median": ns(p50)}, "primaryStatistic": "median"},
+            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{observed.microsecond // 1000:03d}Z",
+            "measurements": [{"unit": "ns", "value": ns(v), "metric": "latency", "statistic": s}
+                             for s, v in (("p20", p20), ("p80", p80))],
+            "sourceNative": {
+                "source": records.SOURCE,
+                "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
+                "benchmark": benchmark,
+                "externalId": f"{benchmark}/{provider}/{device_slug}/{shape_slug}/{stamp}-r{round_}",
+            },
+            "protocolDigest": records.digest(protocol_obj),
+            "workloadDigest": records.digest(workload),
+            "environmentDigest": records.digest(env),
+            "implementationDigest": records.digest({"provider": provider, "versions": labels}),
+        },
+        "metadata": {
+            "name": records.slug(f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}-r{round_}"),
+            "title": f"{title} · {provider}",
+            "labels": labels,
+        },
+        "apiVersion": records.API_VERSION,
+    }
+    return {"run": run, "protocol": protocol_obj, "environment": env}
+
+
+# ---- providers ----------------------------------------------------------------------------------
+
+
+def mlp_providers(names, on_gpu, notes, quack_tuned=False):
+    """name -> (make(x, w1, w2, fc1_only) -> fn() -> output, version labels)."""
+    import fastglu
+    out = {}
+
+    def fused(x, w1, w2, fc1_only):
+        if fc1_only:
+            return lambda: fastglu.linear_glu(x, w1, return_preact=False)
+        return lambda: F_.linear(fastglu.linear_glu(x, w1, return_preact=False), w2)
+
+    def cublas_fastglu(x, w1, w2, fc1_only):
+        if fc1_only:
+            return lambda: fastglu.glu(F_.linear(x, w1))
+        return lambda: F_.linear(fastglu.glu(F_.linear(x, w1)), w2)
+
+    def gemm_only(x, w1, w2, fc1_only):
+        F = w1.shape[0] // 2
+        if fc1_only:
+            return lambda: F_.linear(x, w1)
+        return lambda: F_.linear(F_.linear(x, w1)[:, :F], w2)
+
+    for name in names:
+        try:
+            if name == "fastglu_fused":
+                out[name] = (fused, {})
+            elif name == "cublas_fastglu":
+                out[name] = (cublas_fastglu, {})
+            elif name == "cublas_gemm_only":
+                out[name] = (gemm_only, {})
+            elif name == "liger":
+                if not on_gpu:
+                    raise RuntimeError("GPU only")
+                from liger_kernel.ops.mlp import LigerMLPFunction
+
+                def liger(x, w1, w2, fc1_only):  # the fused gate/up GEMM + SwiGLU, then fc2; input [B, S, H]
+                    if fc1_only:
+                        raise RuntimeError("LigerMLPFunction has no fc1-only form")
+                    F = w1.shape[0] // 2
+                    wg, wu, x3 = w1[:F], w1[F:], x.unsqueeze(0)
+                    return lambda: LigerMLPFunction.apply(x3, wg, wu, w2).squeeze(0)
+                out[name] = (liger, {"liger_version": pkg_version("liger-kernel")})
+            elif name == "quack":
+                if not on_gpu:
+                    raise RuntimeError("GPU only")
+                from quack.mlp import mlp_func
+
+                def quack(x, w1, w2, fc1_only):
+                    if fc1_only:
+                        raise RuntimeError("quack.mlp.mlp_func has no fc1-only form")
+                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
+                out[name] = (quack, {"quack_version": pkg_version("quack-kernels"), "quack_tuned": str(quack_tuned)})
+        except Exception as e:  # noqa: BLE001 - optional peers fail to import in many ways
+            notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
+    return out
+
+
+def reference(x, w1, w2, fc1_only, interleaved=False):
+    h = x.float() @ w1.float().T
+    F = w1.shape[0] // 2
+    g, u = (h[:, 0::2], h[:, 1::2]) if interleaved else (h[:, :F], h[:, F:])
+    y = F_.silu(g) * u
+    return y if fc1_only else y @ w2.float().T
+
+
+def reference_gemm_only(x, w1, w2, fc1_only):
+    h = x.float() @ w1.float().T
+    return h if fc1_only else h[:, :w1.shape[0] // 2] @ w2.float().T
+
+
+def rel_err(got, ref):
+    return ((got.float() - ref).norm() / ref.norm()).item()
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    on_gpu = torch.cuda.is_available() and not args.smoke
+    if args.smoke:
+        args.rep, args.rounds = 5, 2
+    shapes = args.shape or (SHAPES if on_gpu else SMOKE_SHAPES)
+    device, dtype = ("cuda" if on_gpu else "cpu"), DTYPES[args.dtype]
+    bench = make_bench(on_gpu, args.rep)
+    gpu, device_slug, env = describe_device(on_gpu)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
+    out = args.out or Path("bench", "results", device_slug, f"{stamp}-mlp")
+    out.mkdir(parents=True, exist_ok=True)
+    import fastglu
+    base = {"fastglu_version": fastglu.__version__, "torch_version": torch.__version__,
+            "triton_version": pkg_version("triton") if on_gpu else None, "cuda_version": torch.version.cuda}
+    notes = []
+    providers = mlp_providers(args.providers, on_gpu, notes, args.quack_tuned)
+    timer = "cuda_events" if on_gpu else "perf_counter"
+    repository = git_remote()
+    protos = {
+        ("mlp_glu/forward", "mlp"): protocol("mlp_glu/forward", "the MLP forward fc1 -> SwiGLU -> fc2", timer,
+                                             args.rep, args.rounds, repository),
+        ("mlp_glu/forward", "fc1"): protocol("mlp_glu/forward", "fc1 and the SwiGLU only (no fc2)", timer,
+                                             args.rep, args.rounds, repository),
+        ("gemm/forward", "fc1"): protocol("gemm/forward", "out = x @ w^T (F.linear) without bias", timer, args.rep,
+                                          args.rounds, repository),
+    }
+    protos["gemm/forward", "fc2"] = protos["gemm/forward", "fc1"]
+    rows = []
+    torch.manual_seed(0)
+
+    def time_cells(benchmark, pass_, T, H, F, cells, flops, workload, title):
+        """cells: name -> (fn, versions, relerr); times them in rotating order, one record per round."""
+        names = list(cells)
+        shape_slug = slug_of(T, H, F, args.dtype, "" if pass_ == "mlp" else pass_)
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)] if names else []
+            for name in order:
+                fn, versions, err = cells[name]
+                ms = bench(fn, None)
+                status = "passed" if err <= TOLERANCE[args.dtype] else "failed"
+                observed = dt.datetime.now(dt.timezone.utc)
+                rec = run_record(benchmark=benchmark, provider=name, workload=workload, shape_slug=shape_slug,
+                                 title=title, ms=ms, device_slug=device_slug, protocol_obj=protos[benchmark, pass_],
+                                 env=env, versions={**base, **versions}, observed=observed, status=status,
+                                 round_=r)
+                fname = f"{benchmark.replace('/', '_')}_{name}_{shape_slug}_r{r}.json"
+                (out / fname).write_text(json.dumps(rec, indent=2, ensure_ascii=False) + "\n")
+                rows.append({"benchmark": benchmark, "pass": pass_, "provider": name, "T": T, "H": H, "F": F,
+                             "workload": shape_slug, "round": r, "ms": ms[0], "p20": ms[1], "p80": ms[2],
+                             "tflops": flops / (ms[0] * 1e-3) / 1e12, "relerr": err, "status": status,
+                             "record": fname})
+
+    for T, H, F in shapes:
+        torch._dynamo.reset()
+        x = torch.randn(T, H, device=device, dtype=dtype)
+        w1 = (torch.randn(2 * F, H, device=device) / H ** 0.5).to(dtype)
+        w2 = (torch.randn(H, F, device=device) / F ** 0.5).to(dtype)
+        for pass_ in ("mlp", "fc1"):
+            ref = reference(x, w1, w2, pass_ == "fc1")
+            cells = {}
+            for name, (make, versions) in providers.items():
+                try:
+                    fn = make(x, w1, w2, pass_ == "fc1")
+                    # the limit has no activation: checked against its own GEMMs
+                    own = reference_gemm_only(x, w1, w2, pass_ == "fc1") if name == "cublas_gemm_only" else ref
+                    cells[name] = (fn, versions, rel_err(fn(), own))
+                except Exception as e:  # noqa: BLE001 - a broken provider is reported, not fatal
+                    notes.append(f"{name}: {pass_} at T={T} H={H} F={F} failed ({type(e).__name__}: {e})")
+            del ref
+            flops = (6 if pass_ == "mlp" else 4) * T * H * F
+            workload = {"op": "mlp_glu", "activation": "silu", "pass": pass_, "T": T, "H": H, "F": F,
+                        "dtype": args.dtype, "bias": False}
+            title = ("GLU MLP forward (fc1 -> SwiGLU -> fc2)" if pass_ == "mlp" else
+                     "GLU MLP forward, fc1 + SwiGLU only")
+            time_cells("mlp_glu/forward", pass_, T, H, F, cells, flops, workload, title)
+        if not args.no_gemm:
+            y = torch.randn(T, F, device=device, dtype=dtype)
+            for pass_, a, w in (("fc1", x, w1), ("fc2", y, w2)):
+                ref = a.float() @ w.float().T
+                cells = {"fastglu": (lambda a=a, w=w: fastglu.linear(a, w), {}, 0.0),
+                         "cublas": (lambda a=a, w=w: F_.linear(a, w), {}, 0.0)}
+                cells = {k: (fn, v, rel_err(fn(), ref)) for k, (fn, v, _) in cells.items()}
+                del ref
+                M, N, K = a.shape[0], w.shape[0], w.shape[1]
+                workload = {"op": "gemm", "pass": pass_, "M": M, "N": N, "K": K, "T": T, "H": H, "F": F,
+                            "dtype": args.dtype, "bias": False}
+                time_cells("gemm/forward", pass_, T, H, F, cells, 2 * M * N * K, workload,
+                           f"GEMM forward ({pass_} shape: M={M}, N={N}, K={K})")
+            del y
+        del x, w1, w2
+
+    with open(out / "mlp.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    table = summary_table(rows)
+    (out / "table.txt").write_text(table)
+    (out / "summary.json").write_text(json.dumps({"gpu": gpu, "device_slug": device_slug, "notes": notes,
+                                                  "rep_ms": args.rep, "rounds": args.rounds, "environment": env,
+                                                  "versions": {k: v for k, v in base.items() if v}},
+                                                 indent=1) + "\n")
+    for note in notes:
+        print("note:", note)
+    print(table)
+    print(f"wrote {len(rows)} records, mlp.jsonl, summary.json and table.txt to {out}")
+    return rows
+
+
+BASELINE = {"mlp_glu/forward": "cublas_fastglu", "gemm/forward": "cublas"}
+
+
+def summary_table(rows):
+    """Per benchmark, pass, workload and provider: the median over rounds of each round's median,
+    the spread of the rounds' medians, TFLOP/s, and the ratio to the baseline (cublas_fastglu for
+    the MLP, cublas for the GEMM; < 1 is faster)."""
+    cells = {}
+    for r in rows:
+        cells.setdefault((r["benchmark"], r["pass"], r["workload"], r["provider"]), []).append(r)
+    med = {k: statistics.median(x["ms"] for x in v) for k, v in cells.items()}
+    head = ["benchmark", "pass", "workload", "provider", "median ms", "rounds min-max", "TFLOP/s", "/ baseline",
+            "relerr", "status"]
+    lines = []
+    for (b, p, w, prov), v in cells.items():
+        m = med[b, p, w, prov]
+        base = med.get((b, p, w, BASELINE[b]))
+        tf = statistics.median(x["tflops"] for x in v)
+        lines.append([b, p, w, prov, f"{m:.4f}", f"{min(x['ms'] for x in v):.4f}-{max(x['ms'] for x in v):.4f}",
+                      f"{tf:.1f}", f"{m / base:.3f}" if base else "n/a", f"{v[0]['relerr']:.2e}",
+                      "/".join(sorted({x["status"] for x in v}))])
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
+    return "\n".join("  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)) for line in [head, *lines]) + "\n"
+
+
+if __name__ == "__main__":
+    main()

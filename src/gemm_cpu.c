@@ -1,0 +1,164 @@
+/*
+ * gemm_cpu.c — the linear layers on host memory (fastglu_linear_cpu, fastglu_linear_glu_fwd_cpu):
+ * the CPU reference, plain loops for any shape and stride.
+ *
+ * h[t, c] = round(((((+0 + x[t,0] w[c,0]) + x[t,1] w[c,1]) + ...) + x[t,K-1] w[c,K-1]) + bias[c]):
+ * each product and each sum rounded to fp32 on its own (the library is built with
+ * -ffp-contract=off), k in order, the bias last; round() is the conversion to dtype
+ * (round-to-nearest-even). The work is cut into chunks (KC values of k, up to 2 * CHUNK columns)
+ * only to convert x and w once per chunk into fp32 arrays on the stack; the order of the sums
+ * stays k = 0, 1, ..., K-1 for every element. No memory is allocated.
+ *
+ * y: each chunk of up to CHUNK columns of y takes its gate and up columns of h (rounded to dtype,
+ * as stored), and the family's CPU forward (fastglu_glu_fwd_cpu, bias NULL, tokens 1) computes y
+ * from them: y is by construction what fastglu_glu_fwd_cpu gives for the stored h.
+ */
+#include <string.h>
+
+#include "convert.h"
+#include "gemm_common.h"
+
+#define CHUNK 128 /* columns of y per chunk (2 * CHUNK columns of h) */
+#define KC 256    /* values of k per chunk */
+
+/* dst[i] = base[start + i] as fp32, i < n */
+static void load_row(fastglu_dtype dt, const void *base, int64_t start, int n, float *dst) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: memcpy(dst, (const float *)base + start, (size_t)n * sizeof(float)); break;
+    case FASTGLU_DTYPE_FP16: {
+        const uint16_t *p = (const uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(p[i]);
+        break;
+    }
+    case FASTGLU_DTYPE_BF16: {
+        const uint16_t *p = (const uint16_t *)base + start;
+        for (int i = 0; i < n; ++i) dst[i] = bf16_to_f32(p[i]);
+        break;
+    }
+    default: break; /* validated */
+    }
+}
+
+/* base[index] = v rounded to dt */
+static void store_one(fastglu_dtype dt, void *base, int64_t index, float v) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: ((float *)base)[index] = v; break;
+    case FASTGLU_DTYPE_FP16: ((uint16_t *)base)[index] = f32_to_fp16(v); break;
+    case FASTGLU_DTYPE_BF16: ((uint16_t *)base)[index] = f32_to_bf16(v); break;
+    default: break;
+    }
+}
+
+typedef struct gemm_cpu {
+    const fastglu_gemm_problem *p;
+    int64_t NW; /* rows of w, columns of h */
+} gemm_cpu;
+
+/* Row t of h at the n columns col(i) = c0 + i * cstep (i < n, n <= 2 * CHUNK), rounded to dtype,
+ * into dst[i * dstep] (dst's element type is dtype). */
+static void h_columns(const gemm_cpu *g, int64_t t, int64_t c0, int64_t cstep, int n, void *dst,
+                      int64_t dstep) {
+    const fastglu_gemm_problem *p = g->p;
+    float acc[2 * CHUNK], xk[KC], wk[KC];
+    for (int i = 0; i < n; ++i) acc[i] = 0.0f;
+    for (int64_t k0 = 0; k0 < p->K; k0 += KC) {
+        const int kn = (int)(p->K - k0 < KC ? p->K - k0 : KC);
+        load_row(p->dtype, p->x, t * p->x_row_stride + k0, kn, xk);
+        for (int i = 0; i < n; ++i) {
+            load_row(p->dtype, p->w, (c0 + i * cstep) * p->w_row_stride + k0, kn, wk);
+            float a = acc[i];
+            for (int k = 0; k < kn; ++k) a += xk[k] * wk[k];
+            acc[i] = a;
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        float v = acc[i];
+        if (p->bias) {
+            float b;
+            load_row(p->dtype, p->bias, c0 + i * cstep, 1, &b);
+            v += b;
+        }
+        store_one(p->dtype, dst, i * dstep, v);
+    }
+}
+
+static void linear_cpu(const fastglu_gemm_problem *p) {
+    const gemm_cpu g = {p, p->N};
+    const size_t es = fastglu_dtype_size(p->dtype);
+    for (int64_t t = 0; t < p->M; ++t)
+        for (int64_t c0 = 0; c0 < p->N; c0 += 2 * CHUNK) {
+            const int n = (int)(p->N - c0 < 2 * CHUNK ? p->N - c0 : 2 * CHUNK);
+            h_columns(&g, t, c0, 1, n, (char *)p->h + (t * p->h_row_stride + c0) * es, 1);
+        }
+}
+
+static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
+    const gemm_cpu g = {p, 2 * p->N};
+    const fastglu_glu_params *prm = p->glu;
+    const int il = prm->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t F = p->N;
+    const size_t es = fastglu_dtype_size(p->dtype);
+    const size_t wes = p->weights ? fastglu_dtype_size(p->weights_dtype) : 0;
+    float buf[2 * CHUNK]; /* the chunk's h: gate | up (SPLIT, up at CHUNK) or interleaved pairs */
+    char *hb = (char *)buf;
+    for (int64_t t = 0; t < p->M; ++t) {
+        for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
+            const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
+            const void *up;
+            if (il) {
+                h_columns(&g, t, 2 * j0, 1, 2 * n, hb, 1);
+                up = NULL;
+            } else {
+                h_columns(&g, t, j0, 1, n, hb, 1);
+                h_columns(&g, t, F + j0, 1, n, hb + CHUNK * es, 1);
+                up = hb + CHUNK * es;
+            }
+            if (p->h) {
+                char *hrow = (char *)p->h + t * p->h_row_stride * es;
+                if (il) {
+                    memcpy(hrow + 2 * j0 * es, hb, 2 * (size_t)n * es);
+                } else {
+                    memcpy(hrow + j0 * es, hb, (size_t)n * es);
+                    memcpy(hrow + (F + j0) * es, hb + CHUNK * es, (size_t)n * es);
+                }
+            }
+            const void *w = p->weights ? (const char *)p->weights + t * p->weights_stride * wes
+                                       : NULL;
+            void *yrow = (char *)p->y + (t * p->y_row_stride + j0) * es;
+            const fastglu_status st =
+                fastglu_glu_fwd_cpu(prm, hb, 0, up, 0, NULL, w, p->weights_dtype, 0, yrow, 0, NULL,
+                                    0, 1, n, p->dtype);
+            if (st != FASTGLU_SUCCESS) return st; /* not reached: the call was validated */
+        }
+    }
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_linear_cpu(fastglu_tensor x, fastglu_tensor w, fastglu_tensor bias,
+                                  fastglu_tensor out, int64_t tokens, int64_t in_features,
+                                  int64_t out_features) {
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 0};
+    int empty;
+    fastglu_status st = fastglu_check_linear("fastglu_linear_cpu", 0, NULL, x, w, bias, none, out,
+                                             none, tokens, in_features, out_features, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fastglu_gemm_problem p = fastglu_gemm_make_problem(NULL, x, w, bias, none, out, none,
+                                                             tokens, in_features, out_features);
+    linear_cpu(&p);
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_linear_glu_fwd_cpu(const fastglu_glu_params *params, fastglu_tensor x,
+                                          fastglu_tensor w1, fastglu_tensor bias,
+                                          fastglu_tensor weights, fastglu_tensor h,
+                                          fastglu_tensor y, int64_t tokens, int64_t hidden,
+                                          int64_t ffn_hidden_size) {
+    int empty;
+    fastglu_status st =
+        fastglu_check_linear("fastglu_linear_glu_fwd_cpu", 1, params, x, w1, bias, weights, h, y,
+                             tokens, hidden, ffn_hidden_size, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fastglu_gemm_problem p = fastglu_gemm_make_problem(params, x, w1, bias, weights, h, y,
+                                                             tokens, hidden, ffn_hidden_size);
+    return linear_glu_cpu(&p);
+}

@@ -1,0 +1,531 @@
+/*
+ * gemm_reference.c — the linear layers' test driver (see gemm_reference.h).
+ *
+ * Inputs: x ~ U(-1, 1), w ~ U(-1, 1) / sqrt(H) (so that h is of order 1 and the activations work in
+ * their curved range), bias ~ U(-0.5, 0.5), per-token weights ~ U(0.1, 1), all rounded to their
+ * dtype; the float64 reference reads the rounded values. h is checked against its float64 value;
+ * y against the formulas of include/fastglu.h ("The gated-linear-unit family") in float64 applied
+ * to the stored h, since y is defined from h rounded to the dtype (and a reference from the
+ * unrounded h would charge y with h's rounding, amplified where u + o cancels).
+ */
+#include "gemm_reference.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "convert.h"
+
+static uint64_t rng_state = 1;
+
+static uint64_t next_u64(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform(double lo, double hi) {
+    return lo + (hi - lo) * (double)(next_u64() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void gemm_seed(const char *name) {
+    const char *env = getenv("FASTGLU_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    rng_state = seed;
+    printf("%s: seed %llu (set FASTGLU_TEST_SEED to repeat)\n", name, (unsigned long long)seed);
+}
+
+/* ---- element access on host copies ---------------------------------------------------------- */
+
+static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
+
+/* v rounded to dt, stored at p[i]; returns the rounded value */
+static float put(fastglu_dtype dt, void *p, int64_t i, double v) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; return (float)v;
+    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); return fp16_to_f32(((uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); return bf16_to_f32(((uint16_t *)p)[i]);
+    default: return NAN;
+    }
+}
+
+static double get(fastglu_dtype dt, const void *p, int64_t i) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: return ((const float *)p)[i];
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return NAN;
+    }
+}
+
+static const char *dtype_name(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_FP32 ? "fp32" : dt == FASTGLU_DTYPE_FP16 ? "fp16" : "bf16";
+}
+
+/* ---- buffers: a host copy and the backend's copy --------------------------------------------- */
+
+typedef struct buf {
+    unsigned char *host;
+    void *dev;
+    size_t bytes;
+} buf;
+
+static buf buf_new(const gemm_backend *b, size_t bytes) {
+    buf r;
+    r.bytes = bytes ? bytes : 1;
+    r.host = (unsigned char *)malloc(r.bytes);
+    r.dev = b->alloc(r.bytes);
+    if (!r.host || !r.dev) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", r.bytes);
+        exit(1);
+    }
+    memset(r.host, 0xff, r.bytes); /* the sentinel: NaN in fp32, fp16 and bf16 */
+    return r;
+}
+static void buf_up(const gemm_backend *b, buf *r) { b->upload(r->dev, r->host, r->bytes); }
+static void buf_down(const gemm_backend *b, buf *r) { b->download(r->host, r->dev, r->bytes); }
+static void buf_free(const gemm_backend *b, buf *r) {
+    b->release(r->dev);
+    free(r->host);
+}
+static void *at(const buf *r, size_t byte_offset) { return (char *)r->dev + byte_offset; }
+
+/* ---- the reference ---------------------------------------------------------------------------- */
+
+typedef struct variant {
+    const char *name;
+    int glu;
+    fastglu_activation act;
+    fastglu_layout layout;
+    int bias;
+    int weights; /* 0: none; else the weights dtype + 1 */
+    int64_t wstride;
+    float clamp, offset, gm, dm;
+} variant;
+
+static const variant VARIANTS[] = {
+    {"linear", 0, FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 0, 0, 0, 0, 0, 1, 1},
+    {"linear+bias", 0, FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 1, 0, 0, 0, 0, 1, 1},
+    {"silu", 1, FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 0, 0, 0, 0, 0, 1, 1},
+    {"silu+bias", 1, FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 1, 0, 0, 0, 0, 1, 1},
+    {"gelu_tanh+bias+weights(fp32)", 1, FASTGLU_ACT_GELU_TANH, FASTGLU_LAYOUT_SPLIT, 1,
+     1 + FASTGLU_DTYPE_FP32, 1, 0, 0, 1, 1},
+    {"quick_gelu+interleaved+bias+weights(bf16)+clamp+offset", 1, FASTGLU_ACT_QUICK_GELU,
+     FASTGLU_LAYOUT_INTERLEAVED, 1, 1 + FASTGLU_DTYPE_BF16, 1, 0.4f, 1.0f, 1, 1},
+    {"silu+interleaved+clamp+multipliers+weights(fp16,stride 3)", 1, FASTGLU_ACT_SILU,
+     FASTGLU_LAYOUT_INTERLEAVED, 0, 1 + FASTGLU_DTYPE_FP16, 3, 0.3f, 0, 1.5f, 0.5f},
+    {"silu+bias+clamp+offset+weights(fp32,stride 2)", 1, FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 1,
+     1 + FASTGLU_DTYPE_FP32, 2, 0.5f, -0.5f, 1, 1},
+    {"gelu_tanh+interleaved+clamp+offset+multipliers", 1, FASTGLU_ACT_GELU_TANH,
+     FASTGLU_LAYOUT_INTERLEAVED, 0, 0, 0, 0.5f, 0.25f, 0.75f, 2.0f},
+};
+#define N_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static double act(fastglu_activation a, double z) {
+    switch (a) {
+    case FASTGLU_ACT_SILU: return z * sigmoid(z);
+    case FASTGLU_ACT_GELU_TANH: return 0.5 * z * (1.0 + tanh(0.79788456 * z * (1.0 + 0.044715 * z * z)));
+    case FASTGLU_ACT_QUICK_GELU: return z * sigmoid(1.702 * z);
+    }
+    return NAN;
+}
+
+/* y from raw operands g, u (h's values, bias included) and the token's weight */
+static double glu_ref(const variant *v, double g, double u, double w) {
+    if (v->clamp > 0) {
+        const double c = v->clamp;
+        g = g > c ? c : g;
+        u = u > c ? c : (u < -c ? -c : u);
+    }
+    return (double)v->dm * w * act(v->act, (double)v->gm * g) * (u + (double)v->offset);
+}
+
+/* ---- one case ---------------------------------------------------------------------------------- */
+
+static fastglu_tensor tensor(void *data, fastglu_dtype dt, int64_t rs) {
+    fastglu_tensor t;
+    t.data = data, t.dtype = dt, t.row_stride = rs;
+    return t;
+}
+
+static fastglu_glu_params params_of(const variant *v) {
+    fastglu_glu_params p = fastglu_glu_params_default(v->act);
+    p.layout = v->layout;
+    p.clamp_value = v->clamp, p.glu_linear_offset = v->offset;
+    p.gate_multiplier = v->gm, p.down_multiplier = v->dm;
+    return p;
+}
+
+static double tolerance(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_BF16 ? 1e-2 : dt == FASTGLU_DTYPE_FP16 ? 1e-3 : 1e-5;
+}
+
+/* An output [rows, width] of row stride rs at element offset off in r->host (downloaded): every
+ * padding byte (before off, row tails, past the last row) still the sentinel; every element of the
+ * region not NaN (written). Returns the number of failures. */
+static int check_padding(const buf *r, int64_t off, int64_t rows, int64_t width, int64_t rs,
+                         size_t es, const char *what) {
+    int64_t bad_pad = 0, unwritten = 0;
+    const int64_t total = (int64_t)(r->bytes / es);
+    for (int64_t i = 0; i < total; ++i) {
+        const int64_t e = i - off;
+        const int inside = e >= 0 && e / rs < rows && e % rs < width;
+        const unsigned char *p = r->host + i * es;
+        int sentinel = 1;
+        for (size_t k = 0; k < es; ++k) sentinel &= p[k] == 0xff;
+        if (inside) {
+            unwritten += sentinel; /* a NaN no finite input produces */
+        } else {
+            bad_pad += !sentinel;
+        }
+    }
+    if (bad_pad || unwritten) {
+        printf("  FAIL %s: %lld padding elements touched, %lld elements not written\n", what,
+               (long long)bad_pad, (long long)unwritten);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastglu_dtype dt,
+                    int odd) {
+    const int64_t T = s.T, H = s.H, F = s.F, NW = v->glu ? 2 * F : F;
+    const size_t es = esize(dt);
+    const int64_t off = odd ? 1 : 0; /* elements: every base pointer one element off */
+    const int64_t x_rs = H + (odd ? 3 : 0), w_rs = H + (odd ? 5 : 0);
+    const int64_t h_rs = NW + (odd ? 7 : 1), y_rs = F + (odd ? 2 : 1);
+    const fastglu_dtype wdt = v->weights ? (fastglu_dtype)(v->weights - 1) : FASTGLU_DTYPE_FP32;
+    const int64_t wst = v->weights ? v->wstride : 0;
+    int failed = 0;
+    char label[256];
+    snprintf(label, sizeof label, "%s %s %s T=%lld H=%lld F=%lld%s", b->name, v->name,
+             dtype_name(dt), (long long)T, (long long)H, (long long)F, odd ? " (odd strides)" : "");
+
+    buf x = buf_new(b, (size_t)(off + T * x_rs + 1) * es);
+    buf w = buf_new(b, (size_t)(off + NW * w_rs + 1) * es);
+    buf bias = buf_new(b, (size_t)(off + NW + 1) * es);
+    buf wt = buf_new(b, (size_t)(off + T * (wst ? wst : 1) + 1) * esize(wdt));
+    buf h = buf_new(b, (size_t)(off + T * h_rs + 1) * es);
+    buf y = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
+    buf y2 = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
+    float *xf = (float *)malloc((size_t)(T * H + 1) * sizeof(float));
+    float *wf = (float *)malloc((size_t)(NW * H + 1) * sizeof(float));
+    double *bf = (double *)calloc((size_t)NW + 1, sizeof(double));
+    double *wtf = (double *)malloc((size_t)T * sizeof(double) + 8);
+    const double wscale = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < H; ++k) xf[t * H + k] = put(dt, x.host, off + t * x_rs + k, uniform(-1, 1));
+    for (int64_t c = 0; c < NW; ++c)
+        for (int64_t k = 0; k < H; ++k)
+            wf[c * H + k] = put(dt, w.host, off + c * w_rs + k, uniform(-1, 1) * wscale);
+    if (v->bias)
+        for (int64_t c = 0; c < NW; ++c) bf[c] = put(dt, bias.host, off + c, uniform(-0.5, 0.5));
+    for (int64_t t = 0; t < T; ++t)
+        wtf[t] = v->weights ? put(wdt, wt.host, off + t * wst, uniform(0.1, 1.0)) : 1.0;
+    buf_up(b, &x), buf_up(b, &w), buf_up(b, &bias), buf_up(b, &wt), buf_up(b, &h), buf_up(b, &y),
+        buf_up(b, &y2);
+
+    const fastglu_tensor tx = tensor(at(&x, off * es), dt, x_rs), tw = tensor(at(&w, off * es), dt, w_rs);
+    const fastglu_tensor tb = tensor(v->bias ? at(&bias, off * es) : NULL, dt, 1);
+    const fastglu_tensor twt = tensor(v->weights ? at(&wt, off * esize(wdt)) : NULL, wdt, wst);
+    const fastglu_tensor th = tensor(at(&h, off * es), dt, h_rs), ty = tensor(at(&y, off * es), dt, y_rs);
+    const fastglu_tensor ty2 = tensor(at(&y2, off * es), dt, y_rs), none = tensor(NULL, dt, 0);
+    const fastglu_glu_params p = params_of(v);
+    fastglu_status st;
+    if (v->glu) st = b->linear_glu(&p, tx, tw, tb, twt, th, ty, T, H, F);
+    else st = b->linear(tx, tw, tb, th, T, H, F);
+    if (st != FASTGLU_SUCCESS) {
+        printf("  FAIL %s: status %d: %s\n", label, (int)st, fastglu_last_error_message());
+        failed++;
+        goto done;
+    }
+    b->sync();
+    if (v->glu) { /* the same call without h: y2 */
+        st = b->linear_glu(&p, tx, tw, tb, twt, none, ty2, T, H, F);
+        b->sync();
+        if (st != FASTGLU_SUCCESS) {
+            printf("  FAIL %s (h not stored): status %d: %s\n", label, (int)st, fastglu_last_error_message());
+            failed++;
+            goto done;
+        }
+    }
+    buf_down(b, &h);
+    failed += check_padding(&h, off, T, NW, h_rs, es, v->glu ? "h" : "out");
+    if (v->glu && b->glu_fwd == NULL) {
+        buf_down(b, &y), buf_down(b, &y2);
+        failed += check_padding(&y, off, T, F, y_rs, es, "y");
+        if (memcmp(y.host, y2.host, y.bytes) != 0) {
+            printf("  FAIL %s: y without h stored differs from y with h stored\n", label);
+            failed++;
+        }
+    } else if (v->glu) {
+        buf_down(b, &y), buf_down(b, &y2);
+        failed += check_padding(&y, off, T, F, y_rs, es, "y");
+        if (memcmp(y.host, y2.host, y.bytes) != 0) {
+            printf("  FAIL %s: y without h stored differs from y with h stored\n", label);
+            failed++;
+        }
+        /* y bitwise equal to the standalone forward on the stored h */
+        memset(y2.host, 0xff, y2.bytes);
+        buf_up(b, &y2);
+        const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
+        st = b->glu_fwd(&p, th.data, h_rs, il ? NULL : (char *)th.data + F * es, h_rs, NULL,
+                        twt.data, wdt, wst, ty2.data, y_rs, NULL, 0, T, F, dt);
+        b->sync();
+        buf_down(b, &y2);
+        if (st != FASTGLU_SUCCESS || memcmp(y.host, y2.host, y.bytes) != 0) {
+            printf("  FAIL %s: y differs from fastglu_glu_fwd on the stored h (status %d)\n",
+                   label, (int)st);
+            failed++;
+        }
+    }
+
+    { /* against the float64 reference, on every row or a sample */
+        const int sample = (double)T * (double)NW * (double)H > 268435456.0;
+        const int64_t n_rows = sample ? 48 : T;
+        double eh = 0, nh = 0, ey = 0, ny = 0;
+        double *href = (double *)malloc((size_t)(NW + 1) * sizeof(double));
+        for (int64_t r = 0; r < n_rows; ++r) {
+            const int64_t t = !sample ? r : r == 0 ? 0 : r == 1 ? T - 1 : (int64_t)(next_u64() % (uint64_t)T);
+            for (int64_t c = 0; c < NW; ++c) {
+                double acc = 0;
+                const float *xr = xf + t * H, *wr = wf + c * H;
+                for (int64_t k = 0; k < H; ++k) acc += (double)xr[k] * (double)wr[k];
+                href[c] = acc + bf[c];
+                const double got = get(dt, h.host, off + t * h_rs + c);
+                eh += (got - href[c]) * (got - href[c]), nh += href[c] * href[c];
+            }
+            if (v->glu)
+                for (int64_t j = 0; j < F; ++j) {
+                    const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
+                    /* from the stored h, as the contract says (its own error is checked above) */
+                    const int64_t hg = off + t * h_rs + (il ? 2 * j : j), hu = hg + (il ? 1 : F);
+                    const double g = get(dt, h.host, hg), u = get(dt, h.host, hu);
+                    const double ref = glu_ref(v, g, u, wtf[t]);
+                    const double got = get(dt, y.host, off + t * y_rs + j);
+                    ey += (got - ref) * (got - ref), ny += ref * ref;
+                }
+        }
+        free(href);
+        const double tol = tolerance(dt);
+        const double rh = nh > 0 ? sqrt(eh / nh) : sqrt(eh), ry = ny > 0 ? sqrt(ey / ny) : sqrt(ey);
+        if (!(rh <= tol) || !(ry <= tol)) {
+            printf("  FAIL %s: relative error h %.3g, y %.3g (tolerance %.0e)\n", label, rh, ry, tol);
+            failed++;
+        }
+    }
+done:
+    if (failed == 0 && getenv("GEMM_VERBOSE")) printf("  ok %s\n", label);
+    buf_free(b, &x), buf_free(b, &w), buf_free(b, &bias), buf_free(b, &wt), buf_free(b, &h),
+        buf_free(b, &y), buf_free(b, &y2);
+    free(xf), free(wf), free(bf), free(wtf);
+    return failed;
+}
+
+int run_gemm_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
+                   unsigned variants_mask) {
+    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_BF16};
+    int failed = 0, cases = 0;
+    for (int s = 0; s < n_shapes; ++s)
+        for (int d = 0; d < 3; ++d) {
+            if (!(dtype_mask & (1 << d))) continue;
+            for (int v = 0; v < N_VARIANTS; ++v) {
+                if (!(variants_mask & (1u << v))) continue;
+                failed += run_case(b, &VARIANTS[v], shapes[s], dts[d], (cases++) & 1);
+            }
+        }
+    printf("%s: gemm suite: %d cases, %d failed\n", b->name, cases, failed);
+    return failed;
+}
+
+/* ---- bad input ---------------------------------------------------------------------------------- */
+
+typedef struct err_env {
+    const gemm_backend *b;
+    buf all; /* one buffer: x, w1, bias, weights, h, y at fixed offsets */
+    unsigned char *before;
+} err_env;
+
+static int expect_error(err_env *e, const char *what, fastglu_status got, fastglu_status want,
+                        const char *needle) {
+    int failed = 0;
+    const char *msg = fastglu_last_error_message();
+    if (got != want || strstr(msg, needle) == NULL) {
+        printf("  FAIL %s: status %d (want %d), message \"%s\" (want \"%s\")\n", what, (int)got,
+               (int)want, msg, needle);
+        failed++;
+    }
+    e->b->sync();
+    buf_down(e->b, &e->all);
+    if (memcmp(e->all.host, e->before, e->all.bytes) != 0) {
+        printf("  FAIL %s: memory changed\n", what);
+        failed++;
+    }
+    return failed;
+}
+
+int run_gemm_errors(const gemm_backend *b) {
+    const int64_t T = 4, H = 8, F = 6;
+    const fastglu_dtype dt = FASTGLU_DTYPE_BF16;
+    const size_t es = 2;
+    /* element offsets of each operand in the one buffer */
+    const int64_t ox = 0, ow = ox + T * H, ob = ow + 2 * F * H, owt = ob + 2 * F, oh = owt + T * 2,
+                  oy = oh + T * 2 * F, total = oy + T * F;
+    err_env e;
+    e.b = b;
+    e.all = buf_new(b, (size_t)total * es);
+    for (int64_t i = 0; i < total; ++i) put(dt, e.all.host, i, uniform(-1, 1));
+    e.before = (unsigned char *)malloc(e.all.bytes);
+    memcpy(e.before, e.all.host, e.all.bytes);
+    buf_up(b, &e.all);
+    char *base = (char *)e.all.dev;
+    const fastglu_tensor x = tensor(base + ox * es, dt, H), w1 = tensor(base + ow * es, dt, H),
+                         bias = tensor(base + ob * es, dt, 1),
+                         wts = tensor(base + owt * es, FASTGLU_DTYPE_BF16, 2),
+                         h = tensor(base + oh * es, dt, 2 * F), y = tensor(base + oy * es, dt, F),
+                         none = tensor(NULL, dt, 0);
+    const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_tensor t, t2;
+    int failed = 0;
+
+    /* the valid call succeeds (then the buffer is restored) */
+    if (b->linear_glu(&p, x, w1, bias, wts, h, y, T, H, F) != FASTGLU_SUCCESS) {
+        printf("  FAIL valid call: %s\n", fastglu_last_error_message());
+        failed++;
+    }
+    b->sync();
+    buf_up(b, &e.all);
+
+    t = w1, t.dtype = FASTGLU_DTYPE_FP16;
+    failed += expect_error(&e, "w1 fp16 with x bf16", b->linear_glu(&p, x, t, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w1.dtype 1 differs from x.dtype 2");
+    t = x, t.dtype = FASTGLU_DTYPE_FP8_E4M3;
+    failed += expect_error(&e, "x fp8", b->linear_glu(&p, t, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "x.dtype 3");
+    t = y, t.dtype = FASTGLU_DTYPE_FP32;
+    failed += expect_error(&e, "y fp32", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "y.dtype 0 differs");
+    t = wts, t.dtype = (fastglu_dtype)9;
+    failed += expect_error(&e, "weights dtype 9", b->linear_glu(&p, x, w1, bias, t, h, y, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "weights.dtype 9");
+    t = x, t.data = base + 1;
+    failed += expect_error(&e, "misaligned x", b->linear_glu(&p, t, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "x = ");
+    t = y, t.data = (char *)y.data + 1;
+    failed += expect_error(&e, "misaligned y", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "is not aligned");
+    t = x, t.data = NULL;
+    failed += expect_error(&e, "x NULL", b->linear_glu(&p, t, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "x is NULL");
+    t = y, t.data = x.data;
+    failed += expect_error(&e, "y aliasing x", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps x");
+    t = h, t.data = (char *)w1.data + 2 * es;
+    failed += expect_error(&e, "h overlapping w1", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "h overlaps w1");
+    t = y, t.data = (char *)h.data + 3 * es;
+    failed += expect_error(&e, "y overlapping h", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps h");
+    t = y, t.data = bias.data;
+    failed += expect_error(&e, "y aliasing bias", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps bias");
+    t = h, t.data = wts.data;
+    failed += expect_error(&e, "h aliasing weights", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "h overlaps weights");
+    t = y, t.row_stride = F - 1;
+    failed += expect_error(&e, "y rows overlapping", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "y");
+    t = bias, t.row_stride = 2;
+    failed += expect_error(&e, "bias strided", b->linear_glu(&p, x, w1, t, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "bias.row_stride = 2");
+    failed += expect_error(&e, "tokens -1", b->linear_glu(&p, x, w1, bias, wts, h, y, -1, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "tokens = -1");
+    failed += expect_error(&e, "hidden -2", b->linear_glu(&p, x, w1, bias, wts, h, y, T, -2, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "hidden = -2");
+    failed += expect_error(&e, "F -3", b->linear_glu(&p, x, w1, bias, wts, h, y, T, H, -3),
+                           FASTGLU_ERROR_INVALID_VALUE, "ffn_hidden_size = -3");
+    failed += expect_error(&e, "params NULL", b->linear_glu(NULL, x, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "params is NULL");
+    fastglu_glu_params q = p;
+    q.activation = (fastglu_activation)7;
+    failed += expect_error(&e, "activation 7", b->linear_glu(&q, x, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "params->activation = 7");
+    q = p, q.gate_multiplier = NAN;
+    failed += expect_error(&e, "gate_multiplier NaN", b->linear_glu(&q, x, w1, bias, wts, h, y, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "gate_multiplier");
+    /* the plain linear */
+    t = h, t.data = (char *)w1.data + es, t.row_stride = F;
+    failed += expect_error(&e, "linear: out overlapping w", b->linear(x, w1, bias, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "out overlaps w");
+    t2 = w1, t2.dtype = FASTGLU_DTYPE_FP32;
+    failed += expect_error(&e, "linear: w fp32 with x bf16", b->linear(x, t2, bias, h, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w.dtype 0 differs");
+    failed += expect_error(&e, "linear: in_features -1", b->linear(x, w1, none, h, T, -1, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "in_features = -1");
+    /* empty problems: legal, nothing touched, pointers not looked at */
+    failed += expect_error(&e, "tokens 0", b->linear_glu(&p, none, none, none, none, none, none, 0, H, F),
+                           FASTGLU_SUCCESS, "");
+    failed += expect_error(&e, "F 0", b->linear_glu(&p, none, none, none, none, none, none, T, H, 0),
+                           FASTGLU_SUCCESS, "");
+    printf("%s: gemm errors: %d failed\n", b->name, failed);
+    buf_free(b, &e.all);
+    free(e.before);
+    return failed;
+}
+
+/* ---- determinism ------------------------------------------------------------------------------- */
+
+int run_gemm_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_shapes,
+                         void (*set_config)(int k), int n_configs) {
+    int failed = 0;
+    const variant *v = &VARIANTS[5]; /* interleaved, bias, weights, clamp, offset */
+    const fastglu_dtype dt = FASTGLU_DTYPE_BF16;
+    for (int s = 0; s < n_shapes; ++s) {
+        const int64_t T = shapes[s].T, H = shapes[s].H, F = shapes[s].F;
+        const size_t es = 2;
+        buf x = buf_new(b, (size_t)(T * H) * es), w = buf_new(b, (size_t)(2 * F * H) * es);
+        buf bias = buf_new(b, (size_t)(2 * F) * es), wt = buf_new(b, (size_t)T * 2);
+        buf h = buf_new(b, (size_t)(T * 2 * F) * es), y = buf_new(b, (size_t)(T * F) * es);
+        unsigned char *h0 = (unsigned char *)malloc(h.bytes), *y0 = (unsigned char *)malloc(y.bytes);
+        const double ws = 1.0 / sqrt((double)H);
+        for (int64_t i = 0; i < T * H; ++i) put(dt, x.host, i, uniform(-1, 1));
+        for (int64_t i = 0; i < 2 * F * H; ++i) put(dt, w.host, i, uniform(-1, 1) * ws);
+        for (int64_t i = 0; i < 2 * F; ++i) put(dt, bias.host, i, uniform(-0.5, 0.5));
+        for (int64_t i = 0; i < T; ++i) put(dt, wt.host, i, uniform(0.1, 1));
+        buf_up(b, &x), buf_up(b, &w), buf_up(b, &bias), buf_up(b, &wt);
+        const fastglu_glu_params p = params_of(v);
+        for (int k = 0; k < (set_config ? n_configs : 1); ++k)
+            for (int rep = 0; rep < 2; ++rep) {
+                if (set_config) set_config(k);
+                memset(h.host, 0xff, h.bytes), memset(y.host, 0xff, y.bytes);
+                buf_up(b, &h), buf_up(b, &y);
+                fastglu_status st = b->linear_glu(&p, tensor(x.dev, dt, H), tensor(w.dev, dt, H),
+                                                  tensor(bias.dev, dt, 1), tensor(wt.dev, dt, 1),
+                                                  tensor(h.dev, dt, 2 * F), tensor(y.dev, dt, F),
+                                                  T, H, F);
+                b->sync();
+                buf_down(b, &h), buf_down(b, &y);
+                if (st != FASTGLU_SUCCESS) {
+                    printf("  FAIL determinism: %s\n", fastglu_last_error_message());
+                    failed++;
+                } else if (rep == 0) { /* each configuration against its own first run */
+                    memcpy(h0, h.host, h.bytes), memcpy(y0, y.host, y.bytes);
+                } else if (memcmp(h0, h.host, h.bytes) || memcmp(y0, y.host, y.bytes)) {
+                    printf("  FAIL determinism T=%lld H=%lld F=%lld: config %d run %d differs\n",
+                           (long long)T, (long long)H, (long long)F, k, rep);
+                    failed++;
+                }
+            }
+        if (set_config) set_config(0);
+        buf_free(b, &x), buf_free(b, &w), buf_free(b, &bias), buf_free(b, &wt), buf_free(b, &h),
+            buf_free(b, &y);
+        free(h0), free(y0);
+    }
+    printf("%s: gemm determinism: %d failed\n", b->name, failed);
+    return failed;
+}
