@@ -44,7 +44,6 @@ fastglu_status fastglu_check_linear(const char *fn, int glu, const fastglu_glu_p
     const char *k_name = glu ? "hidden" : "in_features";
     fastglu_region in[4], out[2];
     int n_in = 0, n_out = 0;
-    fastglu_clear_error();
     if (glu) {
         /* params through the family's own check (an empty problem: nothing else is looked at) */
         int unused;
