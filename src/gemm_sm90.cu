@@ -219,6 +219,62 @@ static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t d
         : "l"(da), "l"(db));
 }
 
+static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db));
+}
+
+static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db));
+}
+
 /* ---- epilogue helpers ---------------------------------------------------------------------- */
 
 static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
@@ -250,7 +306,7 @@ static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, in
 
 /* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
  * 8i + 2q + {0, 1}: wgmma's layout) to h / y. */
-template <typename T, int EPI>
+template <typename T, int EPI, int BN>
 static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int tm, int tn, int c) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     const int64_t r0 = (int64_t)tm * GEMM_BM + c * 64 + warp * 16 + lane / 4;
@@ -258,8 +314,8 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
     T *h = (T *)a.h;
     if (EPI == EPI_PLAIN) {
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-            const int64_t col = (int64_t)tn * GEMM_BN + 8 * i + 2 * q; /* N % 8 == 0: the pair is in or out */
+        for (int i = 0; i < BN / 8; i++) {
+            const int64_t col = (int64_t)tn * BN + 8 * i + 2 * q; /* N % 8 == 0: the pair is in or out */
             if (col < a.N) {
                 float b0 = 0.0f, b1 = 0.0f;
                 if (bias) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
@@ -383,7 +439,7 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
     st->n++;
 }
 
-template <typename T, int EPI>
+template <typename T, int EPI, int BN>
 static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
                                                    const CUtensorMap *map_h0, const CUtensorMap *map_h1,
                                                    const CUtensorMap *map_y) {
@@ -393,10 +449,10 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
     uint32_t v[16];
     if (EPI == EPI_PLAIN) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < BN / 64; j++) {
 #pragma unroll
             for (int i = 0; i < 8; i++) {
-                const int64_t col = (int64_t)tn * GEMM_BN + 64 * j + 8 * i + 2 * q;
+                const int64_t col = (int64_t)tn * BN + 64 * j + 8 * i + 2 * q;
                 float b0 = 0.0f, b1 = 0.0f;
                 if (bias && col < a.N) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
 #pragma unroll
@@ -406,7 +462,7 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
                     v[2 * i + e] = pack2((T *)0, v0, v1);
                 }
             }
-            put_chunk(st, map_h0, v, tn * GEMM_BN + 64 * j, row0);
+            put_chunk(st, map_h0, v, tn * BN + 64 * j, row0);
         }
         return;
     }
@@ -459,19 +515,22 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
     }
 }
 
-template <typename T> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void wgmma_tile<__nv_bfloat16>(float *d, uint64_t da, uint64_t db) {
-    wgmma_m64n256k16_bf16(d, da, db);
-}
-template <> __device__ __forceinline__ void wgmma_tile<__half>(float *d, uint64_t da, uint64_t db) {
-    wgmma_m64n256k16_f16(d, da, db);
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n256k16_bf16(d, a, b); }
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n256k16_f16(d, a, b); }
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n192k16_bf16(d, a, b); }
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n192k16_f16(d, a, b); }
+
+/* one k16 step of a consumer's 64 x BN block */
+template <typename T, int BN> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
+    if constexpr (BN == 256) mma256(d, da, db, (T *)0);
+    else mma192(d, da, db, (T *)0);
 }
 
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
  * stored from registers. */
-template <typename T, int EPI, int TS>
+template <typename T, int EPI, int TS, int BN>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                      const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_h0,
@@ -501,16 +560,16 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 int tm, tn;
                 tile_coords(a, t, &tm, &tn);
                 const int m0 = tm * GEMM_BM;
-                const int b0 = EPI == EPI_GLU_SPLIT ? tn * (GEMM_BN / 2) : tn * GEMM_BN;
-                const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + GEMM_BN / 2;
+                const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
+                const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
                 const CUtensorMap *mb1 = EPI == EPI_GLU_SPLIT ? &map_b1 : &map_b0;
                 for (int kb = 0; kb < a.num_k_blocks; kb++) {
                     mbar_wait(empty + 8 * s, ph ^ 1);
-                    mbar_expect_tx(full + 8 * s, GEMM_STAGE_BYTES);
+                    mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
                     tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
-                    tma_load_2d(sb + GEMM_B_BYTES / 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
+                    tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
                     if (++s == GEMM_STAGES) s = 0, ph ^= 1;
                 }
             }
@@ -525,9 +584,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
             int tm, tn;
             tile_coords(a, t, &tm, &tn);
-            float d[128];
+            float d[BN / 2];
 #pragma unroll
-            for (int i = 0; i < 128; i++) d[i] = 0.0f;
+            for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
@@ -535,7 +594,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
                 wgmma_fence();
 #pragma unroll
-                for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
+                for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T, BN>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 wgmma_commit();
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
@@ -552,8 +611,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) mbar_arrive(empty + 8 * prev);
 #endif
-            if (TS) epilogue_tma<T, EPI>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
-            else epilogue<T, EPI>(a, d, tm, tn, c);
+            if (TS) epilogue_tma<T, EPI, BN>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+            else epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
@@ -575,13 +634,13 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(void) {
     return fn;
 }
 
-/* [rows, K] row-major at base, boxes of 128 rows x 64 k, 128-byte swizzle, zeros out of bounds. */
+/* [rows, K] row-major at base, boxes of box_rows rows x 64 k, 128-byte swizzle, zeros out of bounds. */
 static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t K, int64_t row_stride,
-                         fastglu_dtype dtype) {
+                         fastglu_dtype dtype, int box_rows) {
     const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
     /* one row: its stride is never used; any legal value */
     const cuuint64_t strides[1] = {(cuuint64_t)(rows > 1 ? row_stride * 2 : (K * 2 + 15) / 16 * 16)};
-    const cuuint32_t box[2] = {GEMM_BK, GEMM_BM}, elem[2] = {1, 1};
+    const cuuint32_t box[2] = {GEMM_BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
     return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                           2, (void *)base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -601,12 +660,14 @@ static int epi_of(const fastglu_gemm_problem *p) {
     return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
 }
 
-static gemm_kernel_fn pick_kernel(int epi, int ts, fastglu_dtype dt) {
-#define GEMM_PICK(T)                                                                                   \
-    if (epi == EPI_PLAIN) return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1> : gemm_sm90_kernel<T, EPI_PLAIN, 0>; \
-    if (epi == EPI_GLU_SPLIT)                                                                          \
-        return ts ? gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1> : gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0>;     \
-    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0>;
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, fastglu_dtype dt) {
+#define GEMM_PICK(T)                                                                                              \
+    if (epi == EPI_PLAIN && bn == 192)                                                                            \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192>;              \
+    if (epi == EPI_PLAIN) return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256>; \
+    if (epi == EPI_GLU_SPLIT)                                                                                     \
+        return ts ? gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256> : gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256>;      \
+    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
     }
@@ -624,6 +685,20 @@ static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t
                           2, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+static int bn_force; /* development: 192 or 256 forces the plain GEMM's tile width */
+extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+
+/* The plain GEMM's tile width: 256, or 192 where the columns divide into 192-wide tiles with less
+ * waste: the cost of a width is its waves (tiles over the multiprocessors, rounded up) times the
+ * width, the 192-wide tile counted 2% dearer (more loads per flop). */
+static int choose_bn(const fastglu_gemm_problem *p, int sms) {
+    if (p->glu) return 256;
+    if (bn_force) return bn_force;
+    const int64_t tm = (p->M + GEMM_BM - 1) / GEMM_BM;
+    const int64_t w256 = (tm * ((p->N + 255) / 256) + sms - 1) / sms, w192 = (tm * ((p->N + 191) / 192) + sms - 1) / sms;
+    return (double)w192 * 192 * 1.02 < (double)w256 * 256 ? 192 : 256;
 }
 
 static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
@@ -677,7 +752,7 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
         /* the sm_90a image is in this build (binaryVersion 90), on the current device's context */
         int cur = -1;
         ok = ok && cudaGetDevice(&cur) == cudaSuccess && cur == device &&
-             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1>) == cudaSuccess &&
+             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256>) == cudaSuccess &&
              attr.binaryVersion == 90;
         if (!ok && cur != device) return 0; /* not cached: asked about another device than the current one */
         ok_device[device] = ok ? 1 : -1;
@@ -691,14 +766,19 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     const int64_t w_rows = glu ? 2 * p->N : p->N;
     if (!encode_tiled()) return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled not found");
     CUtensorMap map_a, map_b0, map_b1;
-    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt);
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return launch_status("gemm_sm90", err);
+    const int bn = choose_bn(p, sms);
+    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, GEMM_BM);
     if (r == CUDA_SUCCESS) {
         if (split) {
-            r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt);
+            r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
             if (r == CUDA_SUCCESS)
-                r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K, p->w_row_stride, dt);
+                r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K, p->w_row_stride, dt, bn / 2);
         } else {
-            r = make_map(&map_b0, p->w, w_rows, p->K, p->w_row_stride, dt);
+            r = make_map(&map_b0, p->w, w_rows, p->K, p->w_row_stride, dt, bn / 2);
             map_b1 = map_b0;
         }
     }
@@ -719,12 +799,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     if (r != CUDA_SUCCESS)
         return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
-    int dev = 0, sms = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, dt);
-    if (err == cudaSuccess)
-        err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, dt);
+    err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
 
     gemm_args a;
@@ -732,7 +808,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.N = p->N;
     a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
     a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
-    a.tiles_n = (int)(split ? (p->N + GEMM_BN / 2 - 1) / (GEMM_BN / 2) : (w_rows + GEMM_BN - 1) / GEMM_BN);
+    a.tiles_n = (int)(split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
     a.group_m = group_m_setting;
     a.bias = p->bias;
     a.weights = glu ? p->weights : NULL;

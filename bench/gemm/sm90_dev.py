@@ -141,16 +141,19 @@ def glu_ref(hd, F_, params, wts):
 
 def check_all(lib, log):
     fails, res = 0, []
-    for ts in (1, 0):
+    for ts, bn in ((1, 0), (0, 0), (1, 192), (0, 192), (1, 256)):
         lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
-        f, r = check_all_once(lib, lambda s: log(f"[tma_store={ts}] " + s))
+        lib.lib.fastglu_gemm_sm90_set_bn(bn)
+        tag = f"[tma_store={ts} bn={bn or 'auto'}] "
+        f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bn != 0)
         fails += f
-        res += [f"[tma_store={ts}] " + x for x in r]
+        res += [tag + x for x in r]
     lib.lib.fastglu_gemm_sm90_set_tma_store(1)
+    lib.lib.fastglu_gemm_sm90_set_bn(0)
     return fails, res
 
 
-def check_all_once(lib, log):
+def check_all_once(lib, log, plain_only=False):
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     dev = "cuda"
     fails = 0
@@ -190,6 +193,8 @@ def check_all_once(lib, log):
     torch.cuda.synchronize()
     rec(torch.equal(o1, o2), f"determinism gemm 8192x4096x8192: {'ok' if torch.equal(o1, o2) else 'FAIL'}")
     del x, w, o1, o2
+    if plain_only:
+        return fails, results
 
     # GLU
     cases = []
@@ -280,12 +285,12 @@ def time_all(lib, log, group_ms, alts=()):
             provs = {"cublas": lambda: F.linear(x, w)}
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
-                    for ts in (1, 0):
-                        def mine(g=g, vlib=vlib, ts=ts):
+                    for bn in (0, 192, 256):
+                        def mine(g=g, vlib=vlib, bn=bn):
                             vlib.lib.fastglu_gemm_sm90_set_group_m(g)
-                            vlib.lib.fastglu_gemm_sm90_set_tma_store(ts)
+                            vlib.lib.fastglu_gemm_sm90_set_bn(bn)
                             vlib.run(p, check=False)
-                        provs[f"{vname}_g{g}{'' if ts else '_direct'}"] = mine
+                        provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"] = mine
             names = list(provs)
             meas = {n: [] for n in names}
             for r in range(3):
@@ -301,6 +306,7 @@ def time_all(lib, log, group_ms, alts=()):
             log(json.dumps(row))
             del x, w, out
     lib.lib.fastglu_gemm_sm90_set_group_m(0)
+    lib.lib.fastglu_gemm_sm90_set_bn(0)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
     for (T, H, F_) in SHAPES:
@@ -311,12 +317,13 @@ def time_all(lib, log, group_ms, alts=()):
         y = torch.empty(M, F_, device=dev, dtype=dtype)
         params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
         p = lib.problem(x, w, h, y=y, params=params, F_=F_)
+        pp = lib.problem(x, w, h)
         hc = F.linear(x, w)
         def fused_run(ts):
             lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
             lib.run(p, check=False)
         provs = {"cublas_fc1": lambda: F.linear(x, w), "sm90_fused": lambda: fused_run(1),
-                 "sm90_fused_direct": lambda: fused_run(0),
+                 "sm90_plain_fc1": lambda: lib.run(pp, check=False),
                  "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:]}
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
