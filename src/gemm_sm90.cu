@@ -28,10 +28,10 @@
  * glu_forward (glu_math.cuh) of the rounded gate and up with no bias (B = 0) and the per-token
  * weight. The standalone kernel clamps the raw operand and then adds its bias; here the bias is
  * already inside h, so y is exactly what the standalone kernel computes when given h with no bias
- * (the same function of h, the same bits), which is what the backward reads. The general math mode
- * (MM_ANY) is used for every parameter set: the specialised modes give the same bits
- * (glu_math.cuh), and the epilogue is a small part of the time. A missing weight is 1: m_d * 1 * a
- * = m_d * a exactly, the W = 0 path's value.
+ * (the same function of h, the same bits), which is what the backward reads. The TMA-store SPLIT
+ * kernel is compiled for the math modes the standalone kernels use (chosen by the same rule; they
+ * give the same bits as the general mode, glu_math.cuh); the other epilogues use the general mode
+ * (MM_ANY). A missing weight is 1: m_d * 1 * a = m_d * a exactly, the W = 0 path's value.
  *
  * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
@@ -54,6 +54,9 @@
 #endif
 #ifndef GEMM_WAIT_DEPTH
 #define GEMM_WAIT_DEPTH 1 /* wgmma groups left in flight while the next k-block is issued */
+#endif
+#ifndef GEMM_CLUSTER
+#define GEMM_CLUSTER 1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
 #endif
 #define GEMM_THREADS 384
 #define GEMM_A_BYTES (GEMM_BM * GEMM_BK * 2)
@@ -138,6 +141,31 @@ static __device__ __forceinline__ void fence_proxy_async(void) {
 }
 static __device__ __forceinline__ void named_bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+/* thread-block clusters: the pair shares each B tile, each block loading one half for both */
+static __device__ __forceinline__ uint32_t cluster_ctarank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+static __device__ __forceinline__ void cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+/* arrive on the barrier at the same shared-memory offset in block `peer` of the cluster */
+static __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer) {
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
+        "r"(peer)
+        : "memory");
+}
+/* 2-d tile load written to the same offset in every block of `mask`, completing on each one's
+ * barrier at offset `bar` */
+static __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar, int k,
+                                                      int row, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+        "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row), "h"(mask)
+        : "memory");
 }
 static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 static __device__ __forceinline__ void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -294,11 +322,14 @@ static __device__ __forceinline__ float token_weight(const void *w, int dtype, i
     return to_f32(((const __half *)w)[i]);
 }
 
-/* Tile t of the grouped order: group_m row tiles, all their column tiles, then the next group. */
+/* Unit t of the grouped order: group row units, all their column tiles, then the next group. A
+ * unit is GEMM_CLUSTER vertically adjacent tiles (one a block of the cluster). */
 static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, int *tm, int *tn) {
-    const int per_group = a.group_m * a.tiles_n;
-    const int g = t / per_group, first = g * a.group_m;
-    const int gs = min(a.tiles_m - first, a.group_m);
+    const int units_m = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER;
+    const int group = max(a.group_m / GEMM_CLUSTER, 1);
+    const int per_group = group * a.tiles_n;
+    const int g = t / per_group, first = g * group;
+    const int gs = min(units_m - first, group);
     const int r = t - g * per_group;
     *tm = first + r % gs;
     *tn = r / gs;
@@ -439,7 +470,7 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
     st->n++;
 }
 
-template <typename T, int EPI, int BN>
+template <typename T, int EPI, int BN, int MM>
 static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
                                                    const CUtensorMap *map_h0, const CUtensorMap *map_h1,
                                                    const CUtensorMap *map_y) {
@@ -497,8 +528,8 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
                 v[2 * i + e] = pack2((T *)0, g0, g1);
                 g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0), u1 = round_to<T>(u1);
                 /* y of the pair, from the rounded h */
-                const float y0 = glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
-                const float y1 = glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
+                const float y0 = glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
+                const float y1 = glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
                 g[2 * i + e] = __uint_as_float(pack2((T *)0, y0, y1)); /* y packed */
                 u[2 * i + e] = __uint_as_float(pack2((T *)0, u0, u1)); /* h up packed */
             }
@@ -526,11 +557,17 @@ template <typename T, int BN> static __device__ __forceinline__ void wgmma_tile(
     else mma192(d, da, db, (T *)0);
 }
 
+/* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
+static __device__ __forceinline__ void release(uint32_t bar, int rank) {
+    mbar_arrive(bar);
+    if (GEMM_CLUSTER > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
+}
+
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
  * stored from registers. */
-template <typename T, int EPI, int TS, int BN>
+template <typename T, int EPI, int TS, int BN, int MM>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                      const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_h0,
@@ -542,23 +579,30 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
     const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
     const int wg = threadIdx.x / 128;
-    const int num_tiles = a.tiles_m * a.tiles_n;
+    /* units (GEMM_CLUSTER tiles, one per block of a cluster): this block takes tile rank */
+    const int num_units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
+    const int unit0 = blockIdx.x / GEMM_CLUSTER, unit_step = gridDim.x / GEMM_CLUSTER;
+    const int rank = GEMM_CLUSTER == 1 ? 0 : (int)cluster_ctarank();
     if (threadIdx.x == 0) {
         for (int s = 0; s < GEMM_STAGES; s++) {
-            mbar_init(full + 8 * s, 1);  /* the producer's expect_tx; TMA's bytes complete it */
-            mbar_init(empty + 8 * s, 8); /* one arrival per consumer warp, after its wgmma wait */
+            mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
+            /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
+             * (a stage is refilled in all of them at once) */
+            mbar_init(empty + 8 * s, 8 * GEMM_CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    __syncthreads();
+    if (GEMM_CLUSTER == 1) __syncthreads();
+    else cluster_sync();
     if (wg == 0) { /* producer */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             int s = 0;
             uint32_t ph = 0;
-            for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+            for (int t = unit0; t < num_units; t += unit_step) {
                 int tm, tn;
                 tile_coords(a, t, &tm, &tn);
+                tm = tm * GEMM_CLUSTER + rank;
                 const int m0 = tm * GEMM_BM;
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
@@ -568,8 +612,14 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                     mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
-                    tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
-                    tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
+                    if (GEMM_CLUSTER == 1) {
+                        tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
+                        tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
+                    } else if (rank == 0) { /* the first half of B for both blocks */
+                        tma_load_2d_mc(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0, 3);
+                    } else {
+                        tma_load_2d_mc(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1, 3);
+                    }
                     if (++s == GEMM_STAGES) s = 0, ph ^= 1;
                 }
             }
@@ -581,9 +631,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
-        for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        for (int t = unit0; t < num_units; t += unit_step) {
             int tm, tn;
             tile_coords(a, t, &tm, &tn);
+            tm = tm * GEMM_CLUSTER + rank; /* past the last row tile: computes zeros, stores nothing */
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
@@ -599,23 +650,25 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
-                if (prev >= 0 && threadIdx.x % 32 == 0) mbar_arrive(empty + 8 * prev);
+                if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
                 prev = s;
 #else
                 wgmma_wait<0>();
-                if (threadIdx.x % 32 == 0) mbar_arrive(empty + 8 * s);
+                if (threadIdx.x % 32 == 0) release(empty + 8 * s, rank);
 #endif
                 if (++s == GEMM_STAGES) s = 0, ph ^= 1;
             }
 #if GEMM_WAIT_DEPTH == 1
             wgmma_wait<0>();
-            if (prev >= 0 && threadIdx.x % 32 == 0) mbar_arrive(empty + 8 * prev);
+            if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
 #endif
-            if (TS) epilogue_tma<T, EPI, BN>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+            if (TS) epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
+    /* no block leaves while its peer may still write its stages or arrive on its barriers */
+    if (GEMM_CLUSTER > 1) cluster_sync();
 #endif
 }
 
@@ -660,14 +713,20 @@ static int epi_of(const fastglu_gemm_problem *p) {
     return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
 }
 
-static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, fastglu_dtype dt) {
-#define GEMM_PICK(T)                                                                                              \
-    if (epi == EPI_PLAIN && bn == 192)                                                                            \
-        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192>;              \
-    if (epi == EPI_PLAIN) return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256>; \
-    if (epi == EPI_GLU_SPLIT)                                                                                     \
-        return ts ? gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256> : gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256>;      \
-    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256>;
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
+#define GEMM_PICK(T)                                                                                                \
+    if (epi == EPI_PLAIN && bn == 192)                                                                              \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>; \
+    if (epi == EPI_PLAIN)                                                                                           \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY>; \
+    if (epi == EPI_GLU_SPLIT && ts) {                                                                               \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K>;                                    \
+        if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP>;                          \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU>;                              \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                                  \
+    }                                                                                                               \
+    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;                            \
+    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
     }
@@ -686,6 +745,18 @@ static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
+
+/* The math mode of the parameters (glu_math.cuh), as the standalone kernels choose it: the
+ * specialised modes leave out only operations that are identities for these parameters. */
+static int math_mode_of(const fastglu_glu_params *p) {
+    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
+    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
+    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
+    if (offset) return MM_ANY;
+    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
+}
+static int mm_force = -1; /* development: a math mode for every GLU problem (MM_ANY = 0) */
+extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
 
 static int bn_force; /* development: 192 or 256 forces the plain GEMM's tile width */
 extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
@@ -752,7 +823,7 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
         /* the sm_90a image is in this build (binaryVersion 90), on the current device's context */
         int cur = -1;
         ok = ok && cudaGetDevice(&cur) == cudaSuccess && cur == device &&
-             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256>) == cudaSuccess &&
+             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY>) == cudaSuccess &&
              attr.binaryVersion == 90;
         if (!ok && cur != device) return 0; /* not cached: asked about another device than the current one */
         ok_device[device] = ok ? 1 : -1;
@@ -799,7 +870,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     if (r != CUDA_SUCCESS)
         return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, dt);
+    const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
     err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
 
@@ -820,10 +892,24 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.y_row_stride = p->y_row_stride;
     if (glu) a.m = make_math(p->glu);
     else memset(&a.m, 0, sizeof a.m);
+    void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
+#if GEMM_CLUSTER == 1
     const int tiles = a.tiles_m * a.tiles_n;
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
     err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args, GEMM_SMEM_BYTES,
                            (cudaStream_t)stream);
+#else
+    const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
+    const int max_units = sms / GEMM_CLUSTER;
+    const unsigned grid = (unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER);
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(GEMM_THREADS), cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+    cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
+    err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
+#endif
     return launch_status("gemm_sm90", err);
 }

@@ -268,6 +268,7 @@ def check_all_once(lib, log, plain_only=False):
     return fails, results
 
 
+BNS = (0,)
 SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
 
 
@@ -285,7 +286,7 @@ def time_all(lib, log, group_ms, alts=()):
             provs = {"cublas": lambda: F.linear(x, w)}
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
-                    for bn in (0, 192, 256):
+                    for bn in BNS:
                         def mine(g=g, vlib=vlib, bn=bn):
                             vlib.lib.fastglu_gemm_sm90_set_group_m(g)
                             vlib.lib.fastglu_gemm_sm90_set_bn(bn)
@@ -324,7 +325,11 @@ def time_all(lib, log, group_ms, alts=()):
             lib.run(p, check=False)
         provs = {"cublas_fc1": lambda: F.linear(x, w), "sm90_fused": lambda: fused_run(1),
                  "sm90_plain_fc1": lambda: lib.run(pp, check=False),
+                 "sm90_fused_mmany": lambda: (lib.lib.fastglu_gemm_sm90_set_math_mode(0), lib.run(p, check=False),
+                                              lib.lib.fastglu_gemm_sm90_set_math_mode(-1)),
                  "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:]}
+        for vname, vlib in alts:
+            provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
         names = list(provs)
@@ -371,6 +376,7 @@ def main():
     ap.add_argument("--skip-time", action="store_true")
     ap.add_argument("--group-m", default="16")
     ap.add_argument("--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside")
+    ap.add_argument("--bn", default="0", help="tile widths to time: 0 (the library's choice), 192, 256")
     ap.add_argument("--small", action="store_true", help="a few small problems only (for compute-sanitizer)")
     args = ap.parse_args()
     lib = Lib(args.lib, args.glu_lib)
@@ -391,6 +397,8 @@ def main():
         summary["correct"] = res
     if not args.skip_time:
         alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
+        global BNS
+        BNS = tuple(int(b) for b in args.bn.split(","))
         rows, fused = time_all(lib, log, [int(g) for g in args.group_m.split(",")], alts)
         summary["gemm"] = rows
         summary["fused"] = fused
