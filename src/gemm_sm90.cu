@@ -703,6 +703,8 @@ static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64
 static int group_m_setting = GEMM_GROUP_M;
 static int tma_store_off; /* development: 1 stores every output from registers */
 extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
+/* development: the grid's size in clusters of GEMM_CLUSTER (0: as many as are resident) */
+extern "C" int fastglu_gemm_sm90_cluster(void) { return GEMM_CLUSTER; }
 /* Tuning hook for the development benchmark (bench/gemm/sm90_dev.py): the tile order's group. */
 extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
 
@@ -900,15 +902,31 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
                            (cudaStream_t)stream);
 #else
     const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
-    const int max_units = sms / GEMM_CLUSTER;
-    const unsigned grid = (unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER);
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(GEMM_THREADS), cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+    cfg.gridDim = dim3(GEMM_CLUSTER * (sms / GEMM_CLUSTER)), cfg.blockDim = dim3(GEMM_THREADS);
+    cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
     cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
+    /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC whose
+     * free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
+    static const void *occ_kern[32];
+    static int occ_clusters[32];
+    int max_units = 0;
+    for (int i = 0; i < 32 && occ_kern[i]; i++)
+        if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
+    if (!max_units) {
+        err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
+        if (err != cudaSuccess || max_units < 1) max_units = sms / GEMM_CLUSTER, err = cudaSuccess;
+        for (int i = 0; i < 32; i++)
+            if (!occ_kern[i]) {
+                occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
+                break;
+            }
+    }
+    cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER));
     err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
 #endif
     return launch_status("gemm_sm90", err);
