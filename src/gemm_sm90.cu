@@ -3,18 +3,30 @@
  * with the gated-linear-unit epilogue. TMA loads, wgmma with fp32 accumulators, warp
  * specialisation, an mbarrier pipeline, a persistent grid with a grouped tile order.
  *
- * Block: 3 warpgroups. Warpgroup 0 is the producer: one thread issues the TMA loads of a
- * STAGES-deep ring of shared-memory stages (A: 128 rows x 64 k, B: 256 rows x 64 k, both
- * 128-byte swizzled), its registers lowered with setmaxnreg. Warpgroups 1 and 2 are consumers:
- * each multiplies 64 rows of A by the 256 rows of B with wgmma m64n256k16 (128 fp32 accumulators
- * a thread) and writes its 64 x 256 result from registers. The producer runs ahead into the next
- * tile while the consumers store, so the loads of a tile overlap the previous tile's epilogue.
- * Tiles are visited in a grouped order (GROUP_M row tiles at a time) so that the tiles in flight
- * share rows of x and of w in L2. K tails and M/N edges read zeros (TMA's out-of-bounds fill) and
- * the epilogue stores only elements inside [M, N].
+ * Block: 3 warpgroups, one block per multiprocessor. Warpgroup 0 is the producer: one thread
+ * issues the TMA loads of a STAGES-deep ring of shared-memory stages (A: 128 rows x 64 k, B: BN
+ * rows x 64 k, both 128-byte swizzled), its registers lowered with setmaxnreg. Warpgroups 1 and 2
+ * are consumers: each multiplies 64 rows of A by the BN rows of B with wgmma m64nBNk16 (BN / 2
+ * fp32 accumulators a thread), one wgmma group left in flight while the next k-block is issued.
+ * BN is 256, or 192 for a plain GEMM whose columns divide into 192-wide tiles with fewer waves
+ * (N = 2880, 5760: choose_bn). The producer runs ahead into the next tile while the consumers
+ * store. Tiles are visited in a grouped order (GROUP_M row tiles at a time) so that the tiles in
+ * flight share rows of x and of w in L2. K tails and M/N edges read zeros (TMA's out-of-bounds
+ * fill); the stores clip at [M, N].
  *
- * Plain GEMM: the B tile is 256 consecutive rows of w (two 128-row TMA boxes); out = acc (+ bias),
- * rounded to the dtype.
+ * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
+ * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
+ * copy engine drains a tile's output while the warpgroup starts the next tile (measured 0.91 ->
+ * 0.99 of cuBLAS on the 8192 x 4096 x 16384 fc1); otherwise (and for INTERLEAVED) the pairs are
+ * stored from registers.
+ *
+ * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
+ * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
+ * stage before either producer refills it. It is correct (the same checks) but measured 0.65-0.83
+ * of cuBLAS against 0.92-1.02 without; left as an experiment until that is understood.
+ *
+ * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
+ * (+ bias), rounded to the dtype.
  *
  * fc1 + GLU, SPLIT layout: two tensor maps over w, gate rows [0, F) and up rows [F, 2F), each an
  * [F, K] tensor (so an edge tile reads zeros, never the other half). The B tile is 128 gate rows
@@ -93,6 +105,10 @@ typedef struct gemm_args {
 #define GEMM_SM90_DEVICE 1
 #endif
 
+/* The device helpers exist only where the kernel's body does (sm_90a), so that a build for other
+ * targets compiles this file to empty kernels without unused-function warnings. */
+#if !defined(__CUDA_ARCH__) || defined(GEMM_SM90_DEVICE)
+
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -154,7 +170,7 @@ static __device__ __forceinline__ void cluster_sync(void) {
 /* arrive on the barrier at the same shared-memory offset in block `peer` of the cluster */
 static __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer) {
     asm volatile(
-        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
         "r"(peer)
         : "memory");
 }
@@ -563,6 +579,8 @@ static __device__ __forceinline__ void release(uint32_t bar, int rank) {
     if (GEMM_CLUSTER > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
 }
 
+#endif /* !__CUDA_ARCH__ || GEMM_SM90_DEVICE */
+
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
@@ -700,13 +718,24 @@ static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-static int group_m_setting = GEMM_GROUP_M;
-static int tma_store_off; /* development: 1 stores every output from registers */
-extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
-/* development: the grid's size in clusters of GEMM_CLUSTER (0: as many as are resident) */
-extern "C" int fastglu_gemm_sm90_cluster(void) { return GEMM_CLUSTER; }
-/* Tuning hook for the development benchmark (bench/gemm/sm90_dev.py): the tile order's group. */
+/* Development hooks (bench/gemm/sm90_dev.py, built with -DFASTGLU_GEMM_DEV_HOOKS; in no header):
+ * process-wide overrides of the launch's choices, to time the alternatives side by side. Without
+ * the macro they are constants and the library exports no such symbol. */
+#ifdef FASTGLU_GEMM_DEV_HOOKS
+static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
+static int tma_store_off;                  /* 1: every output stored from registers */
+static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
+static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
 extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
+extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
+extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
+extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+#else
+#define group_m_setting GEMM_GROUP_M
+#define tma_store_off 0
+#define mm_force (-1)
+#define bn_force 0
+#endif
 
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                                const CUtensorMap, const CUtensorMap, const gemm_args);
@@ -757,11 +786,6 @@ static int math_mode_of(const fastglu_glu_params *p) {
     if (offset) return MM_ANY;
     return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
 }
-static int mm_force = -1; /* development: a math mode for every GLU problem (MM_ANY = 0) */
-extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
-
-static int bn_force; /* development: 192 or 256 forces the plain GEMM's tile width */
-extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
 
 /* The plain GEMM's tile width: 256, or 192 where the columns divide into 192-wide tiles with less
  * waste: the cost of a width is its waves (tiles over the multiprocessors, rounded up) times the
