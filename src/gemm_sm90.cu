@@ -22,8 +22,9 @@
  *
  * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
  * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
- * stage before either producer refills it. It is correct (the same checks) but measured 0.65-0.83
- * of cuBLAS against 0.92-1.02 without; left as an experiment until that is understood.
+ * stage before either producer refills it (the peer's arrive at the default .release.cta: with
+ * .release.cluster the fence on every k-block cost 20-35%). Measured beside the default build:
+ * from -3% to +3% by shape (bench/gemm/NOTES.md), so not the default yet.
  *
  * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
  * (+ bias), rounded to the dtype.
