@@ -1,6 +1,8 @@
 """Development check and benchmark of the sm_90a GEMM (src/gemm_sm90.cu) through ctypes.
 
   python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so [--glu-lib build-dev/libglu.so]
+      (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
+      src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
       [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16]
 
 Correctness: fresh random inputs each run, outputs pre-filled with NaN. The GEMM against
