@@ -27,7 +27,7 @@ PYTHONUNBUFFERED=1 timeout ${GEMM_DEV_TIMEOUT:-240} python3 bench/gemm/sm90_dev.
 rc=$?
 if [ -n "$GEMM_SANITIZE" ]; then
     for tool in memcheck racecheck; do
-        timeout 150 compute-sanitizer --tool $tool python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so --small 2>&1 | tail -4 | tee "$OUT/sanitize_$tool.txt"
+        timeout ${GEMM_SANITIZE_TIMEOUT:-150} compute-sanitizer --tool $tool python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so --small 2>&1 | tail -4 | tee "$OUT/sanitize_$tool.txt"
     done
 fi
 echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt"), LDL/STL $(grep -cE 'LDL|STL' "$OUT/sass.txt")"
