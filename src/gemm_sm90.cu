@@ -10,9 +10,12 @@
  * fp32 accumulators a thread), one wgmma group left in flight while the next k-block is issued.
  * BN is 256, or 192 for a plain GEMM whose columns divide into 192-wide tiles with fewer waves
  * (N = 2880, 5760: choose_bn). The producer runs ahead into the next tile while the consumers
- * store. Tiles are visited in a grouped order (GROUP_M row tiles at a time) so that the tiles in
- * flight share rows of x and of w in L2. K tails and M/N edges read zeros (TMA's out-of-bounds
- * fill); the stores clip at [M, N].
+ * store. The consumers share each 128-row tile (cooperative) rather than taking 64-row tiles in
+ * turn (ping-pong, one warpgroup's epilogue under the other's wgmma): ping-pong loads each B tile
+ * for 64 rows, 1.67x the L2 bytes per flop, and measured 1-8% slower on the plain GEMM and no
+ * faster with the GLU epilogue (bench/gemm/NOTES.md). Tiles are visited in a grouped order
+ * (GROUP_M row tiles at a time) so that the tiles in flight share rows of x and of w in L2. K tails
+ * and M/N edges read zeros (TMA's out-of-bounds fill); the stores clip at [M, N].
  *
  * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
  * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
@@ -158,9 +161,6 @@ static __device__ __forceinline__ void fence_proxy_async(void) {
 }
 static __device__ __forceinline__ void named_bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-static __device__ __forceinline__ void named_bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 /* thread-block clusters: the pair shares each B tile, each block loading one half for both */
 static __device__ __forceinline__ uint32_t cluster_ctarank(void) {
@@ -355,12 +355,12 @@ static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, in
     *tn = r / gs;
 }
 
-/* One consumer warpgroup's 64 x 256 accumulators (output rows row0 + [0, 64); rows r0 + {0, 8} of
- * each n8 block i, columns 8i + 2q + {0, 1}: wgmma's layout) to h / y. */
+/* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
+ * 8i + 2q + {0, 1}: wgmma's layout) to h / y. */
 template <typename T, int EPI, int BN>
-static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int row0, int tn) {
+static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int tm, int tn, int c) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
-    const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
+    const int64_t r0 = (int64_t)tm * GEMM_BM + c * 64 + warp * 16 + lane / 4;
     const T *bias = (const T *)a.bias;
     T *h = (T *)a.h;
     if (EPI == EPI_PLAIN) {
@@ -491,10 +491,11 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
 }
 
 template <typename T, int EPI, int BN, int MM>
-static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int row0, int tn, out_stage *st,
+static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
                                                    const CUtensorMap *map_h0, const CUtensorMap *map_h1,
                                                    const CUtensorMap *map_y) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int row0 = tm * GEMM_BM + st->c * 64;
     const T *bias = (const T *)a.bias;
     uint32_t v[16];
     if (EPI == EPI_PLAIN) {
@@ -587,9 +588,8 @@ static __device__ __forceinline__ void release(uint32_t bar, int rank) {
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
- * stored from registers. PP: ping-pong (64-row tiles, each consumer warpgroup a whole tile, the two
- * on alternate tiles), else cooperative (128-row tiles, 64 rows a consumer). */
-template <typename T, int EPI, int TS, int BN, int MM, int PP>
+ * stored from registers. */
+template <typename T, int EPI, int TS, int BN, int MM>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                      const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_h0,
@@ -610,7 +610,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
             /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
              * (a stage is refilled in all of them at once) */
-            mbar_init(empty + 8 * s, (PP ? 4 : 8) * GEMM_CLUSTER);
+            mbar_init(empty + 8 * s, 8 * GEMM_CLUSTER);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -625,13 +625,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 int tm, tn;
                 tile_coords(a, t, &tm, &tn);
                 tm = tm * GEMM_CLUSTER + rank;
-                const int m0 = tm * (PP ? 64 : GEMM_BM);
+                const int m0 = tm * GEMM_BM;
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
                 const CUtensorMap *mb1 = EPI == EPI_GLU_SPLIT ? &map_b1 : &map_b0;
                 for (int kb = 0; kb < a.num_k_blocks; kb++) {
                     mbar_wait(empty + 8 * s, ph ^ 1);
-                    mbar_expect_tx(full + 8 * s, (PP ? GEMM_A_BYTES / 2 : GEMM_A_BYTES) + BN * GEMM_BK * 2);
+                    mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
                     if (GEMM_CLUSTER == 1) {
@@ -646,36 +646,24 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 }
             }
         }
-    } else { /* consumers: warpgroup c = wg - 1 */
+    } else { /* consumers: warpgroup c = wg - 1 takes rows [64c, 64c + 64) of the tile */
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
         const int c = wg - 1;
         out_stage st;
         st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
-        /* cooperative: every tile of the block, rows [64c, 64c + 64) of it. Ping-pong: the block's
-         * tiles c, c + 2, ..., all 64 rows; the ring holds the tiles' k-blocks in order, so the
-         * warpgroup skips the other's k-blocks. Its main loop starts once the other's has waited on
-         * its last k-block (named barrier 3 + the other's c: the math turn), so that its waits are
-         * never more than one phase ahead of a stage's barrier, and the tensor cores work on one
-         * tile at a time: one warpgroup's epilogue runs under the other's wgmma. */
-        const int first = PP ? unit0 + c * unit_step : unit0, step = PP ? 2 * unit_step : unit_step;
-        if (PP) {
-            const int64_t seq = (int64_t)c * a.num_k_blocks; /* ring position of this tile's first k-block */
-            s = (int)(seq % GEMM_STAGES), ph = (uint32_t)(seq / GEMM_STAGES) & 1;
-        }
-        for (int t = first; t < num_units; t += step) {
+        for (int t = unit0; t < num_units; t += unit_step) {
             int tm, tn;
             tile_coords(a, t, &tm, &tn);
             tm = tm * GEMM_CLUSTER + rank; /* past the last row tile: computes zeros, stores nothing */
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-            if (PP && t != unit0) named_bar_sync(3 + (c ^ 1), 256); /* the math turn */
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
-                const uint32_t sa = ring + s * GEMM_STAGE_BYTES + (PP ? 0 : c * (64 * GEMM_BK * 2));
+                const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
                 const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
                 wgmma_fence();
 #pragma unroll
@@ -692,18 +680,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #endif
                 if (++s == GEMM_STAGES) s = 0, ph ^= 1;
             }
-            if (PP && t + unit_step < num_units) named_bar_arrive(3 + c, 256); /* the other's turn */
 #if GEMM_WAIT_DEPTH == 1
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
 #endif
-            if (PP) { /* past the other warpgroup's tile */
-                const int64_t seq = (int64_t)s + a.num_k_blocks;
-                s = (int)(seq % GEMM_STAGES), ph ^= (uint32_t)(seq / GEMM_STAGES) & 1;
-            }
-            const int row0 = PP ? tm * 64 : tm * GEMM_BM + c * 64;
-            if (TS) epilogue_tma<T, EPI, BN, MM>(a, d, row0, tn, &st, &map_h0, &map_h1, &map_y);
-            else epilogue<T, EPI, BN>(a, d, row0, tn);
+            if (TS) epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+            else epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
@@ -748,18 +730,15 @@ static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
 static int tma_store_off;                  /* 1: every output stored from registers */
 static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
 static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
-static int pp_force = -1;                  /* 0 cooperative, 1 ping-pong, where the TMA store runs */
 extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
 extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
 extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
 extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
-extern "C" void fastglu_gemm_sm90_set_pingpong(int on) { pp_force = on == 0 || on == 1 ? on : -1; }
 #else
 #define group_m_setting GEMM_GROUP_M
 #define tma_store_off 0
 #define mm_force (-1)
 #define bn_force 0
-#define pp_force (-1)
 #endif
 
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -769,31 +748,25 @@ static int epi_of(const fastglu_gemm_problem *p) {
     return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
 }
 
-static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, int pp, fastglu_dtype dt) {
-#define GEMM_PICK_TS(T, P)                                                                                          \
-    if (epi == EPI_PLAIN) return gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY, P>;                                \
-    if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K, P>;                                    \
-    if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP, P>;                          \
-    if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU, P>;                              \
-    return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY, P>;
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
 #define GEMM_PICK(T)                                                                                                \
     if (epi == EPI_PLAIN && bn == 192)                                                                              \
-        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY, 0> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY, 0>; \
-    if (ts && pp) {                                                                                                 \
-        GEMM_PICK_TS(T, 1)                                                                                          \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>; \
+    if (epi == EPI_PLAIN)                                                                                           \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY>; \
+    if (epi == EPI_GLU_SPLIT && ts) {                                                                               \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K>;                                    \
+        if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP>;                          \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU>;                              \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                                  \
     }                                                                                                               \
-    if (ts) {                                                                                                       \
-        GEMM_PICK_TS(T, 0)                                                                                          \
-    }                                                                                                               \
-    if (epi == EPI_PLAIN) return gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY, 0>;                                \
-    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY, 0>;                        \
-    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY, 0>;
+    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;                            \
+    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
     }
     GEMM_PICK(__half)
 #undef GEMM_PICK
-#undef GEMM_PICK_TS
 }
 
 /* [rows, cols] output for the TMA-store epilogue: boxes of 64 x 64, 128-byte swizzle. */
@@ -839,15 +812,6 @@ static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     return out_tma_ok(p->h, p->h_row_stride, p->M) && (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
 
-/* Ping-pong (64-row tiles, one consumer warpgroup's epilogue under the other's main loop) or
- * cooperative (128-row tiles, each B tile loaded once for 128 rows): only with the TMA store, BN 256
- * and no cluster. */
-static int choose_pp(const fastglu_gemm_problem *p, int ts, int bn) {
-    if (!ts || bn != 256 || GEMM_CLUSTER > 1) return 0;
-    if (pp_force >= 0) return pp_force;
-    return p->glu != NULL;
-}
-
 static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
 
 /* Taken: compute capability 9.0 with this file's sm_90a code loadable; BF16 / FP16; M, N, K >= 1;
@@ -878,7 +842,7 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
             return 0;
     }
     if (p->bias && !aligned(p->bias, 2)) return 0;
-    const int64_t tiles = ((p->M + 63) / 64) * ((w_rows + GEMM_BN - 1) / GEMM_BN); /* ping-pong's 64-row tiles */
+    const int64_t tiles = ((p->M + GEMM_BM - 1) / GEMM_BM) * ((w_rows + GEMM_BN - 1) / GEMM_BN);
     if (tiles >= ((int64_t)1 << 31)) return 0;
     if (!ok_device[device]) {
         int major = 0, minor = 0;
@@ -889,7 +853,7 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
         /* the sm_90a image is in this build (binaryVersion 90), on the current device's context */
         int cur = -1;
         ok = ok && cudaGetDevice(&cur) == cudaSuccess && cur == device &&
-             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY, 0>) == cudaSuccess &&
+             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY>) == cudaSuccess &&
              attr.binaryVersion == 90;
         if (!ok && cur != device) return 0; /* not cached: asked about another device than the current one */
         ok_device[device] = ok ? 1 : -1;
@@ -907,9 +871,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
-    const int bn = choose_bn(p, sms), ts = tma_store_epilogue(p), pp = choose_pp(p, ts, bn);
-    const int bm = pp ? 64 : GEMM_BM;
-    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, bm);
+    const int bn = choose_bn(p, sms);
+    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, GEMM_BM);
     if (r == CUDA_SUCCESS) {
         if (split) {
             r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
@@ -920,6 +883,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
             map_b1 = map_b0;
         }
     }
+    const int ts = tma_store_epilogue(p);
     CUtensorMap map_h0, map_h1, map_y;
     memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1), memset(&map_y, 0, sizeof map_y);
     if (r == CUDA_SUCCESS && ts) {
@@ -937,7 +901,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, pp, dt);
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
     err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
 
@@ -945,9 +909,9 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.M = p->M;
     a.N = p->N;
     a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
-    a.tiles_m = (int)((p->M + bm - 1) / bm);
+    a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
     a.tiles_n = (int)(split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
-    a.group_m = group_m_setting * GEMM_BM / bm; /* the same rows of x in flight */
+    a.group_m = group_m_setting;
     a.bias = p->bias;
     a.weights = glu ? p->weights : NULL;
     a.weights_dtype = (int)p->weights_dtype;

@@ -11,8 +11,10 @@ K * 2^-22 * (|x| @ |w|^T) (fp32 accumulation), and the relative norm under the h
 (bf16 1e-2, fp16 1e-3). The GLU's h the same way; its y against the family's math in float64 applied
 to the kernel's rounded h (elementwise within one rounding of the dtype plus 1e-5 |ref| for the
 fp32 math), and, where the standalone library is given, bitwise against fastglu_glu_fwd_cuda on h.
-Determinism: two runs bitwise equal. Timing: triton.testing.do_bench medians (rep=100), providers
-in rotating order over 3 rounds, median of the rounds.
+Determinism: two runs bitwise equal. Timing: triton.testing.do_bench medians (rep=100) over 4
+rounds, median of the rounds; each round rotates the providers' order and every other round reverses
+it, so that no provider always follows the same one (a kernel timed right after a lighter one, or
+first, ran up to 3% faster than the same kernel timed after a heavy GEMM).
 """
 import argparse
 import ctypes
@@ -143,18 +145,15 @@ def glu_ref(hd, F_, params, wts):
 
 def check_all(lib, log):
     fails, res = 0, []
-    # pp: -1 the library's choice, 0 cooperative, 1 ping-pong (where the TMA store runs, BN 256)
-    for ts, bn, pp in ((1, 0, -1), (0, 0, -1), (1, 192, -1), (0, 192, -1), (1, 256, -1), (1, 0, 0), (1, 0, 1)):
+    for ts, bn in ((1, 0), (0, 0), (1, 192), (0, 192), (1, 256)):
         lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
         lib.lib.fastglu_gemm_sm90_set_bn(bn)
-        lib.lib.fastglu_gemm_sm90_set_pingpong(pp)
-        tag = f"[tma_store={ts} bn={bn or 'auto'} pp={pp if pp >= 0 else 'auto'}] "
+        tag = f"[tma_store={ts} bn={bn or 'auto'}] "
         f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bn != 0)
         fails += f
         res += [tag + x for x in r]
     lib.lib.fastglu_gemm_sm90_set_tma_store(1)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
-    lib.lib.fastglu_gemm_sm90_set_pingpong(-1)
     return fails, res
 
 
@@ -274,14 +273,25 @@ def check_all_once(lib, log, plain_only=False):
 
 
 BNS = (0,)
-PPS = (-1,)
-FUSED_ALTS = False
 FUSED_ONLY = False
 SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
 
 
-def time_all(lib, log, group_ms, alts=()):
+def time_rounds(provs, rounds=4):
+    """Median over the rounds of each provider's do_bench median (ms). Round r starts at provider
+    r and runs backwards when r is odd: each provider follows different ones."""
+    import statistics
     import triton.testing as tt
+    names = list(provs)
+    meas = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order[::-1] if r % 2 else order:
+            meas[n].append(tt.do_bench(provs[n], rep=100, quantiles=[0.5, 0.2, 0.8])[0])
+    return {n: statistics.median(v) for n, v in meas.items()}
+
+
+def time_all(lib, log, group_ms, alts=()):
     dev = "cuda"
     dtype = torch.bfloat16
     rows = []
@@ -295,21 +305,13 @@ def time_all(lib, log, group_ms, alts=()):
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
                     for bn in BNS:
-                        for pp in PPS:
-                            def mine(g=g, vlib=vlib, bn=bn, pp=pp):
-                                vlib.lib.fastglu_gemm_sm90_set_group_m(g)
-                                vlib.lib.fastglu_gemm_sm90_set_bn(bn)
-                                vlib.lib.fastglu_gemm_sm90_set_pingpong(pp)
-                                vlib.run(p, check=False)
-                            provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}{'_pp' + str(pp) if pp >= 0 else ''}"] = mine
-            names = list(provs)
-            meas = {n: [] for n in names}
-            for r in range(3):
-                order = names[r % len(names):] + names[:r % len(names)]
-                for n in order:
-                    meas[n].append(tt.do_bench(provs[n], rep=100, quantiles=[0.5, 0.2, 0.8])[0])
+                        def mine(g=g, vlib=vlib, bn=bn):
+                            vlib.lib.fastglu_gemm_sm90_set_group_m(g)
+                            vlib.lib.fastglu_gemm_sm90_set_bn(bn)
+                            vlib.run(p, check=False)
+                        provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"] = mine
+            res = time_rounds(provs)
             flop = 2.0 * M * N * K
-            res = {n: sorted(v)[1] for n, v in meas.items()}
             row = {"shape": f"{kind} T={T} H={H} F={F_}", "M": M, "K": K, "N": N,
                    "ms": res, "tflops": {n: flop / (v * 1e-3) / 1e12 for n, v in res.items()}}
             row["ratio"] = {n: res["cublas"] / v for n, v in res.items() if n != "cublas"}
@@ -318,7 +320,6 @@ def time_all(lib, log, group_ms, alts=()):
             del x, w, out
     lib.lib.fastglu_gemm_sm90_set_group_m(0)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
-    lib.lib.fastglu_gemm_sm90_set_pingpong(-1)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
     for (T, H, F_) in SHAPES:
@@ -331,36 +332,23 @@ def time_all(lib, log, group_ms, alts=()):
         p = lib.problem(x, w, h, y=y, params=params, F_=F_)
         pp = lib.problem(x, w, h)
         hc = F.linear(x, w)
-        def fused_run(pp):
-            lib.lib.fastglu_gemm_sm90_set_pingpong(pp)
+        def fused_run(ts):
+            lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
             lib.run(p, check=False)
-        provs = {"cublas_fc1": lambda: F.linear(x, w), "sm90_fused": lambda: fused_run(-1)}
-        if FUSED_ALTS:
-            provs.update({"sm90_fused_pp0": lambda: fused_run(0), "sm90_fused_pp1": lambda: fused_run(1)})
-        else:
-            provs.update({"sm90_plain_fc1": lambda: lib.run(pp, check=False),
-                          "sm90_fused_mmany": lambda: (lib.lib.fastglu_gemm_sm90_set_math_mode(0), lib.run(p, check=False),
-                                                       lib.lib.fastglu_gemm_sm90_set_math_mode(-1))})
-        if lib.glu is None:
-            provs["torch_act"] = lambda: F.silu(hc[:, :F_]) * hc[:, F_:]
+        provs = {"cublas_fc1": lambda: F.linear(x, w), "sm90_fused": lambda: fused_run(1),
+                 "sm90_plain_fc1": lambda: lib.run(pp, check=False),
+                 "sm90_fused_mmany": lambda: (lib.lib.fastglu_gemm_sm90_set_math_mode(0), lib.run(p, check=False),
+                                              lib.lib.fastglu_gemm_sm90_set_math_mode(-1)),
+                 "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:]}
         for vname, vlib in alts:
             provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
-        names = list(provs)
-        meas = {n: [] for n in names}
-        for r in range(3):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for n in order:
-                meas[n].append(tt.do_bench(provs[n], rep=100, quantiles=[0.5, 0.2, 0.8])[0])
-        res = {n: sorted(v)[1] for n, v in meas.items()}
+        res = time_rounds(provs)
         act = res["fastglu_act"] if "fastglu_act" in res else res["torch_act"]
         row = {"shape": f"fc1+glu T={T} H={H} F={F_}", "ms": res,
                "budget_ms": res["cublas_fc1"] + 0.2 * act, "act_used": "fastglu" if "fastglu_act" in res else "torch"}
         row["fused_over_budget"] = res["sm90_fused"] / row["budget_ms"]
-        for n in ("sm90_fused_pp0", "sm90_fused_pp1"):
-            if n in res:
-                row[n + "_over_budget"] = res[n] / row["budget_ms"]
         fused.append(row)
         log(json.dumps(row))
         del x, w, h, y, hc
@@ -373,11 +361,8 @@ def small(lib):
     x = torch.randn(130, 136, device="cuda", dtype=dt)
     w = torch.randn(264, 136, device="cuda", dtype=dt)
     out = torch.empty(130, 264, device="cuda", dtype=dt)
-    for pp in (0, 1):
-        lib.lib.fastglu_gemm_sm90_set_pingpong(pp)
-        lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
-    for layout, pp in ((SPLIT, 0), (SPLIT, 1), (INTERLEAVED, -1)):
-        lib.lib.fastglu_gemm_sm90_set_pingpong(pp)
+    lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
+    for layout in (SPLIT, INTERLEAVED):
         params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
         w2 = torch.randn(272, 136, device="cuda", dtype=dt)
         h = torch.empty(130, 272, device="cuda", dtype=dt)
@@ -398,8 +383,6 @@ def main():
     ap.add_argument("--group-m", default="16")
     ap.add_argument("--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside")
     ap.add_argument("--bn", default="0", help="tile widths to time: 0 (the library's choice), 192, 256")
-    ap.add_argument("--pp", default="-1", help="GEMM schedules to time: -1 (the library's choice), 0 cooperative, 1 ping-pong")
-    ap.add_argument("--fused-alts", action="store_true", help="fused: time both schedules (not plain fc1 / general math mode)")
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
     ap.add_argument("--small", action="store_true", help="a few small problems only (for compute-sanitizer)")
     args = ap.parse_args()
@@ -421,10 +404,8 @@ def main():
         summary["correct"] = res
     if not args.skip_time:
         alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
-        global BNS, PPS, FUSED_ALTS, FUSED_ONLY
+        global BNS, FUSED_ONLY
         BNS = tuple(int(b) for b in args.bn.split(","))
-        PPS = tuple(int(b) for b in args.pp.split(","))
-        FUSED_ALTS = args.fused_alts
         FUSED_ONLY = args.fused_only
         rows, fused = time_all(lib, log, [int(g) for g in args.group_m.split(",")], alts)
         summary["gemm"] = rows
