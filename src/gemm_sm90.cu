@@ -1,18 +1,961 @@
 /*
- * gemm_sm90.cu — the Hopper GEMM (TMA + wgmma, sm_90a) behind src/gemm_internal.h.
+ * gemm_sm90.cu — the Hopper (sm_90a) GEMM behind gemm_internal.h: y = x @ w^T (F.linear), and fc1
+ * with the gated-linear-unit epilogue. TMA loads, wgmma with fp32 accumulators, warp
+ * specialisation, an mbarrier pipeline, a persistent grid with a grouped tile order.
  *
- * This file is the contract's placeholder: it takes no problem (supported() says 0, so the CUDA
- * entry points run their general kernel) and launches nothing. The TMA + wgmma kernel replaces it.
+ * Block: 3 warpgroups, one block per multiprocessor. Warpgroup 0 is the producer: one thread
+ * issues the TMA loads of a STAGES-deep ring of shared-memory stages (A: 128 rows x 64 k, B: BN
+ * rows x 64 k, both 128-byte swizzled), its registers lowered with setmaxnreg. Warpgroups 1 and 2
+ * are consumers: each multiplies 64 rows of A by the BN rows of B with wgmma m64nBNk16 (BN / 2
+ * fp32 accumulators a thread), one wgmma group left in flight while the next k-block is issued.
+ * BN is 256, or 192 for a plain GEMM whose columns divide into 192-wide tiles with fewer waves
+ * (N = 2880, 5760: choose_bn). The producer runs ahead into the next tile while the consumers
+ * store. The consumers share each 128-row tile (cooperative) rather than taking 64-row tiles in
+ * turn (ping-pong, one warpgroup's epilogue under the other's wgmma): ping-pong loads each B tile
+ * for 64 rows, 1.67x the L2 bytes per flop, and measured 1-8% slower on the plain GEMM and no
+ * faster with the GLU epilogue (bench/gemm/NOTES.md). Tiles are visited in a grouped order
+ * (GROUP_M row tiles at a time) so that the tiles in flight share rows of x and of w in L2. K tails
+ * and M/N edges read zeros (TMA's out-of-bounds fill); the stores clip at [M, N].
+ *
+ * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
+ * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
+ * copy engine drains a tile's output while the warpgroup starts the next tile (measured 0.91 ->
+ * 0.99 of cuBLAS on the 8192 x 4096 x 16384 fc1); otherwise (and for INTERLEAVED) the pairs are
+ * stored from registers.
+ *
+ * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
+ * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
+ * stage before either producer refills it (the peer's arrive at the default .release.cta: with
+ * .release.cluster the fence on every k-block cost 20-35%). Measured beside the default build:
+ * from -3% to +3% by shape (bench/gemm/NOTES.md), so not the default yet.
+ *
+ * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
+ * (+ bias), rounded to the dtype.
+ *
+ * fc1 + GLU, SPLIT layout: two tensor maps over w, gate rows [0, F) and up rows [F, 2F), each an
+ * [F, K] tensor (so an edge tile reads zeros, never the other half). The B tile is 128 gate rows
+ * and the same 128 up rows; in wgmma's accumulator layout a thread holds, for n8 block i < 16, gate
+ * columns 8i + 2q, 8i + 2q + 1 and in block i + 16 the up values of the same columns, so the GLU
+ * needs no data exchange. INTERLEAVED layout (w row 2j gate j, 2j + 1 up j): a plain GEMM over the
+ * 2F rows whose accumulator pairs (8i + 2q, 8i + 2q + 1) are (gate, up) of column j = (n0 + 8i +
+ * 2q) / 2.
+ *
+ * Epilogue math: h = acc (+ bias) in fp32, rounded to the dtype and stored (when h is given); y =
+ * glu_forward (glu_math.cuh) of the rounded gate and up with no bias (B = 0) and the per-token
+ * weight. The standalone kernel clamps the raw operand and then adds its bias; here the bias is
+ * already inside h, so y is exactly what the standalone kernel computes when given h with no bias
+ * (the same function of h, the same bits), which is what the backward reads. The TMA-store SPLIT
+ * kernel is compiled for the math modes the standalone kernels use (chosen by the same rule; they
+ * give the same bits as the general mode, glu_math.cuh); the other epilogues use the general mode
+ * (MM_ANY). A missing weight is 1: m_d * 1 * a = m_d * a exactly, the W = 0 path's value.
+ *
+ * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
-#include "gemm_internal.h"
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
+#include "gemm_internal.h"
+#include "glu_math.cuh"
+
+#include <string.h>
+
+#define GEMM_BM 128
+#define GEMM_BN 256
+#define GEMM_BK 64
+#ifndef GEMM_STAGES
+#define GEMM_STAGES 4
+#endif
+#ifndef GEMM_GROUP_M
+#define GEMM_GROUP_M 16
+#endif
+#ifndef GEMM_WAIT_DEPTH
+#define GEMM_WAIT_DEPTH 1 /* wgmma groups left in flight while the next k-block is issued */
+#endif
+#ifndef GEMM_CLUSTER
+#define GEMM_CLUSTER 1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
+#endif
+#define GEMM_THREADS 384
+#define GEMM_A_BYTES (GEMM_BM * GEMM_BK * 2)
+#define GEMM_B_BYTES (GEMM_BN * GEMM_BK * 2)
+#define GEMM_STAGE_BYTES (GEMM_A_BYTES + GEMM_B_BYTES)
+/* the TMA-store epilogue's staging: per consumer warpgroup two buffers of 64 rows x 64 columns */
+#define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
+#define GEMM_OUT_BYTES (2 * 2 * GEMM_OUT_BUF_BYTES)
+/* stages, output buffers, the full and empty barriers, 1024 bytes of slack to align the ring
+ * (128-byte swizzle) */
+#define GEMM_SMEM_BYTES (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
+
+enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2 };
+
+typedef struct gemm_args {
+    int64_t M, N;         /* N: output columns of the plain GEMM; F with the GLU */
+    int num_k_blocks;     /* ceil(K / 64) */
+    int tiles_m, tiles_n; /* tile grid */
+    int group_m;          /* tile order: group_m row tiles at a time */
+    const void *bias;
+    const void *weights;
+    int weights_dtype;
+    int64_t weights_stride;
+    void *h;
+    int64_t h_row_stride;
+    void *y;
+    int64_t y_row_stride;
+    glu_math m;
+} gemm_args;
+
+/* ---- PTX: mbarrier, TMA, wgmma ------------------------------------------------------------ */
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GEMM_SM90_DEVICE 1
+#endif
+
+/* The device helpers exist only where the kernel's body does (sm_90a), so that a build for other
+ * targets compiles this file to empty kernels without unused-function warnings. */
+#if !defined(__CUDA_ARCH__) || defined(GEMM_SM90_DEVICE)
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+/* 2-d tile load: coordinates (k, row), completion on `bar` */
+static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                   int k, int row) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+        "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row)
+        : "memory");
+}
+/* 2-d tile store from shared memory (the box clips at the tensor's edges), its bulk group */
+static __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int col, int row) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"((uint64_t)map),
+                 "r"(src), "r"(col), "r"(row)
+                 : "memory");
+}
+static __device__ __forceinline__ void bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+/* this thread's bulk groups but the newest N have read their shared memory */
+template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+static __device__ __forceinline__ void fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void named_bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+/* thread-block clusters: the pair shares each B tile, each block loading one half for both */
+static __device__ __forceinline__ uint32_t cluster_ctarank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+static __device__ __forceinline__ void cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+/* arrive on the barrier at the same shared-memory offset in block `peer` of the cluster */
+static __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer) {
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
+        "r"(peer)
+        : "memory");
+}
+/* 2-d tile load written to the same offset in every block of `mask`, completing on each one's
+ * barrier at offset `bar` */
+static __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar, int k,
+                                                      int row, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+        "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row), "h"(mask)
+        : "memory");
+}
+static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Shared-memory matrix descriptor, K-major with the 128-byte swizzle: rows of 128 bytes, 8-row
+ * atoms 1024 bytes apart (stride byte offset), leading byte offset unused (1). */
+static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db));
+}
+
+static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db));
+}
+
+static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db));
+}
+
+static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db));
+}
+
+/* ---- epilogue helpers ---------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
+    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+}
+static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
+/* x rounded to T (round to nearest even), back in fp32 */
+template <typename T> static __device__ __forceinline__ float round_to(float x) {
+    T t;
+    from_f32(&t, x);
+    return to_f32(t);
+}
+/* the per-token weight: fp32, bf16 or fp16 (Megatron's probs are fp32 with bf16 activations) */
+static __device__ __forceinline__ float token_weight(const void *w, int dtype, int64_t i) {
+    if (dtype == FASTGLU_DTYPE_FP32) return ((const float *)w)[i];
+    if (dtype == FASTGLU_DTYPE_BF16) return to_f32(((const __nv_bfloat16 *)w)[i]);
+    return to_f32(((const __half *)w)[i]);
+}
+
+/* Unit t of the grouped order: group row units, all their column tiles, then the next group. A
+ * unit is GEMM_CLUSTER vertically adjacent tiles (one a block of the cluster). */
+static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, int *tm, int *tn) {
+    const int units_m = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER;
+    const int group = max(a.group_m / GEMM_CLUSTER, 1);
+    const int per_group = group * a.tiles_n;
+    const int g = t / per_group, first = g * group;
+    const int gs = min(units_m - first, group);
+    const int r = t - g * per_group;
+    *tm = first + r % gs;
+    *tn = r / gs;
+}
+
+/* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
+ * 8i + 2q + {0, 1}: wgmma's layout) to h / y. */
+template <typename T, int EPI, int BN>
+static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int tm, int tn, int c) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int64_t r0 = (int64_t)tm * GEMM_BM + c * 64 + warp * 16 + lane / 4;
+    const T *bias = (const T *)a.bias;
+    T *h = (T *)a.h;
+    if (EPI == EPI_PLAIN) {
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) {
+            const int64_t col = (int64_t)tn * BN + 8 * i + 2 * q; /* N % 8 == 0: the pair is in or out */
+            if (col < a.N) {
+                float b0 = 0.0f, b1 = 0.0f;
+                if (bias) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M) {
+                        float v0 = d[4 * i + 2 * e], v1 = d[4 * i + 2 * e + 1];
+                        if (bias) v0 = __fadd_rn(v0, b0), v1 = __fadd_rn(v1, b1);
+                        store2(h + row * a.h_row_stride + col, v0, v1);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    T *y = (T *)a.y;
+    float w[2] = {1.0f, 1.0f};
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        if (a.weights && r0 + 8 * e < a.M) w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+    if (EPI == EPI_GLU_SPLIT) {
+        const int64_t F = a.N;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const int64_t col = (int64_t)tn * (GEMM_BN / 2) + 8 * i + 2 * q; /* gate column j; up is F + j */
+            if (col < F) {
+                float bg0 = 0.0f, bg1 = 0.0f, bu0 = 0.0f, bu1 = 0.0f;
+                if (bias) {
+                    bg0 = to_f32(bias[col]), bg1 = to_f32(bias[col + 1]);
+                    bu0 = to_f32(bias[F + col]), bu1 = to_f32(bias[F + col + 1]);
+                }
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M) {
+                        float g0 = d[4 * i + 2 * e], g1 = d[4 * i + 2 * e + 1];
+                        float u0 = d[4 * (i + 16) + 2 * e], u1 = d[4 * (i + 16) + 2 * e + 1];
+                        if (bias) {
+                            g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
+                            u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
+                        }
+                        g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0), u1 = round_to<T>(u1);
+                        if (h) {
+                            store2(h + row * a.h_row_stride + col, g0, g1);
+                            store2(h + row * a.h_row_stride + F + col, u0, u1);
+                        }
+                        const float y0 = glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
+                        const float y1 = glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
+                        store2(y + row * a.y_row_stride + col, y0, y1);
+                    }
+                }
+            }
+        }
+    } else { /* EPI_GLU_INTERLEAVED: h column 2j gate j, 2j + 1 up j */
+        const int64_t N2 = 2 * a.N;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int64_t col = (int64_t)tn * GEMM_BN + 8 * i + 2 * q;
+            if (col < N2) {
+                float bg = 0.0f, bu = 0.0f;
+                if (bias) bg = to_f32(bias[col]), bu = to_f32(bias[col + 1]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M) {
+                        float g = d[4 * i + 2 * e], u = d[4 * i + 2 * e + 1];
+                        if (bias) g = __fadd_rn(g, bg), u = __fadd_rn(u, bu);
+                        g = round_to<T>(g), u = round_to<T>(u);
+                        if (h) store2(h + row * a.h_row_stride + col, g, u);
+                        from_f32(y + row * a.y_row_stride + col / 2, glu_forward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, w[e]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+
+/* ---- the TMA-store epilogue ----------------------------------------------------------------
+ * A consumer warpgroup writes its 64 x 256 result as 64 x 64 chunks: packed into one of its two
+ * staging buffers (128-byte swizzled: a warp's 8 rows land in 8 different 16-byte columns, no bank
+ * conflict), then one thread stores the chunk with TMA, which clips at the tensor's edges, and the
+ * warpgroup moves on while the copy engine drains it. A buffer is reused once the store issued two
+ * chunks earlier has read it. */
+typedef struct out_stage {
+    uint32_t buf;  /* the warpgroup's first buffer */
+    int c;         /* consumer warpgroup: named barrier 1 + c */
+    unsigned n;    /* chunks issued so far (buffer n % 2) */
+} out_stage;
+
+static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 *, float a, float b) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *(uint32_t *)&v;
+}
+static __device__ __forceinline__ uint32_t pack2(__half *, float a, float b) {
+    __half2 v = __floats2half2_rn(a, b);
+    return *(uint32_t *)&v;
+}
+
+/* v[2 i' + e]: the thread's pair of n8 block i' (0..7) of the chunk, row 8 e of its two */
+static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMap *map, const uint32_t *v, int col, int row) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, lt = threadIdx.x % 128;
+    const uint32_t buf = st->buf + (st->n & 1) * GEMM_OUT_BUF_BYTES;
+    if (lt == 0) bulk_wait_read<1>();
+    named_bar_sync(1 + st->c, 128);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int r = warp * 16 + lane / 4 + 8 * e;
+            const uint32_t addr = buf + r * 128 + ((i ^ (lane / 4)) << 4) + 4 * (lane % 4);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v[2 * i + e]) : "memory");
+        }
+    fence_proxy_async();
+    named_bar_sync(1 + st->c, 128);
+    if (lt == 0) {
+        tma_store_2d(map, buf, col, row);
+        bulk_commit();
+    }
+    st->n++;
+}
+
+template <typename T, int EPI, int BN, int MM>
+static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
+                                                   const CUtensorMap *map_h0, const CUtensorMap *map_h1,
+                                                   const CUtensorMap *map_y) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int row0 = tm * GEMM_BM + st->c * 64;
+    const T *bias = (const T *)a.bias;
+    uint32_t v[16];
+    if (EPI == EPI_PLAIN) {
+#pragma unroll
+        for (int j = 0; j < BN / 64; j++) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int64_t col = (int64_t)tn * BN + 64 * j + 8 * i + 2 * q;
+                float b0 = 0.0f, b1 = 0.0f;
+                if (bias && col < a.N) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float v0 = d[4 * (8 * j + i) + 2 * e], v1 = d[4 * (8 * j + i) + 2 * e + 1];
+                    if (bias) v0 = __fadd_rn(v0, b0), v1 = __fadd_rn(v1, b1);
+                    v[2 * i + e] = pack2((T *)0, v0, v1);
+                }
+            }
+            put_chunk(st, map_h0, v, tn * BN + 64 * j, row0);
+        }
+        return;
+    }
+    /* EPI_GLU_SPLIT: chunk j (0, 1) of the 128 gate columns: h gate, h up, y */
+    const int64_t F = a.N;
+    float w[2] = {1.0f, 1.0f};
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t r = (int64_t)row0 + warp * 16 + lane / 4 + 8 * e;
+        if (a.weights && r < a.M) w[e] = token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int col0 = tn * (GEMM_BN / 2) + 64 * j;
+        float g[16], u[16];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int64_t col = (int64_t)col0 + 8 * i + 2 * q;
+            float bg0 = 0.0f, bg1 = 0.0f, bu0 = 0.0f, bu1 = 0.0f;
+            if (bias && col < F) {
+                bg0 = to_f32(bias[col]), bg1 = to_f32(bias[col + 1]);
+                bu0 = to_f32(bias[F + col]), bu1 = to_f32(bias[F + col + 1]);
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float g0 = d[4 * (8 * j + i) + 2 * e], g1 = d[4 * (8 * j + i) + 2 * e + 1];
+                float u0 = d[4 * (8 * j + i + 16) + 2 * e], u1 = d[4 * (8 * j + i + 16) + 2 * e + 1];
+                if (bias) {
+                    g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
+                    u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
+                }
+                v[2 * i + e] = pack2((T *)0, g0, g1);
+                g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0), u1 = round_to<T>(u1);
+                /* y of the pair, from the rounded h */
+                const float y0 = glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
+                const float y1 = glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
+                g[2 * i + e] = __uint_as_float(pack2((T *)0, y0, y1)); /* y packed */
+                u[2 * i + e] = __uint_as_float(pack2((T *)0, u0, u1)); /* h up packed */
+            }
+        }
+        if (a.h) {
+            put_chunk(st, map_h0, v, col0, row0);
+#pragma unroll
+            for (int k = 0; k < 16; k++) v[k] = __float_as_uint(u[k]);
+            put_chunk(st, map_h1, v, col0, row0);
+        }
+#pragma unroll
+        for (int k = 0; k < 16; k++) v[k] = __float_as_uint(g[k]);
+        put_chunk(st, map_y, v, col0, row0);
+    }
+}
+
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n256k16_bf16(d, a, b); }
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n256k16_f16(d, a, b); }
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n192k16_bf16(d, a, b); }
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n192k16_f16(d, a, b); }
+
+/* one k16 step of a consumer's 64 x BN block */
+template <typename T, int BN> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
+    if constexpr (BN == 256) mma256(d, da, db, (T *)0);
+    else mma192(d, da, db, (T *)0);
+}
+
+/* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
+static __device__ __forceinline__ void release(uint32_t bar, int rank) {
+    mbar_arrive(bar);
+    if (GEMM_CLUSTER > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
+}
+
+#endif /* !__CUDA_ARCH__ || GEMM_SM90_DEVICE */
+
+/* ---- the kernel ---------------------------------------------------------------------------- */
+
+/* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
+ * stored from registers. */
+template <typename T, int EPI, int TS, int BN, int MM>
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
+                     const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_h0,
+                     const __grid_constant__ CUtensorMap map_h1, const __grid_constant__ CUtensorMap map_y,
+                     const gemm_args a) {
+#ifdef GEMM_SM90_DEVICE
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
+    const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
+    const int wg = threadIdx.x / 128;
+    /* units (GEMM_CLUSTER tiles, one per block of a cluster): this block takes tile rank */
+    const int num_units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
+    const int unit0 = blockIdx.x / GEMM_CLUSTER, unit_step = gridDim.x / GEMM_CLUSTER;
+    const int rank = GEMM_CLUSTER == 1 ? 0 : (int)cluster_ctarank();
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < GEMM_STAGES; s++) {
+            mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
+            /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
+             * (a stage is refilled in all of them at once) */
+            mbar_init(empty + 8 * s, 8 * GEMM_CLUSTER);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (GEMM_CLUSTER == 1) __syncthreads();
+    else cluster_sync();
+    if (wg == 0) { /* producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            int s = 0;
+            uint32_t ph = 0;
+            for (int t = unit0; t < num_units; t += unit_step) {
+                int tm, tn;
+                tile_coords(a, t, &tm, &tn);
+                tm = tm * GEMM_CLUSTER + rank;
+                const int m0 = tm * GEMM_BM;
+                const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
+                const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
+                const CUtensorMap *mb1 = EPI == EPI_GLU_SPLIT ? &map_b1 : &map_b0;
+                for (int kb = 0; kb < a.num_k_blocks; kb++) {
+                    mbar_wait(empty + 8 * s, ph ^ 1);
+                    mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
+                    const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
+                    tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
+                    if (GEMM_CLUSTER == 1) {
+                        tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
+                        tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
+                    } else if (rank == 0) { /* the first half of B for both blocks */
+                        tma_load_2d_mc(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0, 3);
+                    } else {
+                        tma_load_2d_mc(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1, 3);
+                    }
+                    if (++s == GEMM_STAGES) s = 0, ph ^= 1;
+                }
+            }
+        }
+    } else { /* consumers: warpgroup c = wg - 1 takes rows [64c, 64c + 64) of the tile */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int c = wg - 1;
+        out_stage st;
+        st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int t = unit0; t < num_units; t += unit_step) {
+            int tm, tn;
+            tile_coords(a, t, &tm, &tn);
+            tm = tm * GEMM_CLUSTER + rank; /* past the last row tile: computes zeros, stores nothing */
+            float d[BN / 2];
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+            int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
+            for (int kb = 0; kb < a.num_k_blocks; kb++) {
+                mbar_wait(full + 8 * s, ph);
+                const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
+                const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
+                wgmma_fence();
+#pragma unroll
+                for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T, BN>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
+                wgmma_commit();
+#if GEMM_WAIT_DEPTH == 1
+                /* the previous k-block's group is done: its stage goes back to the producer */
+                wgmma_wait<1>();
+                if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+                prev = s;
+#else
+                wgmma_wait<0>();
+                if (threadIdx.x % 32 == 0) release(empty + 8 * s, rank);
+#endif
+                if (++s == GEMM_STAGES) s = 0, ph ^= 1;
+            }
+#if GEMM_WAIT_DEPTH == 1
+            wgmma_wait<0>();
+            if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+#endif
+            if (TS) epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+            else epilogue<T, EPI, BN>(a, d, tm, tn, c);
+        }
+        if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
+    }
+    /* no block leaves while its peer may still write its stages or arrive on its barriers */
+    if (GEMM_CLUSTER > 1) cluster_sync();
+#endif
+}
+
+/* ---- host ---------------------------------------------------------------------------------- */
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point: no link-time libcuda. */
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn; /* the same value from any thread */
+    if (!fn) {
+        void *p = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    }
+    return fn;
+}
+
+/* [rows, K] row-major at base, boxes of box_rows rows x 64 k, 128-byte swizzle, zeros out of bounds. */
+static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t K, int64_t row_stride,
+                         fastglu_dtype dtype, int box_rows) {
+    const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
+    /* one row: its stride is never used; any legal value */
+    const cuuint64_t strides[1] = {(cuuint64_t)(rows > 1 ? row_stride * 2 : (K * 2 + 15) / 16 * 16)};
+    const cuuint32_t box[2] = {GEMM_BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
+    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                          2, (void *)base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* Development hooks (bench/gemm/sm90_dev.py, built with -DFASTGLU_GEMM_DEV_HOOKS; in no header):
+ * process-wide overrides of the launch's choices, to time the alternatives side by side. Without
+ * the macro they are constants and the library exports no such symbol. */
+#ifdef FASTGLU_GEMM_DEV_HOOKS
+static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
+static int tma_store_off;                  /* 1: every output stored from registers */
+static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
+static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
+extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
+extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
+extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
+extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+#else
+#define group_m_setting GEMM_GROUP_M
+#define tma_store_off 0
+#define mm_force (-1)
+#define bn_force 0
+#endif
+
+typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                               const CUtensorMap, const CUtensorMap, const gemm_args);
+
+static int epi_of(const fastglu_gemm_problem *p) {
+    return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
+}
+
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
+#define GEMM_PICK(T)                                                                                                \
+    if (epi == EPI_PLAIN && bn == 192)                                                                              \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>; \
+    if (epi == EPI_PLAIN)                                                                                           \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY>; \
+    if (epi == EPI_GLU_SPLIT && ts) {                                                                               \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K>;                                    \
+        if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP>;                          \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU>;                              \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                                  \
+    }                                                                                                               \
+    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;                            \
+    return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
+    if (dt == FASTGLU_DTYPE_BF16) {
+        GEMM_PICK(__nv_bfloat16)
+    }
+    GEMM_PICK(__half)
+#undef GEMM_PICK
+}
+
+/* [rows, cols] output for the TMA-store epilogue: boxes of 64 x 64, 128-byte swizzle. */
+static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t cols, int64_t row_stride,
+                             fastglu_dtype dtype) {
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)(rows > 1 ? row_stride * 2 : (cols * 2 + 15) / 16 * 16)};
+    const cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
+    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                          2, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* The math mode of the parameters (glu_math.cuh), as the standalone kernels choose it: the
+ * specialised modes leave out only operations that are identities for these parameters. */
+static int math_mode_of(const fastglu_glu_params *p) {
+    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
+    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
+    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
+    if (offset) return MM_ANY;
+    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
+}
+
+/* The plain GEMM's tile width: 256, or 192 where the columns divide into 192-wide tiles with less
+ * waste: the cost of a width is its waves (tiles over the multiprocessors, rounded up) times the
+ * width, the 192-wide tile counted 2% dearer (more loads per flop). */
+static int choose_bn(const fastglu_gemm_problem *p, int sms) {
+    if (p->glu) return 256;
+    if (bn_force) return bn_force;
+    const int64_t tm = (p->M + GEMM_BM - 1) / GEMM_BM;
+    const int64_t w256 = (tm * ((p->N + 255) / 256) + sms - 1) / sms, w192 = (tm * ((p->N + 191) / 192) + sms - 1) / sms;
+    return (double)w192 * 192 * 1.02 < (double)w256 * 256 ? 192 : 256;
+}
+
+static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
+    return base == NULL || ((uintptr_t)base % 16 == 0 && (rows <= 1 || row_stride % 8 == 0));
+}
+
+static int tma_store_epilogue(const fastglu_gemm_problem *p) {
+    const int epi = epi_of(p);
+    if (epi == EPI_GLU_INTERLEAVED || tma_store_off) return 0;
+    return out_tma_ok(p->h, p->h_row_stride, p->M) && (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
+}
+
+static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
+
+/* Taken: compute capability 9.0 with this file's sm_90a code loadable; BF16 / FP16; M, N, K >= 1;
+ * K and N (F with the GLU) multiples of 8; x and w 16-byte aligned with row strides multiples of
+ * 8 elements (TMA); row coordinates and K below 2^31 (TMA's signed 32-bit coordinates), row
+ * strides below 2^39 bytes; h (and y with SPLIT) 4-byte aligned with even row strides (pairs are
+ * stored as one 32-bit word); the tile count below 2^31. Indexing of the outputs is 64-bit. */
 extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int device) {
-    (void)p, (void)device;
-    return 0;
+    static signed char ok_device[64]; /* 0 unknown, 1 yes, -1 no */
+    if (!p || device < 0 || device >= 64) return 0;
+    if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
+    if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
+    const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
+    const int64_t w_rows = p->glu ? 2 * p->N : p->N;
+    if (p->M > lim || w_rows > lim || p->K > lim) return 0;
+    if (p->glu && p->glu->layout != FASTGLU_LAYOUT_SPLIT && p->glu->layout != FASTGLU_LAYOUT_INTERLEAVED) return 0;
+    if (!aligned(p->x, 16) || !aligned(p->w, 16)) return 0;
+    if ((p->M > 1 && (p->x_row_stride % 8 || p->x_row_stride >= ((int64_t)1 << 38))) ||
+        (w_rows > 1 && (p->w_row_stride % 8 || p->w_row_stride >= ((int64_t)1 << 38))))
+        return 0;
+    if (p->h && (!aligned(p->h, 4) || (p->M > 1 && p->h_row_stride % 2))) return 0;
+    if (!p->glu && !p->h) return 0;
+    if (p->glu) {
+        if (!p->y || !aligned(p->y, 2)) return 0;
+        if (p->glu->layout == FASTGLU_LAYOUT_SPLIT && (!aligned(p->y, 4) || (p->M > 1 && p->y_row_stride % 2))) return 0;
+        if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 && p->weights_dtype != FASTGLU_DTYPE_BF16 &&
+            p->weights_dtype != FASTGLU_DTYPE_FP16)
+            return 0;
+    }
+    if (p->bias && !aligned(p->bias, 2)) return 0;
+    const int64_t tiles = ((p->M + GEMM_BM - 1) / GEMM_BM) * ((w_rows + GEMM_BN - 1) / GEMM_BN);
+    if (tiles >= ((int64_t)1 << 31)) return 0;
+    if (!ok_device[device]) {
+        int major = 0, minor = 0;
+        struct cudaFuncAttributes attr;
+        int ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                 major == 9 && minor == 0 && encode_tiled() != NULL;
+        /* the sm_90a image is in this build (binaryVersion 90), on the current device's context */
+        int cur = -1;
+        ok = ok && cudaGetDevice(&cur) == cudaSuccess && cur == device &&
+             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY>) == cudaSuccess &&
+             attr.binaryVersion == 90;
+        if (!ok && cur != device) return 0; /* not cached: asked about another device than the current one */
+        ok_device[device] = ok ? 1 : -1;
+    }
+    return ok_device[device] == 1;
 }
 
 extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p, void *stream) {
-    (void)p, (void)stream;
-    return fastglu_set_error(FASTGLU_ERROR_CUDA,
-                             "fastglu_gemm_sm90_launch: this build has no sm_90a GEMM kernel");
+    const fastglu_dtype dt = p->dtype;
+    const int glu = p->glu != NULL, split = glu && p->glu->layout == FASTGLU_LAYOUT_SPLIT;
+    const int64_t w_rows = glu ? 2 * p->N : p->N;
+    if (!encode_tiled()) return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled not found");
+    CUtensorMap map_a, map_b0, map_b1;
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return launch_status("gemm_sm90", err);
+    const int bn = choose_bn(p, sms);
+    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, GEMM_BM);
+    if (r == CUDA_SUCCESS) {
+        if (split) {
+            r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
+            if (r == CUDA_SUCCESS)
+                r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K, p->w_row_stride, dt, bn / 2);
+        } else {
+            r = make_map(&map_b0, p->w, w_rows, p->K, p->w_row_stride, dt, bn / 2);
+            map_b1 = map_b0;
+        }
+    }
+    const int ts = tma_store_epilogue(p);
+    CUtensorMap map_h0, map_h1, map_y;
+    memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1), memset(&map_y, 0, sizeof map_y);
+    if (r == CUDA_SUCCESS && ts) {
+        if (!glu) {
+            r = make_out_map(&map_h0, p->h, p->M, p->N, p->h_row_stride, dt);
+        } else {
+            /* gate and up halves of h as two [M, F] tensors: an edge tile clips at F */
+            if (p->h) r = make_out_map(&map_h0, p->h, p->M, p->N, p->h_row_stride, dt);
+            if (p->h && r == CUDA_SUCCESS)
+                r = make_out_map(&map_h1, (char *)p->h + 2 * p->N, p->M, p->N, p->h_row_stride, dt);
+            if (r == CUDA_SUCCESS) r = make_out_map(&map_y, p->y, p->M, p->N, p->y_row_stride, dt);
+        }
+    }
+    if (r != CUDA_SUCCESS)
+        return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
+
+    const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
+    err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return launch_status("gemm_sm90", err);
+
+    gemm_args a;
+    a.M = p->M;
+    a.N = p->N;
+    a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
+    a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
+    a.tiles_n = (int)(split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
+    a.group_m = group_m_setting;
+    a.bias = p->bias;
+    a.weights = glu ? p->weights : NULL;
+    a.weights_dtype = (int)p->weights_dtype;
+    a.weights_stride = p->weights_stride;
+    a.h = p->h;
+    a.h_row_stride = p->h_row_stride;
+    a.y = p->y;
+    a.y_row_stride = p->y_row_stride;
+    if (glu) a.m = make_math(p->glu);
+    else memset(&a.m, 0, sizeof a.m);
+    void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
+#if GEMM_CLUSTER == 1
+    const int tiles = a.tiles_m * a.tiles_n;
+    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+    err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args, GEMM_SMEM_BYTES,
+                           (cudaStream_t)stream);
+#else
+    const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(GEMM_CLUSTER * (sms / GEMM_CLUSTER)), cfg.blockDim = dim3(GEMM_THREADS);
+    cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+    cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
+    /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC whose
+     * free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
+    static const void *occ_kern[32];
+    static int occ_clusters[32];
+    int max_units = 0;
+    for (int i = 0; i < 32 && occ_kern[i]; i++)
+        if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
+    if (!max_units) {
+        err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
+        if (err != cudaSuccess || max_units < 1) max_units = sms / GEMM_CLUSTER, err = cudaSuccess;
+        for (int i = 0; i < 32; i++)
+            if (!occ_kern[i]) {
+                occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
+                break;
+            }
+    }
+    cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER));
+    err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
+#endif
+    return launch_status("gemm_sm90", err);
 }
