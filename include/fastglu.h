@@ -178,7 +178,12 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
  * The clamp is applied to the raw operand, before the bias, as in Megatron's
  * weighted_bias_quick_geglu_impl (the only Megatron function with both); a NaN operand stays NaN
  * (torch.clamp) and its gradient is 0. clamp_value <= 0 or NaN means no clamp (Megatron 0.19
- * clamps for any value that is not None; 0 would zero the output).
+ * clamps for any value that is not None; 0 would zero the output). c is clamp_value rounded to the
+ * operands' dtype (round to nearest even), as torch.clamp rounds its bound to the tensor's dtype:
+ * clamp_value 1.1f clamps bf16 operands at 1.1015625, and a gate equal to that passes its gradient.
+ * Forward and backward, every entry point and backend, use that c. A positive clamp_value that
+ * rounds to 0 in dtype, or a finite one beyond dtype's largest finite value (which torch.clamp
+ * refuses), is FASTGLU_ERROR_INVALID_VALUE.
  *
  * Layouts:
  *   FASTGLU_LAYOUT_SPLIT        gate and up are two [tokens, F] operands, each with its own pointer
@@ -216,7 +221,7 @@ typedef enum fastglu_layout {
 typedef struct fastglu_glu_params {
     fastglu_activation activation;
     fastglu_layout layout;
-    float clamp_value;       /* c: > 0 clamps; <= 0 or NaN: no clamp          */
+    float clamp_value;       /* c: > 0 clamps (at c rounded to dtype); <= 0 or NaN: no clamp */
     float glu_linear_offset; /* o: added to up after clamp and bias             */
     float gate_multiplier;   /* m_g: scales the activation's argument (Liger)   */
     float down_multiplier;   /* m_d: scales the output (Liger)                  */
@@ -238,8 +243,8 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  *   saved_fp8        NULL, or the fp8 copy of the operands for the backward (Megatron's
  *                    fp8_input_store): [tokens, 2F] bytes of float8_e4m3fn (torch.float8_e4m3fn),
  *                    row stride saved_fp8_row_stride in bytes (= elements; >= 2F if tokens > 1),
- *                    column stride 1, any alignment. Each row receives that token's raw operands
- *                    as stored (before clamp and bias), in the operands' layout:
+ *                    column stride 1, any alignment. Each row receives that token's operands
+ *                    as stored (before the bias; for the clamp, see below), in the operands' layout:
  *                      SPLIT        gate[t, j] at column j, up[t, j] at column F + j (also when
  *                                   gate and up are two tensors: the copy is one [tokens, 2F] row)
  *                      INTERLEAVED  gate[t, j] at column 2j, up[t, j] at 2j + 1 (as the input)
@@ -248,6 +253,17 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  *                    +-Inf saturate to +-448; NaN stays NaN (sign kept: 0x7f / 0xff); -0 stays -0;
  *                    magnitudes up to 2^-10 (half the smallest subnormal 2^-9; the tie goes to
  *                    the even 0) round to +-0.
+ *                    With a clamp (c, in dtype), each operand is first moved to the side of the
+ *                    bound the clamp puts it on, so that the backward, which clamps and masks the
+ *                    decoded copy as any saved input, cuts exactly the elements the forward's clamp
+ *                    cut (e4m3 would round a gate of 7.2 onto a bound of 7, or 6.9 beyond a bound
+ *                    of 6.9): with lo the largest e4m3fn value <= c and hi the smallest > c, a cut
+ *                    operand (gate > c; up > c or up < -c) is stored as +-hi, which the backward
+ *                    clamps back to +-c; an uncut one as the cast of min(gate, lo), or of up
+ *                    clamped to [-lo, lo]: its own cast, except where that would land beyond the
+ *                    bound (then lo, its neighbour on the bound's side). NaN stays NaN. A finite c
+ *                    >= 448 (nothing in e4m3fn lies beyond it) is FASTGLU_ERROR_INVALID_VALUE;
+ *                    c = +inf cuts nothing and gets the plain cast.
  *                    The backward then reads it with input_dtype = FASTGLU_DTYPE_FP8_E4M3 (no
  *                    scale: input_scale_inv NULL): SPLIT gate = saved_fp8, up = saved_fp8 + F,
  *                    both with row stride saved_fp8_row_stride; INTERLEAVED gate = saved_fp8.
@@ -258,7 +274,8 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  *
  * output and saved_fp8 must not overlap any input or each other. Errors:
  * FASTGLU_ERROR_INVALID_VALUE (NULL, negative size or stride, a saved_fp8 row stride < 2F, overlap,
- * up given with INTERLEAVED, bad params), FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
+ * up given with INTERLEAVED, bad params, a clamp dtype cannot hold or, with saved_fp8, a finite
+ * clamp >= 448), FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
  * FASTGLU_ERROR_CUDA. One kernel launch; no allocation, no synchronization.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API fastglu_status fastglu_glu_fwd_cuda(

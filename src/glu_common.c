@@ -6,7 +6,7 @@
  *
  * Validation order (the message names the first problem found):
  *   params (NULL, activation, layout, non-finite offset / multipliers), dtype, weights_dtype (when
- *   weights is given), input_dtype and input_scale_inv (backward), tokens and F, the layout's
+ *   weights is given), the clamp in dtype (and below 448 with the fp8 copy), input_dtype and input_scale_inv (backward), tokens and F, the layout's
  *   pointer rules (up / d_up NULL with INTERLEAVED), dbias / dweights without bias / weights; then,
  *   for an empty problem, only the buffers that will be zero-filled (dbias when F > 0, dweights
  *   when tokens > 0) and that they do not overlap bias / weights; otherwise every tensor (NULL,
@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include "convert.h"
 #include "internal.h"
 
 #define TRY(expr)                                                                                  \
@@ -107,8 +108,52 @@ static fastglu_status check_params(const char *fn, const fastglu_glu_params *p) 
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: params->down_multiplier = %g is not finite", fn,
                                  (double)p->down_multiplier);
-    /* clamp_value: any value; > 0 clamps, <= 0 or NaN does not (+Inf clamps nothing but NaNs'
-     * gradients, as torch.clamp with an infinite bound). */
+    /* clamp_value: > 0 clamps, <= 0 or NaN does not (+Inf clamps nothing but NaNs' gradients, as
+     * torch.clamp with an infinite bound); check_clamp checks it against the dtype. */
+    return FASTGLU_SUCCESS;
+}
+
+/* ---- the clamp in the operands' dtype ------------------------------------------------------- */
+
+float fastglu_glu_clamp(const fastglu_glu_params *p, fastglu_dtype dtype) {
+    if (!fastglu_clamps(p)) return 0.0f;
+    const float c = p->clamp_value;
+    switch (dtype) {
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(f32_to_fp16(c));
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(f32_to_bf16(c));
+    default: return c;
+    }
+}
+
+static const char *dtype_text(fastglu_dtype dtype) {
+    return dtype == FASTGLU_DTYPE_FP16 ? "float16" : dtype == FASTGLU_DTYPE_BF16 ? "bfloat16" : "float32";
+}
+
+/* A clamp the operands' dtype can hold, as torch.clamp needs of its bound: a positive clamp_value
+ * must not round to 0 in dtype (it would stop being a clamp), nor a finite one exceed dtype's
+ * largest finite value (torch.clamp refuses it: "cannot be converted without overflow"). With the
+ * fp8 copy (saved_fp8 != NULL) the bound must be below 448, e4m3fn's largest value, so that the copy
+ * can mark the elements the clamp cuts (src/fp8.h). */
+static fastglu_status check_clamp(const char *fn, const fastglu_glu_params *p,
+                                  fastglu_dtype dtype, int saved_fp8) {
+    if (!fastglu_clamps(p)) return FASTGLU_SUCCESS;
+    const float c = p->clamp_value, ce = fastglu_glu_clamp(p, dtype);
+    if (ce == 0.0f)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: params->clamp_value = %g rounds to 0 in %s, the operands' "
+                                 "dtype (a clamp must stay positive; <= 0 means no clamp)",
+                                 fn, (double)c, dtype_text(dtype));
+    if (isfinite(c) && !isfinite(ce))
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: params->clamp_value = %g is beyond the largest finite %s "
+                                 "(torch.clamp refuses such a bound)",
+                                 fn, (double)c, dtype_text(dtype));
+    if (saved_fp8 && ce >= 448.0f && isfinite(ce)) /* (+inf cuts nothing: the plain cast) */
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: params->clamp_value = %g (%g in %s) with saved_fp8: the fp8 "
+                                 "copy needs a clamp below 448, float8_e4m3fn's largest value, to "
+                                 "mark the elements the clamp cuts",
+                                 fn, (double)c, (double)ce, dtype_text(dtype));
     return FASTGLU_SUCCESS;
 }
 
@@ -157,6 +202,7 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
     int n_in = 0, have_up;
     TRY(check_params(fn, params));
     TRY(check_dtypes(fn, dtype, weights, weights_dtype));
+    TRY(check_clamp(fn, params, dtype, saved_fp8 != NULL));
     TRY(fastglu_check_shape(fn, tokens, ffn_hidden_size, empty));
     TRY(check_layout_pointer(fn, params, "up", up));
     if (*empty) return FASTGLU_SUCCESS;
@@ -226,6 +272,7 @@ fastglu_status fastglu_check_glu_bwd(
     const int64_t T = tokens, F = ffn_hidden_size;
     TRY(check_params(fn, params));
     TRY(check_dtypes(fn, dtype, weights, weights_dtype));
+    TRY(check_clamp(fn, params, dtype, 0));
     if (input_dtype != dtype && input_dtype != FASTGLU_DTYPE_FP8_E4M3)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: input_dtype %d is neither dtype (%d) nor "

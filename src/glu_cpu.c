@@ -6,14 +6,14 @@
  * fused_bias_swiglu.py / fused_bias_geglu.py, Liger-Kernel's multipliers). Every operand is widened
  * to fp32 (an fp8 e4m3fn saved input is decoded exactly and multiplied by its fp32 scale_inv), all
  * arithmetic is fp32, and results are rounded to their storage type (round-to-nearest-even) only
- * when stored.
+ * when stored. The clamp bound is clamp_value rounded to the operands' dtype (fastglu_glu_clamp).
  *
  * Each row is processed in chunks of FASTGLU_TILE_COLS columns: a chunk's operands are loaded into
  * fp32 arrays on the stack, computed, and its results stored; the forward's optional fp8 copy of
- * the operands (saved_fp8) is cast from those loaded values (src/fp8.h, torch's rounding) in the
- * same pass. In the in-place backward (d_gate ==
- * gate, d_up == up) a chunk is wholly read before any of it is written, so every element is read
- * before its gradient overwrites it.
+ * the operands (saved_fp8) is cast from those loaded values (src/fp8.h, torch's rounding; with a
+ * clamp, moved to the clamp's side of the bound first) in the same pass. In the in-place backward
+ * (d_gate == gate, d_up == up) a chunk is wholly read before any of it is written, so every element
+ * is read before its gradient overwrites it.
  *
  * Reductions (deterministic: a fixed fp32 order whatever the problem's size; see src/internal.h):
  *   dbias     per slab of FASTGLU_SLAB_ROWS rows, a per-column partial starting at +0 to which the
@@ -34,22 +34,6 @@
 #define CHUNK FASTGLU_TILE_COLS
 
 /* ---- element types ----------------------------------------------------------------------- */
-
-/* float8 e4m3fn (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no infinities; S.1111.111
- * is NaN), decoded exactly: normals (1 + m/8) 2^(e-7), subnormals m 2^-9. */
-static inline float fp8e4m3_to_f32(uint8_t b) {
-    const uint32_t sign = (uint32_t)(b & 0x80u) << 24, e = (b >> 3) & 0xfu, m = b & 0x7u;
-    uint32_t u;
-    float f;
-    if (e == 0xfu && m == 0x7u) return NAN;
-    if (e == 0) {
-        f = (float)m * 0.001953125f; /* m * 2^-9, exact */
-        return sign ? -f : f;
-    }
-    u = sign | ((e + 120u) << 23) | (m << 20); /* exponent e - 7 + 127 */
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* dst[i] = element (start + i * stride) of `base` (type dt) as fp32, i < n; fp8 values times
  * scale_inv (one fp32 multiply). */
@@ -73,7 +57,7 @@ static void load_f32(fastglu_dtype dt, const void *base, int64_t start, int64_t 
     }
     case FASTGLU_DTYPE_FP8_E4M3: {
         const uint8_t *p = (const uint8_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = fp8e4m3_to_f32(p[i * stride]) * scale_inv;
+        for (int i = 0; i < n; ++i) dst[i] = fastglu_e4m3_to_f32(p[i * stride]) * scale_inv;
         break;
     }
     }
@@ -180,9 +164,10 @@ static inline int64_t bias_gate_index(fastglu_layout layout, int64_t j) {
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
-/* saved_fp8 (or NULL): the fp8 copy of the raw operands, [T, 2F] bytes of row stride saved_rs, in
- * the operands' layout (SPLIT: gate | up; INTERLEAVED: pairs), cast as torch's .to(float8_e4m3fn)
- * (src/fp8.h). */
+/* saved_fp8 (or NULL): the fp8 copy of the operands, [T, 2F] bytes of row stride saved_rs, in the
+ * operands' layout (SPLIT: gate | up; INTERLEAVED: pairs), cast as torch's .to(float8_e4m3fn)
+ * (src/fp8.h); with a clamp, each operand first moved to the bound's side the clamp puts it on
+ * (fastglu_fp8_gate_operand / _up_operand). */
 static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_rs, const void *up,
                     int64_t up_rs, const void *bias, const void *weights,
                     fastglu_dtype weights_dtype, int64_t weights_stride, void *output,
@@ -191,10 +176,12 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
     const operands o = make_operands(p->layout, gate, gate_rs, up, up_rs);
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int clamp = fastglu_clamps(p);
-    const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier;
+    const float c = fastglu_glu_clamp(p, dt), off = p->glu_linear_offset, mg = p->gate_multiplier;
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
-    float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK];
+    float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK], g8[CHUNK], u8[CHUNK];
     const int sat = fastglu_fp8_saturate();
+    float lo = 0.0f, hi = 0.0f; /* the copy's values next to the bound (validated: c < 448 or inf) */
+    if (clamp && saved_fp8) fastglu_e4m3_clamp_bounds(c, &lo, &hi);
     for (int64_t t = 0; t < T; ++t) {
         const float w = weights ? load_one(weights_dtype, weights, t * weights_stride) : 1.0f;
         const float scale = p->down_multiplier * w;
@@ -202,16 +189,20 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
             const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
             load_f32(dt, o.g, t * o.g_rs + o.g_off + j0 * o.step, o.step, n, 1.0f, g);
             load_f32(dt, o.u, t * o.u_rs + o.u_off + j0 * o.step, o.step, n, 1.0f, u);
-            if (saved_fp8) { /* the raw operands, before clamp and bias */
+            if (saved_fp8) { /* the operands before bias; with a clamp, on the clamp's side */
                 unsigned char *row = saved_fp8 + t * saved_rs;
+                for (int k = 0; k < n; ++k) {
+                    g8[k] = clamp ? fastglu_fp8_gate_operand(g[k], c, lo, hi) : g[k];
+                    u8[k] = clamp ? fastglu_fp8_up_operand(u[k], c, lo, hi) : u[k];
+                }
                 if (il) {
                     for (int k = 0; k < n; ++k) {
-                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g[k], sat);
-                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u[k], sat);
+                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g8[k], sat);
+                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u8[k], sat);
                     }
                 } else {
-                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g[k], sat);
-                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u[k], sat);
+                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g8[k], sat);
+                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u8[k], sat);
                 }
             }
             if (bias) {
@@ -256,8 +247,8 @@ static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
     const int clamp = fastglu_clamps(p);
-    const float c = p->clamp_value, off = p->glu_linear_offset, mg = p->gate_multiplier,
-                md = p->down_multiplier;
+    const float c = fastglu_glu_clamp(p, A->dt), off = p->glu_linear_offset,
+                mg = p->gate_multiplier, md = p->down_multiplier;
     const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     const int64_t tiles = (F + CHUNK - 1) / CHUNK;
     float g[CHUNK], u[CHUNK], d[CHUNK], bg[CHUNK], bu[CHUNK], dg[CHUNK], du[CHUNK];

@@ -268,8 +268,9 @@ typedef struct glu_args {
     int w_gate, w_up, w_out, w_out2, w_dy, w_bias_g, w_bias_u, w_fp8_g, w_fp8_u;
 } glu_args;
 
-/* The fp8 copy of N operand columns from j0 (forward, fp8_input_store): gate and up as stored
- * (before clamp and bias), in the operands' layout: SPLIT [gate F | up F], INTERLEAVED pairs. */
+/* The fp8 copy of N operand columns from j0 (forward, fp8_input_store): gate and up before bias
+ * (with a clamp, fp8_operand's values), in the operands' layout: SPLIT [gate F | up F],
+ * INTERLEAVED pairs. */
 template <int IL, int N>
 static __device__ __forceinline__ void store_fp8(const glu_args &a, int64_t t, int64_t j0,
                                                  const float (&g)[N], const float (&u)[N]) {
@@ -277,8 +278,10 @@ static __device__ __forceinline__ void store_fp8(const glu_args &a, int64_t t, i
     unsigned char b[2 * N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        if (IL) b[2 * k] = fastglu_f32_to_e4m3(g[k], a.m.fp8_sat), b[2 * k + 1] = fastglu_f32_to_e4m3(u[k], a.m.fp8_sat);
-        else b[k] = fastglu_f32_to_e4m3(g[k], a.m.fp8_sat), b[N + k] = fastglu_f32_to_e4m3(u[k], a.m.fp8_sat);
+        const unsigned char bg = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g[k], 0), a.m.fp8_sat);
+        const unsigned char bu = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u[k], 1), a.m.fp8_sat);
+        if (IL) b[2 * k] = bg, b[2 * k + 1] = bu;
+        else b[k] = bg, b[N + k] = bu;
     }
     if (IL) {
         raw_bytes<2 * N> r;
@@ -526,15 +529,20 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
     if (!IL) y = load_raw<NI, 1>((const T *)a.up + t * a.up_rs + j0, FULL);
     if (FL & FL_BIAS) load_bias_words<T, IL, NI, 1>(a, j0, bx, by);
     const float w = (FL & FL_W) ? load_weight_nc(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
-    if (FL & FL_FP8) { /* the operands as stored, before clamp and bias */
+    if (FL & FL_FP8) { /* the operands before bias (with a clamp, fp8_operand's values) */
+        enum { MM = MM_OF(FL) };
         unsigned char *row = a.fp8 + t * a.fp8_rs;
         raw_bytes<N8> fx, fy;
 #pragma unroll
-        for (int k = 0; k < N8; k += 2) put_fp8x2(fx, k, elem(x, k, tag), elem(x, k + 1, tag), a.m.fp8_sat);
+        for (int k = 0; k < N8; k += 2) /* IL: gate at even k, up at odd */
+            put_fp8x2(fx, k, fp8_operand<MM>(a.m, elem(x, k, tag), 0),
+                      fp8_operand<MM>(a.m, elem(x, k + 1, tag), IL), a.m.fp8_sat);
         store_raw<N8>(row + (IL ? 2 * j0 : j0), fx, FULL);
         if (!IL) {
 #pragma unroll
-            for (int k = 0; k < N8; k += 2) put_fp8x2(fy, k, elem(y, k, tag), elem(y, k + 1, tag), a.m.fp8_sat);
+            for (int k = 0; k < N8; k += 2)
+                put_fp8x2(fy, k, fp8_operand<MM>(a.m, elem(y, k, tag), 1), fp8_operand<MM>(a.m, elem(y, k + 1, tag), 1),
+                          a.m.fp8_sat);
             store_raw<N8>(row + a.F + j0, fy, FULL);
         }
     }
@@ -646,8 +654,8 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
             load_operand1<T, IL>(a, t, j, &g, &u);
             if (a.fp8) {
                 unsigned char *row = a.fp8 + t * a.fp8_rs;
-                row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(g, a.m.fp8_sat);
-                row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(u, a.m.fp8_sat);
+                row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g, 0), a.m.fp8_sat);
+                row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u, 1), a.m.fp8_sat);
             }
             load_bias1<T, IL>(a, j, &bg, &bu);
             from_f32(&y[j - j0], glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w));
@@ -1113,7 +1121,7 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
     if (st != FASTGLU_SUCCESS || empty) return st;
     glu_args a;
     memset(&a, 0, sizeof a);
-    a.m = make_math(params);
+    a.m = make_math(params, dtype, saved_fp8 != NULL);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
     a.gate = gate, a.gate_rs = gate_row_stride, a.up = il ? NULL : up, a.up_rs = up_row_stride;
     a.bias = bias, a.weights = weights, a.w_stride = weights_stride, a.w_dtype = (int)weights_dtype;
@@ -1169,7 +1177,7 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     }
     glu_args a;
     memset(&a, 0, sizeof a);
-    a.m = make_math(params);
+    a.m = make_math(params, dtype, 0);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int fp8 = input_dtype == FASTGLU_DTYPE_FP8_E4M3;
     a.gate = gate, a.gate_rs = gate_row_stride, a.up = il ? NULL : up, a.up_rs = up_row_stride;

@@ -8,6 +8,7 @@
 #define FASTGLU_GLU_MATH_CUH
 
 #include "cuda_common.cuh"
+#include "fp8.h"
 
 
 /* ---- the math (include/fastglu.h) ---------------------------------------------------------- */
@@ -18,7 +19,9 @@ typedef struct glu_math {
     int fp8_sat;   /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
     float k;       /* SILU 1, QUICK_GELU 1.702, GELU_TANH 2 * 0.79788456 */
     float kl;      /* -k log2(e): sigmoid(k x) = 1 / (1 + 2^(kl x)) */
-    float c, offset, gm, dm;
+    float c;       /* the clamp bound: clamp_value rounded to the operands' dtype (fastglu_glu_clamp) */
+    float f8lo, f8hi; /* with a clamp and the fp8 copy: the e4m3 values next to c (src/fp8.h) */
+    float offset, gm, dm;
 } glu_math;
 
 /* Math modes: which of the parameters a kernel reads at run time. The specialised kernels are
@@ -137,8 +140,19 @@ static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, floa
     return r;
 }
 
-/* The math of a call, from its parameters (host side). */
-static inline glu_math make_math(const fastglu_glu_params *p) {
+/* The value the fp8 copy casts for an operand (up: is_up): the operand itself, or with a clamp the
+ * operand moved to the side of the bound the clamp puts it on (src/fp8.h), so that the backward's
+ * clamp of the decoded copy cuts exactly the elements the forward's clamp cut. */
+template <int MM>
+static __device__ __forceinline__ float fp8_operand(const glu_math &m, float v, int is_up) {
+    if (!MM_CLAMPS(MM)) return v;
+    return is_up ? fastglu_fp8_up_operand(v, m.c, m.f8lo, m.f8hi) : fastglu_fp8_gate_operand(v, m.c, m.f8lo, m.f8hi);
+}
+
+/* The math of a call (host side), from its validated parameters and the operands' dtype: the clamp
+ * bound is clamp_value rounded to that dtype, as torch.clamp rounds its bound to the tensor's
+ * (fastglu_glu_clamp); fp8_copy: the call writes the fp8 copy (then c < 448 or c = +inf, validated). */
+static inline glu_math make_math(const fastglu_glu_params *p, fastglu_dtype dtype, int fp8_copy) {
     glu_math m;
     m.gelu = p->activation == FASTGLU_ACT_GELU_TANH;
     m.k = p->activation == FASTGLU_ACT_GELU_TANH ? GELU_K
@@ -146,7 +160,9 @@ static inline glu_math make_math(const fastglu_glu_params *p) {
                                                       : 1.0f;
     m.kl = -m.k * LOG2E; /* GELU_KL for GELU_TANH: the same float operations */
     m.clamp = fastglu_clamps(p);
-    m.c = p->clamp_value;
+    m.c = fastglu_glu_clamp(p, dtype);
+    m.f8lo = m.f8hi = 0.0f;
+    if (m.clamp && fp8_copy) fastglu_e4m3_clamp_bounds(m.c, &m.f8lo, &m.f8hi);
     m.offset = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset; /* see math_mode */
     m.gm = p->gate_multiplier, m.dm = p->down_multiplier;
     m.fp8_sat = fastglu_fp8_saturate();

@@ -135,6 +135,12 @@ fastglu_status fastglu_check_glu_bwd(
 /* 1 when params asks for a clamp (clamp_value > 0; NaN and <= 0 do not). */
 static inline int fastglu_clamps(const fastglu_glu_params *p) { return p->clamp_value > 0.0f; }
 
+/* The clamp bound the math uses: clamp_value rounded to dtype (round to nearest even), as
+ * torch.clamp rounds its bound to the tensor's dtype; 0 when params asks for no clamp. The
+ * validation (fastglu_check_glu_fwd / _bwd) has refused the values it would turn into 0 or a
+ * finite value into infinity, so a clamp is > 0 here. */
+float fastglu_glu_clamp(const fastglu_glu_params *p, fastglu_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,15 +9,17 @@ For token t and column j < F, gate g, up u, bias b = [b_gate | b_up] ([2F]), per
 clamp value c, offset o (``glu_linear_offset``), multipliers m_g (``gate_multiplier``) and m_d
 (``down_multiplier``)::
 
-    clamp (c > 0 only):  g' = min(g, c),   u' = min(max(u, -c), c)
+    clamp (c > 0 only):  g' = min(g, c),   u' = min(max(u, -c), c)   (c: clamp_value in the input's dtype)
     bias:                a = g' + b_gate[j],   v = u' + b_up[j]
     forward:             y = m_d * w[t] * act(m_g * a) * (v + o)
     act:  "silu"        z * sigmoid(z)
           "gelu_tanh"   0.5 z (1 + tanh(0.79788456 z (1 + 0.044715 z^2)))   (Megatron's geglu)
           "quick_gelu"  z * sigmoid(1.702 z)
 
-The backward gives d_input (zero where the clamp cut the operand: g > c, or |u| > c; the boundary
-values g == c, u == +-c pass their gradient, as torch.clamp's), the bias gradient already summed
+The clamp is ``torch.clamp`` on a tensor of the input's dtype (Megatron clamps its input so): c is
+clamp_value rounded through float32 to that dtype (1.1 clamps bf16 at 1.1015625), forward and
+backward, on every path. The backward gives d_input (zero where the clamp cut the operand: g > c, or
+|u| > c; the boundary values g == c, u == +-c pass their gradient, as torch.clamp's), the bias gradient already summed
 over tokens ([2F], never an input-sized tensor), and the weights gradient
 ``dweights[t] = sum_j m_d * act(z) * (v + o) * dy[t, j]`` in the weights' dtype and shape.
 
@@ -64,9 +66,16 @@ Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept fo
   "per_tensor"            3.0%                 2.6%
   ======================  ===================  ======================
 
-  The clamp of ``clamp_value`` is applied by the backward to the decoded raw input (Megatron
-  casts the clamped input; both give the same operand for a clamp value that is an fp8 value,
-  e.g. 7.0, since rounding is monotone), so the backward still knows which elements it cut.
+  With ``clamp_value`` the saved precision never changes which elements the clamp cut: the backward
+  clamps and masks the decoded fp8 operand, and e4m3 would round a gate of 7.2 onto a bound of 7.0
+  (and 6.9 beyond a bound of 6.9), so each operand is first moved to its side of the bound (in all
+  three modes; include/fastglu.h, saved_fp8): with lo / hi the e4m3 values next to c (in the scaled
+  modes, those whose decoding ``fp8 * scale_inv`` lies either side of c, per row or tensor), a cut
+  operand is stored as +-hi (which the backward clamps back to c, as Megatron's clamped input
+  gives it), an uncut one as its own cast unless that lands beyond the bound (then lo). In the
+  scaled modes scale_inv is rounded up by one ulp where ``448 * scale_inv`` would fall below amax,
+  so that a cut element always has a value beyond the bound. A finite c >= 448 with an fp8 store
+  raises ValueError (e4m3 has nothing beyond it); c = inf cuts nothing (the plain cast).
 
 torch.compile / torch.export: while they trace, every public function here is the torch.library op
 ``fastglu::glu_fwd`` with its registered backward ``fastglu::glu_bwd`` (``library.py``:
@@ -145,6 +154,63 @@ def _number(v, fn, name):
     _fail(TypeError, fn, f"{name} must be a real number, got {type(v).__name__}")
 
 
+def _round_to(v, mant_bits, min_exp, max_exp):
+    """v rounded to nearest (ties to even) in a binary format of mant_bits significand bits whose
+    normals are [2^(min_exp - 1), 2^max_exp) (math.frexp's exponents); +-inf beyond its largest
+    finite value. Plain arithmetic on Python floats, so that torch.compile folds it."""
+    if v == 0.0 or v - v != 0.0:  # zero, inf, NaN
+        return v
+    m, e = math.frexp(v)
+    q = math.ldexp(1.0, max(e, min_exp) - mant_bits)  # the spacing of the format around v
+    r = round(v / q) * q  # v / q is exact (a power-of-two scaling); round(): ties to even
+    return r if abs(r) <= math.ldexp(1.0 - math.ldexp(1.0, -mant_bits), max_exp) else math.copysign(math.inf, v)
+
+
+def _f32(v):
+    """v rounded to float32 (nearest even); inf where it overflows."""
+    return _round_to(v, 24, -125, 128)
+
+
+_DTYPE_FORMATS = {torch.float16: (11, -13, 16), torch.bfloat16: (8, -125, 128)}
+
+
+def _clamp_in(clamp_value, dtype):
+    """The clamp bound the kernels use for operands of dtype: clamp_value rounded to float32 and then
+    to dtype (as torch.clamp rounds a Python bound, and the C library its float clamp_value:
+    fastglu_glu_clamp); 0.0 for no clamp."""
+    if not clamp_value > 0.0:
+        return 0.0
+    c = _f32(clamp_value)
+    fmt = _DTYPE_FORMATS.get(dtype)
+    return c if fmt is None else _round_to(c, *fmt)
+
+
+# float8_e4m3fn's non-negative finite values, ascending (codes 0x00 .. 0x7e): m 2^-9 (subnormals),
+# (1 + m / 8) 2^(e - 7)
+_E4M3_VALUES = tuple([m * 2.0 ** -9 for m in range(8)] +
+                     [(1.0 + m / 8.0) * 2.0 ** (e - 7) for e in range(1, 16) for m in range(8)][:-1])
+
+
+def _e4m3_bounds(c):
+    """(lo, hi): the largest float8_e4m3fn value <= c and the smallest > c, for 0 < c < 448."""
+    n = sum(1 for v in _E4M3_VALUES if v <= c)
+    return _E4M3_VALUES[n - 1], _E4M3_VALUES[n]
+
+
+def _check_clamp(clamp, fn):
+    """clamp (a float) unless, positive, it rounds to 0 or overflows in float32, the C float the
+    kernels take (each dtype's own rounding: the C library's check, fastglu_glu_clamp)."""
+    if clamp > 0.0:
+        c32 = _f32(clamp)
+        if c32 == 0.0:
+            _fail(ValueError, fn, f"clamp_value = {clamp!r} is positive but rounds to 0 in float32 (a clamp must "
+                                  "stay positive; None, 0 or a negative value mean no clamp)")
+        if c32 == math.inf and clamp != math.inf:
+            _fail(ValueError, fn, f"clamp_value = {clamp!r} is beyond the float32 range (torch.clamp refuses "
+                                  "such a bound)")
+    return clamp
+
+
 def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, gate_multiplier=1.0,
                down_multiplier=1.0, interleaved=False, fn="glu") -> GLUParams:
     """Validate the options and pack them as the binding takes them.
@@ -153,20 +219,25 @@ def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, ga
         activation: ``"silu"`` (SwiGLU), ``"gelu_tanh"`` (GeGLU, Megatron's tanh approximation) or
             ``"quick_gelu"`` (quick-GeGLU, ``z * sigmoid(1.702 z)``).
         clamp_value: None, 0, a negative value or NaN: no clamp; c > 0 clamps gate to ``<= c`` and
-            up to ``[-c, c]`` before the bias (Megatron's ``weighted_bias_quick_geglu_impl``).
+            up to ``[-c, c]`` before the bias (Megatron's ``weighted_bias_quick_geglu_impl``), with
+            c rounded to the input's dtype as ``torch.clamp`` rounds its bound (through float32,
+            to nearest even): 1.1 clamps a bf16 input at 1.1015625, and an operand equal to that
+            passes its gradient. A positive value that rounds to 0, or a finite one beyond the
+            dtype's range (torch.clamp refuses it), raises ValueError (float32 here, the input's
+            dtype when the kernel runs).
         glu_linear_offset: o, added to up after clamp and bias.
         gate_multiplier, down_multiplier: Liger's m_g (inside the activation) and m_d (on the output).
         interleaved: gate at even, up at odd columns of the [..., 2F] input.
 
     Raises:
         ValueError: an unknown activation, a non-finite offset or multiplier, an option beyond the
-            float range.
+            float range, a positive clamp_value that rounds to 0 in float32.
         TypeError: an option that is not a number.
     """
     code = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
     if code is None:
         _fail(ValueError, fn, f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    clamp = 0.0 if clamp_value is None else _number(clamp_value, fn, "clamp_value")
+    clamp = 0.0 if clamp_value is None else _check_clamp(_number(clamp_value, fn, "clamp_value"), fn)
     vals = []
     for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
                     ("down_multiplier", down_multiplier)):
@@ -560,9 +631,10 @@ def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_val
             stride, not overlapping any input).
         saved_fp8: optional ``[..., 2F]`` torch.float8_e4m3fn tensor on x's device (the input's
             leading shape; rows evenly strided, unit column stride, not overlapping any input or
-            ``out``) that receives, in the same pass, the raw operands (before clamp and bias) cast
-            exactly as ``t.to(torch.float8_e4m3fn)`` (round to nearest even, saturating at +-448,
-            NaN kept), in the operands' layout: ``[gate | up]`` (also for two tensors), or
+            ``out``) that receives, in the same pass, the operands (before the bias) cast exactly
+            as ``t.to(torch.float8_e4m3fn)`` (round to nearest even, saturating at +-448, NaN
+            kept) -- with a clamp, each first moved to its side of the bound (module docstring;
+            include/fastglu.h) --, in the operands' layout: ``[gate | up]`` (also for two tensors), or
             interleaved pairs like x. ``glu_bwd(dy, saved_fp8, ...)`` (or, for two tensors,
             ``glu_bwd(dy, saved_fp8[..., :F], saved_fp8[..., F:], ...)``) then reads it.
 
@@ -738,11 +810,68 @@ def glu_bwd_workspace_bytes(tokens: int, ffn_hidden_size: int, want_dbias: bool,
 # ---- fp8 saved input ---------------------------------------------------------------------------
 
 
-def _fp8_store(mode, x, up):
+def _fp8_clamp(p, dtype, fp8, fn):
+    """The clamp bound in dtype that an fp8 store must mark (0.0 without a clamp, or for +inf, which
+    cuts nothing); ValueError where the copy could not mark the elements the clamp cuts (a finite
+    bound >= 448, e4m3fn's largest value)."""
+    c = _clamp_in(p.clamp_value, dtype) if fp8 else 0.0
+    if c == math.inf:
+        return 0.0
+    if c >= FP8_E4M3_MAX:
+        _fail(ValueError, fn, f"clamp_value = {p.clamp_value!r} ({c!r} in {dtype}) with fp8_input_store={fp8!r}: "
+                              f"the fp8 copy needs a clamp below {FP8_E4M3_MAX:g}, float8_e4m3fn's largest "
+                              "value, to mark the elements the clamp cuts")
+    return c
+
+
+def _fp8_operands(p, c, lo, hi, x, up, xs, ups):
+    """The values the fp8 copy casts under the clamp c (include/fastglu.h, saved_fp8): xs / ups are
+    the operands as cast (fp32, times the scale in the scaled modes), x / up the raw ones; lo / hi
+    the e4m3 values next to the bound in that domain (floats, or per-row tensors [..., 1]). A cut
+    operand becomes +-hi, an uncut one is kept within [-lo, lo] (gate: <= lo); NaN stays NaN."""
+
+    def gate(raw, v):  # (torch.where chains, as the kernels' selects: a -0 operand stays -0)
+        lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
+        return torch.where(raw.float() > c, hi, torch.where(v > lo_t, lo_t, v))
+
+    def upv(raw, v):
+        r = raw.float()
+        lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
+        hi_t = torch.as_tensor(hi, dtype=v.dtype, device=v.device)
+        return torch.where(r > c, hi_t, torch.where(r < -c, -hi_t, torch.where(
+            v > lo_t, lo_t, torch.where(v < -lo_t, -lo_t, v))))
+
+    if up is not None:
+        return gate(x, xs), upv(up, ups)
+    out = xs.clone()
+    if p.layout == _C.LAYOUT_INTERLEAVED:
+        out[..., 0::2], out[..., 1::2] = gate(x[..., 0::2], xs[..., 0::2]), upv(x[..., 1::2], xs[..., 1::2])
+    else:
+        F = x.shape[-1] // 2
+        out[..., :F], out[..., F:] = gate(x[..., :F], xs[..., :F]), upv(x[..., F:], xs[..., F:])
+    return out, None
+
+
+def _fp8_cast(p, x, up, fn):
+    """(x8, up8) for fp8_input_store=True with torch ops: the bytes the forward kernel writes as
+    ``saved_fp8`` (the plain cast; with a clamp, of _fp8_operands's values). torch.compile's path."""
+    c = _fp8_clamp(p, x.dtype, True, fn)
+    if not c:
+        return x.to(_FP8), None if up is None else up.to(_FP8)
+    lo, hi = _e4m3_bounds(c)
+    xv, upv = _fp8_operands(p, c, lo, hi, x, up, x.float(), None if up is None else up.float())
+    return xv.to(_FP8), None if upv is None else upv.to(_FP8)
+
+
+def _fp8_store(mode, x, up, p=None, fn="glu"):
     """(x8, up8, scale_inv) of the operands for the backward in a scaled mode: "per_row": scale_inv
     [tokens] (row-major over the leading dims); "per_tensor": one value. (The plain cast, mode True,
-    is written by the forward kernel: ``saved_fp8``.)"""
+    is written by the forward kernel: ``saved_fp8``.) With a clamp (params p), the values are those
+    of _fp8_operands, with lo / hi found per row from the decoding the backward does (fp8 *
+    scale_inv in fp32), and scale_inv rounded up where 448 * scale_inv would fall below amax, so that
+    a cut element always has a value beyond the bound to take."""
     per_row = mode == "per_row"
+    c = _fp8_clamp(p, x.dtype, mode, fn) if p is not None else 0.0
 
     def amax_of(t):  # an empty tensor (no tokens, or F = 0) has amax 0: scale 1
         if t.numel() == 0:
@@ -765,7 +894,17 @@ def _fp8_store(mode, x, up):
     def enc(t):
         return (t.float() * sc).to(_FP8)
 
-    return enc(x), (None if up is None else enc(up)), scale_inv.reshape(-1).contiguous()
+    if not c:
+        return enc(x), (None if up is None else enc(up)), scale_inv.reshape(-1).contiguous()
+    scale_inv = torch.where(ok & (scale_inv * FP8_E4M3_MAX < amax),
+                            torch.nextafter(scale_inv, torch.full_like(scale_inv, math.inf)), scale_inv)
+    vals = torch.arange(127, dtype=torch.uint8, device=amax.device).view(_FP8).float()  # ascending
+    n_le = ((vals * scale_inv.unsqueeze(-1)) <= c).sum(-1, keepdim=True)  # codes decoding to <= c
+    lo, hi = vals[n_le - 1], vals[n_le.clamp(max=126)]  # [..., 1] (per_row) or [1, 1]
+    if not per_row:
+        lo, hi = lo.reshape(1), hi.reshape(1)
+    xv, upv = _fp8_operands(p, c, lo, hi, x, up, x.float() * sc, None if up is None else up.float() * sc)
+    return xv.to(_FP8), None if upv is None else upv.to(_FP8), scale_inv.reshape(-1).contiguous()
 
 
 # ---- autograd ---------------------------------------------------------------------------------
@@ -843,9 +982,9 @@ class GLUFunction(torch.autograd.Function):
     in_place, fn) with fp8_input_store in FP8_MODES. Differentiable in x, up, bias and weights; the
     bias and weights gradients are computed only when asked for (``needs_input_grad``).
 
-    Saved for the backward: the input (fp8 when fp8_input_store: the raw, unclamped input, since
-    the backward needs it to know which elements the clamp cut; with True the forward kernel writes
-    it, ``[..., 2F]`` in the operands' layout, and two tensors save its gate and up halves), bias,
+    Saved for the backward: the input (fp8 when fp8_input_store: the operands before the clamp,
+    each moved to its side of the bound, so that the backward's clamp of the decoded values cuts
+    what the forward's did (module docstring); with True the forward kernel writes it, ``[..., 2F]`` in the operands' layout, and two tensors save its gate and up halves), bias,
     weights, the fp8 scales.
     ``cpu_offload_input`` marks the saved input and the bias with ``activation_offloading = True``
     (Megatron's convention). ``in_place`` writes the input gradient into the saved input's storage:
@@ -865,6 +1004,8 @@ class GLUFunction(torch.autograd.Function):
         in_place = (in_place and not fp8 and ctx.needs_input_grad[0]
                     and (up is None or ctx.needs_input_grad[1]))
         scale_inv = None
+        if fp8:
+            _fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark, before anything runs
         if fp8 is True:
             # Megatron's plain cast, written by the forward kernel in the same pass: one [..., 2F]
             # buffer in the operands' layout; two tensors get its gate and up halves
@@ -874,7 +1015,7 @@ class GLUFunction(torch.autograd.Function):
         else:
             y = glu_fwd_p(params, x, up, bias, weights, fn=fn)
             if fp8:
-                x_s, up_s, scale_inv = _fp8_store(fp8, x, up)
+                x_s, up_s, scale_inv = _fp8_store(fp8, x, up, params, fn)
             else:
                 x_s, up_s = x, up
         if in_place:  # after the forward, which has validated the operands and written only y
@@ -989,7 +1130,8 @@ def glu(x, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_
             over tokens.
         weights: None or per-token ``[tokens, 1]`` / ``[tokens]`` (float32 / bf16 / fp16); the
             output stays in x's dtype, the weights' gradient is in the weights' dtype and shape.
-        clamp_value: None / <= 0: no clamp; c > 0: gate <= c, -c <= up <= c (before the bias).
+        clamp_value: None / <= 0: no clamp; c > 0: gate <= c, -c <= up <= c (before the bias), c
+            in x's dtype as torch.clamp takes it (see ``glu_params``).
         glu_linear_offset: added to up (after clamp and bias).
         gate_multiplier, down_multiplier: Liger's multipliers (inside the activation / on the output).
         fp8_input_store: False, True (Megatron's plain float8_e4m3fn cast), ``"per_row"`` or
@@ -1151,14 +1293,14 @@ def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, 
         input: ``[tokens, 2F]`` or ``[S, B, 2F]``.
         bias: None or ``[2F]`` (gradient ``[2F]``).
         weights: ``[tokens, 1]`` (or ``[tokens]``), float32 / bf16 / fp16 (gradient in its dtype).
-        fp8_input_store: as ``bias_swiglu_impl``; Megatron saves the clamped input; fastglu saves
-            the raw input and clamps in the backward (the same operand, since the fp8 rounding is
-            monotone: min(fp8(g), c) == fp8(min(g, c)) for an fp8-representable c such as 7.0),
-            which also tells the backward which elements the clamp cut.
+        fp8_input_store: as ``bias_swiglu_impl``; Megatron saves the clamped input (its mask comes
+            from torch.clamp on the full-precision input); fastglu saves the operands moved to their
+            side of the bound (a cut one just beyond it, which the backward clamps back to c), so
+            the backward cuts exactly what the forward's clamp cut (module docstring).
         linear_offset: Megatron's ``glu_linear_offset`` (a float; kept in fp32, where Megatron
             rounds it to the input's dtype).
         clamp_value: None, 0 or negative: no clamp (Megatron 0.19 clamps for any non-None value;
-            0 would zero the output); c > 0 as Megatron.
+            0 would zero the output); c > 0 as Megatron (torch.clamp on the input's dtype).
 
     Raises:
         ValueError / TypeError: as ``bias_swiglu_impl``, weights not per-token.

@@ -411,8 +411,9 @@ _GLU_COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def _glu_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier):
-    """The op's scalars as a glu.GLUParams; ValueError for an unknown activation / layout code or a
-    non-finite offset or multiplier (what glu.glu_params refuses). Shared by kernels and fakes."""
+    """The op's scalars as a glu.GLUParams; ValueError for an unknown activation / layout code, a
+    non-finite offset or multiplier, or a positive clamp_value that float32 turns into 0 or inf
+    (what glu.glu_params refuses). Shared by kernels and fakes."""
     if activation not in _GLU_ACTIVATION_CODES:
         raise ValueError(f"fastglu.{fn}: activation code {activation} is not one of "
                          f"{dict(sorted((v, k) for k, v in _glu.ACTIVATIONS.items()))}")
@@ -422,6 +423,7 @@ def _glu_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_mul
                     ("down_multiplier", down_multiplier)):
         if not math.isfinite(v):
             raise ValueError(f"fastglu.{fn}: {name} must be finite, got {v}")
+    _glu._check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
     return _glu.GLUParams(activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
 
 
@@ -570,10 +572,11 @@ class _GLUSavedFp8(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, up, bias, weights, scalars, fp8):
         y = torch.ops.fastglu.glu_fwd(x, up, bias, weights, *scalars)
-        if fp8 is True:
-            x8, up8, scale_inv = x.to(torch.float8_e4m3fn), None if up is None else up.to(torch.float8_e4m3fn), None
+        params = _glu.GLUParams(*scalars)
+        if fp8 is True:  # the bytes the eager forward kernel writes (with a clamp: glu._fp8_operands)
+            (x8, up8), scale_inv = _glu._fp8_cast(params, x, up, "glu"), None
         else:
-            x8, up8, scale_inv = _glu._fp8_store(fp8, x, up)
+            x8, up8, scale_inv = _glu._fp8_store(fp8, x, up, params, "glu")
         ctx.save_for_backward(x8, up8, bias, weights, scale_inv)
         ctx.scalars = scalars
         return y
@@ -624,5 +627,6 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
     if in_place and not fp8:  # refused as in eager mode, where the backward would overwrite them
         _glu.refuse_leaves_in_place(x, up, fn)
     if fp8:
+        _glu._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark (ValueError naming fn)
         return _GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
     return glu_fwd(x, up, bias, weights, *params)

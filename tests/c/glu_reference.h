@@ -75,6 +75,14 @@ int run_glu_fp8_store_exact(const glu_backend *b);
  * with central differences of its activations. */
 int run_glu_param_edges(const glu_backend *b);
 
+/* The clamp at its edges: the bound is clamp_value rounded to the operands' dtype (torch.clamp):
+ * an operand equal to 1.1 in bf16 / fp16 / fp32 passes its gradient, the next value up does not,
+ * with the operands or the forward's fp8 copy as the saved input; through the fp8 copy, gates 7.125
+ * and 7.2 under clamp 7 are cut (e4m3 rounds them onto the bound) and 6.9 under clamp 6.9 is not
+ * (e4m3 rounds it beyond); a clamp that rounds to 0 or past the dtype's range, or one >= 448 with
+ * the fp8 copy, is FASTGLU_ERROR_INVALID_VALUE with the output untouched. */
+int run_glu_clamp_edges(const glu_backend *b);
+
 /* The CUDA backend's specialised kernels (full-width accesses, features fixed at compile time)
  * against its general ones (set_generic(1): fastglu_debug_set_generic_kernels) on the same inputs,
  * specials included: the forward's output and fp8 copy, d_gate / d_up, dbias and dweights must be

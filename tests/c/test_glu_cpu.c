@@ -6,7 +6,7 @@
  *   test_glu_cpu --determinism   bitwise-identical reductions run to run (workspace garbage varied)
  *   test_glu_cpu --edges         fp8 decoding of all 256 codes, the forward's fp8 copy on every
  *                                bf16 / fp16 bit pattern and fp32 specials, clamp / multiplier
- *                                edge cases
+ *                                edge cases, the clamp in the dtype and through the fp8 copy
  * (each a CTest of its own). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "--determinism") == 0)
         failed = run_glu_determinism(&b, NULL, 1);
     else if (strcmp(mode, "--edges") == 0)
-        failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b);
+        failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
+                 run_glu_clamp_edges(&b);
     else
         failed = run_glu_suite(&b);
     return failed ? 1 : 0;

@@ -1,7 +1,8 @@
 /* test_glu_cuda.c — the gated-linear-unit family's CUDA backend (fastglu_glu_*_cuda) against the
  * float64 reference of tests/c/glu_reference.c (the same suite as the CPU backend's), on a
  * non-default stream; the fp8 decoder on all 256 codes; the forward's fp8 copy on every bf16 / fp16
- * bit pattern; parameter edge cases; and determinism:
+ * bit pattern; parameter edge cases; the clamp's edges (its bound in the dtype, the fp8 copy under a
+ * clamp, refused clamps); and determinism:
  * bitwise-identical d_gate, d_up, dbias and dweights run to run and across launch configurations
  * (fastglu_debug_set_max_blocks(0), (1), (7), and the general kernels in place of the specialised
  * ones); the specialised kernels bitwise against the general ones on every case. Exits 77 (CTest: skipped) when no CUDA device is
@@ -88,6 +89,7 @@ int main(void) {
     const glu_backend b = {"cuda", fwd, bwd, dev_alloc, dev_free, dev_upload, dev_download,
                            dev_sync};
     int failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
+                 run_glu_clamp_edges(&b) +
                  run_glu_determinism(&b, set_grid, 4) + run_glu_paths_agree(&b, set_generic) +
                  run_glu_suite(&b);
     if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);

@@ -20,7 +20,8 @@
  *  - a call that succeeds must match a float64 reference (tolerance by dtype, an absolute floor,
  *    and fp32's rounding where the formula cancels) on every output element, hold in saved_fp8
  *    exactly the e4m3fn cast of each raw operand (nearest, ties to even, saturating at 448, NaN
- *    kept: searched in the table of e4m3fn values, independently of src/fp8.h), zero-fill dbias /
+ *    kept: searched in the table of e4m3fn values, independently of src/fp8.h; with a clamp, of the
+ *    operand moved to the clamp's side of the bound first), zero-fill dbias /
  *    dweights when the problem is empty, and leave every other byte of every buffer alone.
  * A call the harness knows to be illegal (an output overlapping an input other than in place)
  * that succeeds on a non-empty problem aborts.
@@ -65,6 +66,26 @@ static uint8_t ref_e4m3(double x) {
     }
     const double below = a - fp8_value((uint8_t)lo), above = fp8_value((uint8_t)hi) - a;
     return sign | (uint8_t)(below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi));
+}
+
+/* The value the fp8 copy casts under the clamp c (include/fastglu.h, saved_fp8): with lo / hi the
+ * e4m3fn values either side of c (lo <= c < hi), a cut operand becomes +-hi, an uncut one stays
+ * within [-lo, lo] (gate: <= lo); no clamp, or c = +inf: the operand. The clamps drawn here are
+ * values of every dtype. */
+static double copy_operand(double x, int is_up, float clamp) {
+    if (!(clamp > 0) || isinf(clamp) || isnan(x)) return x;
+    const double c = clamp;
+    double lo = 0.0, hi = 448.0;
+    for (int k = 0; k <= 0x7e; ++k) {
+        const double v = fp8_value((uint8_t)k);
+        if (v <= c && v > lo) lo = v;
+        if (v > c && v < hi) hi = v;
+    }
+    if (x > c) return hi;
+    if (is_up && x < -c) return -hi;
+    if (x > lo) return lo;
+    if (is_up && x < -lo) return -lo;
+    return x;
 }
 
 static int valid_dtype(int dt) { return dt >= 0 && dt <= 2; }
@@ -405,10 +426,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const double bu = bias ? load(dt, bias, il ? 2 * j + 1 : F + j) : 0.0;
                 const refv rv = ref_eval(&p, g, u, bg, bu, w, 0.0);
                 if (!close_enough(dt, load(dt, y, t * y_rs + j), rv.y, rv.y_mag)) abort();
-                if (saved8) { /* the raw operands' fp8 copy, in their layout */
+                if (saved8) { /* the operands' fp8 copy, in their layout */
                     const uint8_t *row = (const uint8_t *)saved8 + t * s8_rs;
-                    if (row[il ? 2 * j : j] != ref_e4m3(g)) abort();
-                    if (row[il ? 2 * j + 1 : F + j] != ref_e4m3(u)) abort();
+                    if (row[il ? 2 * j : j] != ref_e4m3(copy_operand(g, 0, p.clamp_value))) abort();
+                    if (row[il ? 2 * j + 1 : F + j] != ref_e4m3(copy_operand(u, 1, p.clamp_value))) abort();
                 }
             }
         }

@@ -1,7 +1,9 @@
 """The forward's fp8 copy of its operands (``saved_fp8``; ``fp8_input_store=True``), against PyTorch.
 
 The copy must be bit for bit ``x.to(torch.float8_e4m3fn)`` (round to nearest even, saturating at
-+-448, NaN kept with its sign): checked over every bf16 and every fp16 bit pattern laid out as a
++-448, NaN kept with its sign) -- with a clamp, of the operands first moved to the side of the bound
+the clamp puts them on (``expected_copy``; include/fastglu.h, saved_fp8), so that the backward cuts
+exactly what the forward's clamp cut: checked over every bf16 and every fp16 bit pattern laid out as a
 [tokens, 2F] input, and over random fp32 bit patterns (NaNs with payloads, +-Inf, huge, subnormal)
 plus the values where the cast is decided (ties between neighbouring e4m3 values, the saturation
 boundary), in the split, interleaved and two-tensor layouts, into padded rows pre-filled with two
@@ -71,6 +73,32 @@ def patterns32(F, device, seed=0):
     return x.reshape(tokens, 2 * F).to(device)
 
 
+def clamp_in(clamp_value, dtype):
+    """torch.clamp's bound for a tensor of dtype: the Python float rounded through float32."""
+    return torch.tensor(clamp_value, dtype=torch.float32).to(dtype).item()
+
+
+def expected_copy(x, layout, clamp_value=None, **_):
+    """The fp8 copy of x's operands (x in the operands' layout; "two" = [gate | up]):
+    ``x.to(float8_e4m3fn)``; with a clamp c (torch.clamp's bound in x's dtype), of the operands moved
+    to the clamp's side first: with lo / hi the e4m3 values next to c (lo <= c < hi), a cut operand
+    (gate > c; up > c or < -c) becomes +-hi, an uncut one is kept within [-lo, lo] (gate: <= lo)."""
+    if clamp_value is None or not clamp_value > 0:
+        return x.to(FP8)
+    c = clamp_in(clamp_value, x.dtype)
+    v = e4m3_values().tolist()
+    lo, hi = max(a for a in v if a <= c), min(a for a in v if a > c)
+    xf = x.float()
+    is_up = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    if layout == "interleaved":
+        is_up[..., 1::2] = True
+    else:
+        is_up[..., x.shape[-1] // 2:] = True
+    gate = torch.where(xf > c, hi, torch.where(xf > lo, lo, xf))  # NaN: every test false, kept
+    up = torch.where(xf > c, hi, torch.where(xf < -c, -hi, torch.where(xf > lo, lo, torch.where(xf < -lo, -lo, xf))))
+    return torch.where(is_up, up, gate).to(FP8)
+
+
 def forward_with_copy(x, layout, sentinel, **opts):
     """y and the fp8 copy of x's operands, written into columns [2, 2 + 2F) of rows of 2F + 5
     sentinel bytes; returns (y, copy view, the whole buffer)."""
@@ -85,9 +113,10 @@ def forward_with_copy(x, layout, sentinel, **opts):
 
 
 def check_copy(x, layout, **opts):
-    """The copy equals x.to(float8_e4m3fn) (x's layout is the operands' layout in every case), the
-    pad bytes keep their sentinel, and writing it changes nothing else."""
-    want = bits(x.to(FP8))
+    """The copy equals expected_copy (x.to(float8_e4m3fn) without a clamp; x's layout is the
+    operands' layout in every case), the pad bytes keep their sentinel, and writing it changes
+    nothing else."""
+    want = bits(expected_copy(x, layout, **opts))
     ys = []
     for sentinel in (0x5A, 0xA5):
         y, saved, buf = forward_with_copy(x, layout, sentinel, **opts)
@@ -113,22 +142,39 @@ def check_copy(x, layout, **opts):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_copy_is_torch_cast_on_every_16_bit_pattern(dtype, layout, F, device):
     x = patterns16(dtype, F, device)
-    # a clamp and a bias: the copy holds the raw operands, before both
     bias = randn(2 * F, dtype=dtype, device=device, scale=0.5)
-    saved = check_copy(x, layout, clamp_value=1.0, bias=bias)
-    # the backward reads the copy exactly as Megatron's own cast
     dy = randn(x.shape[0], F, dtype=dtype, device=device)
     il = layout == "interleaved"
-    if layout == "two":
-        got = glu_bwd(dy, saved[:, :F], saved[:, F:], bias=bias)
-        want = glu_bwd(dy, x[:, :F].to(FP8), x[:, F:].to(FP8), bias=bias)
-        pairs = [(got.dx, want.dx), (got.d_up, want.d_up), (got.dbias, want.dbias)]
-    else:
-        got = glu_bwd(dy, saved, bias=bias, interleaved=il)
-        want = glu_bwd(dy, x.to(FP8), bias=bias, interleaved=il)
-        pairs = [(got.dx, want.dx), (got.dbias, want.dbias)]
-    for a, b in pairs:
+
+    def backward(s, **opts):
+        if layout == "two":
+            g = glu_bwd(dy, s[:, :F], s[:, F:], bias=bias, **opts)
+            return torch.cat((g.dx, g.d_up), -1), g.dbias
+        g = glu_bwd(dy, s, bias=bias, interleaved=il, **opts)
+        return g.dx, g.dbias
+
+    # a bias (the copy holds the operands before it): the backward reads the copy exactly as
+    # Megatron's own cast
+    saved = check_copy(x, layout, bias=bias)
+    for a, b in zip(backward(saved), backward(x.to(FP8))):
         assert torch.equal(bits(a), bits(b))
+    # and a clamp of 1.1 (1.1015625 in bf16, 1.0996094 in fp16; e4m3 has 1.0 and 1.125): the copy
+    # differs from the cast only where the cast lands on the wrong side of the bound; the backward
+    # through it is zero exactly where torch.clamp's gradient is, and elsewhere it is the backward
+    # on Megatron's cast wherever that cast was already on the right side (gate and up of a column)
+    saved = check_copy(x, layout, clamp_value=1.1, bias=bias)
+    c = clamp_in(1.1, dtype)
+    dx, _ = backward(saved, clamp_value=1.1)
+    dx_cast, _ = backward(x.to(FP8), clamp_value=1.1)
+    g_part, u_part = split(x, il)
+    cut = merge(g_part > c, (u_part > c) | (u_part < -c), il) | merge(torch.isnan(g_part), torch.isnan(u_part), il)
+    assert (dx[cut] == 0).all()
+    same = bits(saved) == bits(x.to(FP8))
+    same_g, same_u = split(same, il)
+    col_same = same_g & same_u
+    keep = merge(col_same, col_same, il) & ~cut
+    assert keep.sum() > x.numel() // 10  # (most 16-bit patterns are beyond the bound)
+    assert torch.equal(bits(dx)[keep], bits(dx_cast)[keep])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -164,10 +210,21 @@ def test_e4m3_cast_semantics_assumed_by_the_header():
 
 
 def _grad_check(x, dy, bias, weights, opts, y, dx, dbias, dweights, tol):
-    """y from the full-precision input, the gradients from the input rounded through fp8."""
+    """y from the full-precision input, the gradients from the input rounded through fp8; with a
+    clamp, Megatron's: from the clamped input rounded through fp8, masked where torch.clamp cut the
+    full-precision input."""
     il = opts.get("interleaved", False)
     ry = reference(*split(x, il), dy, bias=bias, weights=weights, **opts)[0]
-    _, rdg, rdu, rdb, rdw = reference(*split(x.to(FP8).to(x.dtype), il), dy, bias=bias, weights=weights, **opts)
+    c = opts.get("clamp_value")
+    if c:
+        ce = clamp_in(c, x.dtype)
+        g, u = split(x, il)
+        x8 = merge(g.clamp(max=ce), u.clamp(-ce, ce), il).to(FP8).to(x.dtype)
+        o = {k: v for k, v in opts.items() if k != "clamp_value"}
+        _, rdg, rdu, rdb, rdw = reference(*split(x8, il), dy, bias=bias, weights=weights, **o)
+        rdg, rdu = rdg * (g <= ce).to(rdg.dtype), rdu * ((u >= -ce) & (u <= ce)).to(rdu.dtype)
+    else:
+        _, rdg, rdu, rdb, rdw = reference(*split(x.to(FP8).to(x.dtype), il), dy, bias=bias, weights=weights, **opts)
     assert rel_err(y, ry) <= tol
     assert rel_err(dx, merge(rdg, rdu, il)) <= tol
     if bias is not None:
@@ -202,13 +259,15 @@ def test_fp8_input_store_true_saves_the_kernels_copy(case, lead, dtype, device):
     y = fastglu.glu(xi, bias=bi, weights=wi, fp8_input_store=True, **opts)
     saved = y.grad_fn.saved_tensors[0]
     assert saved.dtype == FP8 and saved.shape == x.shape and saved.is_contiguous()
-    assert torch.equal(bits(saved), bits(x.to(FP8)))  # raw: before the clamp and the bias
+    # the operands before the bias, cast (with the clamp: moved to its side of the bound first)
+    layout = "interleaved" if opts.get("interleaved") else "split"
+    assert torch.equal(bits(saved), bits(expected_copy(x, layout, **opts)))
     # the output is the one without an fp8 store, bit for bit
     y0 = fastglu.glu(x, bias=bias, weights=weights, **opts)
     assert torch.equal(bits(y.detach()), bits(y0))
     y.backward(dy)
-    # ... and the gradients are the backward on Megatron's cast, bit for bit
-    g = glu_bwd(dy, x.to(FP8), bias=bias, weights=weights, **opts)
+    # ... and the gradients are the backward on that copy, bit for bit (Megatron's cast without a clamp)
+    g = glu_bwd(dy, expected_copy(x, layout, **opts), bias=bias, weights=weights, **opts)
     assert torch.equal(bits(xi.grad), bits(g.dx))
     if bias is not None:
         assert torch.equal(bits(bi.grad), bits(g.dbias))
@@ -241,7 +300,7 @@ def test_megatron_signatures_with_fp8_input_store(dtype, device):
         bi = b.clone().requires_grad_() if with_b else None
         wi = w.clone().requires_grad_() if with_w else None
         y = call(xi, bi, wi)
-        assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(x.to(FP8)))
+        assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(expected_copy(x, "split", **opts)))
         y.backward(dy)
         _grad_check(x, dy, b if with_b else None, w if with_w else None, opts, y.detach(), xi.grad,
                     bi.grad if with_b else None, wi.grad if with_w else None,

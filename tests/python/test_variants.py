@@ -63,11 +63,13 @@ def merge(a, b, interleaved):
 def reference(g, u, dy, *, activation="silu", bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
               gate_multiplier=1.0, down_multiplier=1.0, interleaved=False):
     """(y, d_gate, d_up, dbias, dweights) in float64 from the stored values g, u ([..., F] each).
-    Each result carries `.scale` (see rel_err)."""
+    The clamp bound is torch.clamp's on a tensor of g's dtype: clamp_value rounded through float32
+    to that dtype. Each result carries `.scale` (see rel_err)."""
+    dtype = g.dtype
     g, u, dy = g.double(), u.double(), dy.double()
     lead = g.shape[:-1]
     if clamp_value is not None and clamp_value > 0:
-        c = float(clamp_value)
+        c = torch.tensor(float(clamp_value), dtype=torch.float32).to(dtype).item()
         g2, u2 = torch.clamp(g, max=c), torch.clamp(u, -c, c)
         pass_g, pass_u = g <= c, (u >= -c) & (u <= c)
     else:
@@ -532,8 +534,16 @@ def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
     y.backward(dy)
     xd = decode_reference(x.detach(), mode)
     g, u = split(xd, False)
+    o = {k: v for k, v in opts.items() if k != "clamp_value"}
+    c = opts.get("clamp_value")
+    if c:  # the clamp of the decoded operand, torch.clamp's mask of the full-precision one (Megatron's)
+        c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
+        g, u = g.clamp(max=c), u.clamp(-c, c)
     _, rdg, rdu, rdb, _ = reference(g, u, dy, bias=bias.detach() if bias is not None else None, weights=weights,
-                                    **opts)
+                                    **o)
+    if c:
+        graw, uraw = split(x.detach(), False)
+        rdg, rdu = rdg * (graw <= c).to(rdg.dtype), rdu * ((uraw >= -c) & (uraw <= c)).to(rdu.dtype)
     assert rel_err(x.grad, merge(rdg, rdu, False)) <= 1e-2
     if bias is not None:
         assert rel_err(bias.grad, rdb) <= 1e-2
