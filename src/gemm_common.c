@@ -44,17 +44,18 @@ fastglu_status fastglu_check_linear(const char *fn, int glu, const fastglu_glu_p
     const char *k_name = glu ? "hidden" : "in_features";
     fastglu_region in[4], out[2];
     int n_in = 0, n_out = 0;
+    TRY(fastglu_check_compute_dtype(fn, "x.dtype", x.dtype));
     if (glu) {
-        /* params through the family's own check (an empty problem: nothing else is looked at) */
+        /* params through the family's own check (an empty problem: nothing else is looked at),
+         * the clamp against x's dtype, the dtype of h that the epilogue clamps */
         int unused;
         TRY(fastglu_check_glu_fwd(fn, params, NULL, 0, NULL, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0,
-                                  NULL, 0, NULL, 0, 0, 0, FASTGLU_DTYPE_FP32, &unused));
+                                  NULL, 0, NULL, 0, 0, 0, x.dtype, &unused));
     } else if (weights.data != NULL || y.data != NULL) {
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: weights and y must be absent (data NULL) for a plain linear",
                                  fn);
     }
-    TRY(fastglu_check_compute_dtype(fn, "x.dtype", x.dtype));
     TRY(check_same_dtype(fn, glu ? "w1" : "w", w.dtype, x.dtype));
     if (bias.data != NULL) TRY(check_same_dtype(fn, "bias", bias.dtype, x.dtype));
     if (h.data != NULL) TRY(check_same_dtype(fn, h_name, h.dtype, x.dtype));

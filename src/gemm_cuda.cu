@@ -167,7 +167,7 @@ static fastglu_status run(const char *fn, const fastglu_gemm_problem *p, void *s
     a.il = p->glu && p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED;
     a.h = p->h, a.h_rs = p->h_row_stride, a.y = p->y, a.y_rs = p->y_row_stride;
     a.M = p->M, a.N = p->N, a.K = p->K, a.n_tiles = (p->N + BN - 1) / BN;
-    if (p->glu) a.m = make_math(p->glu);
+    if (p->glu) a.m = make_math(p->glu, p->dtype, 0);
     else memset(&a.m, 0, sizeof a.m);
     cudaError_t err;
     const int glu = p->glu != NULL;

@@ -920,7 +920,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.h_row_stride = p->h_row_stride;
     a.y = p->y;
     a.y_row_stride = p->y_row_stride;
-    if (glu) a.m = make_math(p->glu);
+    if (glu) a.m = make_math(p->glu, p->dtype, 0);
     else memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
 #if GEMM_CLUSTER == 1

@@ -103,10 +103,16 @@ static float load_one(fastglu_dtype dt, const void *base, int64_t index) {
  * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit. For SILU
  * this is src/swiglu_cpu.c's math operation for operation (act' = a (1 - s) + s, the fmaf with
  * q' = 1 rounding once), so fastglu_glu_*_cpu with the plain parameters gives
- * fastglu_swiglu_*_cpu's bits (tests/c/test_cpu_paths_agree.c), but for an up of -0, to which the
- * loops below add the offset as +0 (the CUDA kernels add -0: make_math). */
+ * fastglu_swiglu_*_cpu's bits (tests/c/test_cpu_paths_agree.c), an up of -0 included: a zero
+ * offset is added as -0 (offset_term), as the CUDA kernels add it (make_math). */
 
 #define LOG2E 1.44269504f
+
+/* The offset as added to up: a zero offset as -0, which keeps an up of -0 (-0 + -0 = -0, where
+ * -0 + 0 = +0), as the CUDA kernels and the plain SwiGLU path do. */
+static float offset_term(const fastglu_glu_params *p) {
+    return p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
+}
 #define GELU_K (2.0f * 0.79788456f)
 
 /* sigmoid(q(z)), and q'(z) in *dq */
@@ -176,7 +182,7 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
     const operands o = make_operands(p->layout, gate, gate_rs, up, up_rs);
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int clamp = fastglu_clamps(p);
-    const float c = fastglu_glu_clamp(p, dt), off = p->glu_linear_offset, mg = p->gate_multiplier;
+    const float c = fastglu_glu_clamp(p, dt), off = offset_term(p), mg = p->gate_multiplier;
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK], g8[CHUNK], u8[CHUNK];
     const int sat = fastglu_fp8_saturate();
@@ -247,7 +253,7 @@ static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
     const int clamp = fastglu_clamps(p);
-    const float c = fastglu_glu_clamp(p, A->dt), off = p->glu_linear_offset,
+    const float c = fastglu_glu_clamp(p, A->dt), off = offset_term(p),
                 mg = p->gate_multiplier, md = p->down_multiplier;
     const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     const int64_t tiles = (F + CHUNK - 1) / CHUNK;

@@ -102,6 +102,8 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
     pil.layout = FASTGLU_LAYOUT_INTERLEAVED;
     fill_random(dt, x, n_in);
     fill_random(dt, dy, n_out);
+    /* a few signed zeros among the operands: an up of -0 keeps its sign through a zero offset */
+    for (size_t i = 0; i < n_in; i += 61) put(dt, x, i, (i / 61) % 2 ? -0.0f : 0.0f);
     /* the same operands as two tensors, and interleaved */
     for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < F; ++j) {
