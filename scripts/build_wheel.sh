@@ -7,7 +7,7 @@
 # What is in it and why:
 # - Kernels as sm_80, sm_90 and sm_100 machine code plus compute_100 PTX (FASTGLU_WHEEL_ARCHS), so
 #   that A100, H100/H200 and B200 run them without JIT and later GPUs JIT-compile the PTX. Sources
-#   that need sm_90a get their own list (CMake's FASTGLU_SM90A_ARCHITECTURES).
+#   that need sm_90a (wgmma, TMA) are compiled for sm_90a alone by CMakeLists.txt, whatever this list.
 # - The binding uses CPython's limited API: one cp310-abi3 wheel for every CPython from 3.10 on; it
 #   uses no torch C++ ABI, so no torch version is baked in.
 # - The CUDA runtime is linked dynamically (libcudart.so.13) and comes from the nvidia-cuda-runtime

@@ -9,9 +9,9 @@
 # would download the large CUDA build can pass "torch --index-url https://download.pytorch.org/whl/cpu");
 # the wheel and its dependencies, binaries only; then, before numpy is there, `import fastglu` must
 # print nothing and `python -m fastglu.bench --help` must work; then pytest, numpy and the CPU tests.
-# --system: a venv over python3's own site-packages (its torch, with CUDA), installing nothing from
-# the network: the wheel's dependencies must already be there (with --no-deps where they are not);
-# the GPU test files run too and the CUDA backend must be usable where torch sees a GPU.
+# --system: python3's own torch (with CUDA) and packages, the wheel installed beside them with
+# --no-deps and nothing from the network (whether its dependencies are all there is reported); the
+# GPU test files run too and the CUDA backend must be usable where torch sees a GPU.
 set -euo pipefail
 mode=venv
 if [ "${1:-}" = "--system" ]; then mode=system; shift; fi
@@ -45,23 +45,27 @@ if [ "$mode" = venv ]; then
   # Binaries only: pip may build nothing, so no compiler is needed.
   "$PY" -m pip install -q --only-binary=:all: "$wheel"
 else
-  python3 -m venv --system-site-packages venv
-  PY=$PWD/venv/bin/python
-  echo "-- installing $(basename "$wheel") over $(python3 -c 'import sys; print(sys.prefix)')'s site-packages"
-  if ! "$PY" -m pip install -q --no-index --only-binary=:all: "$wheel"; then
-    echo "-- note: the wheel's dependencies are not all installed here; installing it with --no-deps"
-    "$PY" -m pip install -q --no-index --no-deps "$wheel"
+  # Into a directory of its own on PYTHONPATH, over python3's packages (a venv over them would not see
+  # them where python3 is itself a venv's, as the GPU machine's torch is).
+  PY=python3
+  echo "-- installing $(basename "$wheel") into $work/site, over $(python3 -c 'import sys; print(sys.prefix)')"
+  if python3 -m pip install -q --dry-run --no-index --only-binary=:all: "$wheel" > /dev/null 2>&1; then
+    echo "-- its dependencies are all installed here"
+  else
+    echo "-- note: not all of its dependencies are installed here (pip install --dry-run --no-index failed)"
   fi
+  python3 -m pip install -q --no-index --no-deps --target "$work/site" "$wheel"
+  export PYTHONPATH="$work/site"
 fi
 
 echo "-- the installed package"
-"$PY" - "$mode" <<'EOF'
+"$PY" - "$mode" "$work" <<'EOF'
 import os, sys
 import fastglu, torch
 where = os.path.dirname(fastglu.__file__)
 print(f"fastglu {fastglu.__version__} from {where}; torch {torch.__version__}; CUDA built: "
       f"{fastglu.cuda_built()}, usable: {fastglu.cuda_available()}")
-assert where.startswith(sys.prefix), f"fastglu imported from {where}, not from the venv {sys.prefix}"
+assert where.startswith(sys.argv[2]), f"fastglu imported from {where}, not from the install in {sys.argv[2]}"
 assert fastglu.cuda_built(), "the wheel has no CUDA backend"
 if sys.argv[1] == "system" and torch.cuda.is_available():
     assert fastglu.cuda_available(), "torch sees a GPU but fastglu's CUDA backend is not usable"
