@@ -14,6 +14,11 @@
  * CUDA errors. The Python layer rejects most bad tensors before this point.
  */
 #define PY_SSIZE_T_CLEAN
+/* CPython's limited API, version 3.10 (the first with METH_FASTCALL in it): the module is ABI-stable,
+ * one abi3 wheel for every CPython >= 3.10 (pyproject.toml: wheel.py-api = "cp310"). */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
 #include <Python.h>
 
 #include "fastglu.h"

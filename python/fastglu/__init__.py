@@ -22,9 +22,24 @@ PyTorch. Public API:
   ``fastglu.cuda_built()``: whether it was built.
 """
 
-import torch as _torch
+import warnings as _warnings
 
-from . import _C, ops
+with _warnings.catch_warnings():
+    # torch warns "Failed to initialize NumPy" on import when numpy is absent; fastglu uses no numpy,
+    # so importing fastglu (and torch through it) stays silent. torch still raises where a numpy
+    # conversion is asked for.
+    _warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+    import torch as _torch
+
+try:
+    from . import _C
+except ImportError as _e:
+    if "libcudart" not in str(_e):
+        raise
+    # The portable wheel's libfastglu loads libcudart.so.13 from the nvidia-cuda-runtime wheel.
+    raise ImportError(f"fastglu: {_e}; install the CUDA runtime it needs: "
+                      "pip install 'nvidia-cuda-runtime>=13.0,<14'") from _e
+from . import ops
 from .functional import SwiGLUFunction, bias_swiglu_impl, swiglu
 from .glu import (
     GLUFunction,

@@ -23,6 +23,10 @@ Usage, before building the model::
     ...
     fastglu.megatron.undo()
 
+Supported Megatron-Core: ``SUPPORTED`` (0.16 to 0.19, the ``megatron`` extra's range); CI runs the
+adapter's tests against the oldest and the newest release of that range. ``apply()`` warns when the
+installed release is outside it (the routing itself is tried all the same).
+
 Differences from Megatron-Core 0.19 (all in fastglu's favour or documented in ``glu.py``):
 the bias gradient comes back as ``[2F]`` from the kernel; ``clamp_value`` <= 0 means no clamp;
 ``fp8_input_store`` also takes ``"per_row"`` / ``"per_tensor"``; the glu_linear_offset stays fp32.
@@ -31,7 +35,9 @@ the bias gradient comes back as ``[2F]`` from the kernel; ``clamp_value`` <= 0 m
 from __future__ import annotations
 
 import importlib
+import re
 import sys
+import warnings
 
 from .functional import bias_swiglu_impl
 from .glu import bias_geglu_impl, weighted_bias_quick_geglu_impl, weighted_bias_swiglu_impl
@@ -53,6 +59,10 @@ TARGETS = {
     "megatron.core.transformer.moe.experts": ("weighted_bias_swiglu_impl", "weighted_bias_quick_geglu_impl"),
     "megatron.core.transformer.moe.shared_experts": ("bias_swiglu_impl", "bias_geglu_impl"),
 }
+
+# The Megatron-Core releases the adapter is tested against: (major, minor) from SUPPORTED[0] up to,
+# not including, SUPPORTED[1]. pyproject.toml's megatron extra says the same.
+SUPPORTED = ((0, 16), (0, 20))
 
 _originals: dict = {}  # (module name, attribute) -> the function apply() replaced
 
@@ -96,7 +106,28 @@ def apply() -> list:
     if not found:
         raise ImportError("fastglu.megatron.apply: megatron-core is not importable (none of "
                           f"{', '.join(TARGETS)} could be imported)")
+    _check_version()
     return routed
+
+
+def megatron_version():
+    """The imported megatron-core's version string (``megatron.core.package_info.__version__``), or
+    None where it has none."""
+    info = _module("megatron.core.package_info")
+    version = getattr(info, "__version__", None)
+    return version if isinstance(version, str) else None
+
+
+def _check_version():
+    version = megatron_version()
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    if m is None:
+        return
+    lo, hi = SUPPORTED
+    if not lo <= (int(m[1]), int(m[2])) < hi:
+        warnings.warn(f"fastglu.megatron.apply: megatron-core {version} is outside the tested range "
+                      f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]} (pip install \"fastglu[megatron]\"); the "
+                      "functions were routed, but check the model's outputs", UserWarning, stacklevel=3)
 
 
 def undo() -> list:
@@ -120,4 +151,4 @@ def is_applied() -> bool:
     return any(getattr(sys.modules.get(m), n, None) is REPLACEMENTS[n] for (m, n) in _originals)
 
 
-__all__ = ["apply", "undo", "is_applied", "REPLACEMENTS", "TARGETS"]
+__all__ = ["apply", "undo", "is_applied", "megatron_version", "REPLACEMENTS", "TARGETS", "SUPPORTED"]

@@ -12,16 +12,22 @@ Megatron's fused functions are ``torch.compile``d (``megatron.core.jit.jit_fuser
 run them under ``torch.compiler.set_stance("force_eager")`` (the same Python formulas, evaluated op by
 op, without minutes of CPU compilation), except ``test_against_megatron_compiled``, which compiles one.
 
-Locally (megatron-core's wheel is for CPython 3.12 and needs triton):
-    python3 -m zipfile -e .whl/megatron_core-*.whl /tmp/mc-site && pip install --target /tmp/tri --no-deps triton
-    PYTHONPATH=<fastglu>:/tmp/mc-site:/tmp/tri python3 -m pytest tests/python/test_megatron_adapter.py
+CI (.ci/run) runs this file against the oldest and the newest release of ``fastglu.megatron.SUPPORTED``
+with FASTGLU_EXPECT_MEGATRON naming the release, so that a failed import fails instead of skipping.
+Locally (from 0.17 on megatron-core's wheels say CPython 3.12, and it needs triton; its modules used
+here import on 3.11 too):
+    pip install --target /tmp/mc --no-deps --ignore-requires-python --python-version 3.12 \
+        --only-binary=:all: megatron-core==0.19.2 && pip install --target /tmp/tri --no-deps triton
+    PYTHONPATH=<fastglu>:/tmp/mc:/tmp/tri python3 -m pytest tests/python/test_megatron_adapter.py
 """
 
 import contextlib
 import math
+import os
 import socket
 import sys
 import types
+import warnings
 
 import pytest
 import torch
@@ -70,9 +76,10 @@ def _undo_after_each_test():
 # ---- the adapter on a fake megatron --------------------------------------------------------------
 
 
-def _fake_megatron(monkeypatch):
+def _fake_megatron(monkeypatch, version=None):
     """A fake megatron package: the two fusions modules define the four functions, transformer.mlp
-    imports them by name (as the real mlp.py does). Returns (modules by name, original functions)."""
+    imports them by name (as the real mlp.py does); with version, core.package_info holds it as
+    __version__. Returns (modules by name, original functions)."""
 
     def make(name):
         def f(*args, **kwargs):
@@ -96,6 +103,9 @@ def _fake_megatron(monkeypatch):
     for n in fm.REPLACEMENTS:
         setattr(mods["megatron.core.transformer.mlp"], n, originals[n])
     mods["megatron.core.transformer.mlp"].unrelated = len  # must stay untouched
+    if version is not None:
+        mods["megatron.core.package_info"] = types.ModuleType("megatron.core.package_info")
+        mods["megatron.core.package_info"].__version__ = version
     # whatever real megatron modules this process imported are hidden for the test
     for name in list(sys.modules):
         if name == "megatron" or name.startswith("megatron."):
@@ -148,6 +158,23 @@ def test_undo_leaves_a_name_someone_else_replaced_since(monkeypatch):
     assert mlp.bias_swiglu_impl is originals["bias_swiglu_impl"]
 
 
+@pytest.mark.parametrize("version", ["0.16.0", "0.16.1", "0.17.0rc0", "0.19.2"])
+def test_apply_is_silent_on_a_supported_megatron(monkeypatch, version):
+    _fake_megatron(monkeypatch, version)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fm.apply()
+    assert fm.megatron_version() == version
+
+
+@pytest.mark.parametrize("version", ["0.15.3", "0.20.0", "1.0.0"])
+def test_apply_warns_on_an_unsupported_megatron(monkeypatch, version):
+    mods, _ = _fake_megatron(monkeypatch, version)
+    with pytest.warns(UserWarning, match=rf"megatron-core {version} is outside the tested range >=0\.16,<0\.20"):
+        routed = fm.apply()
+    assert routed and mods["megatron.core.transformer.mlp"].bias_swiglu_impl is fastglu.bias_swiglu_impl
+
+
 def test_apply_without_megatron_raises_import_error(monkeypatch):
     for name in list(sys.modules):
         if name == "megatron" or name.startswith("megatron."):
@@ -156,6 +183,23 @@ def test_apply_without_megatron_raises_import_error(monkeypatch):
     with pytest.raises(ImportError, match="megatron-core is not importable"):
         fm.apply()
     assert not fm.is_applied()
+
+
+EXPECTED_MEGATRON = os.environ.get("FASTGLU_EXPECT_MEGATRON")
+
+
+@pytest.mark.skipif(not EXPECTED_MEGATRON, reason="FASTGLU_EXPECT_MEGATRON is not set")
+def test_expected_megatron_is_imported():
+    assert MEGATRON is not None, "megatron-core is not importable"
+    assert fm.megatron_version() == EXPECTED_MEGATRON
+
+
+@needs_megatron
+def test_apply_is_silent_on_the_installed_megatron():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fm.apply()
+    assert not [w for w in caught if "outside the tested range" in str(w.message)], fm.megatron_version()
 
 
 # ---- fastglu's functions against Megatron's ---------------------------------------------------------

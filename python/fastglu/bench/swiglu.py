@@ -18,11 +18,11 @@ import importlib.metadata
 import json
 import os
 import platform
+import statistics
 import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from . import records
@@ -116,11 +116,12 @@ def make_bench(on_gpu, rep):
             fn()
             return (time.perf_counter() - t0) * 1e3
         fn()
-        est = max(np.median([once() for _ in range(5)]), 1e-6)
+        est = max(statistics.median([once() for _ in range(5)]), 1e-6)
         for _ in range(max(1, int(warmup / est))):
             fn()
         times = [once() for _ in range(max(10, int(rep / est)))]
-        return tuple(float(q) for q in np.quantile(times, [0.5, 0.2, 0.8]))
+        deciles = statistics.quantiles(times, n=10, method="inclusive")  # numpy's default quantiles
+        return deciles[4], deciles[1], deciles[7]
     return cpu_bench
 
 
