@@ -71,7 +71,7 @@ if want ctest; then
   # Only the tests that need the GPU: the CPU-only ones (CPU backend, sweeps, host emulation) run in
   # CI and would take about 5 minutes of device time here.
   # swiglu_cuda runs its quick suite (its full sentinel sweep is CPU-checkable); glu_cuda in full.
-  (cd build-device && ctest --output-on-failure -j 4 -R "^glu_cuda$|bench" \
+  (cd build-device && ctest --output-on-failure -j 4 -R "^glu_cuda$|^gemm_cuda$|bench" \
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 

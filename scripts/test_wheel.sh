@@ -11,7 +11,8 @@
 # print nothing and `python -m fastglu.bench --help` must work; then pytest, numpy and the CPU tests.
 # --system: python3's own torch (with CUDA) and packages, the wheel installed beside them with
 # --no-deps and nothing from the network (whether its dependencies are all there is reported); the
-# GPU test files run too and the CUDA backend must be usable where torch sees a GPU.
+# whole Python test suite runs (its GPU cases included) and the CUDA backend must be usable where
+# torch sees a GPU.
 set -euo pipefail
 mode=venv
 if [ "${1:-}" = "--system" ]; then mode=system; shift; fi
@@ -83,8 +84,8 @@ if [ "$mode" = venv ]; then
   fi
   "$PY" -m pip install -q pytest numpy
 else
-  tests+=(test_cuda_graph.py test_fp8_store.py test_glu_large.py)
+  tests=($(cd "$root/tests/python" && ls test_*.py))  # every test file: the GPU cases run here
 fi
 
 echo "-- pytest against the installed wheel: ${tests[*]}"
-"$PY" -m pytest -q -x -rs -p no:cacheprovider "${tests[@]/#/$root/tests/python/}"
+"$PY" -m pytest -q -rs -p no:cacheprovider "${tests[@]/#/$root/tests/python/}"
