@@ -531,14 +531,29 @@ def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
     y = fastglu.glu(x, bias=bias, weights=weights, fp8_input_store=mode, **opts)
     saved = y.grad_fn.saved_tensors[0]
     assert saved.dtype == torch.float8_e4m3fn and saved.shape == x.shape
+    scale_inv = y.grad_fn.saved_tensors[4]
     y.backward(dy)
+    # The copy is the independent cast within one e4m3 step (with a clamp, an operand the cast would
+    # put on the wrong side of the bound moves one step); the backward's math is checked on the copy
+    # itself, decoded as it reads it.
     xd = decode_reference(x.detach(), mode)
-    g, u = split(xd, False)
+    if scale_inv is None:
+        s = torch.ones((), dtype=torch.float64, device=x.device)
+    elif scale_inv.numel() == 1:
+        s = scale_inv.double().reshape(())
+    else:
+        s = scale_inv.double().reshape(*x.shape[:-1], 1)
+    xs = saved.double() * s
+    g, u = split(xs, False)
+    gd, ud = split(xd, False)
     o = {k: v for k, v in opts.items() if k != "clamp_value"}
     c = opts.get("clamp_value")
     if c:  # the clamp of the decoded operand, torch.clamp's mask of the full-precision one (Megatron's)
         c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
         g, u = g.clamp(max=c), u.clamp(-c, c)
+        gd, ud = gd.clamp(max=c), ud.clamp(-c, c)
+    step = merge(gd, ud, False).abs() / 8 + 2.0**-9 * s
+    assert ((merge(g, u, False) - merge(gd, ud, False)).abs() <= step).all()
     _, rdg, rdu, rdb, _ = reference(g, u, dy, bias=bias.detach() if bias is not None else None, weights=weights,
                                     **o)
     if c:
