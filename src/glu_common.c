@@ -15,6 +15,7 @@
  *   output.
  */
 #include <inttypes.h>
+#include <float.h>
 #include <math.h>
 
 #include "convert.h"
@@ -129,6 +130,11 @@ static const char *dtype_text(fastglu_dtype dtype) {
     return dtype == FASTGLU_DTYPE_FP16 ? "float16" : dtype == FASTGLU_DTYPE_BF16 ? "bfloat16" : "float32";
 }
 
+/* The largest finite value of a compute dtype. */
+static float dtype_max(fastglu_dtype dtype) {
+    return dtype == FASTGLU_DTYPE_FP16 ? 65504.0f : dtype == FASTGLU_DTYPE_BF16 ? 0x1.fep127f : FLT_MAX;
+}
+
 /* A clamp the operands' dtype can hold, as torch.clamp needs of its bound: a positive clamp_value
  * must not round to 0 in dtype (it would stop being a clamp), nor a finite one exceed dtype's
  * largest finite value (torch.clamp refuses it: "cannot be converted without overflow"). With the
@@ -143,7 +149,7 @@ static fastglu_status check_clamp(const char *fn, const fastglu_glu_params *p,
                                  "%s: params->clamp_value = %g rounds to 0 in %s, the operands' "
                                  "dtype (a clamp must stay positive; <= 0 means no clamp)",
                                  fn, (double)c, dtype_text(dtype));
-    if (isfinite(c) && !isfinite(ce))
+    if (isfinite(c) && (!isfinite(ce) || c > dtype_max(dtype)))
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: params->clamp_value = %g is beyond the largest finite %s "
                                  "(torch.clamp refuses such a bound)",

@@ -1373,6 +1373,8 @@ int run_glu_clamp_edges(const glu_backend *b) {
         {FASTGLU_DTYPE_FP16, 1e-10f, 0, 0},  {FASTGLU_DTYPE_FP16, 6e-8f, 0, 1},
         {FASTGLU_DTYPE_BF16, 1e-45f, 0, 0},  {FASTGLU_DTYPE_FP32, 1e-45f, 0, 1},
         {FASTGLU_DTYPE_FP16, 70000.0f, 0, 0}, {FASTGLU_DTYPE_FP16, 65504.0f, 0, 1},
+        {FASTGLU_DTYPE_FP16, 65510.0f, 0, 0} /* rounds to 65504, but torch.clamp refuses it */,
+        {FASTGLU_DTYPE_BF16, 3.39e38f, 0, 0} /* likewise */, {FASTGLU_DTYPE_BF16, 0x1.fep127f, 0, 1},
         {FASTGLU_DTYPE_BF16, 3.4e38f, 0, 0}, {FASTGLU_DTYPE_FP32, 3.4e38f, 0, 1},
         {FASTGLU_DTYPE_FP32, 448.0f, 1, 0},  {FASTGLU_DTYPE_FP32, 447.0f, 1, 1},
         {FASTGLU_DTYPE_BF16, 447.0f, 1, 0} /* 448 in bf16 */,
