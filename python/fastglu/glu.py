@@ -197,6 +197,9 @@ def _e4m3_bounds(c):
     return _E4M3_VALUES[n - 1], _E4M3_VALUES[n]
 
 
+_FLT32_MAX = math.ldexp(2.0 - math.ldexp(1.0, -23), 127)
+
+
 def _check_clamp(clamp, fn):
     """clamp (a float) unless, positive, it rounds to 0 or overflows in float32, the C float the
     kernels take (each dtype's own rounding: the C library's check, fastglu_glu_clamp)."""
@@ -205,7 +208,7 @@ def _check_clamp(clamp, fn):
         if c32 == 0.0:
             _fail(ValueError, fn, f"clamp_value = {clamp!r} is positive but rounds to 0 in float32 (a clamp must "
                                   "stay positive; None, 0 or a negative value mean no clamp)")
-        if c32 == math.inf and clamp != math.inf:
+        if clamp != math.inf and clamp > _FLT32_MAX:  # (also where it would round down to it)
             _fail(ValueError, fn, f"clamp_value = {clamp!r} is beyond the float32 range (torch.clamp refuses "
                                   "such a bound)")
     return clamp

@@ -185,9 +185,9 @@ def _linear_setup(ctx, inputs, output):
 def _linear_backward(ctx, dout):
     x, w = ctx.saved_tensors
     need = ctx.needs_input_grad
-    d2 = dout.reshape(-1, dout.shape[-1])
+    d2 = dout.flatten(0, -2) if dout.dim() > 1 else dout.reshape(1, -1)
     dx = (d2 @ w).reshape(x.shape) if need[0] else None
-    dw = d2.t() @ x.reshape(-1, x.shape[-1]) if need[1] else None
+    dw = d2.t() @ (x.flatten(0, -2) if x.dim() > 1 else x.reshape(1, -1)) if need[1] else None
     db = d2.sum(0) if ctx.has_bias and need[2] else None
     return dx, dw, db
 
@@ -210,9 +210,9 @@ def _linear_glu_backward(ctx, dy, dh_out):
     dh, _, _, dweights = torch.ops.fastglu.glu_bwd(dy, h, None, None, weights, None, *ctx.scalars, False, want_dw)
     if dh_out is not None:
         dh = dh + dh_out
-    d2 = dh.reshape(-1, dh.shape[-1])
+    d2 = dh.flatten(0, -2) if dh.dim() > 1 else dh.reshape(1, -1)
     dx = (d2 @ w1).reshape(x.shape) if need[0] else None
-    dw1 = d2.t() @ x.reshape(-1, x.shape[-1]) if need[1] else None
+    dw1 = d2.t() @ (x.flatten(0, -2) if x.dim() > 1 else x.reshape(1, -1)) if need[1] else None
     db = d2.float().sum(0).to(dh.dtype) if ctx.has_bias and need[2] else None
     return (dx, dw1, db, dweights if want_dw else None) + (None,) * 7
 
@@ -249,6 +249,9 @@ def linear(x, w, bias=None):
     w ``[out_features, in_features]``, bias None or ``[out_features]``, one dtype (bfloat16, float16
     or float32); fp32 accumulation. Differentiable. Raises TypeError / ValueError naming the tensor."""
     _check_types("linear", x=x, w=w, bias=bias)
+    for name, t in (("x", x), ("w", w), ("bias", bias)):
+        if t is not None:
+            check_dense(t, "linear", name)  # before the dispatcher, which knows no sparse kernel
     return torch.ops.fastglu.linear(x, w, bias)
 
 
@@ -277,6 +280,9 @@ def linear_glu(x, w1, bias=None, activation="silu", *, weights=None, clamp_value
                    gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
                    fn="linear_glu")
     _check_types("linear_glu", x=x, w1=w1, bias=bias, weights=weights)
+    for name, t in (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)):
+        if t is not None:
+            check_dense(t, "linear_glu", name)  # before the dispatcher, which knows no sparse kernel
     grad = torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w1, bias, weights))
     y, h = torch.ops.fastglu.linear_glu_fwd(x, w1, bias, weights, *p, bool(return_preact or grad))

@@ -266,3 +266,15 @@ def test_fp8_store_with_a_clamp_of_448_or_more_is_refused(mode):
             fastglu.glu(x, clamp_value=c, fp8_input_store=mode)
     fastglu.glu(x.float(), clamp_value=447.0, fp8_input_store=mode).sum().backward()  # 447 in fp32
     fastglu.glu(x, clamp_value=math.inf, fp8_input_store=mode).sum().backward()  # cuts nothing: the plain cast
+
+
+@pytest.mark.parametrize("dtype, c", [(torch.float32, 3.4028235e38 * (1 + 1e-8)), (torch.float16, 65510.0),
+                                      (torch.bfloat16, 3.39e38)])
+def test_a_clamp_above_the_dtypes_largest_value_is_refused_where_it_would_round_down(dtype, c):
+    """torch.clamp refuses a bound above the dtype's largest finite value, even one that rounds
+    down to it; so does fastglu."""
+    x = torch.randn(4, 8).to(dtype)
+    with pytest.raises(RuntimeError):
+        torch.clamp(x, max=c)
+    with pytest.raises(ValueError, match="clamp_value"):
+        fastglu.glu(x, clamp_value=c)

@@ -327,3 +327,27 @@ def test_bench_smoke(tmp_path):
     assert {"fastglu_fused", "cublas_fastglu", "cublas_gemm_only", "fastglu", "cublas"} <= providers
     assert all(r["ms"] > 0 for r in records if r.get("ms") is not None)
     assert (tmp_path / "mlp.jsonl").exists()
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((4, 0), (6, 0)), ((4, 8), (0, 8)), ((2, 3, 0), (6, 0))])
+def test_empty_hidden_or_width_backward_gives_empty_or_zero_gradients(x_shape, w_shape):
+    """hidden = 0 or F = 0: the forward is legal, and so is the backward (as F.linear's)."""
+    for fn in (lambda x, w: fastglu.linear_glu(x, w)[0], fastglu.linear):
+        x = torch.randn(*x_shape, requires_grad=True)
+        w = torch.randn(*w_shape, requires_grad=True)
+        xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        fn(x, w).sum().backward()
+        torch.nn.functional.linear(xr, wr).sum().backward()
+        assert x.grad.shape == x.shape and w.grad.shape == w.shape
+        assert torch.count_nonzero(x.grad) == 0 and torch.count_nonzero(w.grad) == 0
+        assert torch.count_nonzero(xr.grad) == 0 and torch.count_nonzero(wr.grad) == 0
+
+
+@pytest.mark.parametrize("which", ["x", "w"])
+def test_sparse_operands_get_a_type_error_naming_them(which):
+    x, w = torch.randn(4, 8), torch.randn(6, 8)
+    args = {"x": x.to_sparse() if which == "x" else x, "w": w.to_sparse() if which == "w" else w}
+    with pytest.raises(TypeError, match=rf"fastglu.linear: {which} has layout"):
+        fastglu.linear(args["x"], args["w"])
+    with pytest.raises(TypeError, match=rf"fastglu.linear_glu: {'w1' if which == 'w' else 'x'} has layout"):
+        fastglu.linear_glu(args["x"], args["w"])
