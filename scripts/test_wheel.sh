@@ -88,4 +88,6 @@ else
 fi
 
 echo "-- pytest against the installed wheel: ${tests[*]}"
-"$PY" -m pytest -q -rs -p no:cacheprovider "${tests[@]/#/$root/tests/python/}"
+# FASTGLU_PYTEST_ARGS: more pytest options (e.g. -k cuda: the GPU cases alone, where CI runs the rest).
+# shellcheck disable=SC2086
+"$PY" -m pytest -q -rs -p no:cacheprovider ${FASTGLU_PYTEST_ARGS:-} "${tests[@]/#/$root/tests/python/}"
