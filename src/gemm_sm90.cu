@@ -781,16 +781,6 @@ static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* The math mode of the parameters (glu_math.cuh), as the standalone kernels choose it: the
- * specialised modes leave out only operations that are identities for these parameters. */
-static int math_mode_of(const fastglu_glu_params *p) {
-    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
-    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
-    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
-    if (offset) return MM_ANY;
-    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
-}
-
 /* The plain GEMM's tile width: 256, or 192 where the columns divide into 192-wide tiles with less
  * waste: the cost of a width is its waves (tiles over the multiprocessors, rounded up) times the
  * width, the 192-wide tile counted 2% dearer (more loads per flop). */

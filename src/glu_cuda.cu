@@ -1053,15 +1053,6 @@ static const glu_kernel tile_kernels[3][2][2][4][4] = {TILE_TYPE(float), TILE_TY
 #undef TILE_F_DW
 #undef MODES
 
-/* The math mode of the parameters (see math_mode). */
-static int math_mode_of(const fastglu_glu_params *p) {
-    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
-    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
-    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
-    if (offset) return MM_ANY;
-    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
-}
-
 #define REDUCE_KERNEL(T) {glu_reduce_kernel<T, 0>, glu_reduce_kernel<T, 1>}
 typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int64_t, void *, int, int64_t, int64_t);
 static const reduce_kernel reduce_kernels[3][2] = {REDUCE_KERNEL(float), REDUCE_KERNEL(__half), REDUCE_KERNEL(__nv_bfloat16)};

@@ -149,6 +149,17 @@ static __device__ __forceinline__ float fp8_operand(const glu_math &m, float v, 
     return is_up ? fastglu_fp8_up_operand(v, m.c, m.f8lo, m.f8hi) : fastglu_fp8_gate_operand(v, m.c, m.f8lo, m.f8hi);
 }
 
+/* The math mode of the parameters (host side), the one rule of the standalone kernels and the GEMM
+ * epilogues: the specialised modes leave out only operations that are identities for these
+ * parameters (see math_mode). */
+static inline int math_mode_of(const fastglu_glu_params *p) {
+    if (p->gate_multiplier != 1.0f || p->down_multiplier != 1.0f) return MM_ANY;
+    const int clamps = fastglu_clamps(p), offset = p->glu_linear_offset != 0.0f;
+    if (clamps) return p->activation == FASTGLU_ACT_GELU_TANH ? MM_ANY : MM_KCLAMP;
+    if (offset) return MM_ANY;
+    return p->activation == FASTGLU_ACT_GELU_TANH ? MM_GELU : MM_K;
+}
+
 /* The math of a call (host side), from its validated parameters and the operands' dtype: the clamp
  * bound is clamp_value rounded to that dtype, as torch.clamp rounds its bound to the tensor's
  * (fastglu_glu_clamp); fp8_copy: the call writes the fp8 copy (then c < 448 or c = +inf, validated). */
