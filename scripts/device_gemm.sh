@@ -11,7 +11,7 @@ command -v $NVCC >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
 if ! python3 -c "import ctypes; ctypes.CDLL('build-dev/libgemm_sm90.so')" 2>/dev/null; then
     echo "building libgemm_sm90.so here"
     $NVCC -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -DFASTGLU_GEMM_DEV_HOOKS -Iinclude -Isrc \
-        src/gemm_sm90.cu src/common.c -o build-dev/libgemm_sm90.so || exit 1
+        src/gemm_sm90.cu src/common.c src/glu_common.c -o build-dev/libgemm_sm90.so || exit 1
 fi
 GLU=()
 if [ -f build-dev/libglu.so ] && python3 -c "import ctypes; ctypes.CDLL('build-dev/libglu.so')" 2>/dev/null; then

@@ -213,7 +213,7 @@ def _linear_glu_backward(ctx, dy, dh_out):
     d2 = dh.flatten(0, -2) if dh.dim() > 1 else dh.reshape(1, -1)
     dx = (d2 @ w1).reshape(x.shape) if need[0] else None
     dw1 = d2.t() @ (x.flatten(0, -2) if x.dim() > 1 else x.reshape(1, -1)) if need[1] else None
-    db = d2.float().sum(0).to(dh.dtype) if ctx.has_bias and need[2] else None
+    db = d2.sum(0, dtype=torch.float32).to(dh.dtype) if ctx.has_bias and need[2] else None
     return (dx, dw1, db, dweights if want_dw else None) + (None,) * 7
 
 
