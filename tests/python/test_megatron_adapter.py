@@ -191,7 +191,9 @@ EXPECTED_MEGATRON = os.environ.get("FASTGLU_EXPECT_MEGATRON")
 @pytest.mark.skipif(not EXPECTED_MEGATRON, reason="FASTGLU_EXPECT_MEGATRON is not set")
 def test_expected_megatron_is_imported():
     assert MEGATRON is not None, "megatron-core is not importable"
-    assert fm.megatron_version() == EXPECTED_MEGATRON
+    # the public part: megatron-core 0.19 appends "+<git revision>" when it sits inside a git checkout
+    # (scripts/test_megatron.sh installs it under build/ of this one)
+    assert fm.megatron_version().split("+")[0] == EXPECTED_MEGATRON
 
 
 @needs_megatron
