@@ -12,22 +12,22 @@
  * (N = 2880, 5760: choose_bn). The producer runs ahead into the next tile while the consumers
  * store. The consumers share each 128-row tile (cooperative) rather than taking 64-row tiles in
  * turn (ping-pong, one warpgroup's epilogue under the other's wgmma): ping-pong loads each B tile
- * for 64 rows, 1.67x the L2 bytes per flop, and measured 1-8% slower on the plain GEMM and no
- * faster with the GLU epilogue (bench/gemm/NOTES.md). Tiles are visited in a grouped order
+ * for 64 rows, 1.67x the L2 bytes per flop, which costs what hiding the epilogue saves
+ * (bench/gemm/NOTES.md has the measurements). Tiles are visited in a grouped order
  * (GROUP_M row tiles at a time) so that the tiles in flight share rows of x and of w in L2. K tails
  * and M/N edges read zeros (TMA's out-of-bounds fill); the stores clip at [M, N].
  *
  * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
  * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
- * copy engine drains a tile's output while the warpgroup starts the next tile (measured 0.91 ->
- * 0.99 of cuBLAS on the 8192 x 4096 x 16384 fc1); otherwise (and for INTERLEAVED) the pairs are
+ * copy engine drains a tile's output while the warpgroup starts the next tile (the stores leave
+ * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for INTERLEAVED) the pairs are
  * stored from registers.
  *
  * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
  * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
  * stage before either producer refills it (the peer's arrive at the default .release.cta: with
- * .release.cluster the fence on every k-block cost 20-35%). Measured beside the default build:
- * from -3% to +3% by shape (bench/gemm/NOTES.md), so not the default yet.
+ * .release.cluster the fence on every k-block costs 20-35%). It is not the default: beside the
+ * default build it reads from -3% to +3% by shape, within the noise (bench/gemm/NOTES.md).
  *
  * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
  * (+ bias), rounded to the dtype.
