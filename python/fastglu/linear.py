@@ -20,23 +20,18 @@ from __future__ import annotations
 import torch
 
 from . import _C
-from .glu import ACTIVATIONS, _COMPUTE_CODES, _COMPUTE_WHAT, _fail, _flat_stride, _launch, glu_params
+from .glu import (ACTIVATIONS, _COMPUTE_CODES, _COMPUTE_WHAT, _check_tensor, _fail, _flat_stride, _launch,
+                  glu_params)
 from .ops import _row_strides, check_dense, check_storage
 
-_STRIDED = torch.strided
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
 
 
 def _check_meta(t, fn, name, dims):
-    if not isinstance(t, torch.Tensor):
-        _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.layout is not _STRIDED or t.is_nested:
-        check_dense(t, fn, name)
-    if t.dtype not in _COMPUTE_CODES:
-        _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {_COMPUTE_WHAT}")
-    if t.device.type not in ("cpu", "cuda"):
-        _fail(ValueError, fn, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+    # the family's tensor check without the storage check (fake tensors have none; the eager
+    # kernels' wrapper checks storage itself)
+    _check_tensor(t, fn, name, _COMPUTE_CODES, _COMPUTE_WHAT, zero_ok=True)
     if t.dim() not in dims:
         _fail(ValueError, fn, f"{name} must have {' or '.join(str(d) for d in dims)} dimensions, "
                               f"got shape {tuple(t.shape)}")
