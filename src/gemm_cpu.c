@@ -15,39 +15,11 @@
  */
 #include <string.h>
 
-#include "convert.h"
+#include "cpu_elements.h"
 #include "gemm_common.h"
 
 #define CHUNK 128 /* columns of y per chunk (2 * CHUNK columns of h) */
 #define KC 256    /* values of k per chunk */
-
-/* dst[i] = base[start + i] as fp32, i < n */
-static void load_row(fastglu_dtype dt, const void *base, int64_t start, int n, float *dst) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: memcpy(dst, (const float *)base + start, (size_t)n * sizeof(float)); break;
-    case FASTGLU_DTYPE_FP16: {
-        const uint16_t *p = (const uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(p[i]);
-        break;
-    }
-    case FASTGLU_DTYPE_BF16: {
-        const uint16_t *p = (const uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = bf16_to_f32(p[i]);
-        break;
-    }
-    default: break; /* validated */
-    }
-}
-
-/* base[index] = v rounded to dt */
-static void store_one(fastglu_dtype dt, void *base, int64_t index, float v) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: ((float *)base)[index] = v; break;
-    case FASTGLU_DTYPE_FP16: ((uint16_t *)base)[index] = f32_to_fp16(v); break;
-    case FASTGLU_DTYPE_BF16: ((uint16_t *)base)[index] = f32_to_bf16(v); break;
-    default: break;
-    }
-}
 
 typedef struct gemm_cpu {
     const fastglu_gemm_problem *p;
@@ -63,9 +35,9 @@ static void h_columns(const gemm_cpu *g, int64_t t, int64_t c0, int64_t cstep, i
     for (int i = 0; i < n; ++i) acc[i] = 0.0f;
     for (int64_t k0 = 0; k0 < p->K; k0 += KC) {
         const int kn = (int)(p->K - k0 < KC ? p->K - k0 : KC);
-        load_row(p->dtype, p->x, t * p->x_row_stride + k0, kn, xk);
+        load_f32(p->dtype, p->x, t * p->x_row_stride + k0, 1, kn, 1.0f, xk);
         for (int i = 0; i < n; ++i) {
-            load_row(p->dtype, p->w, (c0 + i * cstep) * p->w_row_stride + k0, kn, wk);
+            load_f32(p->dtype, p->w, (c0 + i * cstep) * p->w_row_stride + k0, 1, kn, 1.0f, wk);
             float a = acc[i];
             for (int k = 0; k < kn; ++k) a += xk[k] * wk[k];
             acc[i] = a;
@@ -73,12 +45,8 @@ static void h_columns(const gemm_cpu *g, int64_t t, int64_t c0, int64_t cstep, i
     }
     for (int i = 0; i < n; ++i) {
         float v = acc[i];
-        if (p->bias) {
-            float b;
-            load_row(p->dtype, p->bias, c0 + i * cstep, 1, &b);
-            v += b;
-        }
-        store_one(p->dtype, dst, i * dstep, v);
+        if (p->bias) v += load_one(p->dtype, p->bias, c0 + i * cstep);
+        store_f32(p->dtype, dst, i * dstep, 1, 1, &v);
     }
 }
 

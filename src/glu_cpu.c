@@ -28,69 +28,13 @@
 #include <string.h>
 
 #include "convert.h"
+#include "cpu_elements.h"
 #include "fp8.h"
 #include "internal.h"
 
 #define CHUNK FASTGLU_TILE_COLS
 
-/* ---- element types ----------------------------------------------------------------------- */
-
-/* dst[i] = element (start + i * stride) of `base` (type dt) as fp32, i < n; fp8 values times
- * scale_inv (one fp32 multiply). */
-static void load_f32(fastglu_dtype dt, const void *base, int64_t start, int64_t stride, int n,
-                     float scale_inv, float *dst) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: {
-        const float *p = (const float *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = p[i * stride];
-        break;
-    }
-    case FASTGLU_DTYPE_FP16: {
-        const uint16_t *p = (const uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(p[i * stride]);
-        break;
-    }
-    case FASTGLU_DTYPE_BF16: {
-        const uint16_t *p = (const uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = bf16_to_f32(p[i * stride]);
-        break;
-    }
-    case FASTGLU_DTYPE_FP8_E4M3: {
-        const uint8_t *p = (const uint8_t *)base + start;
-        for (int i = 0; i < n; ++i) dst[i] = fastglu_e4m3_to_f32(p[i * stride]) * scale_inv;
-        break;
-    }
-    }
-}
-
-/* Element (start + i * stride) of `base` (type dt, a compute type) = src[i], rounded, i < n. */
-static void store_f32(fastglu_dtype dt, void *base, int64_t start, int64_t stride, int n,
-                      const float *src) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: {
-        float *p = (float *)base + start;
-        for (int i = 0; i < n; ++i) p[i * stride] = src[i];
-        break;
-    }
-    case FASTGLU_DTYPE_FP16: {
-        uint16_t *p = (uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) p[i * stride] = f32_to_fp16(src[i]);
-        break;
-    }
-    case FASTGLU_DTYPE_BF16: {
-        uint16_t *p = (uint16_t *)base + start;
-        for (int i = 0; i < n; ++i) p[i * stride] = f32_to_bf16(src[i]);
-        break;
-    }
-    case FASTGLU_DTYPE_FP8_E4M3: break; /* never an output type (validated) */
-    }
-}
-
-static float load_one(fastglu_dtype dt, const void *base, int64_t index) {
-    float v;
-    load_f32(dt, base, index, 1, 1, 1.0f, &v);
-    return v;
-}
+/* Element loads and stores: cpu_elements.h. */
 
 /* ---- the activations (include/fastglu.h; Megatron-Core fused_bias_swiglu.py: swiglu,
  *      swiglu_back; fused_bias_geglu.py: geglu, geglu_back, quick_gelu, quick_geglu_back) ----
