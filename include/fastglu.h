@@ -387,8 +387,9 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
  *
  * CUDA: no allocation, no synchronization; one kernel on `stream`: on compute capability 9.0 a
  * TMA + wgmma kernel where the operands allow it (bf16 / fp16; K and N multiples of 8; x and w
- * 16-byte aligned with row strides multiples of 8; h and y 4-byte aligned with even row strides;
- * the SPLIT layout), else a general tiled kernel (any shape, alignment, layout and GPU the library
+ * 16-byte aligned with row strides multiples of 8; h 4-byte aligned with an even row stride; y
+ * likewise with SPLIT, 2-byte aligned with INTERLEAVED), else a general tiled kernel (any shape,
+ * alignment, layout and GPU the library
  * is built for). Each kernel is bitwise deterministic; the two sum in different orders, so calls
  * whose operands pick different kernels (h given or not, other strides) agree to rounding. Errors: FASTGLU_ERROR_INVALID_VALUE, FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
  * FASTGLU_ERROR_CUDA.

@@ -817,12 +817,6 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
     const int64_t w_rows = p->glu ? 2 * p->N : p->N;
     if (p->M > lim || w_rows > lim || p->K > lim) return 0;
-    /* INTERLEAVED: not taken (the general kernel runs it) until its epilogue has a GPU test that
-     * compares it with itself: tests/c/test_gemm_cuda.c's "y with h stored = y without" check failed
-     * on the H200 for these cases, most likely because its odd h row stride sent the call with h to
-     * the general kernel and the call without h here (two kernels, two summation orders;
-     * bench/gemm/NOTES.md). */
-    if (p->glu && p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
     if (!aligned(p->x, 16) || !aligned(p->w, 16)) return 0;
     if ((p->M > 1 && (p->x_row_stride % 8 || p->x_row_stride >= ((int64_t)1 << 38))) ||
         (w_rows > 1 && (p->w_row_stride % 8 || p->w_row_stride >= ((int64_t)1 << 38))))

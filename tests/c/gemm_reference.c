@@ -198,7 +198,10 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
     const size_t es = esize(dt);
     const int64_t off = odd ? 1 : 0; /* elements: every base pointer one element off */
     const int64_t x_rs = H + (odd ? 3 : 0), w_rs = H + (odd ? 5 : 0);
-    const int64_t h_rs = NW + (odd ? 7 : 1), y_rs = F + (odd ? 2 : 1);
+    /* odd: every pointer and stride misaligned (the general kernel); else strides that keep the
+     * alignment the sm_90a kernel needs (multiples of 8 where the widths are), with a gap between
+     * rows for the padding check: the calls with and without h then run the same kernel */
+    const int64_t h_rs = NW + (odd ? 7 : 8), y_rs = F + (odd ? 2 : 8);
     const fastglu_dtype wdt = v->weights ? (fastglu_dtype)(v->weights - 1) : FASTGLU_DTYPE_FP32;
     const int64_t wst = v->weights ? v->wstride : 0;
     int failed = 0;
