@@ -389,9 +389,10 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
  * TMA + wgmma kernel where the operands allow it (bf16 / fp16; K and N multiples of 8; x and w
  * 16-byte aligned with row strides multiples of 8; h 4-byte aligned with an even row stride; y
  * likewise with SPLIT, 2-byte aligned with INTERLEAVED), else a general tiled kernel (any shape,
- * alignment, layout and GPU the library
- * is built for). Each kernel is bitwise deterministic; the two sum in different orders, so calls
- * whose operands pick different kernels (h given or not, other strides) agree to rounding. Errors: FASTGLU_ERROR_INVALID_VALUE, FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
+ * alignment, layout and GPU the library is built for). Each kernel is bitwise deterministic; the
+ * two sum in different orders, so calls whose operands pick different kernels (h given or not,
+ * other strides) agree to rounding. Errors: FASTGLU_ERROR_INVALID_VALUE,
+ * FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
  * FASTGLU_ERROR_CUDA.
  * ========================================================================================== */
 
