@@ -812,6 +812,7 @@ static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0;
 extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int device) {
     static signed char ok_device[64]; /* 0 unknown, 1 yes, -1 no */
     if (!p || device < 0 || device >= 64) return 0;
+    if (p->dglu) return 0; /* fc2 dgrad + dGLU: the general kernel */
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
