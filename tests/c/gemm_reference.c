@@ -620,7 +620,9 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     const fastglu_tensor twt = tensor(v->weights ? at(&wt, off * esize(wdt)) : NULL, wdt, wst);
     const fastglu_tensor tdh = tensor(at(&dh, off * es), dt, dh_rs), tdh2 = tensor(at(&dh2, off * es), dt, dh_rs);
     const fastglu_tensor ty = tensor(at(&y, off * es), dt, y_rs);
-    const fastglu_tensor tdw = tensor(v->weights ? at(&dw, off * esize(wdt)) : NULL, wdt, dws);
+    /* dweights on the odd cases (aligned ones without it are the sm_90a kernel's on CUDA) */
+    const int want_dw = v->weights && odd;
+    const fastglu_tensor tdw = tensor(want_dw ? at(&dw, off * esize(wdt)) : NULL, wdt, dws);
     const fastglu_tensor none = tensor(NULL, dt, 0), none_w = tensor(NULL, wdt, 0);
     const fastglu_glu_params p = params_of(v);
     float cbuf[1];
@@ -642,7 +644,7 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     buf_down(b, &dh), buf_down(b, &dh2), buf_down(b, &y), buf_down(b, &dw);
     failed += check_padding(&dh, off, T, 2 * F, dh_rs, es, "dh");
     failed += check_padding(&y, off, T, F, y_rs, es, "y");
-    if (v->weights) failed += check_padding(&dw, off, T, 1, dws, esize(wdt), "dweights");
+    if (want_dw) failed += check_padding(&dw, off, T, 1, dws, esize(wdt), "dweights");
     if (memcmp(dh.host, dh2.host, dh.bytes) != 0) {
         printf("  FAIL %s: dh without y and dweights differs from dh with them\n", label);
         failed++;
@@ -679,7 +681,7 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
                 e_y += (gy - ref.y) * (gy - ref.y), n_y += ref.y * ref.y;
                 dwr += ref.dw;
             }
-            if (v->weights) {
+            if (want_dw) {
                 const double got = get(wdt, dw.host, off + t * dws);
                 e_dw += (got - dwr) * (got - dwr), n_dw += dwr * dwr;
             }
@@ -819,7 +821,7 @@ int run_dglu_errors(const gemm_backend *b) {
 int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_shapes,
                          void (*set_config)(int k), int n_configs) {
     int failed = 0;
-    const variant *v = &VARIANTS[5]; /* interleaved, weights, clamp, offset */
+    const variant *v = &VARIANTS[7]; /* SPLIT, weights, clamp, offset */
     const fastglu_dtype dt = FASTGLU_DTYPE_BF16;
     const size_t es = 2;
     for (int s = 0; s < n_shapes; ++s) {
@@ -837,15 +839,17 @@ int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
         for (int64_t i = 0; i < T; ++i) put(dt, wt.host, i, uniform(0.1, 1));
         buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt);
         const fastglu_glu_params p = params_of(v);
-        for (int k = 0; k < (set_config ? n_configs : 1); ++k)
+        /* configuration k (with dweights: the general kernel on CUDA; without: the kernel of the
+         * configuration) */
+        for (int k = 0; k < 2 * (set_config ? n_configs : 1); ++k)
             for (int rep = 0; rep < 2; ++rep) {
-                if (set_config) set_config(k);
+                if (set_config) set_config(k / 2);
                 memset(dh.host, 0xff, dh.bytes), memset(y.host, 0xff, y.bytes), memset(dw.host, 0xff, dw.bytes);
                 buf_up(b, &dh), buf_up(b, &y), buf_up(b, &dw);
                 fastglu_status st = b->linear_dglu(&p, tensor(d_o.dev, dt, H), tensor(w2.dev, dt, F),
                                                    tensor(h.dev, dt, 2 * F), tensor(wt.dev, dt, 1),
                                                    tensor(dh.dev, dt, 2 * F), tensor(y.dev, dt, F),
-                                                   tensor(dw.dev, dt, 1), T, H, F);
+                                                   tensor(k % 2 ? dw.dev : NULL, dt, 1), T, H, F);
                 b->sync();
                 buf_down(b, &dh), buf_down(b, &y), buf_down(b, &dw);
                 if (st != FASTGLU_SUCCESS) {

@@ -6,8 +6,8 @@
  * F = 1408, 2880, 5632; H = 2880; rows sampled for the reference where large), aligned shapes the
  * sm_90 kernel takes, bad input; determinism run to run under both kernels. fc2 dgrad + dGLU
  * (fastglu_linear_dglu_bwd_cuda) the same way: the variants at odd shapes, the issue's shapes,
- * aligned shapes the sm_90a kernel takes (without dweights: those variants run the general
- * kernel), bad input, determinism under both kernels. Exits 77 (CTest:
+ * aligned shapes the sm_90a kernel takes (SPLIT, no dweights; INTERLEAVED and dweights run the
+ * general kernel), bad input, determinism under both kernels. Exits 77 (CTest:
  * skipped) when no CUDA device is usable. FASTGLU_TEST_QUICK set: without T = 8193. */
 #include <stdio.h>
 #include <stdlib.h>
