@@ -425,6 +425,61 @@ FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(
     fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
     int64_t ffn_hidden_size);
 
+/* ---------------------------------------------------------------------------------------------
+ * fc2 dgrad with the gated activation's backward in its epilogue (dGLU), so that the forward keeps
+ * h only (not y). With F = ffn_hidden_size, H = hidden:
+ *
+ *   dY[tokens, F]  = dO[tokens, H] @ w2[H, F]     (w2 is fc2's weight as F.linear holds it:
+ *                                                  fc2 out = y @ w2^T, so w2 has H rows of F)
+ *   dh[tokens, 2F] = the family's backward (above) of dY with respect to h, the forward's raw
+ *                    operand: d_gate / d_up in h's layout (SPLIT: d_gate = dh[:, 0:F], d_up =
+ *                    dh[:, F:2F]; INTERLEAVED: d_gate = dh[:, 2j], d_up = dh[:, 2j + 1])
+ *   y[tokens, F]   = glu(h), recomputed (optional): fc2's input, which its weight gradient needs;
+ *                    the per-token weights included, as fastglu_linear_glu_fwd_* writes it
+ *   dweights[tokens] = sum_j m_d * act(z) * (v + o) * dY[t, j] (optional, requires weights)
+ *
+ * h is fc1's output as fastglu_linear_glu_fwd_* stores it, fc1's bias already inside, so the math
+ * is the family's with no bias: fc1's bias gradient is dh summed over tokens, which the caller
+ * takes (dh.sum(0)); fc1's dgrad (dh @ w1) and both weight gradients are plain GEMMs (cuBLAS).
+ *
+ * Arithmetic: dY is summed in fp32 (the CPU: k = 0, 1, ..., H-1 in order, separate multiplies and
+ * adds; CUDA: fused multiply-adds in a fixed order of its own) and used unrounded by the epilogue
+ * (a separate GEMM would round it to dtype before fastglu_glu_bwd_* read it). dh and y are rounded
+ * to dtype when stored; y is the value fastglu_linear_glu_fwd_* computes from the same h (same
+ * operations). dweights[t] adds its F terms in fp32 in a fixed order (the CPU: j in order; CUDA:
+ * the general kernel's fixed tree), bitwise reproducible run to run, rounded to weights' dtype.
+ *
+ *   params     as fastglu_linear_glu_fwd_* (not NULL)
+ *   d_out      dO [tokens, hidden]
+ *   w2         [hidden, F], row stride >= 0 (only read)
+ *   h          [tokens, 2F], the saved pre-activation, params->layout's layout
+ *   weights    NULL or [tokens] per-token weights (element t at data[t * row_stride]), FP32 / FP16
+ *              / BF16
+ *   dh         [tokens, 2F] output, h's layout
+ *   y          NULL or [tokens, F] output
+ *   dweights   NULL or [tokens] output of weights' dtype (requires weights; row_stride >= 1)
+ *
+ * dtypes: d_out, w2, h, dh, y share one dtype (BF16, FP16; FP32 too, CUDA through the general
+ * kernel). Validation as fastglu_linear_glu_fwd_*: no output overlaps an input or another output
+ * (dh may not be h). tokens == 0 does nothing; F == 0 writes dweights (if given) as zeros, the
+ * sums over nothing, and nothing else; hidden == 0 gives dY = 0 (d_out, w2 not read).
+ * CUDA: one kernel on `stream`, no allocation, no synchronization: on compute capability 9.0 the
+ * TMA + wgmma kernel where it takes the problem (bf16 / fp16; H and F multiples of 8; d_out and w2
+ * 16-byte aligned with row strides multiples of 8; SPLIT; h, dh and y 4-byte aligned with even row
+ * strides; no dweights), else the general tiled kernel (any shape, layout, alignment; with
+ * dweights, each block takes all F columns of its tokens). Errors: FASTGLU_ERROR_INVALID_VALUE,
+ * FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA, FASTGLU_ERROR_CUDA.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cuda(
+    const fastglu_glu_params *params, fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
+    int64_t tokens, int64_t hidden, int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cpu(
+    const fastglu_glu_params *params, fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
+    int64_t tokens, int64_t hidden, int64_t ffn_hidden_size);
+
 /* Testing hook: 1 makes fastglu_linear*_cuda use the general tiled kernel even where the sm_90
  * kernel would take the problem; 0 (the default) restores the choice. Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_gemm_fallback(int on);

@@ -32,6 +32,27 @@ fastglu_gemm_problem fastglu_gemm_make_problem(const fastglu_glu_params *params,
                                                fastglu_tensor y, int64_t tokens,
                                                int64_t in_features, int64_t out_features);
 
+/*
+ * Validate fastglu_linear_dglu_bwd_* (include/fastglu.h): params, dtypes (d_out, w2, h, dh, y one
+ * compute dtype; weights and dweights one compute dtype; dweights requires weights), sizes; then,
+ * unless *empty (tokens == 0, or F == 0 without dweights), every tensor and every output against
+ * every input and the other outputs. Messages name the argument.
+ */
+fastglu_status fastglu_check_linear_dglu(const char *fn, const fastglu_glu_params *params,
+                                         fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
+                                         fastglu_tensor weights, fastglu_tensor dh,
+                                         fastglu_tensor y, fastglu_tensor dweights,
+                                         int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
+                                         int *empty);
+
+/* The problem of a validated fastglu_linear_dglu_bwd_* call (gemm_internal.h, dglu = 1). */
+fastglu_gemm_problem fastglu_gemm_make_dglu_problem(const fastglu_glu_params *params,
+                                                    fastglu_tensor d_out, fastglu_tensor w2,
+                                                    fastglu_tensor h, fastglu_tensor weights,
+                                                    fastglu_tensor dh, fastglu_tensor y,
+                                                    fastglu_tensor dweights, int64_t tokens,
+                                                    int64_t hidden, int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

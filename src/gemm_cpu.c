@@ -12,7 +12,14 @@
  * y: each chunk of up to CHUNK columns of y takes its gate and up columns of h (rounded to dtype,
  * as stored), and the family's CPU forward (fastglu_glu_fwd_cpu, bias NULL, tokens 1) computes y
  * from them: y is by construction what fastglu_glu_fwd_cpu gives for the stored h.
+ *
+ * fc2 dgrad + dGLU (fastglu_linear_dglu_bwd_cpu): per row t and chunk of CHUNK columns j, dY[t, j] =
+ * ((+0 + dO[t,0] w2[0,j]) + dO[t,1] w2[1,j]) + ... in fp32, k in order, kept unrounded; then the
+ * family's backward of each (gate, up) of h with no bias, written out as glu_cpu.c writes it (the
+ * same fp32 operations in the same order: SiLU / quick-GELU / GELU_TANH through one sigmoid of
+ * exp2f and a division), y as the forward writes it, and dweights[t] summed over j in order.
  */
+#include <math.h>
 #include <string.h>
 
 #include "cpu_elements.h"
@@ -99,6 +106,90 @@ static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
             if (st != FASTGLU_SUCCESS) return st; /* not reached: the call was validated */
         }
     }
+    return FASTGLU_SUCCESS;
+}
+
+/* ---- fc2 dgrad + dGLU ---------------------------------------------------------------------- */
+
+#define LOG2E 1.44269504f
+#define GELU_K (2.0f * 0.79788456f)
+
+/* act(z) = z s and act'(z) = s + z s (1 - s) q'(z), s = sigmoid(q(z)) (glu_cpu.c's operations) */
+static void act_bwd(fastglu_activation act, float z, float *a, float *da) {
+    const int gelu = act == FASTGLU_ACT_GELU_TANH;
+    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
+    const float kl = -k * LOG2E;
+    const float z2 = z * z;
+    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
+    const float dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
+    const float s = 1.0f / (1.0f + exp2f(ql));
+    *a = z * s;
+    *da = fmaf(*a * (1.0f - s), dq, s);
+}
+
+static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
+    const fastglu_glu_params *prm = p->glu;
+    const int il = prm->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t F = p->N, step = il ? 2 : 1, up_off = il ? 1 : F;
+    const int clamp = fastglu_clamps(prm);
+    const float c = fastglu_glu_clamp(prm, p->dtype), mg = prm->gate_multiplier,
+                md = prm->down_multiplier;
+    const float off = prm->glu_linear_offset == 0.0f ? -0.0f : prm->glu_linear_offset;
+    float acc[CHUNK], wk[CHUNK], g[CHUNK], u[CHUNK], dg[CHUNK], du[CHUNK], y[CHUNK];
+    for (int64_t t = 0; t < p->M; ++t) {
+        const float w =
+            p->weights ? load_one(p->weights_dtype, p->weights, t * p->weights_stride) : 1.0f;
+        const float e0 = md * w;
+        float dw = 0.0f;
+        for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
+            const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
+            for (int i = 0; i < n; ++i) acc[i] = 0.0f;
+            for (int64_t k = 0; k < p->K; ++k) {
+                const float xk = load_one(p->dtype, p->x, t * p->x_row_stride + k);
+                load_f32(p->dtype, p->w, k * p->w_row_stride + j0, 1, n, 1.0f, wk);
+                for (int i = 0; i < n; ++i) acc[i] += xk * wk[i];
+            }
+            const int64_t hb = t * p->h_row_stride + j0 * step;
+            load_f32(p->dtype, p->h, hb, step, n, 1.0f, g);
+            load_f32(p->dtype, p->h, hb + up_off, step, n, 1.0f, u);
+            for (int i = 0; i < n; ++i) {
+                float a = g[i], v = u[i];
+                if (clamp) { /* torch.clamp: NaN stays NaN */
+                    a = a > c ? c : a;
+                    v = v > c ? c : (v < -c ? -c : v);
+                }
+                float act, dact;
+                act_bwd(prm->activation, mg * a, &act, &dact);
+                const float vo = v + off, e = e0 * acc[i];
+                const float d_a = e * vo * dact * mg, d_v = e * act;
+                dg[i] = (!clamp || g[i] <= c) ? d_a : 0.0f;
+                du[i] = (!clamp || (u[i] >= -c && u[i] <= c)) ? d_v : 0.0f;
+                y[i] = e0 * act * vo;
+                dw += md * act * vo * acc[i];
+            }
+            const int64_t db = t * p->dh_row_stride + j0 * step;
+            store_f32(p->dtype, p->dh, db, step, n, dg);
+            store_f32(p->dtype, p->dh, db + up_off, step, n, du);
+            if (p->y) store_f32(p->dtype, p->y, t * p->y_row_stride + j0, 1, n, y);
+        }
+        if (p->dweights) store_f32(p->weights_dtype, p->dweights, t * p->dweights_stride, 1, 1, &dw);
+    }
+}
+
+fastglu_status fastglu_linear_dglu_bwd_cpu(const fastglu_glu_params *params, fastglu_tensor d_out,
+                                           fastglu_tensor w2, fastglu_tensor h,
+                                           fastglu_tensor weights, fastglu_tensor dh,
+                                           fastglu_tensor y, fastglu_tensor dweights,
+                                           int64_t tokens, int64_t hidden,
+                                           int64_t ffn_hidden_size) {
+    int empty;
+    fastglu_status st =
+        fastglu_check_linear_dglu("fastglu_linear_dglu_bwd_cpu", params, d_out, w2, h, weights,
+                                  dh, y, dweights, tokens, hidden, ffn_hidden_size, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fastglu_gemm_problem p = fastglu_gemm_make_dglu_problem(
+        params, d_out, w2, h, weights, dh, y, dweights, tokens, hidden, ffn_hidden_size);
+    linear_dglu_cpu(&p);
     return FASTGLU_SUCCESS;
 }
 

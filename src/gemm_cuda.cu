@@ -13,6 +13,15 @@
  * bias in fp32, rounds h to dtype (stored if asked), and computes y from the rounded values with
  * the family's per-element math (glu_math.cuh, the general path's glu_forward<MM_ANY, 1, 1> with
  * the bias -0 and the weight 1 when absent), so y is bitwise what fastglu_glu_fwd_cuda gives for h.
+ *
+ * fc2 dgrad + dGLU (gemm_dglu_kernel): the same tiling over dY[M, F] = dO[M, K] @ w2[K, F] (w2's
+ * rows are k: its slice is read along F, coalesced), one accumulator set; the epilogue reads the
+ * tile's gate and up from h, runs the family's backward (glu_backward<MM_ANY, 0, 1>: no bias, the
+ * weight 1 when absent) on the unrounded fp32 dY, stores d_gate / d_up in h's layout and y
+ * (glu_forward<MM_ANY, 0, 1>, the same operations as the forward's epilogue). dweights: each
+ * block then takes every column tile of its 64 tokens in order (grid of one column), each thread
+ * adds its columns' terms in order, and the 16 threads of a token are added in order: a fixed
+ * tree whatever the grid.
  */
 #include <string.h>
 
@@ -135,6 +144,111 @@ __global__ void __launch_bounds__(THREADS) gemm_general_kernel(const gemm_args a
     }
 }
 
+typedef struct dglu_args {
+    const void *x, *w, *h, *weights;
+    int64_t x_rs, w_rs, h_rs, weights_stride;
+    int weights_dtype, il;
+    void *dh, *y, *dweights;
+    int64_t dh_rs, y_rs, dweights_stride;
+    int64_t M, N, K, n_tiles;
+    glu_math m;
+} dglu_args;
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
+    __shared__ float xs[BK][BM + 1];
+    __shared__ float ws[BK][BN + 1];
+    __shared__ float red[BM][17];
+    const T *X = (const T *)a.x, *W = (const T *)a.w, *Hs = (const T *)a.h;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t m0 = (int64_t)blockIdx.x * BM;
+    const int64_t step = a.il ? 2 : 1, up_off = a.il ? 1 : a.N;
+    float wt[RM], dwp[RM];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        const int64_t gm = m0 + ty + 16 * i;
+        wt[i] = a.weights && gm < a.M ? load_weight_any(a.weights, a.weights_dtype, gm * a.weights_stride) : 1.0f;
+        dwp[i] = 0.0f;
+    }
+
+    for (int64_t tile = blockIdx.y; tile < a.n_tiles; tile += gridDim.y) {
+        const int64_t n0 = tile * BN;
+        float acc[RM][RN];
+#pragma unroll
+        for (int i = 0; i < RM; ++i)
+#pragma unroll
+            for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
+
+        for (int64_t k0 = 0; k0 < a.K; k0 += BK) {
+#pragma unroll
+            for (int r = 0; r < BM * BK / THREADS; ++r) {
+                const int e = threadIdx.x + THREADS * r, mm = e / BK, kk = e % BK;
+                const int64_t gm = m0 + mm, gk = k0 + kk;
+                xs[kk][mm] = gm < a.M && gk < a.K ? to_f32(X[gm * a.x_rs + gk]) : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < BN * BK / THREADS; ++r) { /* along w2's rows: coalesced */
+                const int e = threadIdx.x + THREADS * r, nn = e % BN, kk = e / BN;
+                const int64_t gn = n0 + nn, gk = k0 + kk;
+                ws[kk][nn] = gn < a.N && gk < a.K ? to_f32(W[gk * a.w_rs + gn]) : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < BK; ++kk) {
+                float xv[RM], wv[RN];
+#pragma unroll
+                for (int i = 0; i < RM; ++i) xv[i] = xs[kk][ty + 16 * i];
+#pragma unroll
+                for (int j = 0; j < RN; ++j) wv[j] = ws[kk][tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < RM; ++i)
+#pragma unroll
+                    for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(xv[i], wv[j], acc[i][j]);
+            }
+            __syncthreads();
+        }
+
+        /* epilogue: h's gate and up, the backward on the fp32 dY, dh, y, the dweights terms */
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+            const int64_t gm = m0 + ty + 16 * i;
+            if (gm >= a.M) continue;
+#pragma unroll
+            for (int j = 0; j < RN; ++j) {
+                const int64_t gn = n0 + tx + 16 * j;
+                if (gn >= a.N) continue;
+                const int64_t hi = gm * a.h_rs + gn * step, di = gm * a.dh_rs + gn * step;
+                const float g = to_f32(Hs[hi]), u = to_f32(Hs[hi + up_off]);
+                const glu_grads r = glu_backward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i], acc[i][j]);
+                T dg, du;
+                from_f32(&dg, r.dg);
+                from_f32(&du, r.du);
+                ((T *)a.dh)[di] = dg;
+                ((T *)a.dh)[di + up_off] = du;
+                if (a.y) {
+                    T yv;
+                    from_f32(&yv, glu_forward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i]));
+                    ((T *)a.y)[gm * a.y_rs + gn] = yv;
+                }
+                dwp[i] = __fadd_rn(dwp[i], r.dw);
+            }
+        }
+    }
+    if (a.dweights) { /* the launch gave this block every column tile (gridDim.y == 1) */
+#pragma unroll
+        for (int i = 0; i < RM; ++i) red[ty + 16 * i][tx] = dwp[i];
+        __syncthreads();
+        if (threadIdx.x < BM && m0 + threadIdx.x < a.M) {
+            float sum = 0.0f;
+            for (int k = 0; k < 16; ++k) sum = __fadd_rn(sum, red[threadIdx.x][k]);
+            const int64_t gm = m0 + threadIdx.x, o = gm * a.dweights_stride;
+            if (a.weights_dtype == FASTGLU_DTYPE_FP32) ((float *)a.dweights)[o] = sum;
+            else if (a.weights_dtype == FASTGLU_DTYPE_FP16) from_f32((__half *)a.dweights + o, sum);
+            else from_f32((__nv_bfloat16 *)a.dweights + o, sum);
+        }
+    }
+}
+
 /* fastglu_debug_set_gemm_fallback: 1 = the general kernel everywhere (tests compare the two). */
 static int debug_fallback = 0;
 extern "C" void fastglu_debug_set_gemm_fallback(int on) { debug_fallback = on != 0; }
@@ -144,6 +258,43 @@ static cudaError_t launch_general(const gemm_args &a, cudaStream_t s) {
     const dim3 grid((unsigned)((a.M + BM - 1) / BM), (unsigned)(a.n_tiles < 65535 ? a.n_tiles : 65535));
     void *args[] = {(void *)&a};
     return cudaLaunchKernel((const void *)gemm_general_kernel<T, GLU>, grid, dim3(THREADS), args, 0, s);
+}
+
+template <typename T> static cudaError_t launch_dglu(const dglu_args &a, cudaStream_t s) {
+    const unsigned gy = a.dweights ? 1u : (unsigned)(a.n_tiles < 65535 ? (a.n_tiles > 0 ? a.n_tiles : 1) : 65535);
+    const dim3 grid((unsigned)((a.M + BM - 1) / BM), gy);
+    void *args[] = {(void *)&a};
+    return cudaLaunchKernel((const void *)gemm_dglu_kernel<T>, grid, dim3(THREADS), args, 0, s);
+}
+
+static fastglu_status run_dglu(const char *fn, const fastglu_gemm_problem *p, void *stream) {
+    const cudaStream_t s = (cudaStream_t)stream;
+#ifdef FASTGLU_HAVE_GEMM_SM90
+    if (!debug_fallback && p->K > 0 && p->dtype != FASTGLU_DTYPE_FP32) {
+        int dev;
+        if (cudaGetDevice(&dev) == cudaSuccess && fastglu_gemm_sm90_supported(p, dev))
+            return fastglu_gemm_sm90_launch(p, stream);
+    }
+#endif
+    if ((p->M + BM - 1) / BM > 2147483647)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens = %lld is too large for the grid",
+                                 fn, (long long)p->M);
+    dglu_args a;
+    a.x = p->x, a.w = p->w, a.h = p->h, a.weights = p->weights;
+    a.x_rs = p->x_row_stride, a.w_rs = p->w_row_stride, a.h_rs = p->h_row_stride;
+    a.weights_stride = p->weights_stride, a.weights_dtype = (int)p->weights_dtype;
+    a.il = p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    a.dh = p->dh, a.y = p->y, a.dweights = p->dweights;
+    a.dh_rs = p->dh_row_stride, a.y_rs = p->y_row_stride, a.dweights_stride = p->dweights_stride;
+    a.M = p->M, a.N = p->N, a.K = p->K, a.n_tiles = (p->N + BN - 1) / BN;
+    a.m = make_math(p->glu, p->dtype, 0);
+    cudaError_t err;
+    switch (p->dtype) {
+    case FASTGLU_DTYPE_FP32: err = launch_dglu<float>(a, s); break;
+    case FASTGLU_DTYPE_FP16: err = launch_dglu<__half>(a, s); break;
+    default: err = launch_dglu<__nv_bfloat16>(a, s); break;
+    }
+    return launch_status(fn, err);
 }
 
 static fastglu_status run(const char *fn, const fastglu_gemm_problem *p, void *stream) {
@@ -206,4 +357,19 @@ extern "C" fastglu_status fastglu_linear_glu_fwd_cuda(const fastglu_glu_params *
     const fastglu_gemm_problem p =
         fastglu_gemm_make_problem(params, x, w1, bias, weights, h, y, tokens, hidden, ffn_hidden_size);
     return run(fn, &p, stream);
+}
+
+extern "C" fastglu_status fastglu_linear_dglu_bwd_cuda(const fastglu_glu_params *params, fastglu_tensor d_out,
+                                                       fastglu_tensor w2, fastglu_tensor h, fastglu_tensor weights,
+                                                       fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
+                                                       int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
+                                                       void *stream) {
+    static const char fn[] = "fastglu_linear_dglu_bwd_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_linear_dglu(fn, params, d_out, w2, h, weights, dh, y, dweights, tokens,
+                                                  hidden, ffn_hidden_size, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fastglu_gemm_problem p = fastglu_gemm_make_dglu_problem(params, d_out, w2, h, weights, dh, y, dweights,
+                                                                  tokens, hidden, ffn_hidden_size);
+    return run_dglu(fn, &p, stream);
 }

@@ -14,6 +14,12 @@
  *                               SPLIT: gate = h[:, 0:F] (w rows [0, F)), up = h[:, F:2F]
  *                               (w rows [F, 2F)); INTERLEAVED: gate = h[:, 2j], up = h[:, 2j + 1]
  *                               (w rows interleaved the same way). h may be NULL (not stored).
+ *   fc2 dgrad + dGLU (dglu != 0, glu != NULL):
+ *                               dY[M, F] = x[M, K] @ w[K, F]   (x = dO, w = fc2's weight w2, row-major
+ *                               [K rows of F]: the B operand is N-major, not K-major), fp32,
+ *                               unrounded; h[M, 2F] (an input) the saved pre-activation, no bias;
+ *                               dh[M, 2F] = the family's backward in h's layout; y NULL or [M, F]
+ *                               = glu(h); dweights NULL or [M] (weights_dtype) = the per-token sum.
  *
  * The problem has been validated before it reaches a kernel (sizes >= 0, pointers, strides,
  * no output overlapping an input); M, N or K may still be 0 only where the caller handles it.
@@ -41,6 +47,11 @@ typedef struct fastglu_gemm_problem {
     int64_t h_row_stride;
     void *y;                       /* glu: [M, F]; plain: NULL                                      */
     int64_t y_row_stride;
+    int dglu;                      /* 1: fc2 dgrad + dGLU (h an input; dh, dweights outputs)        */
+    void *dh;                      /* dglu: [M, 2F], h's layout                                      */
+    int64_t dh_row_stride;
+    void *dweights;                /* dglu: NULL or [M], weights_dtype, stride dweights_stride      */
+    int64_t dweights_stride;
     int64_t M, N, K;               /* tokens, output features (F with glu), input features (hidden) */
     fastglu_dtype dtype;           /* FASTGLU_DTYPE_BF16 or FASTGLU_DTYPE_FP16                       */
 } fastglu_gemm_problem;

@@ -49,6 +49,16 @@
  * give the same bits as the general mode, glu_math.cuh); the other epilogues use the general mode
  * (MM_ANY). A missing weight is 1: m_d * 1 * a = m_d * a exactly, the W = 0 path's value.
  *
+ * fc2 dgrad + dGLU (EPI_DGLU, fastglu_linear_dglu_bwd_cuda): dY = dO @ w2 with w2 [K, F] row-major,
+ * so B is MN-major: the producer loads it as BN / 64 TMA boxes of 64 k rows x 64 columns (128-byte
+ * swizzle) and the consumers multiply with wgmma's transposed-B mode (tnspB = 1) through an
+ * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY; the epilogue
+ * reads each pair's gate and up from h (SPLIT, 32-bit loads), runs the family's backward
+ * (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is inside h) on the unrounded fp32 dY and stores d_gate,
+ * d_up and y (glu_forward, the forward epilogue's operations) from registers. dweights, which
+ * needs a reduction across column tiles, is left to the general kernel. GEMM_SM90_DGLU=0 turns the
+ * dgrad over to the general kernel.
+ *
  * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
 #include <cuda.h>
@@ -85,7 +95,13 @@
  * (128-byte swizzle) */
 #define GEMM_SMEM_BYTES (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
 
-enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2 };
+enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2, EPI_DGLU = 3 };
+
+/* 0 turns the fc2 dgrad + dGLU problem over to the general kernel (fastglu_gemm_sm90_supported
+ * refuses it; its kernels are not compiled) */
+#ifndef GEMM_SM90_DGLU
+#define GEMM_SM90_DGLU 1
+#endif
 
 typedef struct gemm_args {
     int64_t M, N;         /* N: output columns of the plain GEMM; F with the GLU */
@@ -100,6 +116,8 @@ typedef struct gemm_args {
     int64_t h_row_stride;
     void *y;
     int64_t y_row_stride;
+    void *dh;             /* EPI_DGLU: [M, 2F]; h (above) is then the saved input */
+    int64_t dh_row_stride;
     glu_math m;
 } gemm_args;
 
@@ -199,6 +217,16 @@ static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
            ((uint64_t)1 << 62);
 }
 
+/* The MN-major (transposed) B operand of the dgrad, w2 [K, N] row-major: TMA boxes of 64 k rows
+ * x 64 n (128 bytes, 128-byte swizzled), the BN / 64 boxes of a stage 8192 bytes apart. wgmma's
+ * canonical MN-major 128-byte-swizzle layout ((T,8,n),(8,k)):((1,T,LBO),(8T,SBO)): LBO = 8192
+ * (the next 64 columns of n), SBO = 1024 (the next 8 rows of k); a k16 step is 2048 bytes on. */
+static __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+template <int TB>
 static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -212,7 +240,7 @@ static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t 
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, 0, 0;\n"
+        "}, %128, %129, p, 1, 1, 0, %130;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -230,9 +258,10 @@ static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t 
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db));
+        : "l"(da), "l"(db), "n"(TB));
 }
 
+template <int TB>
 static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -246,7 +275,7 @@ static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t d
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, 0, 0;\n"
+        "}, %128, %129, p, 1, 1, 0, %130;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -264,9 +293,10 @@ static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t d
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db));
+        : "l"(da), "l"(db), "n"(TB));
 }
 
+template <int TB>
 static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -278,7 +308,7 @@ static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t 
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}, %96, %97, p, 1, 1, 0, %98;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -292,9 +322,10 @@ static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t 
           "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-        : "l"(da), "l"(db));
+        : "l"(da), "l"(db), "n"(TB));
 }
 
+template <int TB>
 static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -306,7 +337,7 @@ static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t d
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-        "}, %96, %97, p, 1, 1, 0, 0;\n"
+        "}, %96, %97, p, 1, 1, 0, %98;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -320,7 +351,7 @@ static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t d
           "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-        : "l"(da), "l"(db));
+        : "l"(da), "l"(db), "n"(TB));
 }
 
 /* ---- epilogue helpers ---------------------------------------------------------------------- */
@@ -329,6 +360,15 @@ static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
 static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
+/* two consecutive elements (4-byte aligned) as fp32 */
+static __device__ __forceinline__ void load2(const __nv_bfloat16 *p, float *a, float *b) {
+    const float2 v = __bfloat1622float2(*(const __nv_bfloat162 *)p);
+    *a = v.x, *b = v.y;
+}
+static __device__ __forceinline__ void load2(const __half *p, float *a, float *b) {
+    const float2 v = __half22float2(*(const __half2 *)p);
+    *a = v.x, *b = v.y;
+}
 /* x rounded to T (round to nearest even), back in fp32 */
 template <typename T> static __device__ __forceinline__ float round_to(float x) {
     T t;
@@ -388,7 +428,34 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
 #pragma unroll
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M) w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
-    if (EPI == EPI_GLU_SPLIT) {
+    if (EPI == EPI_DGLU) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
+        const int64_t F = a.N;
+        T *dh = (T *)a.dh;
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) {
+            const int64_t col = (int64_t)tn * BN + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
+            if (col < F) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M) {
+                        const T *hr = h + row * a.h_row_stride;
+                        float g0, g1, u0, u1;
+                        load2(hr + col, &g0, &g1);
+                        load2(hr + F + col, &u0, &u1);
+                        const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], d[4 * i + 2 * e]);
+                        const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], d[4 * i + 2 * e + 1]);
+                        T *dr = dh + row * a.dh_row_stride;
+                        store2(dr + col, r0g.dg, r1g.dg);
+                        store2(dr + F + col, r0g.du, r1g.du);
+                        if (y)
+                            store2(y + row * a.y_row_stride + col, glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
+                                   glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
+                    }
+                }
+            }
+        }
+    } else if (EPI == EPI_GLU_SPLIT) {
         const int64_t F = a.N;
 #pragma unroll
         for (int i = 0; i < 16; i++) {
@@ -566,15 +633,16 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
     }
 }
 
-static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n256k16_bf16(d, a, b); }
-static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n256k16_f16(d, a, b); }
-static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n192k16_bf16(d, a, b); }
-static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n192k16_f16(d, a, b); }
+/* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
+template <int TB> static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n256k16_bf16<TB>(d, a, b); }
+template <int TB> static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n256k16_f16<TB>(d, a, b); }
+template <int TB> static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n192k16_bf16<TB>(d, a, b); }
+template <int TB> static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n192k16_f16<TB>(d, a, b); }
 
 /* one k16 step of a consumer's 64 x BN block */
-template <typename T, int BN> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
-    if constexpr (BN == 256) mma256(d, da, db, (T *)0);
-    else mma192(d, da, db, (T *)0);
+template <typename T, int BN, int TB> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
+    if constexpr (BN == 256) mma256<TB>(d, da, db, (T *)0);
+    else mma192<TB>(d, da, db, (T *)0);
 }
 
 /* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
@@ -634,7 +702,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                     mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
-                    if (GEMM_CLUSTER == 1) {
+                    if (EPI == EPI_DGLU) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
+#pragma unroll
+                        for (int j = 0; j < BN / 64; j++)
+                            tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s, tn * BN + 64 * j, kb * GEMM_BK);
+                    } else if (GEMM_CLUSTER == 1) {
                         tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
                         tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
                     } else if (rank == 0) { /* the first half of B for both blocks */
@@ -666,8 +738,14 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
                 const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
                 wgmma_fence();
+                if (EPI == EPI_DGLU) {
 #pragma unroll
-                for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T, BN>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
+                    for (int k = 0; k < GEMM_BK / 16; k++)
+                        wgmma_tile<T, BN, 1>(d, smem_desc(sa + 32 * k), smem_desc_mn(sb + 16 * 128 * k));
+                } else {
+#pragma unroll
+                    for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
+                }
                 wgmma_commit();
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
@@ -722,6 +800,19 @@ static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+/* w2 [K rows, N] row-major, the dgrad's MN-major B: boxes of 64 k rows x 64 n (128 bytes),
+ * 128-byte swizzle, zeros out of bounds (smem_desc_mn's layout). */
+static CUresult make_map_mn(CUtensorMap *map, const void *base, int64_t K, int64_t N, int64_t row_stride,
+                            fastglu_dtype dtype) {
+    const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)K};
+    const cuuint64_t strides[1] = {(cuuint64_t)(K > 1 ? row_stride * 2 : (N * 2 + 15) / 16 * 16)};
+    const cuuint32_t box[2] = {64, GEMM_BK}, elem[2] = {1, 1};
+    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                          2, (void *)base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 /* Development hooks (bench/gemm/sm90_dev.py, built with -DFASTGLU_GEMM_DEV_HOOKS; in no header):
  * process-wide overrides of the launch's choices, to time the alternatives side by side. Without
  * the macro they are constants and the library exports no such symbol. */
@@ -745,6 +836,7 @@ typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const CUtensorMap, const CUtensorMap, const gemm_args);
 
 static int epi_of(const fastglu_gemm_problem *p) {
+    if (p->dglu) return EPI_DGLU;
     return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
 }
 
@@ -761,6 +853,7 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
         return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                                  \
     }                                                                                                               \
     if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;                            \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU) return gemm_sm90_kernel<T, GEMM_SM90_DGLU ? EPI_DGLU : EPI_PLAIN, 0, 256, MM_ANY>; \
     return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
@@ -798,7 +891,7 @@ static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
 
 static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     const int epi = epi_of(p);
-    if (epi == EPI_GLU_INTERLEAVED || tma_store_off) return 0;
+    if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU || tma_store_off) return 0;
     return out_tma_ok(p->h, p->h_row_stride, p->M) && (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
 
@@ -809,9 +902,34 @@ static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0;
  * 8 elements (TMA); row coordinates and K below 2^31 (TMA's signed 32-bit coordinates), row
  * strides below 2^39 bytes; h (and y with SPLIT) 4-byte aligned with even row strides (pairs are
  * stored as one 32-bit word); the tile count below 2^31. Indexing of the outputs is 64-bit. */
+static int device_ok(int device);
+
+/* fc2 dgrad + dGLU (EPI_DGLU): bf16 / fp16; M, N (F), K >= 1; K and F multiples of 8; dO (x) and
+ * w2 (w, [K, F]) 16-byte aligned with row strides multiples of 8 and below 2^38 (TMA); SPLIT; h, dh
+ * and y 4-byte aligned with even row strides (pairs as one 32-bit word); no dweights (its
+ * reduction runs in the general kernel); coordinates and the tile count below 2^31. */
+static int dglu_supported(const fastglu_gemm_problem *p) {
+    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT || p->dweights) return 0;
+    if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
+    if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
+    const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
+    if (p->M > lim || p->N > lim || p->K > lim) return 0;
+    if (!aligned(p->x, 16) || !aligned(p->w, 16)) return 0;
+    if ((p->M > 1 && (p->x_row_stride % 8 || p->x_row_stride >= ((int64_t)1 << 38))) ||
+        (p->K > 1 && (p->w_row_stride % 8 || p->w_row_stride >= ((int64_t)1 << 38))))
+        return 0;
+    if (!aligned(p->h, 4) || !aligned(p->dh, 4) || (p->y && !aligned(p->y, 4))) return 0;
+    if (p->M > 1 && (p->h_row_stride % 2 || p->dh_row_stride % 2 || (p->y && p->y_row_stride % 2))) return 0;
+    if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 && p->weights_dtype != FASTGLU_DTYPE_BF16 &&
+        p->weights_dtype != FASTGLU_DTYPE_FP16)
+        return 0;
+    const int64_t tiles = ((p->M + GEMM_BM - 1) / GEMM_BM) * ((p->N + GEMM_BN - 1) / GEMM_BN);
+    return tiles < ((int64_t)1 << 31);
+}
+
 extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int device) {
-    static signed char ok_device[64]; /* 0 unknown, 1 yes, -1 no */
     if (!p || device < 0 || device >= 64) return 0;
+    if (p->dglu) return dglu_supported(p) && device_ok(device);
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
@@ -833,6 +951,11 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
     if (p->bias && !aligned(p->bias, 2)) return 0;
     const int64_t tiles = ((p->M + GEMM_BM - 1) / GEMM_BM) * ((w_rows + GEMM_BN - 1) / GEMM_BN);
     if (tiles >= ((int64_t)1 << 31)) return 0;
+    return device_ok(device);
+}
+
+static int device_ok(int device) {
+    static signed char ok_device[64]; /* 0 unknown, 1 yes, -1 no */
     if (!ok_device[device]) {
         int major = 0, minor = 0;
         struct cudaFuncAttributes attr;
@@ -852,7 +975,7 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
 
 extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p, void *stream) {
     const fastglu_dtype dt = p->dtype;
-    const int glu = p->glu != NULL, split = glu && p->glu->layout == FASTGLU_LAYOUT_SPLIT;
+    const int glu = p->glu != NULL, split = glu && !p->dglu && p->glu->layout == FASTGLU_LAYOUT_SPLIT;
     const int64_t w_rows = glu ? 2 * p->N : p->N;
     if (!encode_tiled()) return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled not found");
     CUtensorMap map_a, map_b0, map_b1;
@@ -863,7 +986,10 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     const int bn = choose_bn(p, sms);
     CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, GEMM_BM);
     if (r == CUDA_SUCCESS) {
-        if (split) {
+        if (p->dglu) {
+            r = make_map_mn(&map_b0, p->w, p->K, p->N, p->w_row_stride, dt);
+            map_b1 = map_b0;
+        } else if (split) {
             r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
             if (r == CUDA_SUCCESS)
                 r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K, p->w_row_stride, dt, bn / 2);
@@ -899,7 +1025,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.N = p->N;
     a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
     a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
-    a.tiles_n = (int)(split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
+    a.tiles_n = (int)(p->dglu ? (p->N + bn - 1) / bn : split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
     a.group_m = group_m_setting;
     a.bias = p->bias;
     a.weights = glu ? p->weights : NULL;
@@ -909,6 +1035,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.h_row_stride = p->h_row_stride;
     a.y = p->y;
     a.y_row_stride = p->y_row_stride;
+    a.dh = p->dh;
+    a.dh_row_stride = p->dh_row_stride;
     if (glu) a.m = make_math(p->glu, p->dtype, 0);
     else memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};

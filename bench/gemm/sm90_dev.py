@@ -42,7 +42,9 @@ class Problem(ctypes.Structure):
                 ("w", ctypes.c_void_p), ("w_row_stride", ctypes.c_int64), ("bias", ctypes.c_void_p),
                 ("weights", ctypes.c_void_p), ("weights_dtype", ctypes.c_int), ("weights_stride", ctypes.c_int64),
                 ("h", ctypes.c_void_p), ("h_row_stride", ctypes.c_int64), ("y", ctypes.c_void_p),
-                ("y_row_stride", ctypes.c_int64), ("M", ctypes.c_int64), ("N", ctypes.c_int64),
+                ("y_row_stride", ctypes.c_int64), ("dglu", ctypes.c_int), ("dh", ctypes.c_void_p),
+                ("dh_row_stride", ctypes.c_int64), ("dweights", ctypes.c_void_p),
+                ("dweights_stride", ctypes.c_int64), ("M", ctypes.c_int64), ("N", ctypes.c_int64),
                 ("K", ctypes.c_int64), ("dtype", ctypes.c_int)]
 
 

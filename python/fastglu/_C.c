@@ -301,6 +301,42 @@ static PyObject *py_linear_glu_fwd(PyObject *self, PyObject *const *args, Py_ssi
     return status_result(st);
 }
 
+/* linear_dglu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *                 down_multiplier, dtype, d_out, d_out_row_stride, w2, w2_row_stride, h,
+ *                 h_row_stride, weights, weights_dtype, weights_stride, dh, dh_row_stride, y,
+ *                 y_row_stride, dweights, dweights_stride, tokens, hidden, F, stream) */
+static PyObject *py_linear_dglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    fastglu_glu_params p;
+    int64_t on_cuda, dtype, do_rs, w2_rs, h_rs, w_dtype, w_stride, dh_rs, y_rs, dw_stride, tokens,
+        hidden, F;
+    void *d_out, *w2, *h, *wts, *dh, *y, *dw, *stream;
+    (void)self;
+    CHECK_NARGS("linear_dglu_bwd", 27);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_dtype(args[7], &dtype) ||
+        !get_ptr(args[8], &d_out) || !get_i64(args[9], &do_rs) || !get_ptr(args[10], &w2) ||
+        !get_i64(args[11], &w2_rs) || !get_ptr(args[12], &h) || !get_i64(args[13], &h_rs) ||
+        !get_ptr(args[14], &wts) || !get_dtype(args[15], &w_dtype) ||
+        !get_i64(args[16], &w_stride) || !get_ptr(args[17], &dh) || !get_i64(args[18], &dh_rs) ||
+        !get_ptr(args[19], &y) || !get_i64(args[20], &y_rs) || !get_ptr(args[21], &dw) ||
+        !get_i64(args[22], &dw_stride) || !get_i64(args[23], &tokens) ||
+        !get_i64(args[24], &hidden) || !get_i64(args[25], &F) || !get_ptr(args[26], &stream))
+        return NULL;
+    const fastglu_tensor tdo = make_tensor(d_out, dtype, do_rs), tw2 = make_tensor(w2, dtype, w2_rs),
+                         th = make_tensor(h, dtype, h_rs), twt = make_tensor(wts, w_dtype, w_stride),
+                         tdh = make_tensor(dh, dtype, dh_rs), ty = make_tensor(y, dtype, y_rs),
+                         tdw = make_tensor(dw, w_dtype, dw_stride);
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_linear_dglu_bwd_cuda(&p, tdo, tw2, th, twt, tdh, ty, tdw, tokens, hidden, F,
+                                          stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fastglu_linear_dglu_bwd_cpu(&p, tdo, tw2, th, twt, tdh, ty, tdw, tokens, hidden, F);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
 static PyObject *py_set_fp8_saturate(PyObject *self, PyObject *arg) {
     (void)self;
     const int on = PyObject_IsTrue(arg);
@@ -359,6 +395,12 @@ static PyMethodDef methods[] = {
      "gate_multiplier, down_multiplier, dtype, x, x_row_stride, w1, w1_row_stride, bias, weights, "
      "weights_dtype, weights_stride, h, h_row_stride, y, y_row_stride, tokens, hidden, F, stream): "
      "fastglu_linear_glu_fwd_{cpu,cuda}; h 0 = not stored."},
+    {"linear_dglu_bwd", (PyCFunction)(void (*)(void))py_linear_dglu_bwd, METH_FASTCALL,
+     "linear_dglu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, "
+     "gate_multiplier, down_multiplier, dtype, d_out, d_out_row_stride, w2, w2_row_stride, h, "
+     "h_row_stride, weights, weights_dtype, weights_stride, dh, dh_row_stride, y, y_row_stride, "
+     "dweights, dweights_stride, tokens, hidden, F, stream): fastglu_linear_dglu_bwd_{cpu,cuda}; "
+     "y and dweights 0 = not computed."},
     {"set_fp8_saturate", py_set_fp8_saturate, METH_O,
      "set_fp8_saturate(flag): the fp8 copy's overflow mode (fastglu_set_fp8_saturate)."},
     {"fp8_saturate", py_fp8_saturate, METH_NOARGS,

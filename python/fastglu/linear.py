@@ -13,6 +13,13 @@ with fake implementations, so they trace under ``torch.compile(fullgraph=True)``
 ``torch.export``, and with autograd: ``linear_glu``'s backward runs the standalone GLU backward
 (``fastglu::glu_bwd``) on the stored h, then ``dh @ w1``, ``dh^T @ x`` and ``dh.sum(0)`` (torch
 matmuls). h is stored whenever a gradient is needed or ``return_preact=True``.
+
+``linear_dglu_bwd`` (``torch.ops.fastglu.linear_dglu_bwd``, a fake implementation, no autograd:
+it is a backward) is fc2's dgrad with the GLU backward in the GEMM's epilogue: from the upstream
+gradient dO ``[..., hidden]``, fc2's weight w2 ``[hidden, F]`` and the saved h ``[..., 2F]``, it
+returns dh ``[..., 2F]`` (and the recomputed y ``[..., F]`` that fc2's weight gradient needs, and
+the per-token weights' gradient), so that a forward keeps h only. fc1's bias gradient is
+``dh.sum(0)``; fc1's dgrad and both weight gradients are plain matmuls.
 """
 
 from __future__ import annotations
@@ -168,6 +175,81 @@ def _linear_glu_fake(x, w1, bias, weights, activation, layout, clamp_value, glu_
 
 _ACT_NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
+
+def _check_dglu(d_out, w2, h, weights, fn):
+    """Validate fc2's dgrad operands from their metadata; returns (leading shape, tokens, H, F)."""
+    _check_meta(d_out, fn, "d_out", (2, 3))
+    _check_meta(w2, fn, "w2", (2,))
+    _check_meta(h, fn, "h", (2, 3))
+    for name, t in (("w2", w2), ("h", h)):
+        if t.dtype != d_out.dtype:
+            _fail(TypeError, fn, f"{name} has dtype {t.dtype} but d_out has dtype {d_out.dtype}")
+        if t.device != d_out.device:
+            _fail(ValueError, fn, f"{name} is on {t.device} but d_out is on {d_out.device}")
+    lead, H = tuple(d_out.shape[:-1]), d_out.shape[-1]
+    if w2.shape[0] != H:
+        _fail(ValueError, fn, f"w2 has shape {tuple(w2.shape)}: its {w2.shape[0]} rows do not match d_out's last "
+                              f"dimension (hidden) {H} (w2 is fc2's weight [hidden, F])")
+    F = w2.shape[1]
+    if tuple(h.shape) != lead + (2 * F,):
+        _fail(ValueError, fn, f"h has shape {tuple(h.shape)}; expected {lead + (2 * F,)} (d_out's leading shape, "
+                              f"2F with F = {F} from w2)")
+    tokens = 1
+    for n in lead:
+        tokens *= n
+    if weights is not None:
+        _check_meta(weights, fn, "weights", (1, 2, 3, 4))
+        if weights.device != d_out.device:
+            _fail(ValueError, fn, f"weights is on {weights.device} but d_out is on {d_out.device}")
+        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:  # a list: SymInts do not hash
+            _fail(ValueError, fn, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] "
+                                  f"or [tokens, 1] with tokens = {tokens} (d_out's leading shape {lead})")
+    return lead, tokens, H, F
+
+
+def _linear_dglu_impl(d_out, w2, h, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+                      down_multiplier, want_y, want_dweights):
+    fn = "linear_dglu_bwd"
+    lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
+    p = glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
+                   interleaved=layout == _C.LAYOUT_INTERLEAVED, fn=fn)
+    if want_dweights and weights is None:
+        _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
+    for name, t in (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)):
+        if t is not None:
+            check_storage(t, fn, name)
+    dr, d_rs = _x_rows(d_out, fn)
+    wr, w_rs = _w_rows(w2)
+    hr, h_rs = _x_rows(h, fn)
+    wt, w_code, w_stride = None, _C.DTYPE_FP32, 0
+    if weights is not None:
+        s = _flat_stride(weights)
+        wt = weights if s is not None and not weights.is_neg() else weights.resolve_neg().contiguous()
+        w_stride = s if wt is weights else 1
+        w_code = _COMPUTE_CODES[wt.dtype]
+    dev = d_out.device
+    dh = torch.empty(lead + (2 * F,), dtype=d_out.dtype, device=dev)
+    y = torch.empty(lead + (F,) if want_y else (0,), dtype=d_out.dtype, device=dev)
+    dw = torch.empty(tuple(weights.shape) if want_dweights else (0,),
+                     dtype=weights.dtype if weights is not None else d_out.dtype, device=dev)
+    _launch(_C.linear_dglu_bwd, dev, *p, _COMPUTE_CODES[d_out.dtype], _ptr(dr), d_rs, wr.data_ptr(), w_rs,
+            _ptr(hr), h_rs, _ptr(wt), w_code, w_stride, dh.data_ptr(), 2 * F, y.data_ptr() if want_y else 0, F,
+            dw.data_ptr() if want_dweights else 0, 1, T, H, F)
+    return dh, y, dw
+
+
+def _linear_dglu_fake(d_out, w2, h, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+                      down_multiplier, want_y, want_dweights):
+    fn = "linear_dglu_bwd"
+    lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
+    glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+               gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn=fn)
+    if want_dweights and weights is None:
+        _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
+    return (d_out.new_empty(lead + (2 * F,)), d_out.new_empty(lead + (F,) if want_y else (0,)),
+            (weights.new_empty(tuple(weights.shape)) if want_dweights else d_out.new_empty((0,))))
+
 # ---- autograd -----------------------------------------------------------------------------------
 
 
@@ -227,6 +309,12 @@ for _name, _schema, _impl, _fake, _setup, _bwd in (
     torch.library.impl(f"fastglu::{_name}", ("cpu", "cuda"), _impl, lib=_LIB)
     torch.library.register_fake(f"fastglu::{_name}", _fake, lib=_LIB)
     torch.library.register_autograd(f"fastglu::{_name}", _bwd, setup_context=_setup, lib=_LIB)
+LINEAR_DGLU_SCHEMA = ("(Tensor d_out, Tensor w2, Tensor h, Tensor? weights, int activation, int layout, "
+                      "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
+                      "bool want_y, bool want_dweights) -> (Tensor dh, Tensor y, Tensor dweights)")
+torch.library.define("fastglu::linear_dglu_bwd", LINEAR_DGLU_SCHEMA, lib=_LIB)
+torch.library.impl("fastglu::linear_dglu_bwd", ("cpu", "cuda"), _linear_dglu_impl, lib=_LIB)
+torch.library.register_fake("fastglu::linear_dglu_bwd", _linear_dglu_fake, lib=_LIB)
 
 
 # ---- the public functions -------------------------------------------------------------------------
@@ -284,4 +372,45 @@ def linear_glu(x, w1, bias=None, activation="silu", *, weights=None, clamp_value
     return (y, h) if return_preact else y
 
 
-__all__ = ["linear", "linear_glu"]
+def linear_dglu_bwd(d_out, w2, h, activation="silu", *, weights=None, clamp_value=None, glu_linear_offset=0.0,
+                    gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, return_y=True,
+                    return_dweights=False):
+    """fc2's dgrad with the GLU backward in the GEMM's epilogue: ``dY = d_out @ w2`` (fp32, unrounded)
+    and the family's backward of dY with respect to h.
+
+    Args:
+        d_out: fc2's upstream gradient ``[tokens, hidden]`` or ``[S, B, hidden]``, bfloat16 / float16 /
+            float32, CPU or CUDA.
+        w2: fc2's weight ``[hidden, F]`` as ``F.linear`` holds it (fc2 out = y @ w2.T).
+        h: the saved fc1 output ``[..., 2F]`` (fc1's bias included, as ``linear_glu`` returns it).
+        activation, weights, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier,
+            interleaved: as in the forward (``linear_glu``); weights per token.
+        return_y: also compute y = glu(h), fc2's input for its weight gradient (else None).
+        return_dweights: also return the weights' gradient (needs weights), shaped and typed as
+            weights.
+
+    Returns:
+        ``(dh, y)``, or ``(dh, y, dweights)`` with return_dweights: dh ``[..., 2F]`` in h's layout,
+        y ``[..., F]`` (bitwise ``fastglu.glu(h, ...)`` on the same device's backends' math).
+        fc1's bias gradient is ``dh.sum(0)`` (the caller takes it).
+
+    Raises:
+        TypeError: a tensor of the wrong type or dtype (named), an option that is not a number.
+        ValueError: mismatched shapes (w2's rows against d_out's hidden, h against 2F), devices, an
+            unknown activation, return_dweights without weights.
+    """
+    fn = "linear_dglu_bwd"
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved, fn=fn)
+    _check_types(fn, d_out=d_out, w2=w2, h=h, weights=weights)
+    for name, t in (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)):
+        if t is not None:
+            check_dense(t, fn, name)
+    if return_dweights and weights is None:
+        _fail(ValueError, fn, "return_dweights=True needs weights")
+    dh, y, dw = torch.ops.fastglu.linear_dglu_bwd(d_out, w2, h, weights, *p, bool(return_y), bool(return_dweights))
+    y = y if return_y else None
+    return (dh, y, dw) if return_dweights else (dh, y)
+
+
+__all__ = ["linear", "linear_glu", "linear_dglu_bwd"]

@@ -532,3 +532,343 @@ int run_gemm_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
     printf("%s: gemm determinism: %d failed\n", b->name, failed);
     return failed;
 }
+
+/* ---- fc2 dgrad + dGLU ---------------------------------------------------------------------------- */
+
+/* act'(z) in float64 (include/fastglu.h) */
+static double act_grad(fastglu_activation a, double z) {
+    switch (a) {
+    case FASTGLU_ACT_SILU: {
+        const double s = sigmoid(z);
+        return s * (1.0 + z * (1.0 - s));
+    }
+    case FASTGLU_ACT_GELU_TANH: {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        return 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
+    }
+    case FASTGLU_ACT_QUICK_GELU: {
+        const double s = sigmoid(1.702 * z);
+        return s * (1.0 + 1.702 * z * (1.0 - s));
+    }
+    }
+    return NAN;
+}
+
+typedef struct dglu_ref {
+    double dg, du, y, dw;
+} dglu_ref;
+
+/* the family's backward of dy at raw operands g, u (no bias), weight w; c: the bound in dtype */
+static dglu_ref dglu_ref_of(const variant *v, double c, double g, double u, double w, double dy) {
+    dglu_ref r;
+    double a = g, vv = u;
+    if (c > 0) {
+        a = a > c ? c : a;
+        vv = vv > c ? c : (vv < -c ? -c : vv);
+    }
+    vv += (double)v->offset;
+    const double z = (double)v->gm * a, A = act(v->act, z), dA = act_grad(v->act, z);
+    const double e = (double)v->dm * w * dy;
+    r.dg = (c <= 0 || g <= c) ? e * vv * dA * (double)v->gm : 0.0;
+    r.du = (c <= 0 || (u >= -c && u <= c)) ? e * A : 0.0;
+    r.y = (double)v->dm * w * A * vv;
+    r.dw = (double)v->dm * A * vv * dy;
+    return r;
+}
+
+static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, fastglu_dtype dt,
+                         int odd) {
+    const int64_t T = s.T, H = s.H, F = s.F;
+    const size_t es = esize(dt);
+    const int64_t off = odd ? 1 : 0;
+    const int64_t do_rs = H + (odd ? 3 : 8), w_rs = F + (odd ? 5 : 8);
+    const int64_t h_rs = 2 * F + (odd ? 7 : 8), dh_rs = 2 * F + (odd ? 3 : 8), y_rs = F + (odd ? 2 : 8);
+    const fastglu_dtype wdt = v->weights ? (fastglu_dtype)(v->weights - 1) : FASTGLU_DTYPE_FP32;
+    const int64_t wst = v->weights ? v->wstride : 0, dws = odd ? 2 : 1;
+    const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    int failed = 0;
+    char label[256];
+    snprintf(label, sizeof label, "%s dglu %s %s T=%lld H=%lld F=%lld%s", b->name, v->name,
+             dtype_name(dt), (long long)T, (long long)H, (long long)F, odd ? " (odd strides)" : "");
+
+    buf d_o = buf_new(b, (size_t)(off + T * do_rs + 1) * es);
+    buf w2 = buf_new(b, (size_t)(off + H * w_rs + 1) * es);
+    buf h = buf_new(b, (size_t)(off + T * h_rs + 1) * es);
+    buf wt = buf_new(b, (size_t)(off + T * (wst ? wst : 1) + 1) * esize(wdt));
+    buf dh = buf_new(b, (size_t)(off + T * dh_rs + 1) * es);
+    buf dh2 = buf_new(b, (size_t)(off + T * dh_rs + 1) * es);
+    buf y = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
+    buf y2 = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
+    buf dw = buf_new(b, (size_t)(off + T * dws + 1) * esize(wdt));
+    double *dof = (double *)malloc((size_t)(T * H + 1) * sizeof(double));
+    double *wf = (double *)malloc((size_t)(H * F + 1) * sizeof(double));
+    double *wtf = (double *)malloc((size_t)(T + 1) * sizeof(double));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < H; ++k) dof[t * H + k] = put(dt, d_o.host, off + t * do_rs + k, uniform(-1, 1));
+    const double wscale = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
+    for (int64_t k = 0; k < H; ++k)
+        for (int64_t j = 0; j < F; ++j) wf[k * F + j] = put(dt, w2.host, off + k * w_rs + j, uniform(-1, 1) * wscale);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < 2 * F; ++c) put(dt, h.host, off + t * h_rs + c, uniform(-1.5, 1.5));
+    for (int64_t t = 0; t < T; ++t)
+        wtf[t] = v->weights ? put(wdt, wt.host, off + t * wst, uniform(0.1, 1.0)) : 1.0;
+    buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt), buf_up(b, &dh), buf_up(b, &dh2),
+        buf_up(b, &y), buf_up(b, &y2), buf_up(b, &dw);
+
+    const fastglu_tensor tdo = tensor(at(&d_o, off * es), dt, do_rs), tw = tensor(at(&w2, off * es), dt, w_rs);
+    const fastglu_tensor th = tensor(at(&h, off * es), dt, h_rs);
+    const fastglu_tensor twt = tensor(v->weights ? at(&wt, off * esize(wdt)) : NULL, wdt, wst);
+    const fastglu_tensor tdh = tensor(at(&dh, off * es), dt, dh_rs), tdh2 = tensor(at(&dh2, off * es), dt, dh_rs);
+    const fastglu_tensor ty = tensor(at(&y, off * es), dt, y_rs);
+    /* dweights on the odd cases (aligned ones without it are the sm_90a kernel's on CUDA) */
+    const int want_dw = v->weights && odd;
+    const fastglu_tensor tdw = tensor(want_dw ? at(&dw, off * esize(wdt)) : NULL, wdt, dws);
+    const fastglu_tensor none = tensor(NULL, dt, 0), none_w = tensor(NULL, wdt, 0);
+    const fastglu_glu_params p = params_of(v);
+    float cbuf[1];
+    const double c = v->clamp > 0 ? put(dt, cbuf, 0, v->clamp) : 0.0; /* the bound in dtype */
+    fastglu_status st = b->linear_dglu(&p, tdo, tw, th, twt, tdh, ty, tdw, T, H, F);
+    b->sync();
+    if (st != FASTGLU_SUCCESS) {
+        printf("  FAIL %s: status %d: %s\n", label, (int)st, fastglu_last_error_message());
+        failed++;
+        goto done;
+    }
+    st = b->linear_dglu(&p, tdo, tw, th, twt, tdh2, none, none_w, T, H, F);
+    b->sync();
+    if (st != FASTGLU_SUCCESS) {
+        printf("  FAIL %s (no y, no dweights): status %d: %s\n", label, (int)st, fastglu_last_error_message());
+        failed++;
+        goto done;
+    }
+    buf_down(b, &dh), buf_down(b, &dh2), buf_down(b, &y), buf_down(b, &dw);
+    failed += check_padding(&dh, off, T, 2 * F, dh_rs, es, "dh");
+    failed += check_padding(&y, off, T, F, y_rs, es, "y");
+    if (want_dw) failed += check_padding(&dw, off, T, 1, dws, esize(wdt), "dweights");
+    if (memcmp(dh.host, dh2.host, dh.bytes) != 0) {
+        printf("  FAIL %s: dh without y and dweights differs from dh with them\n", label);
+        failed++;
+    }
+    if (b->glu_fwd != NULL && F > 0) { /* y: the forward's value for this h, bit for bit */
+        memset(y2.host, 0xff, y2.bytes);
+        buf_up(b, &y2);
+        st = b->glu_fwd(&p, th.data, h_rs, il ? NULL : (char *)th.data + F * es, h_rs, NULL, twt.data,
+                        wdt, wst, at(&y2, off * es), y_rs, NULL, 0, T, F, dt);
+        b->sync();
+        buf_down(b, &y2);
+        if (st != FASTGLU_SUCCESS || memcmp(y.host, y2.host, y.bytes) != 0) {
+            printf("  FAIL %s: y differs from fastglu_glu_fwd on h (status %d)\n", label, (int)st);
+            failed++;
+        }
+    }
+    {
+        double e_dh = 0, n_dh = 0, e_y = 0, n_y = 0, e_dw = 0, n_dw = 0;
+        const int sample = (double)T * (double)F * (double)H > 268435456.0;
+        const int64_t n_rows = sample ? 48 : T;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            const int64_t t = !sample ? r : r == 0 ? 0 : r == 1 ? T - 1 : (int64_t)(next_u64() % (uint64_t)T);
+            double dwr = 0;
+            for (int64_t j = 0; j < F; ++j) {
+                double dy = 0;
+                for (int64_t k = 0; k < H; ++k) dy += dof[t * H + k] * wf[k * F + j];
+                const int64_t gi = il ? 2 * j : j, ui = il ? 2 * j + 1 : F + j;
+                const double g = get(dt, h.host, off + t * h_rs + gi), u = get(dt, h.host, off + t * h_rs + ui);
+                const dglu_ref ref = dglu_ref_of(v, c, g, u, wtf[t], dy);
+                const double gg = get(dt, dh.host, off + t * dh_rs + gi), gu = get(dt, dh.host, off + t * dh_rs + ui);
+                const double gy = get(dt, y.host, off + t * y_rs + j);
+                e_dh += (gg - ref.dg) * (gg - ref.dg) + (gu - ref.du) * (gu - ref.du);
+                n_dh += ref.dg * ref.dg + ref.du * ref.du;
+                e_y += (gy - ref.y) * (gy - ref.y), n_y += ref.y * ref.y;
+                dwr += ref.dw;
+            }
+            if (want_dw) {
+                const double got = get(wdt, dw.host, off + t * dws);
+                e_dw += (got - dwr) * (got - dwr), n_dw += dwr * dwr;
+            }
+        }
+        const double tol = tolerance(dt), tolw = tolerance(wdt) > tol ? tolerance(wdt) : tol;
+        const double rdh = n_dh > 0 ? sqrt(e_dh / n_dh) : sqrt(e_dh), ry = n_y > 0 ? sqrt(e_y / n_y) : sqrt(e_y);
+        const double rdw = n_dw > 0 ? sqrt(e_dw / n_dw) : sqrt(e_dw);
+        if (!(rdh <= tol) || !(ry <= tol) || !(rdw <= tolw)) {
+            printf("  FAIL %s: relative error dh %.3g, y %.3g, dweights %.3g (tolerance %.0e, %.0e)\n",
+                   label, rdh, ry, rdw, tol, tolw);
+            failed++;
+        }
+    }
+done:
+    if (failed == 0 && getenv("GEMM_VERBOSE")) printf("  ok %s\n", label);
+    buf_free(b, &d_o), buf_free(b, &w2), buf_free(b, &h), buf_free(b, &wt), buf_free(b, &dh),
+        buf_free(b, &dh2), buf_free(b, &y), buf_free(b, &y2), buf_free(b, &dw);
+    free(dof), free(wf), free(wtf);
+    return failed;
+}
+
+int run_dglu_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
+                   unsigned variants_mask) {
+    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_BF16};
+    int failed = 0, cases = 0;
+    for (int s = 0; s < n_shapes; ++s)
+        for (int d = 0; d < 3; ++d) {
+            if (!(dtype_mask & (1 << d))) continue;
+            for (int v = 0; v < N_VARIANTS; ++v) {
+                if (!VARIANTS[v].glu || !(variants_mask & (1u << v))) continue;
+                failed += run_dglu_case(b, &VARIANTS[v], shapes[s], dts[d], (cases++) & 1);
+            }
+        }
+    printf("%s: dglu suite: %d cases, %d failed\n", b->name, cases, failed);
+    return failed;
+}
+
+int run_dglu_errors(const gemm_backend *b) {
+    const int64_t T = 4, H = 8, F = 6;
+    const fastglu_dtype dt = FASTGLU_DTYPE_BF16;
+    const size_t es = 2;
+    const int64_t odo = 0, ow = odo + T * H, oh = ow + H * F, owt = oh + T * 2 * F, odh = owt + T,
+                  oy = odh + T * 2 * F, odw = oy + T * F, total = odw + T;
+    err_env e;
+    e.b = b;
+    e.all = buf_new(b, (size_t)total * es);
+    for (int64_t i = 0; i < total; ++i) put(dt, e.all.host, i, uniform(-1, 1));
+    e.before = (unsigned char *)malloc(e.all.bytes);
+    memcpy(e.before, e.all.host, e.all.bytes);
+    buf_up(b, &e.all);
+    char *base = (char *)e.all.dev;
+    const fastglu_tensor d_o = tensor(base + odo * es, dt, H), w2 = tensor(base + ow * es, dt, F),
+                         h = tensor(base + oh * es, dt, 2 * F),
+                         wts = tensor(base + owt * es, FASTGLU_DTYPE_BF16, 1),
+                         dh = tensor(base + odh * es, dt, 2 * F), y = tensor(base + oy * es, dt, F),
+                         dw = tensor(base + odw * es, FASTGLU_DTYPE_BF16, 1), none = tensor(NULL, dt, 0);
+    const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_tensor t;
+    int failed = 0;
+#define DGLU(P, A, B, C, D, E, G, I, TT, HH, FF) b->linear_dglu(P, A, B, C, D, E, G, I, TT, HH, FF)
+    if (DGLU(&p, d_o, w2, h, wts, dh, y, dw, T, H, F) != FASTGLU_SUCCESS) {
+        printf("  FAIL valid dglu call: %s\n", fastglu_last_error_message());
+        failed++;
+    }
+    b->sync();
+    buf_up(b, &e.all);
+    t = w2, t.dtype = FASTGLU_DTYPE_FP16;
+    failed += expect_error(&e, "dglu: w2 fp16 with d_out bf16", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w2.dtype 1 differs from d_out.dtype 2");
+    t = h, t.dtype = FASTGLU_DTYPE_FP32;
+    failed += expect_error(&e, "dglu: h fp32", DGLU(&p, d_o, w2, t, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "h.dtype 0 differs");
+    t = d_o, t.dtype = FASTGLU_DTYPE_FP8_E4M3;
+    failed += expect_error(&e, "dglu: d_out fp8", DGLU(&p, t, w2, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "d_out.dtype 3");
+    t = dw, t.dtype = FASTGLU_DTYPE_FP32;
+    failed += expect_error(&e, "dglu: dweights fp32 with weights bf16", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "dweights.dtype 0 differs from weights.dtype 2");
+    failed += expect_error(&e, "dglu: dweights without weights", DGLU(&p, d_o, w2, h, none, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dweights is given without weights");
+    t = dh, t.data = (char *)dh.data + 1;
+    failed += expect_error(&e, "dglu: misaligned dh", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh = ");
+    t = w2, t.data = (char *)w2.data + 1;
+    failed += expect_error(&e, "dglu: misaligned w2", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "w2 = ");
+    t = h, t.data = NULL;
+    failed += expect_error(&e, "dglu: h NULL", DGLU(&p, d_o, w2, t, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "h is NULL");
+    t = dh, t.data = NULL;
+    failed += expect_error(&e, "dglu: dh NULL", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh is NULL");
+    t = dh, t.data = h.data;
+    failed += expect_error(&e, "dglu: dh aliasing h", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh overlaps h");
+    t = y, t.data = (char *)dh.data + 4 * es;
+    failed += expect_error(&e, "dglu: y overlapping dh", DGLU(&p, d_o, w2, h, wts, dh, t, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps dh");
+    t = dh, t.data = (char *)w2.data + 2 * es;
+    failed += expect_error(&e, "dglu: dh overlapping w2", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh overlaps w2");
+    t = dw, t.data = wts.data;
+    failed += expect_error(&e, "dglu: dweights aliasing weights", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dweights overlaps weights");
+    t = dw, t.row_stride = 0;
+    failed += expect_error(&e, "dglu: dweights stride 0", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dweights row stride 0");
+    t = dh, t.row_stride = 2 * F - 1;
+    failed += expect_error(&e, "dglu: dh rows overlapping", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh row stride");
+    t = w2, t.row_stride = -1;
+    failed += expect_error(&e, "dglu: w2 negative stride", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "w2 has a negative stride");
+    failed += expect_error(&e, "dglu: tokens -1", DGLU(&p, d_o, w2, h, wts, dh, y, dw, -1, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "tokens = -1");
+    failed += expect_error(&e, "dglu: hidden -2", DGLU(&p, d_o, w2, h, wts, dh, y, dw, T, -2, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "hidden = -2");
+    failed += expect_error(&e, "dglu: F -3", DGLU(&p, d_o, w2, h, wts, dh, y, dw, T, H, -3),
+                           FASTGLU_ERROR_INVALID_VALUE, "ffn_hidden_size = -3");
+    failed += expect_error(&e, "dglu: params NULL", DGLU(NULL, d_o, w2, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "params is NULL");
+    fastglu_glu_params q = p;
+    q.layout = (fastglu_layout)5;
+    failed += expect_error(&e, "dglu: layout 5", DGLU(&q, d_o, w2, h, wts, dh, y, dw, T, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "layout");
+    failed += expect_error(&e, "dglu: tokens 0", DGLU(&p, none, none, none, none, none, none, none, 0, H, F),
+                           FASTGLU_SUCCESS, "");
+    failed += expect_error(&e, "dglu: F 0 without dweights", DGLU(&p, none, none, none, none, none, none, none, T, H, 0),
+                           FASTGLU_SUCCESS, "");
+#undef DGLU
+    printf("%s: dglu errors: %d failed\n", b->name, failed);
+    buf_free(b, &e.all);
+    free(e.before);
+    return failed;
+}
+
+int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_shapes,
+                         void (*set_config)(int k), int n_configs) {
+    int failed = 0;
+    const variant *v = &VARIANTS[7]; /* SPLIT, weights, clamp, offset */
+    const fastglu_dtype dt = FASTGLU_DTYPE_BF16;
+    const size_t es = 2;
+    for (int s = 0; s < n_shapes; ++s) {
+        const int64_t T = shapes[s].T, H = shapes[s].H, F = shapes[s].F;
+        buf d_o = buf_new(b, (size_t)(T * H) * es), w2 = buf_new(b, (size_t)(H * F) * es);
+        buf h = buf_new(b, (size_t)(T * 2 * F) * es), wt = buf_new(b, (size_t)T * 2);
+        buf dh = buf_new(b, (size_t)(T * 2 * F) * es), y = buf_new(b, (size_t)(T * F) * es);
+        buf dw = buf_new(b, (size_t)T * 2);
+        unsigned char *dh0 = (unsigned char *)malloc(dh.bytes), *y0 = (unsigned char *)malloc(y.bytes),
+                      *dw0 = (unsigned char *)malloc(dw.bytes);
+        const double ws = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
+        for (int64_t i = 0; i < T * H; ++i) put(dt, d_o.host, i, uniform(-1, 1));
+        for (int64_t i = 0; i < H * F; ++i) put(dt, w2.host, i, uniform(-1, 1) * ws);
+        for (int64_t i = 0; i < T * 2 * F; ++i) put(dt, h.host, i, uniform(-1.5, 1.5));
+        for (int64_t i = 0; i < T; ++i) put(dt, wt.host, i, uniform(0.1, 1));
+        buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt);
+        const fastglu_glu_params p = params_of(v);
+        /* configuration k (with dweights: the general kernel on CUDA; without: the kernel of the
+         * configuration) */
+        for (int k = 0; k < 2 * (set_config ? n_configs : 1); ++k)
+            for (int rep = 0; rep < 2; ++rep) {
+                if (set_config) set_config(k / 2);
+                memset(dh.host, 0xff, dh.bytes), memset(y.host, 0xff, y.bytes), memset(dw.host, 0xff, dw.bytes);
+                buf_up(b, &dh), buf_up(b, &y), buf_up(b, &dw);
+                fastglu_status st = b->linear_dglu(&p, tensor(d_o.dev, dt, H), tensor(w2.dev, dt, F),
+                                                   tensor(h.dev, dt, 2 * F), tensor(wt.dev, dt, 1),
+                                                   tensor(dh.dev, dt, 2 * F), tensor(y.dev, dt, F),
+                                                   tensor(k % 2 ? dw.dev : NULL, dt, 1), T, H, F);
+                b->sync();
+                buf_down(b, &dh), buf_down(b, &y), buf_down(b, &dw);
+                if (st != FASTGLU_SUCCESS) {
+                    printf("  FAIL dglu determinism: %s\n", fastglu_last_error_message());
+                    failed++;
+                } else if (rep == 0) {
+                    memcpy(dh0, dh.host, dh.bytes), memcpy(y0, y.host, y.bytes), memcpy(dw0, dw.host, dw.bytes);
+                } else if (memcmp(dh0, dh.host, dh.bytes) || memcmp(y0, y.host, y.bytes) ||
+                           memcmp(dw0, dw.host, dw.bytes)) {
+                    printf("  FAIL dglu determinism T=%lld H=%lld F=%lld: config %d run %d differs\n",
+                           (long long)T, (long long)H, (long long)F, k, rep);
+                    failed++;
+                }
+            }
+        if (set_config) set_config(0);
+        buf_free(b, &d_o), buf_free(b, &w2), buf_free(b, &h), buf_free(b, &wt), buf_free(b, &dh),
+            buf_free(b, &y), buf_free(b, &dw);
+        free(dh0), free(y0), free(dw0);
+    }
+    printf("%s: dglu determinism: %d failed\n", b->name, failed);
+    return failed;
+}

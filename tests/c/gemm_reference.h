@@ -32,6 +32,11 @@ typedef struct gemm_backend {
     void (*upload)(void *dst, const void *src, size_t bytes);
     void (*download)(void *dst, const void *src, size_t bytes);
     void (*sync)(void);
+    /* fastglu_linear_dglu_bwd_* (the run_dglu_* suites call it; may be set after the initializer) */
+    fastglu_status (*linear_dglu)(const fastglu_glu_params *params, fastglu_tensor d_out,
+                                  fastglu_tensor w2, fastglu_tensor h, fastglu_tensor weights,
+                                  fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
+                                  int64_t tokens, int64_t hidden, int64_t F);
 } gemm_backend;
 
 typedef struct gemm_shape {
@@ -59,6 +64,25 @@ int run_gemm_errors(const gemm_backend *b);
 /* The same call twice gives bitwise identical h and y, at each shape; with set_config, under each
  * configuration 0..n_configs-1 (e.g. the sm_90 kernel and the general one) separately. */
 int run_gemm_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_shapes,
+                         void (*set_config)(int k), int n_configs);
+
+/* fc2 dgrad + dGLU (fastglu_linear_dglu_bwd_*): every GLU variant x dtype (mask as above) at
+ * each shape (H the GEMM's K), odd (one element off, odd strides, dweights strided) and aligned
+ * cases alternating (dweights asked on the odd ones). Inputs dO, w2, h, weights fresh and random;
+ * dh, y, dweights against float64
+ * (dY exact, the family's backward from include/fastglu.h with the clamp bound rounded to dtype),
+ * relative Frobenius error within the dtype's tolerance (dweights: its own dtype's); sentinel
+ * padding untouched, every element written; dh again without y and dweights, bitwise equal; y
+ * bitwise equal to the backend's fastglu_glu_fwd on h (where b->glu_fwd is not NULL). */
+int run_dglu_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
+                   unsigned variants_mask);
+
+/* Bad input of fastglu_linear_dglu_bwd_*: status, message naming the argument, nothing written. */
+int run_dglu_errors(const gemm_backend *b);
+
+/* The same dglu call (weights; with dweights and without) twice: bitwise equal dh, y, dweights;
+ * with set_config under each configuration. */
+int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_shapes,
                          void (*set_config)(int k), int n_configs);
 
 #endif

@@ -4,7 +4,10 @@
  * it takes the problem) and with the general kernel forced (fastglu_debug_set_gemm_fallback).
  * Each: every variant and dtype at small odd shapes, the issue's odd shapes (T = 1, 3, 8193;
  * F = 1408, 2880, 5632; H = 2880; rows sampled for the reference where large), aligned shapes the
- * sm_90 kernel takes, bad input; determinism run to run under both kernels. Exits 77 (CTest:
+ * sm_90 kernel takes, bad input; determinism run to run under both kernels. fc2 dgrad + dGLU
+ * (fastglu_linear_dglu_bwd_cuda) the same way: the variants at odd shapes, the issue's shapes,
+ * aligned shapes the sm_90a kernel takes (SPLIT, no dweights; INTERLEAVED and dweights run the
+ * general kernel), bad input, determinism under both kernels. Exits 77 (CTest:
  * skipped) when no CUDA device is usable. FASTGLU_TEST_QUICK set: without T = 8193. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +58,12 @@ static fastglu_status glu_fwd(const fastglu_glu_params *p, const void *gate, int
                                 saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 
+static fastglu_status linear_dglu(const fastglu_glu_params *p, fastglu_tensor d_out, fastglu_tensor w2,
+                                  fastglu_tensor h, fastglu_tensor wt, fastglu_tensor dh, fastglu_tensor y,
+                                  fastglu_tensor dw, int64_t T, int64_t H, int64_t F) {
+    return fastglu_linear_dglu_bwd_cuda(p, d_out, w2, h, wt, dh, y, dw, T, H, F, stream);
+}
+
 static void set_path(int k) { fastglu_debug_set_gemm_fallback(k == 1); }
 
 int main(void) {
@@ -67,7 +76,11 @@ int main(void) {
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     gemm_backend b = {"cuda", linear, linear_glu, glu_fwd, dev_alloc, dev_free, dev_upload,
-                      dev_download, dev_sync};
+                      dev_download, dev_sync, linear_dglu};
+    static const gemm_shape dglu_small[] = {{1, 7, 1}, {3, 37, 3}, {257, 33, 1408}, {3, 0, 5},
+                                            {3, 5, 0}, {67, 136, 200}};
+    static const gemm_shape dglu_odd[] = {{1, 2880, 1408}, {3, 2880, 2880}, {8193, 2880, 5632}};
+    static const gemm_shape dglu_aligned[] = {{256, 512, 384}, {1024, 4096, 1408}, {136, 2880, 264}};
     static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3}, {5, 37, 130}, {2, 1, 4}, {3, 0, 5},
                                        {257, 8, 1408}, {67, 136, 200}};
     static const gemm_shape odd[] = {{1, 2880, 1408}, {3, 2880, 2880}, {8193, 2880, 5632}};
@@ -84,10 +97,16 @@ int main(void) {
         failed += run_gemm_suite(&b, odd, n_odd, 6, (1u << 1) | (1u << 3) | (1u << 5));
         failed += run_gemm_suite(&b, aligned, 2, 6, ~0u);
         failed += run_gemm_errors(&b);
+        failed += run_dglu_suite(&b, dglu_small, 6, 7, ~0u);
+        /* SwiGLU, GELU_TANH with weights, the interleaved variant with everything; bf16, fp16 */
+        failed += run_dglu_suite(&b, dglu_odd, n_odd, 6, (1u << 2) | (1u << 4) | (1u << 5));
+        failed += run_dglu_suite(&b, dglu_aligned, 3, 6, ~0u);
+        failed += run_dglu_errors(&b);
     }
     set_path(0);
     b.name = "cuda";
     failed += run_gemm_determinism(&b, odd + 1, n_odd - 1, set_path, 2);
+    failed += run_dglu_determinism(&b, dglu_odd + 1, n_odd - 1, set_path, 2);
     check(cudaStreamDestroy(stream), "cudaStreamDestroy");
     return failed ? 1 : 0;
 }
