@@ -375,3 +375,19 @@ def test_glumlp_module_options_and_bad_options():
         GLUMLP(8, 6, activation="tanh")
     with pytest.raises(ValueError, match="up_proj.weight without the other"):
         GLUMLP(8, 6).load_state_dict({"gate_proj.weight": torch.zeros(6, 8), "down_proj.weight": torch.zeros(8, 6)})
+
+
+def test_bench_fwd_bwd_smoke(tmp_path):
+    """python -m fastglu.bench.mlp --mode fwd_bwd on the CPU: seed-format records for every provider
+    that runs here, each output and dx checked against the fp32 reference (status passed)."""
+    import json
+
+    from fastglu.bench import mlp as bench
+
+    rows = bench.main(["--smoke", "--mode", "fwd_bwd", "--no-gemm", "--out", str(tmp_path)])
+    assert {r["benchmark"] for r in rows} == {"mlp_glu/fwd_bwd"}
+    assert {r["provider"] for r in rows} == {"fastglu_fused", "cublas_fastglu", "cublas_compile", "cublas_gemm_only"}
+    assert all(r["status"] == "passed" for r in rows)
+    rec = json.loads((tmp_path / rows[0]["record"]).read_text())
+    assert rec["run"]["spec"]["sourceNative"]["benchmark"] == "mlp_glu/fwd_bwd"
+    assert rec["run"]["apiVersion"] == "kernelindex.dev/v1alpha1"
