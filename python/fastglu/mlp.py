@@ -38,8 +38,8 @@ import math
 import torch
 import torch.nn.functional as F_
 
-from . import linear as _linear  # noqa: F401  (registers fastglu::linear_glu_fwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
+from . import linear as _linear  # noqa: F401  (registers fastglu::linear_glu_fwd)
 from .glu import glu_params
 
 __all__ = ["mlp", "GLUMLP", "check_mlp", "mlp_fused_default", "PATH_AUTO", "PATH_FUSED", "PATH_UNFUSED"]
@@ -386,7 +386,7 @@ class GLUMLP(torch.nn.Module):
     def from_hf(cls, module, *, activation="silu", **options):
         """A GLUMLP holding a copy of a Hugging Face MLP's ``gate_proj`` / ``up_proj`` /
         ``down_proj`` (``nn.Linear`` each; a bias if they have one), on their device and dtype."""
-        gate, up, down = module.gate_proj, module.up_proj, module.down_proj
+        gate = module.gate_proj
         m = cls(gate.in_features, gate.out_features, activation=activation, bias=gate.bias is not None,
                 device=gate.weight.device, dtype=gate.weight.dtype, **options)
         m.load_state_dict({k: v.detach() for k, v in module.state_dict().items()

@@ -1,8 +1,9 @@
 """fastglu.megatron.apply(mlp=True): Megatron-Core's MLP on fastglu.mlp, against Megatron's own
 forward on the same weights and inputs (outputs, output bias, dx and every parameter's gradient),
 at TP = 1 (one gloo process) and TP = 2 (two gloo processes on the CPU; with two GPUs also two NCCL
-processes, with and without sequence parallelism, whose Megatron mappings are CUDA-only); the fallback for what it does not cover warns its reason once. Skipped without an
-importable megatron-core (scripts/test_megatron.sh installs 0.16.0 and 0.19.2).
+processes, with and without sequence parallelism, whose Megatron mappings are CUDA-only); the
+fallback for what it does not cover warns its reason once. Skipped without an importable
+megatron-core (scripts/test_megatron.sh installs 0.16.0 and 0.19.2).
 
 Tolerance: both sides round h, y and the result to the dtype: fp32 1e-5, bf16 2e-2 relative norm
 (the adapter test's bound for Megatron's own bf16 path against fastglu's).
@@ -73,7 +74,7 @@ def compare(mlp, x, scale, dy, dtype):
     fm.undo()
     assert not megatron_mlp.is_routed()
     worst = 0.0
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert (g is None) == (w is None)
         if w is not None:
             assert g.shape == w.shape and g.dtype == w.dtype

@@ -122,7 +122,7 @@ def run(x, w1, w2, b1, b2, wt, dout, v, **kw):
                       **options(v), **kw)
     out.backward(dout)
     names = ("x", "w1", "w2", "bias1", "bias2", "weights")
-    return out.detach(), {n: t.grad for n, t in zip(names, leaves) if t is not None}
+    return out.detach(), {n: t.grad for n, t in zip(names, leaves, strict=True) if t is not None}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -182,7 +182,7 @@ def test_saved_tensors_are_x_and_h_or_x_only():
     for recompute, widths in ((False, {H, 2 * F}), (True, {H})):
         shapes = []
 
-        def pack(t):
+        def pack(t, shapes=shapes):
             shapes.append(tuple(t.shape))
             return t
 
@@ -224,7 +224,7 @@ def test_compile_fullgraph(device, recompute):
     out = f(x, w1, w2, wt)
     out.backward(dout)
     want = [out.detach()] + [t.grad for t in (x, w1, w2, wt)]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert torch.allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
