@@ -391,3 +391,63 @@ def test_bench_fwd_bwd_smoke(tmp_path):
     rec = json.loads((tmp_path / rows[0]["record"]).read_text())
     assert rec["run"]["spec"]["sourceNative"]["benchmark"] == "mlp_glu/fwd_bwd"
     assert rec["run"]["apiVersion"] == "kernelindex.dev/v1alpha1"
+
+
+# ---- the C entry point (include/fastglu.h: fastglu_mlp_fwd_*), through ctypes ----------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
+    """fastglu_mlp_fwd_{cpu,cuda} gives bitwise fastglu.linear_glu then fastglu.linear (the C GEMMs
+    the op's fused path runs for fc1; fc2 there is F.linear, checked within rounding), h included;
+    bad input leaves out untouched."""
+    import ctypes
+    from pathlib import Path
+
+    from fastglu import _C
+
+    lib = ctypes.CDLL(str(Path(fastglu.__file__).parent / "libfastglu.so"))
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("row_stride", ctypes.c_int64)]
+
+    class Params(ctypes.Structure):
+        _fields_ = [("activation", ctypes.c_int), ("layout", ctypes.c_int), ("clamp_value", ctypes.c_float),
+                    ("glu_linear_offset", ctypes.c_float), ("gate_multiplier", ctypes.c_float),
+                    ("down_multiplier", ctypes.c_float)]
+
+    code = {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[dtype]
+    T, H, F = 37, 24, 40
+    v = {"bias": True, "weights": True}
+    x, w1, w2, b1, b2, wt = make(T, H, F, dtype, device, v)
+    wt = wt.reshape(T)
+
+    def tensor(t, stride):
+        return Tensor(None if t is None else t.data_ptr(), _C.DTYPE_FP32 if t is None else
+                      {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[t.dtype], stride)
+
+    h = torch.full((T, 2 * F), -7.0, dtype=dtype, device=device)
+    y = torch.full((T, F), -7.0, dtype=dtype, device=device)
+    out = torch.full((T, H), -7.0, dtype=dtype, device=device)
+    p = Params(_C.ACT_QUICK_GELU, _C.LAYOUT_SPLIT, 2.0, 1.0, 1.0, 1.0)
+    args = [ctypes.byref(p), tensor(x, H), tensor(w1, H), tensor(b1, 1), tensor(wt, 1), tensor(w2, F), tensor(b2, 1),
+            tensor(h, 2 * F), tensor(y, F), tensor(out, H), ctypes.c_int64(T), ctypes.c_int64(H), ctypes.c_int64(F)]
+    fn = lib.fastglu_mlp_fwd_cpu if device == "cpu" else lib.fastglu_mlp_fwd_cuda
+    if device == "cuda":
+        args.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    bad = list(args)
+    bad[10] = ctypes.c_int64(-1)
+    assert fn(*bad) != 0 and torch.all(out == -7.0)
+    lib.fastglu_last_error_message.restype = ctypes.c_char_p
+    assert b"(fc1): tokens = -1" in lib.fastglu_last_error_message()
+    assert fn(*args) == 0
+    opts = dict(activation="quick_gelu", clamp_value=2.0, glu_linear_offset=1.0)
+    y_ref, h_ref = fastglu.linear_glu(x, w1, b1, weights=wt, **opts)
+    assert torch.equal(h, h_ref) and torch.equal(y, y_ref)
+    assert torch.equal(out, fastglu.linear(y_ref, w2, b2))
+    ref, _, scales = reference_and_scale(x, w1, w2, b1, b2, wt, torch.ones(T, H, dtype=dtype, device=device),
+                                         dict(v, **opts))
+    check("out", out, ref, scales["out"], dtype)
+    got = fastglu.mlp(x, w1, w2, bias1=b1, bias2=b2, weights=wt, fused=True, **opts)
+    check("out", got, ref, scales["out"], dtype)
