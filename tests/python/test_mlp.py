@@ -417,7 +417,6 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
                     ("glu_linear_offset", ctypes.c_float), ("gate_multiplier", ctypes.c_float),
                     ("down_multiplier", ctypes.c_float)]
 
-    code = {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[dtype]
     T, H, F = 37, 24, 40
     v = {"bias": True, "weights": True}
     x, w1, w2, b1, b2, wt = make(T, H, F, dtype, device, v)
