@@ -480,6 +480,24 @@ FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cpu(
     fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
     int64_t tokens, int64_t hidden, int64_t ffn_hidden_size);
 
+/* The gated MLP block's forward: fc1 + GLU (fastglu_linear_glu_fwd_*, y into the caller's buffer,
+ * h stored unless h.data is NULL), then out[tokens, hidden] = y @ w2[hidden, F]^T (+ bias2[hidden])
+ * (fastglu_linear_*). Each GEMM's contract and arithmetic as above; both are validated before either
+ * runs, and out must not overlap anything else of the call nor h / y overlap w2 / bias2; messages
+ * name the GEMM ("(fc1)", "(fc2: x = y, w = w2, bias = bias2)"). On an error nothing is written and
+ * nothing launched. CUDA: two launches on `stream`, no allocation, no synchronization. The backward
+ * (PyTorch: fastglu.mlp) is the GLU backward on h with four GEMMs; docs/mlp.md. */
+FASTGLU_API fastglu_status fastglu_mlp_fwd_cuda(
+    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias1,
+    fastglu_tensor weights, fastglu_tensor w2, fastglu_tensor bias2, fastglu_tensor h,
+    fastglu_tensor y, fastglu_tensor out, int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
+    void *stream);
+
+FASTGLU_API fastglu_status fastglu_mlp_fwd_cpu(
+    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias1,
+    fastglu_tensor weights, fastglu_tensor w2, fastglu_tensor bias2, fastglu_tensor h,
+    fastglu_tensor y, fastglu_tensor out, int64_t tokens, int64_t hidden, int64_t ffn_hidden_size);
+
 /* Testing hook: 1 makes fastglu_linear*_cuda use the general tiled kernel even where the sm_90
  * kernel would take the problem; 0 (the default) restores the choice. Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_gemm_fallback(int on);

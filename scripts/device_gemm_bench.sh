@@ -44,14 +44,14 @@ if want build || want ctest; then
   step "C build (CMake): the library, test_gemm_cuda, test_gemm_cpu"
   rm -rf build-device
   { cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON \
-      && cmake --build build-device --target test_gemm_cuda test_gemm_cpu; } >> "$OUT/build.log" 2>&1 \
+      && cmake --build build-device --target test_gemm_cuda test_gemm_cpu test_mlp_cpu; } >> "$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; exit 1; }
   grep -E "gemm_general_kernel|gemm_sm90|sm90" -A2 "$OUT/build.log" | grep -E "registers|spill" | head -20
 fi
 
 if want ctest; then
-  step "C tests (CTest): gemm_cuda (both kernels, T = 8193 included), gemm_cpu"
-  (cd build-device && ctest --output-on-failure -R "^gemm_(cuda|cpu)$") 2>&1 | tee "$OUT/tests.log"
+  step "C tests (CTest): gemm_cuda (both kernels, T = 8193 included), gemm_cpu, mlp_cpu"
+  (cd build-device && ctest --output-on-failure -R "^(gemm_(cuda|cpu)|mlp_cpu)$") 2>&1 | tee "$OUT/tests.log"
 fi
 
 if want pytest || want bench; then
@@ -60,8 +60,8 @@ if want pytest || want bench; then
 fi
 
 if want pytest; then
-  step "pytest tests/python/test_linear_glu.py (CPU and CUDA)"
-  py pytest -q tests/python/test_linear_glu.py 2>&1 | tail -30 | tee -a "$OUT/tests.log"
+  step "pytest tests/python/test_linear_glu.py tests/python/test_mlp.py (CPU and CUDA)"
+  py pytest -q tests/python/test_linear_glu.py tests/python/test_mlp.py 2>&1 | tail -30 | tee -a "$OUT/tests.log"
 fi
 
 if want bench; then

@@ -21,5 +21,6 @@ for v in ${MEGATRON_VERSIONS:-0.16.0 0.19.2}; do
     --only-binary=:all: "megatron-core==$v"
   echo "== the Megatron-Core adapter against megatron-core $v"
   FASTGLU_EXPECT_MEGATRON=$v PYTHONPATH="$PYTHONPATH:$PWD/$dir" \
-    "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_megatron_adapter.py "$@"
+    "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_megatron_adapter.py \
+    tests/python/test_megatron_mlp.py "$@"
 done

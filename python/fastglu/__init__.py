@@ -18,6 +18,8 @@ PyTorch. Public API:
 - ``fastglu.megatron.apply()`` / ``undo()``: route Megatron-Core's fused activations to fastglu.
 - ``fastglu.linear(x, w, bias=None)`` and ``fastglu.linear_glu(x, w1, bias=None, activation=...,
   return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``linear.py``).
+- ``fastglu.mlp(x, w1, w2, activation=..., bias1=, bias2=, weights=, recompute=, fused=)``: the gated
+  MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp.py``); ``fastglu.modules.GLUMLP`` its module.
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
 """
@@ -52,6 +54,7 @@ from .glu import (
 )
 from . import megatron, modules  # noqa: E402  (after glu: both use it)
 from .linear import linear, linear_glu  # noqa: E402  (its backward calls the glu ops of library.py)
+from .mlp import mlp  # noqa: E402  (fc1 + GLU + fc2 as one op; uses linear's and library's ops)
 
 # The fp8 copy of fp8_input_store overflows as the installed torch's float8_e4m3fn cast does
 # (saturating at +-448 from torch 2.12 on, NaN before), so that it equals Megatron's .to(float8).
@@ -75,4 +78,5 @@ __all__ = [
     "swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__",
     "glu", "glu_mul", "silu_mul", "GLUFunction", "weighted_bias_swiglu_impl", "bias_geglu_impl",
     "weighted_bias_quick_geglu_impl", "megatron", "modules", "linear", "linear_glu",
+    "mlp",
 ]

@@ -77,9 +77,14 @@ def _module(name):
         return None
 
 
-def apply() -> list:
+def apply(mlp: bool = False) -> list:
     """Replace Megatron-Core's fused gated activations with fastglu's, in every module of
     ``TARGETS`` that can be imported. Idempotent: a second call changes nothing.
+
+    With ``mlp=True`` also route Megatron's ``MLP.forward`` to ``fastglu.mlp`` (the whole block
+    fc1 -> GLU -> fc2, TP = 1 and TP > 1 through Megatron's mappings, with or without sequence
+    parallelism); what it does not cover keeps Megatron's forward, warned once per reason
+    (``fastglu.megatron_mlp``).
 
     Returns:
         The ``"module.name"`` entries now routed to fastglu (also those a previous call routed).
@@ -107,6 +112,10 @@ def apply() -> list:
         raise ImportError("fastglu.megatron.apply: megatron-core is not importable (none of "
                           f"{', '.join(TARGETS)} could be imported)")
     _check_version()
+    if mlp:
+        from . import megatron_mlp
+
+        routed.append(megatron_mlp.route())
     return routed
 
 
@@ -143,6 +152,9 @@ def undo() -> list:
             setattr(mod, name, original)
             restored.append(f"{modname}.{name}")
         del _originals[(modname, name)]
+    mlp_module = sys.modules.get(__package__ + ".megatron_mlp")
+    if mlp_module is not None:
+        restored += mlp_module.unroute()
     return restored
 
 

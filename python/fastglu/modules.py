@@ -166,3 +166,8 @@ class FastGLUActivation(GLU):
             from_config.update(options)
             options = from_config
         super().__init__(activation_name(activation or "silu"), **options)
+
+
+from .mlp import GLUMLP  # noqa: E402  (the gated MLP block's module, beside its op in mlp.py)
+
+__all__.append("GLUMLP")

@@ -334,7 +334,7 @@ def test_bench_smoke(tmp_path):
 
     records = mlp.main(["--smoke", "--out", str(tmp_path)])
     benches = {r["benchmark"] for r in records}
-    assert benches == {"mlp_glu/forward", "gemm/forward"}
+    assert benches == {"mlp_glu/forward", "mlp_glu/fwd_bwd", "gemm/forward"}
     providers = {r["provider"] for r in records}
     assert {"fastglu_fused", "cublas_fastglu", "cublas_gemm_only", "fastglu", "cublas"} <= providers
     assert all(r["ms"] > 0 for r in records if r.get("ms") is not None)

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-PAGES = ["README.md", "docs/variants.md", "docs/integrations.md"]
+PAGES = ["README.md", "docs/variants.md", "docs/integrations.md", "docs/mlp.md"]
 
 
 def python_blocks(page):

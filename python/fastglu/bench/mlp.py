@@ -1,4 +1,5 @@
-"""python -m fastglu.bench.mlp: the GLU MLP forward and the plain GEMM, fastglu against its peers.
+"""python -m fastglu.bench.mlp: the GLU MLP block (forward, forward + backward) and the plain GEMM,
+fastglu against its peers.
 
 Benchmarks (records in the seed's kernelindex.dev/v1alpha1 format, one per provider, workload and
 round, under bench/results/<device>/<UTC time>-mlp/):
@@ -6,13 +7,21 @@ round, under bench/results/<device>/<UTC time>-mlp/):
   mlp_glu/forward   x [T, H], w1 [2F, H] (gate rows | up rows), w2 [H, F], SwiGLU, no bias.
                     Pass "mlp": fc1 -> activation -> fc2 (the issue's table); pass "fc1": fc1 and the
                     activation only (the workload slug ends in -fc1; the record's title says which).
-      fastglu_fused      fastglu.linear_glu(x, w1, return_preact=False), then F.linear(y, w2)
-      cublas_fastglu     F.linear(x, w1), fastglu.glu (standalone SwiGLU), F.linear(y, w2)
-      cublas_gemm_only   F.linear(x, w1), F.linear(h[:, :F], w2): the two GEMMs alone (the limit)
+      fastglu_fused      fastglu.mlp(x, w1, w2, fused=True) (fc1 + SwiGLU in one GEMM, then fc2);
+                         fc1 pass: fastglu.linear_glu(x, w1, return_preact=False)
+      cublas_fastglu     F.linear(x, w1), fastglu.swiglu (standalone SwiGLU), F.linear(y, w2)
+      cublas_compile     torch.compile of the eager MLP F.linear -> F.silu(gate) * up -> F.linear
+                         (inductor on a GPU; aot_eager on the CPU, where it only exercises the harness)
+      cublas_gemm_only   F.linear(x, w1), F.linear(buf, w2) with buf a ready contiguous [T, F] buffer
+                         (h[:, :F] copied once): the two GEMMs alone, the activation removed (the limit)
       liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
       quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True,
                          tuned=--quack-tuned)
                     (liger and quack have no fc1-only form: the "fc1" pass lists them as skipped)
+  mlp_glu/fwd_bwd   the same block, forward then backward with a fixed random dO (x, w1, w2 require
+                    grad; their gradients reset to None before each iteration); providers as above
+                    (cublas_gemm_only: the six GEMMs, fc1 and fc2 forward, dgrad and wgrad, fed
+                    ready buffers). Checked: the output and dx against an fp32 torch autograd reference.
   gemm/forward      out = x @ w^T at the fc1 shape (M = T, N = 2F, K = H) and the fc2 shape
                     (M = T, N = H, K = F); providers fastglu (fastglu.linear) and cublas (F.linear).
 
@@ -38,7 +47,8 @@ from .swiglu import describe_device, git_remote, make_bench, pkg_version
 
 SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
 SMOKE_SHAPES = [(16, 32, 24), (5, 24, 40)]
-MLP_PROVIDERS = ("fastglu_fused", "cublas_fastglu", "cublas_gemm_only", "liger", "quack")
+MLP_PROVIDERS = ("fastglu_fused", "cublas_fastglu", "cublas_compile", "cublas_gemm_only", "liger", "quack")
+MODES = ("forward", "fwd_bwd")
 GEMM_PROVIDERS = ("fastglu", "cublas")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3}
@@ -57,6 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="rounds per workload, provider order rotated (default 3)")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
     p.add_argument("--providers", nargs="+", choices=MLP_PROVIDERS, default=list(MLP_PROVIDERS))
+    p.add_argument("--mode", nargs="+", choices=MODES, default=list(MODES),
+                   help="the MLP benchmarks to run: mlp_glu/forward, mlp_glu/fwd_bwd (default both)")
     p.add_argument("--no-gemm", action="store_true", help="skip the gemm/forward benchmark")
     p.add_argument("--quack-tuned", action="store_true",
                    help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
@@ -131,34 +143,69 @@ def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_s
 
 
 def mlp_providers(names, on_gpu, notes, quack_tuned=False):
-    """name -> (make(x, w1, w2, fc1_only) -> fn() -> output, version labels)."""
+    """name -> (make(x, w1, w2, fc1_only) -> fn() -> output, train(x, w1, w2) -> fn() -> output (the
+    forward with autograd; None: no fwd_bwd form), version labels)."""
     import fastglu
     out = {}
+    compile_backend = "inductor" if on_gpu else "aot_eager"
 
     def fused(x, w1, w2, fc1_only):
         if fc1_only:
             return lambda: fastglu.linear_glu(x, w1, return_preact=False)
-        return lambda: F_.linear(fastglu.linear_glu(x, w1, return_preact=False), w2)
+        return lambda: fastglu.mlp(x, w1, w2, fused=True)
+
+    def fused_train(x, w1, w2):
+        return lambda: fastglu.mlp(x, w1, w2, fused=True)
 
     def cublas_fastglu(x, w1, w2, fc1_only):
         if fc1_only:
-            return lambda: fastglu.glu(F_.linear(x, w1))
-        return lambda: F_.linear(fastglu.glu(F_.linear(x, w1)), w2)
+            return lambda: fastglu.swiglu(F_.linear(x, w1))
+        return lambda: F_.linear(fastglu.swiglu(F_.linear(x, w1)), w2)
+
+    def cublas_fastglu_train(x, w1, w2):
+        return lambda: F_.linear(fastglu.swiglu(F_.linear(x, w1)), w2)
+
+    def eager_mlp(x, w1, w2):
+        h = F_.linear(x, w1)
+        g, u = h.chunk(2, dim=-1)
+        return F_.linear(F_.silu(g) * u, w2)
+
+    def eager_fc1(x, w1):
+        g, u = F_.linear(x, w1).chunk(2, dim=-1)
+        return F_.silu(g) * u
+
+    compiled = {}
+
+    def cublas_compile(x, w1, w2, fc1_only):
+        key = "fc1" if fc1_only else "mlp"
+        if key not in compiled:
+            compiled[key] = torch.compile(eager_fc1 if fc1_only else eager_mlp, backend=compile_backend)
+        f = compiled[key]
+        return (lambda: f(x, w1)) if fc1_only else (lambda: f(x, w1, w2))
+
+    def cublas_compile_train(x, w1, w2):
+        if "train" not in compiled:
+            compiled["train"] = torch.compile(eager_mlp, backend=compile_backend)
+        f = compiled["train"]
+        return lambda: f(x, w1, w2)
 
     def gemm_only(x, w1, w2, fc1_only):
         F = w1.shape[0] // 2
         if fc1_only:
             return lambda: F_.linear(x, w1)
-        return lambda: F_.linear(F_.linear(x, w1)[:, :F], w2)
+        buf = F_.linear(x, w1)[:, :F].contiguous()
+        return lambda: (F_.linear(x, w1), F_.linear(buf, w2))[1]
 
     for name in names:
         try:
             if name == "fastglu_fused":
-                out[name] = (fused, {})
+                out[name] = (fused, fused_train, {})
             elif name == "cublas_fastglu":
-                out[name] = (cublas_fastglu, {})
+                out[name] = (cublas_fastglu, cublas_fastglu_train, {})
+            elif name == "cublas_compile":
+                out[name] = (cublas_compile, cublas_compile_train, {"compile_backend": compile_backend})
             elif name == "cublas_gemm_only":
-                out[name] = (gemm_only, {})
+                out[name] = (gemm_only, GEMM_ONLY_TRAIN, {})
             elif name == "liger":
                 if not on_gpu:
                     raise RuntimeError("GPU only")
@@ -170,7 +217,11 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
                     F = w1.shape[0] // 2
                     wg, wu, x3 = w1[:F], w1[F:], x.unsqueeze(0)
                     return lambda: LigerMLPFunction.apply(x3, wg, wu, w2).squeeze(0)
-                out[name] = (liger, {"liger_version": pkg_version("liger-kernel")})
+
+                def liger_train(x, w1, w2):  # gate and up weights as views of w1: w1.grad gets both
+                    F = w1.shape[0] // 2
+                    return lambda: LigerMLPFunction.apply(x.unsqueeze(0), w1[:F], w1[F:], w2).squeeze(0)
+                out[name] = (liger, liger_train, {"liger_version": pkg_version("liger-kernel")})
             elif name == "quack":
                 if not on_gpu:
                     raise RuntimeError("GPU only")
@@ -180,10 +231,45 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
                     if fc1_only:
                         raise RuntimeError("quack.mlp.mlp_func has no fc1-only form")
                     return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
-                out[name] = (quack, {"quack_version": pkg_version("quack-kernels"), "quack_tuned": str(quack_tuned)})
+
+                def quack_train(x, w1, w2):
+                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
+                out[name] = (quack, quack_train, {"quack_version": pkg_version("quack-kernels"),
+                                                  "quack_tuned": str(quack_tuned)})
         except Exception as e:  # noqa: BLE001 - optional peers fail to import in many ways
             notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
     return out
+
+
+GEMM_ONLY_TRAIN = "gemm_only"  # fwd_bwd of the limit: built by train_step (six GEMMs on ready buffers)
+
+
+def train_step(name, train, x, w1, w2, dout):
+    """(step() -> output, leaves) of one fwd_bwd iteration: gradients reset, forward, backward(dout)."""
+    leaves = [t.detach().requires_grad_() for t in (x, w1, w2)]
+    if train is GEMM_ONLY_TRAIN:
+        F = w1.shape[0] // 2
+        xl, w1l, w2l = leaves
+        buf = F_.linear(x, w1)[:, :F].contiguous().requires_grad_()
+        dh = torch.randn(x.shape[0], 2 * F, device=x.device, dtype=x.dtype)
+        leaves.append(buf)
+
+        def step():
+            for t in leaves:
+                t.grad = None
+            h, o = F_.linear(xl, w1l), F_.linear(buf, w2l)
+            torch.autograd.backward((h, o), (dh, dout))
+            return o
+        return step, leaves, (buf, dh)
+    fwd = train(*leaves)
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        o = fwd()
+        o.backward(dout)
+        return o
+    return step, leaves, None
 
 
 def reference(x, w1, w2, fc1_only, interleaved=False):
@@ -197,6 +283,17 @@ def reference(x, w1, w2, fc1_only, interleaved=False):
 def reference_gemm_only(x, w1, w2, fc1_only):
     h = x.float() @ w1.float().T
     return h if fc1_only else h[:, :w1.shape[0] // 2] @ w2.float().T
+
+
+def reference_fwd_bwd(x, w1, w2, dout, buffers=None):
+    """fp32 (out, dx): autograd of the reference MLP, or of the limit's GEMMs (buffers = (buf, dh))."""
+    xr, w1r, w2r = (t.detach().float().requires_grad_() for t in (x, w1, w2))
+    if buffers is not None:
+        buf, dh = buffers
+        return buf.detach().float() @ w2r.detach().T, dh.float() @ w1r.detach()
+    out = reference(xr, w1r, w2r, False)
+    out.backward(dout.float())
+    return out.detach(), xr.grad
 
 
 def rel_err(got, ref):
@@ -230,6 +327,9 @@ def main(argv=None):
                                              args.rep, args.rounds, repository),
         ("mlp_glu/forward", "fc1"): protocol("mlp_glu/forward", "fc1 and the SwiGLU only (no fc2)", timer,
                                              args.rep, args.rounds, repository),
+        ("mlp_glu/fwd_bwd", "mlp"): protocol("mlp_glu/fwd_bwd", "the MLP forward fc1 -> SwiGLU -> fc2 and its "
+                                             "backward with a fixed random dO, gradients reset to None before "
+                                             "each iteration", timer, args.rep, args.rounds, repository),
         ("gemm/forward", "fc1"): protocol("gemm/forward", "out = x @ w^T (F.linear) without bias", timer, args.rep,
                                           args.rounds, repository),
     }
@@ -264,10 +364,10 @@ def main(argv=None):
         x = torch.randn(T, H, device=device, dtype=dtype)
         w1 = (torch.randn(2 * F, H, device=device) / H ** 0.5).to(dtype)
         w2 = (torch.randn(H, F, device=device) / F ** 0.5).to(dtype)
-        for pass_ in ("mlp", "fc1"):
+        for pass_ in (("mlp", "fc1") if "forward" in args.mode else ()):
             ref = reference(x, w1, w2, pass_ == "fc1")
             cells = {}
-            for name, (make, versions) in providers.items():
+            for name, (make, _, versions) in providers.items():
                 try:
                     fn = make(x, w1, w2, pass_ == "fc1")
                     # the limit has no activation: checked against its own GEMMs
@@ -282,6 +382,24 @@ def main(argv=None):
             title = ("GLU MLP forward (fc1 -> SwiGLU -> fc2)" if pass_ == "mlp" else
                      "GLU MLP forward, fc1 + SwiGLU only")
             time_cells("mlp_glu/forward", pass_, T, H, F, cells, flops, workload, title)
+        if "fwd_bwd" in args.mode:
+            dout = torch.randn(T, H, device=device, dtype=dtype)
+            ref_out, ref_dx = reference_fwd_bwd(x, w1, w2, dout)
+            cells = {}
+            for name, (_, train, versions) in providers.items():
+                try:
+                    step, leaves, buffers = train_step(name, train, x, w1, w2, dout)
+                    got = step()
+                    own = (ref_out, ref_dx) if buffers is None else reference_fwd_bwd(x, w1, w2, dout, buffers)
+                    cells[name] = (step, versions, max(rel_err(got, own[0]), rel_err(leaves[0].grad, own[1])))
+                except Exception as e:  # noqa: BLE001 - a broken provider is reported, not fatal
+                    notes.append(f"{name}: fwd_bwd at T={T} H={H} F={F} failed ({type(e).__name__}: {e})")
+            del ref_out, ref_dx
+            workload = {"op": "mlp_glu", "activation": "silu", "pass": "fwd_bwd", "T": T, "H": H, "F": F,
+                        "dtype": args.dtype, "bias": False}
+            time_cells("mlp_glu/fwd_bwd", "mlp", T, H, F, cells, 18 * T * H * F, workload,
+                       "GLU MLP forward + backward (fc1 -> SwiGLU -> fc2)")
+            del cells, dout
         if not args.no_gemm:
             y = torch.randn(T, F, device=device, dtype=dtype)
             for pass_, a, w in (("fc1", x, w1), ("fc2", y, w2)):
@@ -314,7 +432,7 @@ def main(argv=None):
     return rows
 
 
-BASELINE = {"mlp_glu/forward": "cublas_fastglu", "gemm/forward": "cublas"}
+BASELINE = {"mlp_glu/forward": "cublas_fastglu", "mlp_glu/fwd_bwd": "cublas_fastglu", "gemm/forward": "cublas"}
 
 
 def summary_table(rows):

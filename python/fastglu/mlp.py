@@ -1,0 +1,405 @@
+"""The gated MLP block as one autograd op: ``fastglu.mlp(x, w1, w2, ...)``.
+
+    h   = x @ w1.T (+ bias1)                [..., 2F]   (x [..., H], w1 [2F, H]: gate rows | up rows)
+    y   = glu(h) (* weights)                [..., F]    (fastglu.glu's math on h)
+    out = y @ w2.T (+ bias2)                [..., H]    (w2 [H, F])
+
+Forward paths (same results within rounding; chosen from metadata alone, no host synchronisation,
+so the op is CUDA-graph capturable):
+
+- fused: fc1 with the GLU in its GEMM epilogue (``torch.ops.fastglu.linear_glu_fwd``), then fc2
+  (``F.linear``);
+- unfused: fc1 by ``F.linear`` (cuBLAS on CUDA), the standalone GLU kernel
+  (``torch.ops.fastglu.glu_fwd``), fc2 by ``F.linear``.
+
+``fused=None`` picks the fused path where the H200 measurements put it ahead (``bench/gemm/NOTES.md``:
+the sm_90a kernel, F >= 4096; at F = 2880 cuBLAS + the standalone GLU was 3% faster), the unfused one
+elsewhere (other GPUs run a general fused kernel, the CPU a reference loop: cuBLAS / MKL win there).
+
+Memory: the forward saves x, w1, w2 and h (not y: the backward recomputes y from h for fc2's weight
+gradient), so the block's activation memory is x + h. ``recompute=True`` saves x only and
+recomputes h (and y) in the backward: one more fc1 GEMM for 2F fewer values per token (quack's and
+DeepSeek-V3's trade).
+
+Backward: ``dY = dO @ w2`` and the GLU backward on h (``_fc2_dgrad_dglu``: today cuBLAS + the
+standalone ``torch.ops.fastglu.glu_bwd``; the fused fc2-dgrad + dGLU kernel slots in there), then
+``dw2 = dO^T y``, ``dbias2 = sum dO``, ``dx = dh @ w1``, ``dw1 = dh^T x``, ``dbias1 = sum dh``
+(the sums in fp32), and ``dweights`` from the GLU backward.
+
+The op is ``torch.ops.fastglu.mlp_fwd`` (torch.library, with a fake implementation and autograd), so
+``torch.compile(fullgraph=True)`` traces it without a graph break; its backward is made of ops that
+have fake implementations too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F_
+
+from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
+from . import linear as _linear  # noqa: F401  (registers fastglu::linear_glu_fwd)
+from .glu import glu_params
+
+__all__ = ["mlp", "GLUMLP", "check_mlp", "mlp_fused_default", "PATH_AUTO", "PATH_FUSED", "PATH_UNFUSED"]
+
+PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
+_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_WEIGHT_DTYPES = _DTYPES
+# F from which the sm_90a fused fc1 + GLU beat cuBLAS fc1 + the standalone GLU on the H200
+# (bench/gemm/NOTES.md: F = 8192, 14336 ahead or even; F = 2880 3% behind; F = 3584 even).
+FUSED_MIN_F = 4096
+
+
+def _fail(exc, msg):
+    raise exc(f"fastglu.mlp: {msg}")
+
+
+# ---- validation on metadata (the eager op and the fake implementation share it) ---------------
+
+
+def _check_tensor(t, name, dims, dtypes=_DTYPES):
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        _fail(TypeError, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+    if t.dtype not in dtypes:
+        _fail(TypeError, f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}")
+    if t.device.type not in ("cpu", "cuda", "meta"):
+        _fail(ValueError, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+    if t.dim() not in dims:
+        _fail(ValueError, f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}")
+
+
+def _check_like(t, x, name, dtype=True):
+    if dtype and t.dtype != x.dtype:
+        _fail(TypeError, f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
+    if t.device != x.device:
+        _fail(ValueError, f"{name} is on {t.device} but x is on {x.device}")
+
+
+def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
+    """Validate the operands from their metadata; returns (leading shape, tokens, H, F).
+
+    Raises:
+        TypeError: a non-tensor, a non-dense tensor, a dtype other than bf16 / fp16 / fp32, mixed dtypes.
+        ValueError: shapes that do not fit together (each named with its shape), mixed devices.
+    """
+    _check_tensor(x, "x", (2, 3))
+    _check_tensor(w1, "w1", (2,))
+    _check_tensor(w2, "w2", (2,))
+    _check_like(w1, x, "w1")
+    _check_like(w2, x, "w2")
+    lead, H = tuple(x.shape[:-1]), x.shape[-1]
+    if w1.shape[1] != H:
+        _fail(ValueError, f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
+                          f"last dimension (hidden) {H}")
+    if w1.shape[0] % 2:
+        _fail(ValueError, f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even ([2F, hidden]: "
+                          "gate rows and up rows)")
+    F = w1.shape[0] // 2
+    if tuple(w2.shape) != (H, F):
+        _fail(ValueError, f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x {tuple(x.shape)} "
+                          f"and w1 {tuple(w1.shape)}")
+    for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
+        if b is not None:
+            _check_tensor(b, name, (1,))
+            _check_like(b, x, name)
+            if tuple(b.shape) != (n,):
+                _fail(ValueError, f"{name} has shape {tuple(b.shape)}; expected ({n},)")
+    tokens = math.prod(lead)
+    if weights is not None:
+        _check_tensor(weights, "weights", (1, 2, 3, 4), _WEIGHT_DTYPES)
+        _check_like(weights, x, "weights", dtype=False)
+        if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
+            _fail(ValueError, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
+                              f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})")
+    return lead, tokens, H, F
+
+
+def _path_code(fused):
+    if fused is None:
+        return PATH_AUTO
+    if not isinstance(fused, bool):
+        _fail(TypeError, f"fused must be None, True or False, got {fused!r}")
+    return PATH_FUSED if fused else PATH_UNFUSED
+
+
+# ---- the two forward paths ------------------------------------------------------------------------
+
+
+def mlp_fused_default(x, w1) -> bool:
+    """Whether ``fused=None`` takes the fused fc1 + GLU for these operands (metadata only: device,
+    compute capability, shapes, alignment; never a host synchronisation)."""
+    if x.device.type != "cuda":
+        return False
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        return False
+    H, F = w1.shape[1], w1.shape[0] // 2
+    aligned = all(t.data_ptr() % 16 == 0 for t in (x, w1)) and H % 8 == 0 and F % 8 == 0
+    return aligned and F >= FUSED_MIN_F
+
+
+def _use_fused(path, x, w1):
+    return path == PATH_FUSED or (path == PATH_AUTO and mlp_fused_default(x, w1))
+
+
+def _fc1_glu(x, w1, bias1, weights, p, fused, store_h):
+    """(y, h) of fc1 + GLU; h is an empty (0,) tensor unless store_h."""
+    if fused:
+        return torch.ops.fastglu.linear_glu_fwd(x, w1, bias1, weights, *p, store_h)
+    h = F_.linear(x, w1, bias1)
+    y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
+    return y, (h if store_h else h.new_empty((0,)))
+
+
+def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None):
+    """fc2's data gradient and the GLU backward: ``dY = dO @ w2``, then ``dh = glu'(h) dY`` and the
+    fc2 input ``y = glu(h)`` (for fc2's weight gradient; taken as is when given) and the per-token
+    weights' gradient. Returns (dh, y, dweights or None), dh and y of h's / y's leading shape.
+
+    Unfused: cuBLAS (torch.matmul) + the standalone GLU backward and forward on the saved h.
+    """
+    # FUSED fc2 dgrad + dGLU: where fastglu.linear_dglu_bwd(do, w2, h, ...) -> (dh, y) takes the
+    # operands (with the per-token weights' gradient), call it here instead of the three lines below.
+    dy = torch.matmul(do, w2)
+    dh, _, _, dweights = torch.ops.fastglu.glu_bwd(dy, h, None, None, weights, None, *p, False, want_dweights)
+    if y is None:
+        y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
+    return dh, y, dweights
+
+
+# ---- the op -----------------------------------------------------------------------------------------
+
+
+def _mlp_impl(x, w1, w2, bias1, bias2, weights, activation, layout, clamp_value, glu_linear_offset,
+              gate_multiplier, down_multiplier, path, save_h):
+    check_mlp(x, w1, w2, bias1, bias2, weights)
+    p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+    y, h = _fc1_glu(x, w1, bias1, weights, p, _use_fused(path, x, w1), save_h)
+    out = F_.linear(y, w2, bias2)
+    return out, h
+
+
+def _mlp_fake(x, w1, w2, bias1, bias2, weights, activation, layout, clamp_value, glu_linear_offset,
+              gate_multiplier, down_multiplier, path, save_h):
+    lead, _, H, F = check_mlp(x, w1, w2, bias1, bias2, weights)
+    return x.new_empty(lead + (H,)), x.new_empty(lead + (2 * F,) if save_h else (0,))
+
+
+def _mlp_setup(ctx, inputs, output):
+    x, w1, w2, bias1, bias2, weights = inputs[:6]
+    ctx.scalars = tuple(inputs[6:12])
+    ctx.path = inputs[12]
+    ctx.recompute = not inputs[13]
+    ctx.has_bias = (bias1 is not None, bias2 is not None)
+    ctx.save_for_backward(x, w1, w2, bias1, weights, None if ctx.recompute else output[1])
+
+
+def _rows(t):
+    return t.reshape(-1, t.shape[-1])
+
+
+def _mlp_backward(ctx, dout, dh_out):
+    x, w1, w2, bias1, weights, h = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    p = ctx.scalars
+    want_dw = weights is not None and need[5]
+    y = None
+    if ctx.recompute:
+        y, h = _fc1_glu(x, w1, bias1, weights, p, _use_fused(ctx.path, x, w1), True)
+    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y)
+    if dh_out is not None and dh_out.shape == dh.shape:  # h is an output of the op, not of fastglu.mlp
+        dh = dh + dh_out
+    do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
+    dw2 = do2.t() @ _rows(y) if need[2] else None
+    db2 = do2.sum(0, dtype=torch.float32).to(dout.dtype) if ctx.has_bias[1] and need[4] else None
+    dx = (dh2 @ w1).reshape(x.shape) if need[0] else None
+    dw1 = dh2.t() @ x2 if need[1] else None
+    db1 = dh2.sum(0, dtype=torch.float32).to(dh.dtype) if ctx.has_bias[0] and need[3] else None
+    return (dx, dw1, dw2, db1, db2, dweights if want_dw else None) + (None,) * 8
+
+
+MLP_SCHEMA = ("(Tensor x, Tensor w1, Tensor w2, Tensor? bias1, Tensor? bias2, Tensor? weights, int activation, "
+              "int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
+              "float down_multiplier, int path, bool save_h) -> (Tensor out, Tensor h)")
+
+_LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
+_TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch.Tag, "pt2_compliant_tag") else ()
+torch.library.define("fastglu::mlp_fwd", MLP_SCHEMA, lib=_LIB, tags=_TAGS)
+torch.library.impl("fastglu::mlp_fwd", ("cpu", "cuda"), _mlp_impl, lib=_LIB)
+torch.library.register_fake("fastglu::mlp_fwd", _mlp_fake, lib=_LIB)
+torch.library.register_autograd("fastglu::mlp_fwd", _mlp_backward, setup_context=_mlp_setup, lib=_LIB)
+
+
+# ---- the public function ------------------------------------------------------------------------------
+
+
+def mlp(x, w1, w2, *, activation="silu", bias1=None, bias2=None, weights=None, clamp_value=None,
+        glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, recompute=False,
+        fused=None):
+    """The gated MLP block ``fc2(glu(fc1(x)))`` as one differentiable op.
+
+    Args:
+        x: ``[tokens, hidden]`` or ``[S, B, hidden]``; bfloat16 / float16 / float32; CPU or CUDA.
+        w1: fc1's weight ``[2F, hidden]``: gate rows then up rows (Megatron's concatenated fc1;
+            ``interleaved=True``: gate row 2j, up row 2j+1).
+        w2: fc2's weight ``[hidden, F]``.
+        activation: ``"silu"`` (SwiGLU), ``"gelu_tanh"`` (GeGLU) or ``"quick_gelu"``.
+        bias1: None or ``[2F]``, added to h before the activation (so before the clamp).
+        bias2: None or ``[hidden]``.
+        weights: None or per-token weights (router probs) ``[tokens]`` / ``[tokens, 1]``, multiplied
+            into y before fc2; bf16 / fp16 / fp32; differentiable.
+        clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved: as
+            ``fastglu.glu`` (the clamp acts on h, bias1 included).
+        recompute: save x only and recompute h in the backward (one more fc1 GEMM, 2F fewer
+            saved values per token).
+        fused: None (the faster path for the device and shape; see the module docstring), True
+            (fc1 + GLU in one GEMM), False (F.linear + the standalone GLU kernel).
+
+    Returns:
+        ``out`` ``[..., hidden]`` in x's dtype.
+
+    Raises:
+        TypeError: a non-tensor or a wrong dtype (named), mixed dtypes, an option of the wrong type.
+        ValueError: shapes that do not fit together (named, with the shapes), mixed devices, an
+            unknown activation, a non-finite offset or multiplier.
+    """
+    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
+                   fn="mlp")
+    if not isinstance(recompute, bool):
+        _fail(TypeError, f"recompute must be True or False, got {recompute!r}")
+    path = _path_code(fused)
+    check_mlp(x, w1, w2, bias1, bias2, weights)
+    grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights))
+    out, _ = torch.ops.fastglu.mlp_fwd(x, w1, w2, bias1, bias2, weights, *p, path, grad and not recompute)
+    return out
+
+
+# ---- the module ---------------------------------------------------------------------------------------
+
+
+def _interleave(gate, up):
+    """[gate rows | up rows] as interleaved rows (gate 2j, up 2j+1), for weights [F, ...] or biases [F]."""
+    return torch.stack((gate, up), dim=1).reshape((2 * gate.shape[0],) + tuple(gate.shape[1:]))
+
+
+class GLUMLP(torch.nn.Module):
+    """The gated MLP block as an ``nn.Module``: ``fastglu.mlp(x, w1, w2, ...)`` with its parameters.
+
+    Parameters: ``w1 [2F, hidden]`` (fc1: gate rows then up rows, or interleaved), ``w2 [hidden, F]``
+    (fc2) and, with ``bias=True``, ``bias1 [2F]`` and ``bias2 [hidden]``; initialised as
+    ``nn.Linear`` initialises its weight and bias.
+
+    Loading (``load_state_dict``) also takes the two usual checkpoint layouts under the module's
+    prefix, converted on the fly:
+
+    - Hugging Face (Llama, Mistral, Qwen, ...): ``gate_proj.weight [F, hidden]``,
+      ``up_proj.weight [F, hidden]``, ``down_proj.weight [hidden, F]`` (and their ``.bias``);
+      gate and up are concatenated into ``w1`` (interleaved when ``interleaved=True``).
+    - Megatron-Core: ``linear_fc1.weight [2F, hidden]`` (gate rows then up rows, as Megatron
+      concatenates them) and ``linear_fc2.weight [hidden, F]`` (and ``.bias``); ``fc1`` / ``fc2``
+      are taken too. TE's ``_extra_state`` entries are dropped.
+
+    Args:
+        hidden_size, ffn_hidden_size: hidden and F.
+        activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved,
+        recompute, fused: as ``fastglu.mlp``.
+        bias: whether fc1 and fc2 have biases.
+        device, dtype: of the parameters.
+    """
+
+    def __init__(self, hidden_size, ffn_hidden_size, *, activation="silu", bias=False, clamp_value=None,
+                 glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
+                 recompute=False, fused=None, device=None, dtype=None):
+        super().__init__()
+        for name, v in (("hidden_size", hidden_size), ("ffn_hidden_size", ffn_hidden_size)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"fastglu.GLUMLP: {name} must be a positive int, got {v!r}")
+        glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
+                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
+                   fn="GLUMLP")  # validate now, not at the first forward
+        _path_code(fused)
+        self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
+        self.activation, self.clamp_value, self.glu_linear_offset = activation, clamp_value, glu_linear_offset
+        self.gate_multiplier, self.down_multiplier = gate_multiplier, down_multiplier
+        self.interleaved, self.recompute, self.fused = bool(interleaved), bool(recompute), fused
+        kw = {"device": device, "dtype": dtype}
+        self.w1 = torch.nn.Parameter(torch.empty(2 * ffn_hidden_size, hidden_size, **kw))
+        self.w2 = torch.nn.Parameter(torch.empty(hidden_size, ffn_hidden_size, **kw))
+        if bias:
+            self.bias1 = torch.nn.Parameter(torch.empty(2 * ffn_hidden_size, **kw))
+            self.bias2 = torch.nn.Parameter(torch.empty(hidden_size, **kw))
+        else:
+            self.register_parameter("bias1", None)
+            self.register_parameter("bias2", None)
+        self.reset_parameters()
+        self.register_load_state_dict_pre_hook(GLUMLP._convert_checkpoint)
+
+    def reset_parameters(self):
+        """``nn.Linear``'s initialisation for fc1 and fc2 (weights and biases)."""
+        for w, b in ((self.w1, self.bias1), (self.w2, self.bias2)):
+            torch.nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+            if b is not None:
+                bound = 1 / math.sqrt(w.shape[1]) if w.shape[1] > 0 else 0
+                torch.nn.init.uniform_(b, -bound, bound)
+
+    def forward(self, x, weights=None):
+        """``x [..., hidden]`` (2D or 3D), optional per-token ``weights`` -> ``[..., hidden]``."""
+        return mlp(x, self.w1, self.w2, activation=self.activation, bias1=self.bias1, bias2=self.bias2,
+                   weights=weights, clamp_value=self.clamp_value, glu_linear_offset=self.glu_linear_offset,
+                   gate_multiplier=self.gate_multiplier, down_multiplier=self.down_multiplier,
+                   interleaved=self.interleaved, recompute=self.recompute, fused=self.fused)
+
+    def _fc1(self, gate, up):
+        return _interleave(gate, up) if self.interleaved else torch.cat((gate, up), dim=0)
+
+    def _convert_checkpoint(self, state_dict, prefix, *_):
+        """load_state_dict pre-hook: Hugging Face's and Megatron's keys into w1 / w2 / bias1 / bias2."""
+        def pop(name):
+            return state_dict.pop(prefix + name, None)
+
+        for kind, target in (("weight", ("w1", "w2")), ("bias", ("bias1", "bias2"))):
+            gate, up, down = pop(f"gate_proj.{kind}"), pop(f"up_proj.{kind}"), pop(f"down_proj.{kind}")
+            if (gate is None) != (up is None):
+                raise ValueError(f"fastglu.GLUMLP: the checkpoint has {prefix}gate_proj.{kind} or "
+                                 f"{prefix}up_proj.{kind} without the other")
+            if gate is not None:
+                state_dict[prefix + target[0]] = self._fc1(gate, up)
+            if down is not None:
+                state_dict[prefix + target[1]] = down
+            for fc1, fc2 in (("linear_fc1", "linear_fc2"), ("fc1", "fc2")):
+                w = pop(f"{fc1}.{kind}")
+                if w is not None:
+                    F = w.shape[0] // 2
+                    state_dict[prefix + target[0]] = self._fc1(w[:F], w[F:]) if self.interleaved else w
+                w = pop(f"{fc2}.{kind}")
+                if w is not None:
+                    state_dict[prefix + target[1]] = w
+        for fc in ("linear_fc1", "linear_fc2", "fc1", "fc2"):
+            pop(f"{fc}._extra_state")
+
+    @classmethod
+    def from_hf(cls, module, *, activation="silu", **options):
+        """A GLUMLP holding a copy of a Hugging Face MLP's ``gate_proj`` / ``up_proj`` /
+        ``down_proj`` (``nn.Linear`` each; a bias if they have one), on their device and dtype."""
+        gate = module.gate_proj
+        m = cls(gate.in_features, gate.out_features, activation=activation, bias=gate.bias is not None,
+                device=gate.weight.device, dtype=gate.weight.dtype, **options)
+        m.load_state_dict({k: v.detach() for k, v in module.state_dict().items()
+                           if k.split(".")[0] in ("gate_proj", "up_proj", "down_proj")})
+        return m
+
+    def extra_repr(self) -> str:
+        opts = [f"hidden_size={self.hidden_size}", f"ffn_hidden_size={self.ffn_hidden_size}",
+                f"activation={self.activation!r}", f"bias={self.bias1 is not None}"]
+        for name, default in (("clamp_value", None), ("glu_linear_offset", 0.0), ("gate_multiplier", 1.0),
+                              ("down_multiplier", 1.0), ("interleaved", False), ("recompute", False),
+                              ("fused", None)):
+            v = getattr(self, name)
+            if v != default:
+                opts.append(f"{name}={v!r}")
+        return ", ".join(opts)

@@ -1,0 +1,452 @@
+"""fastglu.mlp (fc1 -> GLU -> fc2 as one autograd op) and fastglu.modules.GLUMLP against a float64
+reference (plain torch math in float64 on the same inputs), on CPU (CI) and CUDA (device): odd
+shapes, bf16 / fp16 / fp32, both forward paths, recompute, every option; torch.compile(fullgraph=True)
+without a graph break; fake tensors; 3D x; CUDA-graph capture; bad inputs named; checkpoint loading.
+
+Tolerance. Every checked tensor comes out of a chain of contractions (fc1, fc2, dY = dO @ w2, the
+weight and data gradients, the sums over tokens / F) whose operands went through at most n = 4
+roundings to the dtype (h, y or dY, dh, the result), each at most the unit roundoff u (bf16 2^-8,
+fp16 2^-11, fp32 2^-24) relative to the operand, independent roundings adding in quadrature; the fp32
+accumulation of K products adds, for random signs, about sqrt(K) 2^-24 of the sum of the products'
+magnitudes. A rounding error is relative to the magnitudes that went into a value, not to the value,
+which is unbounded where a sum cancels (T = 1, F = 1 or 3, a gate near 0). So each tensor is checked as
+    || got - ref || <= (sqrt(n) u + 2 sqrt(K) 2^-24) * || ref_mag ||
+where ref_mag is the same float64 computation on the inputs' magnitudes (|x|, |w1|, |w2|, |bias|,
+|weights|, |dO|, |offset|: every contraction then adds magnitudes, as the error bound does) and K
+the longest contraction (max(hidden, 2F, tokens)). The bound is 7.8e-3 (bf16), 9.8e-4 (fp16),
+6.4e-6 (fp32) at K = 2816, within the house bounds 1e-2 / 1e-3 / 1e-5 (asserted).
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F_
+
+import fastglu
+from fastglu.mlp import GLUMLP, mlp_fused_default
+
+HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}
+HOUSE = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
+ROUNDINGS = 4
+
+
+def tolerance(dtype, K):
+    tol = math.sqrt(ROUNDINGS) * UNIT[dtype] + 2 * math.sqrt(max(K, 1)) * 2.0 ** -24
+    assert tol <= HOUSE[dtype]
+    return tol
+
+
+def act(name, z):
+    if name == "silu":
+        return z * torch.sigmoid(z)
+    if name == "gelu_tanh":
+        return 0.5 * z * (1 + torch.tanh(0.7978845608028654 * z * (1 + 0.044715 * z * z)))
+    return z * torch.sigmoid(1.702 * z)
+
+
+def reference(x, w1, w2, b1, b2, wt, dout, v):
+    """float64 (out, {name: grad}) by autograd of the plain formulas."""
+    leaves = {k: (t.detach().double().requires_grad_() if t is not None else None)
+              for k, t in (("x", x), ("w1", w1), ("w2", w2), ("bias1", b1), ("bias2", b2), ("weights", wt))}
+    xd, w1d, w2d = leaves["x"], leaves["w1"], leaves["w2"]
+    F = w1.shape[0] // 2
+    h = xd @ w1d.T
+    if b1 is not None:
+        h = h + leaves["bias1"]
+    g, u = (h[..., 0::2], h[..., 1::2]) if v.get("interleaved") else (h[..., :F], h[..., F:])
+    c = v.get("clamp_value")
+    if c:  # torch.clamp's bound: clamp_value in the dtype
+        c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
+        g, u = g.clamp(max=c), u.clamp(-c, c)
+    yu = v.get("down_multiplier", 1.0) * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g) \
+        * (u + v.get("glu_linear_offset", 0.0))
+    y = yu if wt is None else yu * leaves["weights"].reshape(yu.shape[:-1] + (1,))
+    out = y @ w2d.T
+    if b2 is not None:
+        out = out + leaves["bias2"]
+    out.backward(dout.double())
+    return out.detach(), {k: t.grad for k, t in leaves.items() if t is not None}
+
+
+def reference_and_scale(x, w1, w2, b1, b2, wt, dout, v):
+    """(out, grads, {name: (magnitude reference, K)}): see the module docstring."""
+    out, grads = reference(x, w1, w2, b1, b2, wt, dout, v)
+    a = lambda t: None if t is None else t.abs()  # noqa: E731
+    vm = dict(v, glu_linear_offset=abs(v.get("glu_linear_offset", 0.0)), clamp_value=None)
+    out_m, grads_m = reference(a(x), a(w1), a(w2), a(b1), a(b2), a(wt), a(dout), vm)
+    K = max(x.shape[-1], w1.shape[0], x.numel() // x.shape[-1])
+    scales = {k: (g.abs(), K) for k, g in grads_m.items()}
+    scales["out"] = (out_m.abs(), K)
+    return out, grads, scales
+
+
+def check(name, got, ref, scale_k, dtype):
+    scale, K = scale_k
+    err = (got.detach().double().cpu().reshape(-1) - ref.cpu().reshape(-1)).norm().item()
+    n = scale.norm().item()
+    assert err <= tolerance(dtype, K) * n + 1e-300, f"{name}: error {err:.3e} over scale {n:.3e} (K = {K})"
+
+
+VARIANTS = {
+    "swiglu": {},
+    "bias-weights": {"bias": True, "weights": True},
+    "geglu-clamp-offset": {"activation": "gelu_tanh", "clamp_value": 1.5, "glu_linear_offset": 1.0, "bias": True},
+    "quick-interleaved-multipliers": {"activation": "quick_gelu", "interleaved": True, "gate_multiplier": 0.5,
+                                      "down_multiplier": 2.0, "weights": True},
+}
+SHAPES = [(1, 5, 1), (3, 7, 3), (257, 67, 1408)]
+
+
+def make(T, H, F, dtype, device, v, lead=None):
+    x = torch.randn(*(lead or (T,)), H, dtype=dtype, device=device)
+    w1 = (torch.randn(2 * F, H, device=device) / math.sqrt(H)).to(dtype)
+    w2 = (torch.randn(H, F, device=device) / math.sqrt(F)).to(dtype)
+    b1 = torch.randn(2 * F, device=device).to(dtype) * 0.5 if v.get("bias") else None
+    b2 = torch.randn(H, device=device).to(dtype) if v.get("bias") else None
+    wt = (torch.rand(T, 1, device=device) + 0.25) if v.get("weights") else None
+    return x, w1, w2, b1, b2, wt
+
+
+def options(v):
+    return {k: v[k] for k in ("activation", "clamp_value", "glu_linear_offset", "gate_multiplier",
+                              "down_multiplier", "interleaved") if k in v}
+
+
+def run(x, w1, w2, b1, b2, wt, dout, v, **kw):
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, w1, w2, b1, b2, wt)]
+    out = fastglu.mlp(leaves[0], leaves[1], leaves[2], bias1=leaves[3], bias2=leaves[4], weights=leaves[5],
+                      **options(v), **kw)
+    out.backward(dout)
+    names = ("x", "w1", "w2", "bias1", "bias2", "weights")
+    return out.detach(), {n: t.grad for n, t in zip(names, leaves, strict=True) if t is not None}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("vi", list(VARIANTS))
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("recompute", [False, True], ids=["save-h", "recompute"])
+def test_against_float64(device, dtype, shape, vi, fused, recompute):
+    if shape[0] == 257 and vi not in ("swiglu", "bias-weights") and dtype != torch.bfloat16:
+        pytest.skip("the large shape runs two variants in every dtype, all four in bf16")
+    v = VARIANTS[vi]
+    T, H, F = shape
+    x, w1, w2, b1, b2, wt = make(T, H, F, dtype, device, v)
+    dout = torch.randn(T, H, dtype=dtype, device=device)
+    out, grads = run(x, w1, w2, b1, b2, wt, dout, v, fused=fused, recompute=recompute)
+    ref, ref_grads, scales = reference_and_scale(x, w1, w2, b1, b2, wt, dout, v)
+    assert out.shape == (T, H) and out.dtype == dtype
+    check("out", out, ref, scales["out"], dtype)
+    assert set(grads) == set(ref_grads)
+    for name, g in grads.items():
+        assert g.shape == ref_grads[name].shape, name
+        check(name, g, ref_grads[name], scales[name], dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_paths_agree_and_3d(device, dtype):
+    """fused, unfused and recompute give the same results within rounding; 3D x [S, B, H] equals
+    the flattened 2D call."""
+    v = {"bias": True, "weights": True}
+    S, B, H, F = 5, 3, 24, 40
+    x, w1, w2, b1, b2, wt = make(S * B, H, F, dtype, device, v, lead=(S, B))
+    dout = torch.randn(S, B, H, dtype=dtype, device=device)
+    runs = [run(x, w1, w2, b1, b2, wt, dout, v, fused=f, recompute=r) for f in (True, False) for r in (False, True)]
+    ref, ref_grads, scales = reference_and_scale(x, w1, w2, b1, b2, wt, dout, v)
+    for out, grads in runs:
+        assert out.shape == (S, B, H)
+        check("out", out, ref, scales["out"], dtype)
+        for name, g in grads.items():
+            check(name, g, ref_grads[name], scales[name], dtype)
+    # recompute changes what is saved, not what is computed: bitwise on one path
+    for a, b in ((runs[0], runs[1]), (runs[2], runs[3])):
+        assert torch.equal(a[0], b[0])
+        for name in a[1]:
+            assert torch.equal(a[1][name], b[1][name]), name
+    flat = run(x.reshape(S * B, H), w1, w2, b1, b2, wt, dout.reshape(S * B, H), v, fused=True)
+    assert torch.equal(flat[0].reshape(S, B, H), runs[0][0])
+
+
+def test_saved_tensors_are_x_and_h_or_x_only():
+    """The forward saves h (not y); recompute saves x and the weights only."""
+    T, H, F = 6, 8, 10
+    x = torch.randn(T, H, requires_grad=True)
+    w1 = torch.randn(2 * F, H, requires_grad=True)
+    w2 = torch.randn(H, F, requires_grad=True)
+    for recompute, widths in ((False, {H, 2 * F}), (True, {H})):
+        shapes = []
+
+        def pack(t, shapes=shapes):
+            shapes.append(tuple(t.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fastglu.mlp(x, w1, w2, recompute=recompute)
+        activations = {s[-1] for s in shapes if s[0] == T}
+        assert activations == widths, shapes
+        assert (T, F) not in shapes
+
+
+def test_no_grad_stores_no_h():
+    x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8), torch.randn(8, 6)
+    out, h = torch.ops.fastglu.mlp_fwd(x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, False)
+    assert h.numel() == 0
+    out2, h2 = torch.ops.fastglu.mlp_fwd(x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, True)
+    assert torch.equal(out, out2) and h2.shape == (4, 12)
+    assert torch.equal(h2, fastglu.linear_glu(x, w1)[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("recompute", [False, True])
+def test_compile_fullgraph(device, recompute):
+    torch._dynamo.reset()
+    x = torch.randn(3, 4, 16, device=device, requires_grad=True)
+    w1 = torch.randn(24, 16, device=device, requires_grad=True)
+    w2 = torch.randn(16, 12, device=device, requires_grad=True)
+    wt = torch.rand(12, device=device, requires_grad=True)
+
+    def f(x, w1, w2, wt):
+        return fastglu.mlp(x, w1, w2, weights=wt, activation="gelu_tanh", recompute=recompute)
+
+    compiled = torch.compile(f, fullgraph=True)
+    dout = torch.randn(3, 4, 16, device=device)
+    out = compiled(x, w1, w2, wt)
+    out.backward(dout)
+    got = [out.detach()] + [t.grad.clone() for t in (x, w1, w2, wt)]
+    for t in (x, w1, w2, wt):
+        t.grad = None
+    out = f(x, w1, w2, wt)
+    out.backward(dout)
+    want = [out.detach()] + [t.grad for t in (x, w1, w2, wt)]
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_fake_tensors_and_opcheck():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, w1, w2 = torch.empty(2, 5, 16), torch.empty(48, 16), torch.empty(16, 24)
+        out = fastglu.mlp(x, w1, w2)
+        assert out.shape == (2, 5, 16)
+        with pytest.raises(ValueError, match="w2 has shape"):
+            fastglu.mlp(x, w1, torch.empty(16, 23))
+    x = torch.randn(5, 16, requires_grad=True)
+    w1 = torch.randn(48, 16, requires_grad=True)
+    w2 = torch.randn(16, 24, requires_grad=True)
+    b1 = torch.randn(48, requires_grad=True)
+    for save_h in (True, False):
+        torch.library.opcheck(torch.ops.fastglu.mlp_fwd.default,
+                              (x, w1, w2, b1, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, save_h))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("fused", [True, False])
+def test_cuda_graph_capture(fused):
+    T, H, F = 64, 128, 256
+    x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w1 = (torch.randn(2 * F, H, device="cuda") / H ** 0.5).to(torch.bfloat16).requires_grad_()
+    w2 = (torch.randn(H, F, device="cuda") / F ** 0.5).to(torch.bfloat16).requires_grad_()
+    dout = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # warm up outside the capture
+            for t in (x, w1, w2):
+                t.grad = None
+            fastglu.mlp(x, w1, w2, fused=fused).backward(dout)
+    torch.cuda.current_stream().wait_stream(s)
+    for t in (x, w1, w2):
+        t.grad = None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fastglu.mlp(x, w1, w2, fused=fused)
+        out.backward(dout)
+    x.data.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    ref, ref_grads, scales = reference_and_scale(x, w1, w2, None, None, None, dout, {})
+    check("out", out, ref, scales["out"], torch.bfloat16)
+    check("x", x.grad, ref_grads["x"], scales["x"], torch.bfloat16)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+def test_auto_path_rule_on_this_gpu():
+    x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+    w1 = torch.randn(2 * 8192, 4096, device="cuda", dtype=torch.bfloat16)
+    small = torch.randn(2 * 2880, 4096, device="cuda", dtype=torch.bfloat16)
+    sm90 = torch.cuda.get_device_capability() == (9, 0)
+    assert mlp_fused_default(x, w1) == sm90
+    assert not mlp_fused_default(x, small)
+
+
+def test_cpu_takes_the_unfused_path_by_default():
+    assert not mlp_fused_default(torch.randn(4, 8), torch.randn(8192, 8))
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda x, w1, w2: fastglu.mlp(x.double(), w1, w2), TypeError, "x has dtype torch.float64"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1.half(), w2), TypeError, "w1 has dtype torch.float16 but x"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1[:, :7], w2), ValueError, r"w1 has shape \(12, 7\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1[:11], w2), ValueError, r"w1 has shape \(11, 8\).*even"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2[:, :5]), ValueError, r"w2 has shape \(8, 5\); expected .*\(8, 6\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias1=torch.zeros(6)), ValueError, r"bias1 has shape \(6,\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias2=torch.zeros(9)), ValueError, r"bias2 has shape \(9,\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, weights=torch.ones(3)), ValueError, r"weights has shape \(3,\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, "w1", w2), TypeError, "w1 must be a torch.Tensor, got str"),
+    (lambda x, w1, w2: fastglu.mlp(x[0], w1, w2), ValueError, r"x must have 2 or 3 dimensions, got shape \(8,\)"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, activation="relu"), ValueError, "activation must be one of"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, fused="yes"), TypeError, "fused must be None, True or False, got 'yes'"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, recompute=1), TypeError, "recompute must be True or False, got 1"),
+    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, glu_linear_offset=float("nan")), ValueError, "glu_linear_offset"),
+])
+def test_bad_inputs_named(call, exc, match):
+    x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8), torch.randn(8, 6)
+    with pytest.raises(exc, match=match):
+        call(x, w1, w2)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+def test_bad_device_named():
+    x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8), torch.randn(8, 6, device="cuda")
+    with pytest.raises(ValueError, match="w2 is on cuda"):
+        fastglu.mlp(x, w1, w2)
+
+
+# ---- the module -----------------------------------------------------------------------------------
+
+
+class HFMLP(torch.nn.Module):
+    """Hugging Face's LlamaMLP layout."""
+
+    def __init__(self, H, F, bias):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(H, F, bias=bias)
+        self.up_proj = torch.nn.Linear(H, F, bias=bias)
+        self.down_proj = torch.nn.Linear(F, H, bias=bias)
+
+    def forward(self, x):
+        return self.down_proj(F_.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_glumlp_loads_hugging_face_and_megatron_checkpoints(bias, interleaved):
+    H, F = 12, 20
+    hf = HFMLP(H, F, bias).double()
+    x = torch.randn(2, 7, H, dtype=torch.float64)
+    want = hf(x)
+    m = GLUMLP.from_hf(hf, interleaved=interleaved).double()
+    assert m.w1.shape == (2 * F, H) and m.w2.shape == (H, F)
+    m2 = GLUMLP(H, F, bias=bias, interleaved=interleaved).double()
+    m2.load_state_dict(hf.state_dict())
+    fc1 = torch.cat((hf.gate_proj.weight, hf.up_proj.weight))
+    sd = {"linear_fc1.weight": fc1, "linear_fc2.weight": hf.down_proj.weight}
+    if bias:
+        sd.update({"linear_fc1.bias": torch.cat((hf.gate_proj.bias, hf.up_proj.bias)),
+                   "linear_fc2.bias": hf.down_proj.bias, "linear_fc1._extra_state": None})
+    m3 = GLUMLP(H, F, bias=bias, interleaved=interleaved).double()
+    m3.load_state_dict(sd)
+    outer = torch.nn.Sequential(GLUMLP(H, F, bias=bias, interleaved=interleaved).double())
+    outer.load_state_dict({f"0.{k}": v for k, v in hf.state_dict().items()})
+    # fastglu has no float64 kernels: the modules run in fp32 against the float64 Hugging Face module
+    xf = x.float()
+    for mod in (m, m2, m3, outer):
+        got = mod.float()(xf)
+        assert (got.double() - want).norm() <= 1e-5 * want.norm()
+
+
+def test_glumlp_module_options_and_bad_options():
+    m = GLUMLP(8, 6, activation="quick_gelu", clamp_value=7.0, glu_linear_offset=1.0, bias=True, recompute=True)
+    assert "quick_gelu" in repr(m) and "recompute=True" in repr(m)
+    x = torch.randn(5, 8, requires_grad=True)
+    wt = torch.rand(5, requires_grad=True)
+    m(x, wt).sum().backward()
+    assert all(p.grad is not None for p in m.parameters()) and wt.grad is not None
+    with pytest.raises(ValueError, match="ffn_hidden_size must be a positive int, got 0"):
+        GLUMLP(8, 0)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        GLUMLP(8, 6, activation="tanh")
+    with pytest.raises(ValueError, match="up_proj.weight without the other"):
+        GLUMLP(8, 6).load_state_dict({"gate_proj.weight": torch.zeros(6, 8), "down_proj.weight": torch.zeros(8, 6)})
+
+
+def test_bench_fwd_bwd_smoke(tmp_path):
+    """python -m fastglu.bench.mlp --mode fwd_bwd on the CPU: seed-format records for every provider
+    that runs here, each output and dx checked against the fp32 reference (status passed)."""
+    import json
+
+    from fastglu.bench import mlp as bench
+
+    rows = bench.main(["--smoke", "--mode", "fwd_bwd", "--no-gemm", "--out", str(tmp_path)])
+    assert {r["benchmark"] for r in rows} == {"mlp_glu/fwd_bwd"}
+    assert {r["provider"] for r in rows} == {"fastglu_fused", "cublas_fastglu", "cublas_compile", "cublas_gemm_only"}
+    assert all(r["status"] == "passed" for r in rows)
+    rec = json.loads((tmp_path / rows[0]["record"]).read_text())
+    assert rec["run"]["spec"]["sourceNative"]["benchmark"] == "mlp_glu/fwd_bwd"
+    assert rec["run"]["apiVersion"] == "kernelindex.dev/v1alpha1"
+
+
+# ---- the C entry point (include/fastglu.h: fastglu_mlp_fwd_*), through ctypes ----------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
+    """fastglu_mlp_fwd_{cpu,cuda} gives bitwise fastglu.linear_glu then fastglu.linear (the C GEMMs
+    the op's fused path runs for fc1; fc2 there is F.linear, checked within rounding), h included;
+    bad input leaves out untouched."""
+    import ctypes
+    from pathlib import Path
+
+    from fastglu import _C
+
+    lib = ctypes.CDLL(str(Path(fastglu.__file__).parent / "libfastglu.so"))
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("row_stride", ctypes.c_int64)]
+
+    class Params(ctypes.Structure):
+        _fields_ = [("activation", ctypes.c_int), ("layout", ctypes.c_int), ("clamp_value", ctypes.c_float),
+                    ("glu_linear_offset", ctypes.c_float), ("gate_multiplier", ctypes.c_float),
+                    ("down_multiplier", ctypes.c_float)]
+
+    T, H, F = 37, 24, 40
+    v = {"bias": True, "weights": True}
+    x, w1, w2, b1, b2, wt = make(T, H, F, dtype, device, v)
+    wt = wt.reshape(T)
+
+    def tensor(t, stride):
+        return Tensor(None if t is None else t.data_ptr(), _C.DTYPE_FP32 if t is None else
+                      {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[t.dtype], stride)
+
+    h = torch.full((T, 2 * F), -7.0, dtype=dtype, device=device)
+    y = torch.full((T, F), -7.0, dtype=dtype, device=device)
+    out = torch.full((T, H), -7.0, dtype=dtype, device=device)
+    p = Params(_C.ACT_QUICK_GELU, _C.LAYOUT_SPLIT, 2.0, 1.0, 1.0, 1.0)
+    args = [ctypes.byref(p), tensor(x, H), tensor(w1, H), tensor(b1, 1), tensor(wt, 1), tensor(w2, F), tensor(b2, 1),
+            tensor(h, 2 * F), tensor(y, F), tensor(out, H), ctypes.c_int64(T), ctypes.c_int64(H), ctypes.c_int64(F)]
+    fn = lib.fastglu_mlp_fwd_cpu if device == "cpu" else lib.fastglu_mlp_fwd_cuda
+    if device == "cuda":
+        args.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    bad = list(args)
+    bad[10] = ctypes.c_int64(-1)
+    assert fn(*bad) != 0 and torch.all(out == -7.0)
+    lib.fastglu_last_error_message.restype = ctypes.c_char_p
+    assert b"(fc1): tokens = -1" in lib.fastglu_last_error_message()
+    assert fn(*args) == 0
+    opts = dict(activation="quick_gelu", clamp_value=2.0, glu_linear_offset=1.0)
+    y_ref, h_ref = fastglu.linear_glu(x, w1, b1, weights=wt, **opts)
+    assert torch.equal(h, h_ref) and torch.equal(y, y_ref)
+    assert torch.equal(out, fastglu.linear(y_ref, w2, b2))
+    ref, _, scales = reference_and_scale(x, w1, w2, b1, b2, wt, torch.ones(T, H, dtype=dtype, device=device),
+                                         dict(v, **opts))
+    check("out", out, ref, scales["out"], dtype)
+    got = fastglu.mlp(x, w1, w2, bias1=b1, bias2=b2, weights=wt, fused=True, **opts)
+    check("out", got, ref, scales["out"], dtype)
