@@ -21,8 +21,9 @@ gradient), so the block's activation memory is x + h. ``recompute=True`` saves x
 recomputes h (and y) in the backward: one more fc1 GEMM for 2F fewer values per token (quack's and
 DeepSeek-V3's trade).
 
-Backward: ``dY = dO @ w2`` and the GLU backward on h (``_fc2_dgrad_dglu``: today cuBLAS + the
-standalone ``torch.ops.fastglu.glu_bwd``; the fused fc2-dgrad + dGLU kernel slots in there), then
+Backward: ``dY = dO @ w2`` and the GLU backward on h (``_fc2_dgrad_dglu``: on the fused path the
+fc2 dgrad GEMM with the GLU backward in its epilogue, else cuBLAS + the standalone
+``torch.ops.fastglu.glu_bwd``), then
 ``dw2 = dO^T y``, ``dbias2 = sum dO``, ``dx = dh @ w1``, ``dw1 = dh^T x``, ``dbias1 = sum dh``
 (the sums in fp32), and ``dweights`` from the GLU backward.
 
@@ -154,15 +155,19 @@ def _fc1_glu(x, w1, bias1, weights, p, fused, store_h):
     return y, (h if store_h else h.new_empty((0,)))
 
 
-def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None):
+def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
     """fc2's data gradient and the GLU backward: ``dY = dO @ w2``, then ``dh = glu'(h) dY`` and the
     fc2 input ``y = glu(h)`` (for fc2's weight gradient; taken as is when given) and the per-token
     weights' gradient. Returns (dh, y, dweights or None), dh and y of h's / y's leading shape.
 
-    Unfused: cuBLAS (torch.matmul) + the standalone GLU backward and forward on the saved h.
+    Fused (``fastglu::linear_dglu_bwd``: the GEMM with the GLU backward in its epilogue, dY never
+    stored) where the fused forward runs and no weights' gradient is asked (the Hopper kernel does
+    not reduce dweights across its tiles); else cuBLAS (torch.matmul) + the standalone GLU backward
+    and forward on the saved h.
     """
-    # FUSED fc2 dgrad + dGLU: where fastglu.linear_dglu_bwd(do, w2, h, ...) -> (dh, y) takes the
-    # operands (with the per-token weights' gradient), call it here instead of the three lines below.
+    if fused and not want_dweights:
+        dh, y_new, _ = torch.ops.fastglu.linear_dglu_bwd(do, w2, h, weights, *p, y is None, False)
+        return dh, (y_new if y is None else y), None
     dy = torch.matmul(do, w2)
     dh, _, _, dweights = torch.ops.fastglu.glu_bwd(dy, h, None, None, weights, None, *p, False, want_dweights)
     if y is None:
@@ -207,9 +212,10 @@ def _mlp_backward(ctx, dout, dh_out):
     p = ctx.scalars
     want_dw = weights is not None and need[5]
     y = None
+    fused = _use_fused(ctx.path, x, w1)
     if ctx.recompute:
-        y, h = _fc1_glu(x, w1, bias1, weights, p, _use_fused(ctx.path, x, w1), True)
-    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y)
+        y, h = _fc1_glu(x, w1, bias1, weights, p, fused, True)
+    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused)
     if dh_out is not None and dh_out.shape == dh.shape:  # h is an output of the op, not of fastglu.mlp
         dh = dh + dh_out
     do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
