@@ -132,7 +132,7 @@ static void check_block(const char *what, const float *y, int64_t stride, int64_
         if (got == want) continue;
         ++*inexact;
         const int gm = got & 0x7f, wm = want & 0x7f;
-        if (gm == 0x7f || (gm != 0 || wm != 0) && (((got ^ want) & 0x80) || abs(gm - wm) > 1))
+        if (gm == 0x7f || ((gm != 0 || wm != 0) && (((got ^ want) & 0x80) || abs(gm - wm) > 1)))
             FAIL("%s[%lld]: code 0x%02x, expected 0x%02x (y %.9g / scale %.9g)", what, (long long)k,
                  got, want, (double)y[k * stride], s);
     }
@@ -298,7 +298,7 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
         }
     }
     int64_t inexact = 0, total = 0;
-    char bw[300];
+    char bw[400];
     for (int64_t t = 0; t < T; ++t)
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t n = F - 128 * b < 128 ? F - 128 * b : 128;
