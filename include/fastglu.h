@@ -540,6 +540,34 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(
     fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
     const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
 
+/* ---------------------------------------------------------------------------------------------
+ * Backward: dh quantised for fc1's dgrad (row-wise) and weight gradient (column-wise).
+ *
+ *   dy       [T, F] upstream gradient (fc2's dgrad), dtype, row stride dy.row_stride, column
+ *            stride 1
+ *   gate, up, bias, weights: the forward's operands, as fastglu_glu_fwd_fp8_*
+ *   dh       NULL, or [T, 2F] in dtype: the gradient of h itself (row stride dh.row_stride)
+ *   out      the quantised dh with the recipe above, dh being one [T, 2F] operand in h's layout
+ *            (SPLIT: d_gate in columns [0, F), d_up in [F, 2F); INTERLEAVED: d_gate[t, j] at 2j,
+ *            d_up at 2j + 1), its values those fastglu_glu_bwd_* writes (rounded to dtype, bit for
+ *            bit on the same backend): data [T, 2F] with 1 x 128 blocks along the 2F columns (scale:
+ *            rows T, ceil(2F / 128) blocks); data_t [2F, T] (dh transposed, 128 x 1 blocks along
+ *            the tokens; scale_t: rows 2F, ceil(T / 128) blocks); workspace as the forward.
+ * The bias and weight gradients are not computed here (fastglu_glu_bwd_* gives them). One kernel
+ * (BLOCK_1X128), two for TENSOR, as the forward; the tiles cover 128 columns of dh, so with SPLIT
+ * the operands are read once for d_gate's columns and once for d_up's.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size,
+    void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,11 +11,13 @@
 extern "C" {
 #endif
 
-/* Validates every argument of fastglu_glu_fwd_fp8_* (fn names the function in the message);
- * *empty = 1 when tokens == 0 or F == 0 (nothing to do; the pointers are then not checked).
- * need_workspace: the backend needs the workspace for FASTGLU_FP8_SCALING_TENSOR (CUDA). */
-fastglu_status fastglu_check_glu_fwd_fp8(const char *fn, const fastglu_glu_params *params,
-                                         const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+/* Validates every argument of fastglu_glu_fwd_fp8_* and, with dy (not NULL), of
+ * fastglu_glu_bwd_fp8_* (y then stands for dh: outputs 2F wide); fn names the function in the
+ * message. *empty = 1 when tokens == 0 or F == 0 (nothing to do; the pointers are then not
+ * checked). need_workspace: the backend needs the workspace for FASTGLU_FP8_SCALING_TENSOR (CUDA). */
+fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
+                                         const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
+                                         fastglu_tensor gate,
                                          fastglu_tensor up, fastglu_tensor bias,
                                          fastglu_tensor weights, fastglu_tensor y,
                                          const fastglu_fp8_out *out, int64_t tokens, int64_t F,

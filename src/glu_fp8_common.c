@@ -1,6 +1,6 @@
 /*
  * glu_fp8_common.c — argument validation of fastglu_glu_fwd_fp8_* (both backends give the same
- * messages), the workspace size, and the entry point of builds without CUDA.
+ * messages), the workspace size, and the entry points of builds without CUDA.
  */
 #include <inttypes.h>
 
@@ -45,13 +45,14 @@ static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const c
     return fastglu_check_tensor(fn, rg, name, d.data, rows, cols, d.row_stride, 1, 1, 1);
 }
 
-fastglu_status fastglu_check_glu_fwd_fp8(const char *fn, const fastglu_glu_params *params,
-                                         const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
+                                         const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
+                                         fastglu_tensor gate,
                                          fastglu_tensor up, fastglu_tensor bias,
                                          fastglu_tensor weights, fastglu_tensor y,
                                          const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                          int need_workspace, int *empty) {
-    fastglu_region in[4], o[6];
+    fastglu_region in[5], o[6];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
     if (recipe == NULL)
@@ -85,8 +86,8 @@ fastglu_status fastglu_check_glu_fwd_fp8(const char *fn, const fastglu_glu_param
                                  (int)bias.dtype, (int)gate.dtype);
     if (y.data != NULL && y.dtype != gate.dtype)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: y.dtype = %d differs from gate.dtype = %d", fn, (int)y.dtype,
-                                 (int)gate.dtype);
+                                 "%s: %s.dtype = %d differs from gate.dtype = %d", fn,
+                                 dy != NULL ? "dh" : "y", (int)y.dtype, (int)gate.dtype);
     const size_t es = fastglu_dtype_size(gate.dtype);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
     TRY(fastglu_check_tensor(fn, &in[n_in++], "gate", gate.data, tokens, il ? 2 * F : F,
@@ -103,15 +104,25 @@ fastglu_status fastglu_check_glu_fwd_fp8(const char *fn, const fastglu_glu_param
     if (weights.data != NULL)
         TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, tokens, 1,
                                  weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
+    if (dy != NULL) {
+        if (dy->dtype != gate.dtype)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: dy.dtype = %d differs from gate.dtype = %d", fn,
+                                     (int)dy->dtype, (int)gate.dtype);
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy->data, tokens, F, dy->row_stride, 1,
+                                 es, 0));
+    }
+    const int64_t W = dy != NULL ? 2 * F : F; /* the outputs' width: y [T, F] or dh [T, 2F] */
+    const char *yname = dy != NULL ? "dh" : "y";
     if (y.data != NULL)
-        TRY(fastglu_check_tensor(fn, &o[n_out++], "y", y.data, tokens, F, y.row_stride, 1, es, 1));
-    TRY(check_fp8_data(fn, &o[n_out++], "out->data", out->data, tokens, F));
+        TRY(fastglu_check_tensor(fn, &o[n_out++], yname, y.data, tokens, W, y.row_stride, 1, es, 1));
+    TRY(check_fp8_data(fn, &o[n_out++], "out->data", out->data, tokens, W));
     TRY(check_scales(fn, recipe, &o[n_out++], "out->scale", out->scale, tokens,
-                     fastglu_fp8_blocks(F)));
+                     fastglu_fp8_blocks(W)));
     if (out->data_t.data != NULL) {
-        TRY(check_fp8_data(fn, &o[n_out++], "out->data_t", out->data_t, F, tokens));
+        TRY(check_fp8_data(fn, &o[n_out++], "out->data_t", out->data_t, W, tokens));
         if (recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_1X128)
-            TRY(check_scales(fn, recipe, &o[n_out++], "out->scale_t", out->scale_t, F,
+            TRY(check_scales(fn, recipe, &o[n_out++], "out->scale_t", out->scale_t, W,
                              fastglu_fp8_blocks(tokens)));
     }
     if ((recipe->scaling == FASTGLU_FP8_SCALING_TENSOR || out->data_t.data == NULL) &&
@@ -142,18 +153,37 @@ fastglu_status fastglu_check_glu_fwd_fp8(const char *fn, const fastglu_glu_param
 }
 
 #ifndef FASTGLU_HAVE_CUDA
+/* Without CUDA: the arguments validated as with it; an empty problem succeeds (nothing to do), as
+ * the other entry points of builds without CUDA. */
+static fastglu_status no_cuda(const char *fn) {
+    return fastglu_set_error(FASTGLU_ERROR_NO_CUDA, "%s: the library was built without CUDA", fn);
+}
+
 fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
                                         const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
                                         fastglu_tensor up, fastglu_tensor bias,
                                         fastglu_tensor weights, fastglu_tensor y,
                                         const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                         void *stream) {
+    const char *fn = "fastglu_glu_fwd_fp8_cuda";
     int empty;
     (void)stream;
-    TRY(fastglu_check_glu_fwd_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, gate, up, bias,
-                                  weights, y, out, tokens, F, 1, &empty));
-    if (empty) return FASTGLU_SUCCESS; /* as the other entry points without CUDA: nothing to do */
-    return fastglu_set_error(FASTGLU_ERROR_NO_CUDA,
-                             "fastglu_glu_fwd_fp8_cuda: the library was built without CUDA");
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, bias, weights, y, out, tokens, F,
+                              1, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+}
+
+fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
+                                        const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+                                        fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                        fastglu_tensor weights, fastglu_tensor dh,
+                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                        void *stream) {
+    const char *fn = "fastglu_glu_bwd_fp8_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, bias, weights, dh, out, tokens, F,
+                              1, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 #endif

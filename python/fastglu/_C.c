@@ -406,14 +406,13 @@ PyMODINIT_FUNC PyInit__C(void) {
  *             data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
  *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
  * pointers as integers, 0 for NULL. */
-static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward. */
+static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
     int64_t on_cuda, scaling, scale_layout, pow2, dtype, g_rs, u_rs, wdt, w_st, y_rs, d_rs, s_ld,
         dt_rs, st_ld, tokens, F;
     void *gate, *up, *bias, *weights, *y, *d, *s, *dt, *st, *ws, *stream;
     size_t ws_bytes;
     fastglu_glu_params p;
-    (void)self;
-    CHECK_NARGS("glu_fwd_fp8", 34);
     if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_i64(args[7], &scaling) ||
         !get_i64(args[8], &scale_layout) || !get_i64(args[9], &pow2) ||
         !get_dtype(args[10], &dtype) || !get_ptr(args[11], &gate) || !get_i64(args[12], &g_rs) ||
@@ -443,13 +442,40 @@ static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_
     o.workspace = ws, o.workspace_bytes = ws_bytes;
     fastglu_status status;
     if (on_cuda) {
-        status = fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+        status = dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F, stream)
+                    : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        status = fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
+        status = dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F)
+                    : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(status);
+}
+
+/* glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *             down_multiplier, scaling, scale_layout, pow2_scales, dtype, gate, gate_row_stride, up,
+ *             up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data,
+ *             data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
+ *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
+ * pointers as integers, 0 for NULL. */
+static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    CHECK_NARGS("glu_fwd_fp8", 34);
+    return glu_fp8_call(args, NULL);
+}
+
+/* glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's 34 arguments, y standing for dh>):
+ * fastglu_glu_bwd_fp8_{cpu,cuda}; dy in the operands' dtype. */
+static PyObject *py_glu_bwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t dtype, dy_rs;
+    void *dy;
+    (void)self;
+    CHECK_NARGS("glu_bwd_fp8", 36);
+    if (!get_ptr(args[0], &dy) || !get_i64(args[1], &dy_rs) || !get_dtype(args[12], &dtype))
+        return NULL;
+    const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
+    return glu_fp8_call(args + 2, &tdy);
 }
 
 static PyMethodDef fp8_methods[] = {
@@ -459,6 +485,9 @@ static PyMethodDef fp8_methods[] = {
      "up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data, "
      "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, workspace, "
      "workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda}; 0 for NULL."},
+    {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
+     "glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's arguments, y standing for dh>): "
+     "fastglu_glu_bwd_fp8_{cpu,cuda}."},
     {NULL, NULL, 0, NULL}};
 
 static int add_fp8_functions(PyObject *m) {

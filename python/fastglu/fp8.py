@@ -21,8 +21,11 @@ Scale layouts: ``scale_layout="mn_major"`` (default) gives ``scale`` strides (1,
 scale, w2_scale.t(), ...)``), and ``scale_t`` strides (1, F) (``y_t.t()`` as mat2 of the weight
 gradient takes ``scale_t.t()``); ``"row_major"`` gives contiguous scales.
 
-The op is ``torch.ops.fastglu.glu_fwd_fp8`` (torch.library, with a fake implementation: compiles
-without graph breaks). It is a forward-only op (the quantised outputs carry no gradient).
+``glu_bwd_fp8(dy, x, ...)`` quantises the input's gradient dh [T, 2F] the same way (row-wise for fc1's
+dgrad, column-wise for its weight gradient), in the pass that computes it.
+
+The ops are ``torch.ops.fastglu.glu_fwd_fp8`` and ``glu_bwd_fp8`` (torch.library, with a fake implementation: compiles
+without graph breaks). The quantised outputs carry no gradient.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import torch
 from . import _C
 from . import ops as _ops
 
-__all__ = ["FP8Output", "glu_fp8"]
+__all__ = ["FP8Output", "glu_bwd_fp8", "glu_fp8"]
 
 _ACTS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 _SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
@@ -79,9 +82,8 @@ def _as_rows(t: torch.Tensor, width: int, name: str) -> torch.Tensor:
     return r
 
 
-def _impl(x, up, bias, weights, activation: int, layout: int, clamp_value: float, glu_linear_offset: float,
-          gate_multiplier: float, down_multiplier: float, scaling: int, scale_layout: int, pow2_scales: bool,
-          columnwise: bool, want_y: bool):
+def _run(dy, x, up, bias, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+         down_multiplier, scaling, scale_layout, pow2_scales, columnwise, want_y):
     il = layout == _C.LAYOUT_INTERLEAVED
     F = x.shape[-1] // 2 if (up is None) else x.shape[-1]
     g = _as_rows(x, x.shape[-1], "input")
@@ -94,7 +96,8 @@ def _impl(x, up, bias, weights, activation: int, layout: int, clamp_value: float
         u_ptr, u_rs = g.data_ptr() + F * g.element_size(), g.stride(0)
     b = bias.contiguous() if bias is not None else None
     w = weights.reshape(-1) if weights is not None else None
-    data, scale, data_t, scale_t, y = _outputs(T, F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+    X = 2 * F if dy is not None else F  # the quantised operand's width: y [T, F] or dh [T, 2F]
+    data, scale, data_t, scale_t, y = _outputs(T, X, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
     on_cuda = x.device.type == "cuda"
     ws = None
     if on_cuda and scaling == _C.FP8_SCALING_TENSOR:
@@ -104,15 +107,19 @@ def _impl(x, up, bias, weights, activation: int, layout: int, clamp_value: float
     def ld(s):  # the scales' leading dimension in the C sense
         return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
 
-    _C.glu_fwd_fp8(
-        int(on_cuda), activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier,
+    call, pre = _C.glu_fwd_fp8, ()
+    if dy is not None:
+        d = _as_rows(dy, F, "dy")
+        call, pre = _C.glu_bwd_fp8, (d.data_ptr(), d.stride(0))
+    call(
+        *pre, int(on_cuda), activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier,
         scaling, scale_layout, int(pow2_scales), _ops._DTYPE_CODES[x.dtype],
         g.data_ptr(), g.stride(0), u_ptr, u_rs,
         b.data_ptr() if b is not None else 0,
         w.data_ptr() if w is not None else 0, _ops._DTYPE_CODES[w.dtype] if w is not None else _C.DTYPE_FP32,
         w.stride(0) if w is not None else 0,
-        y.data_ptr() if want_y else 0, F,
-        data.data_ptr(), F, scale.data_ptr(), ld(scale) if block else 0,
+        y.data_ptr() if want_y else 0, X,
+        data.data_ptr(), X, scale.data_ptr(), ld(scale) if block else 0,
         data_t.data_ptr() if columnwise else 0, T,
         scale_t.data_ptr() if (columnwise and block) else 0, ld(scale_t) if (columnwise and block) else 0,
         ws.data_ptr() if ws is not None else 0, ws.numel() if ws is not None else 0,
@@ -121,11 +128,23 @@ def _impl(x, up, bias, weights, activation: int, layout: int, clamp_value: float
     return data, scale, data_t, scale_t, y
 
 
+def _impl(x, up, bias, weights, *options):
+    return _run(None, x, up, bias, weights, *options)
+
+
+def _bwd_impl(dy, x, up, bias, weights, *options):
+    return _run(dy, x, up, bias, weights, *options)
+
+
 def _fake(x, up, bias, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
-          down_multiplier, scaling, scale_layout, pow2_scales, columnwise, want_y):
+          down_multiplier, scaling, scale_layout, pow2_scales, columnwise, want_y, *, width=1):
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
     T = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return _outputs(T, F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+    return _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+
+
+def _bwd_fake(dy, x, *rest):
+    return _fake(x, *rest, width=2)
 
 
 _SCHEMA = ("(Tensor input, Tensor? up, Tensor? bias, Tensor? weights, int activation, int layout, "
@@ -136,6 +155,9 @@ _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the r
 torch.library.define("fastglu::glu_fwd_fp8", _SCHEMA, lib=_LIB)
 torch.library.impl("fastglu::glu_fwd_fp8", ("cpu", "cuda"), _impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_fwd_fp8", _fake, lib=_LIB)
+torch.library.define("fastglu::glu_bwd_fp8", "(Tensor dy, " + _SCHEMA[1:], lib=_LIB)
+torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
+torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
 
 
 def _check(x, up, bias, weights, F, scaling, scale_layout, activation):
@@ -193,3 +215,35 @@ def glu_fp8(x: torch.Tensor, *, up: torch.Tensor | None = None, bias: torch.Tens
     return FP8Output(data.view(*lead, F), scale, data_t if columnwise else None,
                      scale_t if columnwise and scaling == "block" else None,
                      y.view(*lead, F) if return_y else None)
+
+
+def glu_bwd_fp8(dy: torch.Tensor, x: torch.Tensor, *, up: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None, weights: torch.Tensor | None = None, activation: str = "silu",
+                interleaved: bool = False, clamp_value: float | None = None, glu_linear_offset: float = 0.0,
+                gate_multiplier: float = 1.0, down_multiplier: float = 1.0, scaling: str = "block",
+                scale_layout: str = "mn_major", pow2_scales: bool = False, columnwise: bool = False,
+                return_dh: bool = False) -> FP8Output:
+    """The gradient dh of the GLU's input ([..., 2F] in x's layout: gate | up, or interleaved) from dy
+    ([..., F], fc2's dgrad) quantised to float8_e4m3fn with the recipe of glu_fp8: ``data [..., 2F]``
+    (1 x 128 blocks along the 2F channels, for fc1's dgrad) and with ``columnwise`` ``data_t [2F, T]``
+    (128 x 1 blocks along the tokens, for fc1's weight gradient); ``y`` holds dh in x's dtype when
+    ``return_dh`` (the values ``fastglu.glu``'s backward gives). The bias and weights gradients are
+    not computed here."""
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
+    _check(x, up, bias, weights, F, scaling, scale_layout, activation)
+    if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
+        raise TypeError(f"fastglu.glu_bwd_fp8: dy must be a {x.dtype} tensor, got {getattr(dy, 'dtype', type(dy).__name__)}")
+    if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
+        raise ValueError(f"fastglu.glu_bwd_fp8: dy has shape {tuple(dy.shape)} on {dy.device}; expected "
+                         f"{tuple(x.shape[:-1]) + (F,)} on {x.device}")
+    if up is not None and interleaved:
+        raise ValueError("fastglu.glu_bwd_fp8: interleaved=True takes one tensor x, not up")
+    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+    data, scale, data_t, scale_t, dh = torch.ops.fastglu.glu_bwd_fp8(
+        dy, x, up, bias, weights, _ACTS[activation], layout, float(clamp_value or 0.0), float(glu_linear_offset),
+        float(gate_multiplier), float(down_multiplier), _SCALINGS[scaling], _SCALE_LAYOUTS[scale_layout],
+        bool(pow2_scales), bool(columnwise), bool(return_dh))
+    lead = tuple(x.shape[:-1])
+    return FP8Output(data.view(*lead, 2 * F), scale, data_t if columnwise else None,
+                     scale_t if columnwise and scaling == "block" else None,
+                     dh.view(*lead, 2 * F) if return_dh else None)

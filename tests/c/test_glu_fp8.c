@@ -7,6 +7,9 @@
  * multipliers, INTERLEAVED), F = 1, 3, 1408, 2880, T = 1, 257, both scale layouts, power-of-two
  * scales, per-tensor scaling, NaN / inf / all-zero blocks, fresh random inputs each run.
  *
+ * The backward (fastglu_glu_bwd_fp8_*) likewise: dh [T, 2F] in h's layout against the
+ * quantisation of fastglu_glu_bwd_*'s d_gate / d_up.
+ *
  * Built twice: test_glu_fp8_cpu, and with FP8_TEST_CUDA test_glu_fp8_cuda (device memory, a
  * non-default stream; exits 77, CTest's skip, without a usable GPU).
  */
@@ -190,24 +193,28 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
 
 /* specials: 1 plants a NaN, an inf and an all-zero row (T >= 3). */
 static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
-                     int specials) {
+                     int specials, int bwd) {
     char what[256];
-    snprintf(what, sizeof what, "%s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
-             BACKEND, v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling, (int)c->layout,
-             c->pow2, c->colwise, c->with_y, specials);
+    snprintf(what, sizeof what, "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
+             BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling,
+             (int)c->layout, c->pow2, c->colwise, c->with_y, specials);
+    const int64_t X = bwd ? 2 * F : F; /* the quantised operand's width: y [T, F] or dh [T, 2F] */
+    const int64_t dy_rs = F + 1;
     const size_t es = esize(dt);
     const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const int64_t in_rs = 2 * F + 3; /* gate | up in one row, padded */
-    const int64_t nb = (F + 127) / 128, nbt = (T + 127) / 128;
-    const int64_t d_rs = F + 5, dt_rs = T + 7, y_rs = F + 2;
+    const int64_t nb = (X + 127) / 128, nbt = (T + 127) / 128;
+    const int64_t d_rs = X + 5, dt_rs = T + 7, y_rs = X + 2;
     const int tensor = c->scaling == FASTGLU_FP8_SCALING_TENSOR;
     const int mn = c->layout == FASTGLU_FP8_SCALES_MN_MAJOR;
     /* scale tensors with padding: MN-major ld = rows + 2, row-major ld = nb + 1 */
-    const int64_t s_ld = tensor ? 0 : mn ? T + 2 : nb + 1, st_ld = tensor ? 0 : mn ? F + 2 : nbt + 1;
-    const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld, st_n = tensor ? 0 : mn ? nbt * st_ld : F * st_ld;
+    const int64_t s_ld = tensor ? 0 : mn ? T + 2 : nb + 1, st_ld = tensor ? 0 : mn ? X + 2 : nbt + 1;
+    const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld, st_n = tensor ? 0 : mn ? nbt * st_ld : X * st_ld;
 
     unsigned char *h = malloc((size_t)(T * in_rs) * es), *bias = malloc((size_t)(2 * F) * es);
     float *w = malloc((size_t)T * sizeof(float));
+    unsigned char *dyh = malloc((size_t)(T * dy_rs) * es);
+    for (int64_t i = 0; i < T * dy_rs; ++i) put(dt, dyh, i, (float)(urand() * 2.0 - 1.0));
     for (int64_t i = 0; i < T * in_rs; ++i) put(dt, h, i, (float)(urand() * 8.0 - 4.0));
     for (int64_t i = 0; i < 2 * F; ++i) put(dt, bias, i, (float)(urand() * 2.0 - 1.0));
     for (int64_t i = 0; i < T; ++i) w[i] = (float)urand();
@@ -221,7 +228,7 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     p.gate_multiplier = v->gm, p.down_multiplier = v->dm;
 
     const size_t h_bytes = (size_t)(T * in_rs) * es, y_bytes = (size_t)(T * y_rs) * es;
-    const size_t d_bytes = (size_t)(T * d_rs), dt_bytes = (size_t)(F * dt_rs);
+    const size_t d_bytes = (size_t)(T * d_rs), dt_bytes = (size_t)(X * dt_rs);
     unsigned char *yref = malloc(y_bytes), *yfused = malloc(y_bytes), *d = malloc(d_bytes),
                   *dtr = malloc(dt_bytes ? dt_bytes : 1);
     float *s = malloc((size_t)s_n * 4), *st = malloc((size_t)(st_n ? st_n : 1) * 4);
@@ -230,18 +237,19 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     for (int64_t i = 0; i < st_n; ++i) st[i] = SENT32;
 
     void *H = h, *B = bias, *W = w, *Y = yfused, *D = d, *DT = dtr, *S = s, *ST = st, *YR = yref,
-         *WS = NULL;
+         *WS = NULL, *DY = dyh;
 #ifdef FP8_TEST_CUDA
     H = dmem(h_bytes), B = dmem((size_t)(2 * F) * es), W = dmem((size_t)T * 4), Y = dmem(y_bytes);
     D = dmem(d_bytes), DT = dmem(dt_bytes), S = dmem((size_t)s_n * 4), ST = dmem((size_t)(st_n ? st_n : 1) * 4);
-    YR = dmem(y_bytes), WS = dmem(64);
+    YR = dmem(y_bytes), WS = dmem(64), DY = dmem((size_t)(T * dy_rs) * es);
+    up_(DY, dyh, (size_t)(T * dy_rs) * es);
     up_(H, h, h_bytes), up_(B, bias, (size_t)(2 * F) * es), up_(W, w, (size_t)T * 4);
     up_(Y, yfused, y_bytes), up_(D, d, d_bytes), up_(DT, dtr, dt_bytes), up_(S, s, (size_t)s_n * 4);
     if (st_n) up_(ST, st, (size_t)st_n * 4);
 #endif
     fastglu_tensor gate = {H, dt, in_rs}, upt = {il ? NULL : (char *)H + F * es, dt, in_rs};
     fastglu_tensor bt = {v->bias ? B : NULL, dt, 1}, wt = {v->weights ? W : NULL, FASTGLU_DTYPE_FP32, 1};
-    fastglu_tensor yt = {c->with_y ? Y : NULL, dt, y_rs};
+    fastglu_tensor yt = {c->with_y ? Y : NULL, dt, y_rs}, dyt = {DY, dt, dy_rs};
     fastglu_fp8_out out;
     memset(&out, 0, sizeof out);
     out.data = (fastglu_tensor){D, FASTGLU_DTYPE_FP8_E4M3, d_rs};
@@ -254,36 +262,52 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     fastglu_fp8_recipe r = {c->scaling, c->layout, c->pow2};
     fastglu_status st_ref, st_f;
 #ifdef FP8_TEST_CUDA
-    st_ref = fastglu_glu_fwd_cuda(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
-                                  FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
-    st_f = fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, stream);
+    if (bwd) {
+        st_ref = fastglu_glu_bwd_cuda(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                                      bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                      il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
+                                      dt, stream);
+        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
+    } else {
+        st_ref = fastglu_glu_fwd_cuda(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+                                      FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
+        st_f = fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, stream);
+    }
     check_cuda(cudaStreamSynchronize(stream), "kernel");
     down_(yref, YR, y_bytes), down_(yfused, Y, y_bytes), down_(d, D, d_bytes);
     down_(dtr, DT, dt_bytes), down_(s, S, (size_t)s_n * 4);
     if (st_n) down_(st, ST, (size_t)st_n * 4);
 #else
-    st_ref = fastglu_glu_fwd_cpu(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
-                                 FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
-    st_f = fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
+    if (bwd) {
+        st_ref = fastglu_glu_bwd_cpu(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                                     bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                     il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
+                                     dt);
+        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);
+    } else {
+        st_ref = fastglu_glu_fwd_cpu(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+                                     FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
+        st_f = fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
+    }
 #endif
     if (st_ref != FASTGLU_SUCCESS || st_f != FASTGLU_SUCCESS) {
         FAIL("%s: status %d / %d: %s", what, (int)st_ref, (int)st_f, fastglu_last_error_message());
         goto done;
     }
     /* y as the recipe quantises it */
-    float *yv = malloc((size_t)(T * F) * sizeof(float));
+    float *yv = malloc((size_t)(T * X) * sizeof(float));
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < F; ++j) yv[t * F + j] = get(dt, yref, t * y_rs + j);
+        for (int64_t j = 0; j < X; ++j) yv[t * X + j] = get(dt, yref, t * y_rs + j);
     if (c->with_y) {
         for (int64_t t = 0; t < T; ++t)
-            if (memcmp(yfused + (size_t)(t * y_rs) * es, yref + (size_t)(t * y_rs) * es, (size_t)F * es)) {
-                FAIL("%s: fused y row %lld differs from fastglu_glu_fwd's", what, (long long)t);
+            if (memcmp(yfused + (size_t)(t * y_rs) * es, yref + (size_t)(t * y_rs) * es, (size_t)X * es)) {
+                FAIL("%s: fused y (dh) row %lld differs from fastglu_glu_fwd's (bwd's)", what, (long long)t);
                 break;
             }
     }
     for (size_t i = 0; i < y_bytes; ++i) { /* padding of y (or all of it when not asked) */
         const int64_t t = (int64_t)(i / es) / y_rs, j = (int64_t)(i / es) % y_rs;
-        if ((!c->with_y || j >= F) && yfused[i] != SENT8 && t < T) {
+        if ((!c->with_y || j >= X) && yfused[i] != SENT8 && t < T) {
             FAIL("%s: y byte %zu written", what, i);
             break;
         }
@@ -291,7 +315,7 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     double tamax = -1.0;
     if (tensor) {
         tamax = 0.0;
-        for (int64_t i = 0; i < T * F; ++i) {
+        for (int64_t i = 0; i < T * X; ++i) {
             const double a = fabs((double)yv[i]);
             if (isnan(a)) { tamax = NAN; break; }
             if (a > tamax) tamax = a;
@@ -301,29 +325,29 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     char bw[400];
     for (int64_t t = 0; t < T; ++t)
         for (int64_t b = 0; b < nb; ++b) {
-            const int64_t n = F - 128 * b < 128 ? F - 128 * b : 128;
+            const int64_t n = X - 128 * b < 128 ? X - 128 * b : 128;
             const float sc = tensor ? s[0] : mn ? s[b * s_ld + t] : s[t * s_ld + b];
             snprintf(bw, sizeof bw, "%s row %lld block %lld", what, (long long)t, (long long)b);
-            check_block(bw, yv + t * F + 128 * b, 1, n, sc, d + t * d_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+            check_block(bw, yv + t * X + 128 * b, 1, n, sc, d + t * d_rs + 128 * b, 1, c->pow2, tamax, &inexact);
             total += n;
         }
     if (c->colwise)
-        for (int64_t j = 0; j < F; ++j)
+        for (int64_t j = 0; j < X; ++j)
             for (int64_t b = 0; b < nbt; ++b) {
                 const int64_t n = T - 128 * b < 128 ? T - 128 * b : 128;
                 const float sc = tensor ? s[0] : mn ? st[b * st_ld + j] : st[j * st_ld + b];
                 snprintf(bw, sizeof bw, "%s column %lld block %lld", what, (long long)j, (long long)b);
-                check_block(bw, yv + 128 * b * F + j, F, n, sc, dtr + j * dt_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+                check_block(bw, yv + 128 * b * X + j, X, n, sc, dtr + j * dt_rs + 128 * b, 1, c->pow2, tamax, &inexact);
                 total += n;
             }
     codes_total += total, codes_inexact += inexact;
     /* sentinels: data padding, the column-wise copy when not asked, scale padding */
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = F; j < d_rs; ++j)
+        for (int64_t j = X; j < d_rs; ++j)
             if (d[t * d_rs + j] != SENT8) { FAIL("%s: data padding (%lld, %lld) written", what, (long long)t, (long long)j); t = T; break; }
-    for (int64_t j = 0; j < F; ++j)
+    for (int64_t j = 0; j < X; ++j)
         for (int64_t t = c->colwise ? T : 0; t < dt_rs; ++t)
-            if (dtr[j * dt_rs + t] != SENT8) { FAIL("%s: data_t byte (%lld, %lld) written", what, (long long)j, (long long)t); j = F; break; }
+            if (dtr[j * dt_rs + t] != SENT8) { FAIL("%s: data_t byte (%lld, %lld) written", what, (long long)j, (long long)t); j = X; break; }
     for (int64_t i = tensor ? 1 : 0; i < s_n; ++i) {
         const int64_t row = mn ? i % (s_ld ? s_ld : 1) : i / (s_ld ? s_ld : 1), col = mn ? i / (s_ld ? s_ld : 1) : i % (s_ld ? s_ld : 1);
         const int pad = !tensor && (mn ? row >= T : col >= nb);
@@ -331,16 +355,16 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     }
     for (int64_t i = 0; i < st_n; ++i) {
         const int64_t row = mn ? i % st_ld : i / st_ld, col = mn ? i / st_ld : i % st_ld;
-        const int pad = !c->colwise || (mn ? row >= F : col >= nbt);
+        const int pad = !c->colwise || (mn ? row >= X : col >= nbt);
         if (pad && st[i] != SENT32) { FAIL("%s: scale_t padding %lld written", what, (long long)i); break; }
     }
     free(yv);
 done:
 #ifdef FP8_TEST_CUDA
     cudaFree(H), cudaFree(B), cudaFree(W), cudaFree(Y), cudaFree(D), cudaFree(DT), cudaFree(S);
-    cudaFree(ST), cudaFree(YR), cudaFree(WS);
+    cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY);
 #endif
-    free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st);
+    free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st), free(dyh);
 }
 
 /* Bad arguments: a status, a message, nothing written. */
@@ -381,6 +405,16 @@ static void bad_inputs(void) {
     st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
     if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "scale_t"))
         FAIL("scale_t without data_t accepted: %d %s", (int)st, fastglu_last_error_message());
+    r.scaling = FASTGLU_FP8_SCALING_BLOCK_1X128;
+    out.scale_t = (fastglu_tensor){NULL, FASTGLU_DTYPE_FP32, 0};
+    out.data.row_stride = 16; /* dh [4, 16] */
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, none, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "dy"))
+        FAIL("backward without dy accepted: %d %s", (int)st, fastglu_last_error_message());
+    fastglu_tensor dy = {h, FASTGLU_DTYPE_FP16, 8};
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_UNSUPPORTED_DTYPE || !strstr(fastglu_last_error_message(), "dy.dtype"))
+        FAIL("backward with a dy of another dtype accepted: %d %s", (int)st, fastglu_last_error_message());
     for (size_t i = 0; i < sizeof d; ++i)
         if (d[i] != SENT8) { FAIL("a refused call wrote data"); break; }
 }
@@ -405,13 +439,16 @@ int main(void) {
                     /* the large shapes with every variant under the first two recipes, all
                      * recipes on the plain SwiGLU */
                     if (Fs[fi] >= 1408 && Ts[ti] > 1 && ci >= 2 && vi != 0) continue;
-                    run_case(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 0);
+                    run_case(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 0, 0);
+                    run_case(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 0, 1);
                 }
     static const fastglu_dtype dts[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
     for (int k = 0; k < 3; ++k)
         for (int ci = 0; ci < nc; ++ci) {
-            run_case(&variants[0], &configs[ci], dts[k], 257, 300, 1);
-            run_case(&variants[3], &configs[ci], dts[k], 130, 129, 0);
+            for (int bwd = 0; bwd < 2; ++bwd) {
+                run_case(&variants[0], &configs[ci], dts[k], 257, 300, 1, bwd);
+                run_case(&variants[3], &configs[ci], dts[k], 130, 129, 0, bwd);
+            }
         }
     bad_inputs();
     if (failures) {

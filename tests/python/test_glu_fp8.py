@@ -2,7 +2,7 @@
 implementation of the recipe (docs/fp8.md) applied to fastglu.glu's y on the same device: scales
 bit for bit, data within one e4m3 step (the library divides in fp32), y bit for bit; every variant,
 odd shapes, both scale layouts, power-of-two scales, per-tensor scaling, NaN / inf / all-zero
-blocks, the op's fake implementation (opcheck, torch.compile fullgraph), bad arguments; on CUDA
+blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient, the ops' fake implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA
 (H200) torch._scaled_mm reads the scales in the layout written."""
 
 import math
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fastglu
-from fastglu.fp8 import glu_fp8
+from fastglu.fp8 import glu_bwd_fp8, glu_fp8
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
@@ -108,6 +108,35 @@ def test_block_recipe_against_float64(variant, T, F, dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("T,F", [(1, 3), (257, 200), (130, 1408)])
+@pytest.mark.parametrize("scaling", ["block", "tensor"])
+def test_backward_dh_against_float64(variant, T, F, scaling, device):
+    """dh [T, 2F] (x's layout) quantised row-wise and column-wise, against the recipe applied to
+    fastglu.glu's own input gradient."""
+    x, opts = make(variant, T, F, torch.bfloat16, device)
+    dy = torch.randn(T, F, dtype=torch.float32).to(torch.bfloat16).to(device)
+    xg = x.clone().requires_grad_()
+    fastglu.glu(xg, **opts).backward(dy)
+    dh = xg.grad
+    out = glu_bwd_fp8(dy, x, columnwise=True, return_dh=True, scaling=scaling, **opts)
+    assert torch.equal(out.y.cpu().view(torch.int16), dh.cpu().view(torch.int16))  # dh bit for bit
+    d = dh.double().cpu()
+    if scaling == "block":
+        s, q = ref_block(d, False)
+        st, qt = ref_block(d.t().contiguous(), False)
+        assert out.data.shape == (T, 2 * F) and out.scale.stride() == (1, T)
+        check_scales(out.scale, s)
+        check_scales(out.scale_t, st)
+    else:
+        s = ref_scales(d.abs().max().reshape(1), False)[0]
+        check_scales(out.scale, s)
+        q, qt = d / float(s), d.t() / float(s)
+    check_codes(out.data, q)
+    check_codes(out.data_t, qt)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("pow2", [False, True])
 def test_tensor_scaling(pow2, device):
     x, opts = make("swiglu", 257, 300, torch.bfloat16, device)
@@ -158,6 +187,18 @@ def test_opcheck_and_compile_without_graph_breaks(device):
     for a, b in zip(eager, compiled):
         assert a.shape == b.shape and a.stride() == b.stride()
         assert torch.equal(a.view(torch.uint8) if a.dtype == FP8 else a, b.view(torch.uint8) if b.dtype == FP8 else b)
+    dy = torch.randn(33, 160, dtype=torch.bfloat16, device=device)
+    torch.library.opcheck(torch.ops.fastglu.glu_bwd_fp8.default, (dy,) + args)
+
+    def g(dy, x, bias):
+        o = glu_bwd_fp8(dy, x, bias=bias, activation="quick_gelu", columnwise=True, return_dh=True)
+        return o.data, o.scale, o.data_t, o.scale_t, o.y
+
+    eager = g(dy, x, opts["bias"])
+    compiled = torch.compile(g, fullgraph=True, backend="aot_eager")(dy, x, opts["bias"])
+    for a, b in zip(eager, compiled):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8 else a, b.view(torch.uint8) if b.dtype == FP8 else b)
 
 
 def test_bad_arguments_name_the_tensor():
@@ -176,6 +217,10 @@ def test_bad_arguments_name_the_tensor():
         glu_fp8(x, scale_layout="col")
     with pytest.raises(ValueError, match="weights"):
         glu_fp8(x, weights=torch.rand(3))
+    with pytest.raises(TypeError, match="dy"):
+        glu_bwd_fp8(torch.randn(4, 3), x)
+    with pytest.raises(ValueError, match="dy"):
+        glu_bwd_fp8(torch.randn(4, 2, dtype=torch.bfloat16), x)
 
 
 @pytest.mark.skipif(not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU")
