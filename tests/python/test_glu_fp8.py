@@ -2,8 +2,9 @@
 implementation of the recipe (docs/fp8.md) applied to fastglu.glu's y on the same device: scales
 bit for bit, data within one e4m3 step (the library divides in fp32), y bit for bit; every variant,
 odd shapes, both scale layouts, power-of-two scales, per-tensor scaling, NaN / inf / all-zero
-blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient, the ops' fake implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA
-(H200) torch._scaled_mm reads the scales in the layout written."""
+blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient, the ops' fake
+implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA (H200) torch._scaled_mm
+reads the scales in the layout written."""
 
 import math
 
@@ -14,14 +15,18 @@ import fastglu
 from fastglu.fp8 import glu_bwd_fp8, glu_fp8
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 FP8 = torch.float8_e4m3fn
 
 VARIANTS = {
     "swiglu": dict(),
     "geglu": dict(activation="gelu_tanh"),
-    "quick_geglu_bias_weights_clamp_offset": dict(activation="quick_gelu", bias=True, weights=True,
-                                                  clamp_value=7.0, glu_linear_offset=1.0),
+    "quick_geglu_bias_weights_clamp_offset": dict(
+        activation="quick_gelu", bias=True, weights=True, clamp_value=7.0, glu_linear_offset=1.0
+    ),
     "interleaved_bias": dict(interleaved=True, bias=True),
     "multipliers": dict(gate_multiplier=1.25, down_multiplier=0.5, weights=True),
 }
@@ -42,7 +47,7 @@ def ref_scales(amax, pow2):
     underflow, optionally rounded up to a power of two."""
     s = (amax / 448.0).float()
     s = torch.where(amax == 0, torch.ones_like(s), s)
-    s = torch.where(s == 0, torch.full_like(s, 2.0 ** -149), s)
+    s = torch.where(s == 0, torch.full_like(s, 2.0**-149), s)
     if pow2:
         m, e = torch.frexp(s)
         up = torch.ldexp(torch.ones_like(s), e)
@@ -64,7 +69,9 @@ def check_scales(got, want):
     got, want = got.cpu(), want.cpu()
     assert got.shape == want.shape
     same = (got == want) | (torch.isnan(got) & torch.isnan(want))
-    assert bool(same.all()), f"{int((~same).sum())} scales differ: got {got[~same][:5]}, want {want[~same][:5]}"
+    assert bool(same.all()), (
+        f"{int((~same).sum())} scales differ: got {got[~same][:5]}, want {want[~same][:5]}"
+    )
 
 
 def check_codes(got, q):
@@ -74,8 +81,15 @@ def check_codes(got, q):
     assert bool(((g[nan] & 0x7F) == 0x7F).all())
     w = q.clamp(-448, 448).to(FP8).view(torch.uint8).to(torch.int32)
     gm, wm = g & 0x7F, w & 0x7F
-    ok = nan | (g == w) | ((gm == 0) & (wm == 0)) | ((((g ^ w) & 0x80) == 0) & ((gm - wm).abs() <= 1) & (gm != 0x7F))
-    assert bool(ok.all()), f"{int((~ok).sum())} codes beyond one e4m3 step: got {g[~ok][:5]}, want {w[~ok][:5]}"
+    ok = (
+        nan
+        | (g == w)
+        | ((gm == 0) & (wm == 0))
+        | ((((g ^ w) & 0x80) == 0) & ((gm - wm).abs() <= 1) & (gm != 0x7F))
+    )
+    assert bool(ok.all()), (
+        f"{int((~ok).sum())} codes beyond one e4m3 step: got {g[~ok][:5]}, want {w[~ok][:5]}"
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -104,7 +118,7 @@ def test_block_recipe_against_float64(variant, T, F, dtype, device):
     check_codes(out.data_t, qt)
     # dequantised, the copies agree with y to e4m3's precision (half a step: 2^-4 relative)
     deq = out.data.float().cpu() * s.repeat_interleave(128, dim=1)[:, :F]
-    assert torch.allclose(deq.double(), yd, rtol=2.0 ** -4, atol=float(s.max()) * 2.0 ** -9)
+    assert torch.allclose(deq.double(), yd, rtol=2.0**-4, atol=float(s.max()) * 2.0**-9)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -174,19 +188,48 @@ def test_nan_inf_and_zero_blocks(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck_and_compile_without_graph_breaks(device):
     x, opts = make("quick_geglu_bias_weights_clamp_offset", 33, 160, torch.bfloat16, device)
-    args = (x, None, opts["bias"], opts["weights"], 2, 0, 7.0, 1.0, 1.0, 1.0, 0, 0, False, True, True)
+    args = (
+        x,
+        None,
+        opts["bias"],
+        opts["weights"],
+        2,
+        0,
+        7.0,
+        1.0,
+        1.0,
+        1.0,
+        0,
+        0,
+        False,
+        True,
+        True,
+    )
     torch.library.opcheck(torch.ops.fastglu.glu_fwd_fp8.default, args)
 
     def f(x, bias, weights):
-        o = glu_fp8(x, bias=bias, weights=weights, activation="quick_gelu", clamp_value=7.0,
-                    glu_linear_offset=1.0, columnwise=True, return_y=True)
+        o = glu_fp8(
+            x,
+            bias=bias,
+            weights=weights,
+            activation="quick_gelu",
+            clamp_value=7.0,
+            glu_linear_offset=1.0,
+            columnwise=True,
+            return_y=True,
+        )
         return o.data, o.scale, o.data_t, o.scale_t, o.y
 
     eager = f(x, opts["bias"], opts["weights"])
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(x, opts["bias"], opts["weights"])
-    for a, b in zip(eager, compiled):
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(
+        x, opts["bias"], opts["weights"]
+    )
+    for a, b in zip(eager, compiled, strict=True):
         assert a.shape == b.shape and a.stride() == b.stride()
-        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8 else a, b.view(torch.uint8) if b.dtype == FP8 else b)
+        assert torch.equal(
+            a.view(torch.uint8) if a.dtype == FP8 else a,
+            b.view(torch.uint8) if b.dtype == FP8 else b,
+        )
     dy = torch.randn(33, 160, dtype=torch.bfloat16, device=device)
     torch.library.opcheck(torch.ops.fastglu.glu_bwd_fp8.default, (dy,) + args)
 
@@ -196,9 +239,12 @@ def test_opcheck_and_compile_without_graph_breaks(device):
 
     eager = g(dy, x, opts["bias"])
     compiled = torch.compile(g, fullgraph=True, backend="aot_eager")(dy, x, opts["bias"])
-    for a, b in zip(eager, compiled):
+    for a, b in zip(eager, compiled, strict=True):
         assert a.shape == b.shape and a.stride() == b.stride()
-        assert torch.equal(a.view(torch.uint8) if a.dtype == FP8 else a, b.view(torch.uint8) if b.dtype == FP8 else b)
+        assert torch.equal(
+            a.view(torch.uint8) if a.dtype == FP8 else a,
+            b.view(torch.uint8) if b.dtype == FP8 else b,
+        )
 
 
 def test_bad_arguments_name_the_tensor():
@@ -223,7 +269,9 @@ def test_bad_arguments_name_the_tensor():
         glu_bwd_fp8(torch.randn(4, 2, dtype=torch.bfloat16), x)
 
 
-@pytest.mark.skipif(not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU")
+@pytest.mark.skipif(
+    not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU"
+)
 def test_scaled_mm_reads_the_layouts():
     """y_fp8 / scale as torch._scaled_mm's mat_a with 1 x 128 scales (fc2's forward, w2 with 128 x
     128 blocks), and y_t.t() / scale_t.t() as mat2 of the weight gradient (1 x 128 on both)."""
@@ -232,7 +280,9 @@ def test_scaled_mm_reads_the_layouts():
     out = glu_fp8(x, columnwise=True, return_y=True)
     y = out.y.float()
     w2 = torch.randn(H, F, device="cuda")
-    w2_s = w2.abs().view(H // 128, 128, F // 128, 128).amax((1, 3)) / 448  # [H/128, F/128], row-major
+    w2_s = (
+        w2.abs().view(H // 128, 128, F // 128, 128).amax((1, 3)) / 448
+    )  # [H/128, F/128], row-major
     w2_q = (w2 / w2_s.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(FP8)
     got = torch._scaled_mm(out.data, w2_q.t(), out.scale, w2_s.t(), out_dtype=torch.float32)
     want = y @ (w2_q.float() * w2_s.repeat_interleave(128, 0).repeat_interleave(128, 1)).t()

@@ -3,9 +3,11 @@ against the unfused path (fastglu.glu's bf16 activation, then the quantisation i
 the GPU.
 
 For T tokens and F = ffn_hidden_size (bf16 input [T, 2F]), per case:
-  fused     glu_fp8 (one kernel; per-tensor scaling: a memset and two kernels)
-  unfused   y = fastglu.glu(x), then torch: amax per block (or tensor), scale, y / scale -> e4m3
-            (and the same on y.t() for the column-wise copy)
+  fused     glu_fp8 (one kernel; per-tensor scaling: a memset and two kernels); backward:
+            glu_bwd_fp8 (dy + h -> dh [T, 2F] quantised)
+  unfused   y = fastglu.glu(x) (backward: dh = fastglu.glu.glu_bwd(dy, x).dx), then torch: amax per
+            block (or tensor), scale, y / scale -> e4m3 (and the same on y.t() for the column-wise
+            copy)
   floor     the bytes the fused design must move at the device's copy bandwidth: read x (twice for
             per-tensor scaling: the amax must be known before any element is quantised), write the
             fp8 data and scales (twice with the column-wise copy)
@@ -23,7 +25,8 @@ import json
 import torch
 
 import fastglu
-from fastglu.fp8 import glu_fp8
+from fastglu.fp8 import glu_bwd_fp8, glu_fp8
+from fastglu.glu import glu_bwd
 
 from .swiglu import copy_bandwidth, make_bench
 
@@ -50,8 +53,8 @@ def quant_tensor(y):
     return (yf / s).to(FP8), s
 
 
-def unfused(x, scaling, columnwise):
-    y = fastglu.glu(x)
+def unfused(x, scaling, columnwise, dy=None):
+    y = fastglu.glu(x) if dy is None else glu_bwd(dy, x).dx
     if scaling == "block":
         q, s = quant_rows(y)
         qt, st = quant_rows(y.t()) if columnwise else (None, None)
@@ -60,22 +63,31 @@ def unfused(x, scaling, columnwise):
     return q, s, (quant_tensor(y.t())[0] if columnwise else None), None
 
 
-def floor_bytes(T, F, scaling, columnwise):
-    reads = 2 * T * F * 2 * (2 if scaling == "tensor" else 1)
-    writes = T * F + (4 * T * (-(-F // 128)) if scaling == "block" else 4)
+def floor_bytes(T, F, scaling, columnwise, bwd=False):
+    """Forward: read h [T, 2F], write y's data [T, F] and scales. Backward: read h and dy [T, F],
+    write dh's data [T, 2F] and scales. Per-tensor scaling reads the inputs twice."""
+    W = 2 * F if bwd else F
+    reads = (2 * T * F + (T * F if bwd else 0)) * 2 * (2 if scaling == "tensor" else 1)
+    writes = T * W + (4 * T * (-(-W // 128)) if scaling == "block" else 4)
     if columnwise:
-        writes += T * F + (4 * F * (-(-T // 128)) if scaling == "block" else 0)
+        writes += T * W + (4 * W * (-(-T // 128)) if scaling == "block" else 0)
     return reads + writes
 
 
 def one_step(a, b):
     ai, bi = a.view(torch.uint8).int(), b.view(torch.uint8).int()
-    return bool((((ai ^ bi) & 0x80 == 0) & ((ai & 0x7F) - (bi & 0x7F)).abs().le(1)
-                 | ((ai & 0x7F) == 0) & ((bi & 0x7F) == 0)).all())
+    return bool(
+        (
+            ((ai ^ bi) & 0x80 == 0) & ((ai & 0x7F) - (bi & 0x7F)).abs().le(1)
+            | ((ai & 0x7F) == 0) & ((bi & 0x7F) == 0)
+        ).all()
+    )
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--tokens", type=int, default=8192)
     p.add_argument("--ffn", type=int, nargs="+", default=[2880, 8192, 14336])
     p.add_argument("--rep", type=int, default=200, help="do_bench's rep (ms)")
@@ -86,31 +98,57 @@ def main(argv=None):
     bench = make_bench(True, args.rep)
     bw = copy_bandwidth(bench)
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s")
-    print(f"{'F':>6s} {'case':>18s} {'fused ms':>9s} {'floor ms':>9s} {'x floor':>8s} {'unfused ms':>10s} "
-          f"{'speedup':>8s}  check")
+    print(
+        f"{'F':>6s} {'case':>18s} {'fused ms':>9s} {'floor ms':>9s} {'x floor':>8s} "
+        f"{'unfused ms':>10s} {'speedup':>8s}  check"
+    )
     rows = []
     T = args.tokens
     for F in args.ffn:
         x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16) * 2
-        for scaling in ("block", "tensor"):
-            for columnwise in (False, True):
-                o = glu_fp8(x, scaling=scaling, columnwise=columnwise)
-                q, s, qt, st = unfused(x, scaling, columnwise)
-                ok = torch.equal(o.scale, s) and one_step(o.data, q)
-                if columnwise:
-                    ok = ok and one_step(o.data_t, qt) and (st is None or torch.equal(o.scale_t, st))
-                t_f = bench(lambda: glu_fp8(x, scaling=scaling, columnwise=columnwise), None)[0]
-                t_u = bench(lambda: unfused(x, scaling, columnwise), None)[0]
-                floor = floor_bytes(T, F, scaling, columnwise) / bw * 1e3
-                case = f"{scaling}{'+colwise' if columnwise else ''}"
-                row = {"T": T, "F": F, "case": case, "fused_ms": t_f, "floor_ms": floor,
-                       "ratio_to_floor": t_f / floor, "unfused_ms": t_u, "speedup": t_u / t_f, "check": ok}
-                rows.append(row)
-                print(f"{F:6d} {case:>18s} {t_f:9.4f} {floor:9.4f} {t_f / floor:8.3f} {t_u:10.4f} "
-                      f"{t_u / t_f:8.2f}  {'ok' if ok else 'MISMATCH'}")
+        dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+        for bwd, scaling, columnwise in [
+            (b, s, c) for b in (False, True) for s in ("block", "tensor") for c in (False, True)
+        ]:
+
+            def fused(x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise):
+                if dy is not None:
+                    return glu_bwd_fp8(dy, x, scaling=scaling, columnwise=columnwise)
+                return glu_fp8(x, scaling=scaling, columnwise=columnwise)
+
+            def unfused_path(x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise):
+                return unfused(x, scaling, columnwise, dy)
+
+            o = fused()
+            q, s, qt, st = unfused_path()
+            ok = torch.equal(o.scale, s) and one_step(o.data, q)
+            if columnwise:
+                ok = ok and one_step(o.data_t, qt) and (st is None or torch.equal(o.scale_t, st))
+            t_f = bench(fused, None)[0]
+            t_u = bench(unfused_path, None)[0]
+            floor = floor_bytes(T, F, scaling, columnwise, bwd) / bw * 1e3
+            case = f"{'bwd' if bwd else 'fwd'} {scaling}{'+colwise' if columnwise else ''}"
+            row = {
+                "T": T,
+                "F": F,
+                "case": case,
+                "fused_ms": t_f,
+                "floor_ms": floor,
+                "ratio_to_floor": t_f / floor,
+                "unfused_ms": t_u,
+                "speedup": t_u / t_f,
+                "check": ok,
+            }
+            rows.append(row)
+            print(
+                f"{F:6d} {case:>18s} {t_f:9.4f} {floor:9.4f} {t_f / floor:8.3f} {t_u:10.4f} "
+                f"{t_u / t_f:8.2f}  {'ok' if ok else 'MISMATCH'}"
+            )
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1)
+            json.dump(
+                {"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1
+            )
 
 
 if __name__ == "__main__":
