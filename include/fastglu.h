@@ -518,6 +518,129 @@ FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
  * Results are bitwise the same either way (tests/c/test_glu_cuda.c shows it). Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
 
+/* =============================================================================================
+ * The activation quantised to FP8 for the next GEMM (fc2), in the pass that computes it.
+ *
+ * Recipe (DeepSeek-V3's fine-grained scaling, as torch._scaled_mm's BlockWise1x128 reads it):
+ *   y       the family's forward (above) rounded to dtype: the value fastglu_glu_fwd_* stores, bit
+ *           for bit on the same backend; that is what is quantised (so the fused path equals the
+ *           unfused one: the bf16 activation, then its quantisation).
+ *   blocks  FASTGLU_FP8_SCALING_BLOCK_1X128: row-wise, 1 x 128 blocks along the channels: block
+ *           (t, b) holds y[t, 128 b .. 128 b + 127] (the last block of a row may be shorter);
+ *           column-wise (the copy for the weight gradient, y transposed), 128 x 1 blocks along the
+ *           tokens: block (j, b) holds y[128 b .. 128 b + 127, j]. FASTGLU_FP8_SCALING_TENSOR: one
+ *           block, the whole [tokens, F] tensor (current scaling), for both copies.
+ *   amax    the largest |y| over the block; NaN if the block holds a NaN.
+ *   scale   amax / 448 in fp32 (round to nearest even; 448 = float8_e4m3fn's largest value), with:
+ *           amax == 0: scale = 1; a quotient that underflows to 0 (amax < 2^-149 * 224, possible
+ *           for fp32 y only): scale = 2^-149; pow2_scales: the quotient rounded up to a power of
+ *           two (Transformer Engine's force_pow_2_scales; finite quotients only). A block holding
+ *           +-inf and no NaN gets scale +inf; one holding a NaN gets a NaN scale. The GEMM
+ *           multiplies by it: y ~ data * scale (torch._scaled_mm's scale_a / scale_b).
+ *   data    float8_e4m3fn cast of y / scale (fp32 division, then round to nearest even,
+ *           saturating at +-448, src/fp8.h), so |data| <= 448; in a block with an infinite scale
+ *           finite elements become +-0 and infinite ones NaN; in a NaN block every element is NaN
+ *           (sign unspecified).
+ *
+ * Scale layouts (fastglu_fp8_scale_layout), for a quantised [rows, cols] operand with nb =
+ * ceil(cols / 128) blocks per row and scale(i, b) the scale of row i's block b, scale.row_stride =
+ * ld the leading dimension:
+ *   FASTGLU_FP8_SCALES_MN_MAJOR   scale(i, b) at scale.data[b * ld + i], ld >= rows: what
+ *                                 torch._scaled_mm takes for BlockWise1x128 (a [rows, nb] tensor of
+ *                                 strides (1, rows): aten/src/ATen/native/cuda/ScaledBlas.cpp,
+ *                                 is_blockwise_1x128_scaling; cuBLAS's VEC128_32F scale mode). For
+ *                                 the column-wise copy as _scaled_mm's mat2 (the weight gradient
+ *                                 dW2 = dY^T y: mat2 = y_t.t()), scale_b = scale_t viewed as
+ *                                 [nb, F] row-major, also ld = F.
+ *   FASTGLU_FP8_SCALES_ROW_MAJOR  scale(i, b) at scale.data[i * ld + b], ld >= nb.
+ * With FASTGLU_FP8_SCALING_TENSOR the scale is one fp32 value at scale.data[0] (both copies).
+ *
+ * Outputs (fastglu_fp8_out), tokens = T, F = ffn_hidden_size:
+ *   data      y_fp8 [T, F] float8_e4m3fn (dtype FASTGLU_DTYPE_FP8_E4M3), row stride >= F
+ *   scale     its scales (rows T, nb = ceil(F / 128))
+ *   data_t    NULL or the column-wise copy y_t [F, T] (y_t[j, t] = the quantised y[t, j]),
+ *             row stride >= T: written by the same kernel (transposed in shared memory)
+ *   scale_t   its scales (rows F, nb = ceil(T / 128)); BLOCK_1X128 only (NULL with TENSOR)
+ *   workspace CUDA with FASTGLU_FP8_SCALING_TENSOR: device memory of at least
+ *             fastglu_glu_fwd_fp8_workspace_bytes(recipe) bytes (the amax); else may be NULL
+ * and the optional y [T, F] in dtype (y.data NULL: not written), as fastglu_glu_fwd_*'s output.
+ *
+ * Inputs: gate, up, bias, weights as fastglu_glu_fwd_* (gate.dtype is the operands' dtype and
+ * bias's; up.data NULL with INTERLEAVED; bias.data NULL or [2F] contiguous; weights.data NULL or
+ * [T] with element t at weights.data[t * weights.row_stride], weights.dtype FP32, FP16 or BF16).
+ *
+ * Passes: BLOCK_1X128 reads the operands once and writes every output (one kernel). TENSOR needs
+ * the amax of the whole tensor before any element can be quantised: two kernels, the first reading
+ * the operands for the amax (and writing y when asked), the second reading them again to quantise
+ * (plus a 4-byte memset of the workspace before them); that is the fewest passes without storing y
+ * at full precision. The CPU backend follows the same recipe bit for bit (tiles of 128 x 128).
+ * Errors and validation as fastglu_glu_fwd_* (every output checked against every input and each
+ * other); no allocation, no synchronization.
+ * ========================================================================================== */
+
+typedef enum fastglu_fp8_scaling {
+    FASTGLU_FP8_SCALING_BLOCK_1X128 = 0, /* 1 x 128 row-wise, 128 x 1 column-wise blocks */
+    FASTGLU_FP8_SCALING_TENSOR = 1       /* one scale for the tensor (current scaling)   */
+} fastglu_fp8_scaling;
+
+typedef enum fastglu_fp8_scale_layout {
+    FASTGLU_FP8_SCALES_MN_MAJOR = 0, /* scale(i, b) at [b * ld + i]: torch._scaled_mm's */
+    FASTGLU_FP8_SCALES_ROW_MAJOR = 1 /* scale(i, b) at [i * ld + b]                     */
+} fastglu_fp8_scale_layout;
+
+typedef struct fastglu_fp8_recipe {
+    fastglu_fp8_scaling scaling;
+    fastglu_fp8_scale_layout scale_layout;
+    int pow2_scales; /* 1: scales rounded up to powers of two */
+} fastglu_fp8_recipe;
+
+typedef struct fastglu_fp8_out {
+    fastglu_tensor data, scale;     /* row-wise y_fp8 [T, F] and its scales */
+    fastglu_tensor data_t, scale_t; /* column-wise y_t [F, T] and its scales (data_t.data NULL: none) */
+    void *workspace;
+    size_t workspace_bytes;
+} fastglu_fp8_out;
+
+FASTGLU_API size_t fastglu_glu_fwd_fp8_workspace_bytes(const fastglu_fp8_recipe *recipe);
+
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backward: dh quantised for fc1's dgrad (row-wise) and weight gradient (column-wise).
+ *
+ *   dy       [T, F] upstream gradient (fc2's dgrad), dtype, row stride dy.row_stride, column
+ *            stride 1
+ *   gate, up, bias, weights: the forward's operands, as fastglu_glu_fwd_fp8_*
+ *   dh       NULL, or [T, 2F] in dtype: the gradient of h itself (row stride dh.row_stride)
+ *   out      the quantised dh with the recipe above, dh being one [T, 2F] operand in h's layout
+ *            (SPLIT: d_gate in columns [0, F), d_up in [F, 2F); INTERLEAVED: d_gate[t, j] at 2j,
+ *            d_up at 2j + 1), its values those fastglu_glu_bwd_* writes (rounded to dtype, bit for
+ *            bit on the same backend): data [T, 2F] with 1 x 128 blocks along the 2F columns (scale:
+ *            rows T, ceil(2F / 128) blocks); data_t [2F, T] (dh transposed, 128 x 1 blocks along
+ *            the tokens; scale_t: rows 2F, ceil(T / 128) blocks); workspace as the forward.
+ * The bias and weight gradients are not computed here (fastglu_glu_bwd_* gives them). One kernel
+ * (BLOCK_1X128), two for TENSOR, as the forward; the tiles cover 128 columns of dh, so with SPLIT
+ * the operands are read once for d_gate's columns and once for d_up's.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size,
+    void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab ncu ncufwd llama sanitize;
+#                                                    also: variants cbench ab ncu ncufwd llama sanitize fp8;
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -71,11 +71,11 @@ if want ctest; then
   # Only the tests that need the GPU: the CPU-only ones (CPU backend, sweeps, host emulation) run in
   # CI and would take about 5 minutes of device time here.
   # swiglu_cuda runs its quick suite (its full sentinel sweep is CPU-checkable); glu_cuda in full.
-  (cd build-device && ctest --output-on-failure -j 4 -R "^glu_cuda$|^gemm_cuda$|bench" \
+  (cd build-device && ctest --output-on-failure -j 4 -R "^glu_cuda$|^gemm_cuda$|^glu_fp8_cuda$|bench" \
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 
-if want pytest || want variants || want host || want bench || want llama || want ncufwd; then
+if want pytest || want variants || want host || want bench || want llama || want ncufwd || want fp8; then
   step "Python package (pip install --no-build-isolation)"
   python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
@@ -103,6 +103,11 @@ mkdir -p "$OUT/extra"
 if want variants; then
   step "variants beside Megatron-Core (python -m fastglu.bench.variants)"
   python3 -m fastglu.bench.variants --out "$OUT/extra/variants" 2>&1 | tail -20
+fi
+if want fp8; then
+  step "the GLU quantised to FP8 against its floor and the unfused path (python -m fastglu.bench.fp8)"
+  python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -5
+  python3 -m fastglu.bench.fp8 --out "$OUT/extra/fp8.json" 2>&1 | tail -20
 fi
 if want cbench; then
   step "the C benchmark program (fastglu-bench) at the seed shape"

@@ -416,9 +416,15 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastglu._C",
                                     "Binding of the libfastglu C API.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
+static int add_fp8_functions(PyObject *m); /* the FP8-quantised forward, below */
+
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    if (add_fp8_functions(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(m, "DTYPE_FP32", FASTGLU_DTYPE_FP32) < 0 ||
         PyModule_AddIntConstant(m, "DTYPE_FP16", FASTGLU_DTYPE_FP16) < 0 ||
         PyModule_AddIntConstant(m, "DTYPE_BF16", FASTGLU_DTYPE_BF16) < 0 ||
@@ -432,4 +438,108 @@ PyMODINIT_FUNC PyInit__C(void) {
         return NULL;
     }
     return m;
+}
+
+/* ---- the activation quantised to FP8 (include/fastglu.h, "The activation quantised to FP8") ---
+ *
+ * glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *             down_multiplier, scaling, scale_layout, pow2_scales, dtype, gate, gate_row_stride, up,
+ *             up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data,
+ *             data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
+ *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
+ * pointers as integers, 0 for NULL. */
+/* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward. */
+static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
+    int64_t on_cuda, scaling, scale_layout, pow2, dtype, g_rs, u_rs, wdt, w_st, y_rs, d_rs, s_ld,
+        dt_rs, st_ld, tokens, F;
+    void *gate, *up, *bias, *weights, *y, *d, *s, *dt, *st, *ws, *stream;
+    size_t ws_bytes;
+    fastglu_glu_params p;
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_i64(args[7], &scaling) ||
+        !get_i64(args[8], &scale_layout) || !get_i64(args[9], &pow2) ||
+        !get_dtype(args[10], &dtype) || !get_ptr(args[11], &gate) || !get_i64(args[12], &g_rs) ||
+        !get_ptr(args[13], &up) || !get_i64(args[14], &u_rs) || !get_ptr(args[15], &bias) ||
+        !get_ptr(args[16], &weights) || !get_dtype(args[17], &wdt) || !get_i64(args[18], &w_st) ||
+        !get_ptr(args[19], &y) || !get_i64(args[20], &y_rs) || !get_ptr(args[21], &d) ||
+        !get_i64(args[22], &d_rs) || !get_ptr(args[23], &s) || !get_i64(args[24], &s_ld) ||
+        !get_ptr(args[25], &dt) || !get_i64(args[26], &dt_rs) || !get_ptr(args[27], &st) ||
+        !get_i64(args[28], &st_ld) || !get_ptr(args[29], &ws) || !get_size(args[30], &ws_bytes) ||
+        !get_i64(args[31], &tokens) || !get_i64(args[32], &F) || !get_ptr(args[33], &stream))
+        return NULL;
+    if (scaling < 0 || scaling > 1 || scale_layout < 0 || scale_layout > 1) {
+        PyErr_Format(PyExc_ValueError, "fastglu: scaling %lld / scale layout %lld is not a code",
+                     (long long)scaling, (long long)scale_layout);
+        return NULL;
+    }
+    const fastglu_dtype e = (fastglu_dtype)dtype;
+    const fastglu_fp8_recipe r = {(fastglu_fp8_scaling)scaling,
+                                  (fastglu_fp8_scale_layout)scale_layout, pow2 != 0};
+    const fastglu_tensor tg = {gate, e, g_rs}, tu = {up, e, u_rs}, tb = {bias, e, 1},
+                         tw = {weights, (fastglu_dtype)wdt, w_st}, ty = {y, e, y_rs};
+    fastglu_fp8_out o;
+    o.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, d_rs};
+    o.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, s_ld};
+    o.data_t = (fastglu_tensor){dt, FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+    o.scale_t = (fastglu_tensor){st, FASTGLU_DTYPE_FP32, st_ld};
+    o.workspace = ws, o.workspace_bytes = ws_bytes;
+    fastglu_status status;
+    if (on_cuda) {
+        status = dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F, stream)
+                    : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F)
+                    : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(status);
+}
+
+/* glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
+ *             down_multiplier, scaling, scale_layout, pow2_scales, dtype, gate, gate_row_stride, up,
+ *             up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data,
+ *             data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
+ *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
+ * pointers as integers, 0 for NULL. */
+static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    CHECK_NARGS("glu_fwd_fp8", 34);
+    return glu_fp8_call(args, NULL);
+}
+
+/* glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's 34 arguments, y standing for dh>):
+ * fastglu_glu_bwd_fp8_{cpu,cuda}; dy in the operands' dtype. */
+static PyObject *py_glu_bwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t dtype, dy_rs;
+    void *dy;
+    (void)self;
+    CHECK_NARGS("glu_bwd_fp8", 36);
+    if (!get_ptr(args[0], &dy) || !get_i64(args[1], &dy_rs) || !get_dtype(args[12], &dtype))
+        return NULL;
+    const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
+    return glu_fp8_call(args + 2, &tdy);
+}
+
+static PyMethodDef fp8_methods[] = {
+    {"glu_fwd_fp8", (PyCFunction)(void (*)(void))py_glu_fwd_fp8, METH_FASTCALL,
+     "glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
+     "down_multiplier, scaling, scale_layout, pow2_scales, dtype, gate, gate_row_stride, up, "
+     "up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data, "
+     "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, workspace, "
+     "workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda}; 0 for NULL."},
+    {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
+     "glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's arguments, y standing for dh>): "
+     "fastglu_glu_bwd_fp8_{cpu,cuda}."},
+    {NULL, NULL, 0, NULL}};
+
+static int add_fp8_functions(PyObject *m) {
+    if (PyModule_AddFunctions(m, fp8_methods) < 0) return -1;
+    if (PyModule_AddIntConstant(m, "FP8_SCALING_BLOCK_1X128", FASTGLU_FP8_SCALING_BLOCK_1X128) < 0 ||
+        PyModule_AddIntConstant(m, "FP8_SCALING_TENSOR", FASTGLU_FP8_SCALING_TENSOR) < 0 ||
+        PyModule_AddIntConstant(m, "FP8_SCALES_MN_MAJOR", FASTGLU_FP8_SCALES_MN_MAJOR) < 0 ||
+        PyModule_AddIntConstant(m, "FP8_SCALES_ROW_MAJOR", FASTGLU_FP8_SCALES_ROW_MAJOR) < 0)
+        return -1;
+    return PyModule_AddIntConstant(m, "FP8_WORKSPACE_BYTES_TENSOR",
+                                   (long)fastglu_glu_fwd_fp8_workspace_bytes(&(fastglu_fp8_recipe){
+                                       FASTGLU_FP8_SCALING_TENSOR, FASTGLU_FP8_SCALES_MN_MAJOR, 0}));
 }

@@ -1,0 +1,392 @@
+"""The gated-linear-unit activation quantised to FP8 for the next GEMM, in the pass computing it.
+
+``glu_fp8(x, ...)`` computes the family's forward (``fastglu.glu``'s math and options) and writes y
+as ``torch.float8_e4m3fn`` with fp32 scales in the layouts ``torch._scaled_mm`` takes (docs/fp8.md,
+include/fastglu.h "The activation quantised to FP8"):
+
+- ``scaling="block"`` (DeepSeek-V3's fine-grained recipe): ``y_fp8 [T, F]`` with one scale per 1 x
+  128 block along the channels, ``scale [T, ceil(F/128)]``; with ``columnwise=True`` also the
+  transposed copy ``y_t [F, T]`` (for the weight gradient) with one scale per 128 tokens, ``scale_t
+  [F, ceil(T/128)]``, written by the same kernel.
+- ``scaling="tensor"``: one scale for the tensor (current scaling; two kernels: the amax, then the
+  quantisation), a 0-dim fp32 ``scale``; ``y_t`` then shares it (``scale_t`` is empty).
+
+The recipe: y rounded to x's dtype (the value ``fastglu.glu`` returns) is quantised; scale =
+amax(|y| over the block) / 448 in fp32 (1 for an all-zero block; NaN for a block holding a NaN,
++inf for one holding +-inf), rounded up to a power of two with ``pow2_scales=True``; data = e4m3
+cast of y / scale (fp32 division, round to nearest even, saturating). ``y ~ data.float() * scale``.
+
+Scale layouts: ``scale_layout="mn_major"`` (default) gives ``scale`` strides (1, T): what
+``torch._scaled_mm`` takes for 1 x 128 blocks (``y_fp8`` as mat_a: ``_scaled_mm(y_fp8, w2_fp8.t(),
+scale, w2_scale.t(), ...)``), and ``scale_t`` strides (1, F) (``y_t.t()`` as mat2 of the weight
+gradient takes ``scale_t.t()``); ``"row_major"`` gives contiguous scales.
+
+``glu_bwd_fp8(dy, x, ...)`` quantises the input's gradient dh [T, 2F] the same way (row-wise for
+fc1's dgrad, column-wise for its weight gradient), in the pass that computes it.
+
+The ops are ``torch.ops.fastglu.glu_fwd_fp8`` and ``glu_bwd_fp8`` (torch.library, with a fake
+implementation: compiles without graph breaks). The quantised outputs carry no gradient.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from . import _C
+from . import ops as _ops
+
+__all__ = ["FP8Output", "glu_bwd_fp8", "glu_fp8"]
+
+_ACTS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
+_SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
+_SCALE_LAYOUTS = {"mn_major": _C.FP8_SCALES_MN_MAJOR, "row_major": _C.FP8_SCALES_ROW_MAJOR}
+FP8 = torch.float8_e4m3fn
+
+
+class FP8Output(NamedTuple):
+    data: torch.Tensor  # y_fp8 [..., F] float8_e4m3fn
+    scale: torch.Tensor  # [T, ceil(F/128)] fp32 (block) or 0-dim (tensor)
+    data_t: torch.Tensor | None  # y_t [F, T] or None
+    scale_t: torch.Tensor | None  # [F, ceil(T/128)] or None
+    y: torch.Tensor | None  # y [..., F] in x's dtype, when asked
+
+
+def _blocks(n: int) -> int:
+    return (n + 127) // 128
+
+
+def _scales(rows: int, nb: int, layout: int, device) -> torch.Tensor:
+    if layout == _C.FP8_SCALES_MN_MAJOR:
+        return torch.empty((nb, rows), dtype=torch.float32, device=device).t()
+    return torch.empty((rows, nb), dtype=torch.float32, device=device)
+
+
+def _outputs(T, F, device, dtype, scaling, layout, columnwise, want_y):
+    data = torch.empty((T, F), dtype=FP8, device=device)
+    block = scaling == _C.FP8_SCALING_BLOCK_1X128
+    scale = (
+        _scales(T, _blocks(F), layout, device)
+        if block
+        else torch.empty((), dtype=torch.float32, device=device)
+    )
+    data_t = torch.empty((F, T) if columnwise else (0,), dtype=FP8, device=device)
+    scale_t = (
+        _scales(F, _blocks(T), layout, device)
+        if columnwise and block
+        else torch.empty((0,), dtype=torch.float32, device=device)
+    )
+    y = torch.empty((T, F) if want_y else (0,), dtype=dtype, device=device)
+    return data, scale, data_t, scale_t, y
+
+
+def _as_rows(t: torch.Tensor, width: int, name: str) -> torch.Tensor:
+    """t as a [T, width] view with unit column stride (a copy only when no such view exists)."""
+    r = t.reshape(-1, width)
+    if r.stride(-1) != 1 or (r.shape[0] > 1 and r.stride(0) < width):
+        r = r.contiguous()
+    return r
+
+
+def _run(
+    dy,
+    x,
+    up,
+    bias,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    scaling,
+    scale_layout,
+    pow2_scales,
+    columnwise,
+    want_y,
+):
+    il = layout == _C.LAYOUT_INTERLEAVED
+    F = x.shape[-1] // 2 if (up is None) else x.shape[-1]
+    g = _as_rows(x, x.shape[-1], "input")
+    T = g.shape[0]
+    u_ptr, u_rs = 0, 0
+    if up is not None:
+        u = _as_rows(up, F, "up")
+        u_ptr, u_rs = u.data_ptr(), u.stride(0)
+    elif not il:
+        u_ptr, u_rs = g.data_ptr() + F * g.element_size(), g.stride(0)
+    b = bias.contiguous() if bias is not None else None
+    w = weights.reshape(-1) if weights is not None else None
+    X = 2 * F if dy is not None else F  # the quantised operand's width: y [T, F] or dh [T, 2F]
+    data, scale, data_t, scale_t, y = _outputs(
+        T, X, x.device, x.dtype, scaling, scale_layout, columnwise, want_y
+    )
+    on_cuda = x.device.type == "cuda"
+    ws = None
+    if on_cuda and scaling == _C.FP8_SCALING_TENSOR:
+        ws = torch.empty((_C.FP8_WORKSPACE_BYTES_TENSOR,), dtype=torch.uint8, device=x.device)
+    block = scaling == _C.FP8_SCALING_BLOCK_1X128
+
+    def ld(s):  # the scales' leading dimension in the C sense
+        return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
+
+    call, pre = _C.glu_fwd_fp8, ()
+    if dy is not None:
+        d = _as_rows(dy, F, "dy")
+        call, pre = _C.glu_bwd_fp8, (d.data_ptr(), d.stride(0))
+    call(
+        *pre,
+        int(on_cuda),
+        activation,
+        layout,
+        clamp_value,
+        glu_linear_offset,
+        gate_multiplier,
+        down_multiplier,
+        scaling,
+        scale_layout,
+        int(pow2_scales),
+        _ops._DTYPE_CODES[x.dtype],
+        g.data_ptr(),
+        g.stride(0),
+        u_ptr,
+        u_rs,
+        b.data_ptr() if b is not None else 0,
+        w.data_ptr() if w is not None else 0,
+        _ops._DTYPE_CODES[w.dtype] if w is not None else _C.DTYPE_FP32,
+        w.stride(0) if w is not None else 0,
+        y.data_ptr() if want_y else 0,
+        X,
+        data.data_ptr(),
+        X,
+        scale.data_ptr(),
+        ld(scale) if block else 0,
+        data_t.data_ptr() if columnwise else 0,
+        T,
+        scale_t.data_ptr() if (columnwise and block) else 0,
+        ld(scale_t) if (columnwise and block) else 0,
+        ws.data_ptr() if ws is not None else 0,
+        ws.numel() if ws is not None else 0,
+        T,
+        F,
+        _ops._raw_stream(x.device.index) if on_cuda else 0,
+    )
+    return data, scale, data_t, scale_t, y
+
+
+def _impl(x, up, bias, weights, *options):
+    return _run(None, x, up, bias, weights, *options)
+
+
+def _bwd_impl(dy, x, up, bias, weights, *options):
+    return _run(dy, x, up, bias, weights, *options)
+
+
+def _fake(
+    x,
+    up,
+    bias,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    scaling,
+    scale_layout,
+    pow2_scales,
+    columnwise,
+    want_y,
+    *,
+    width=1,
+):
+    F = x.shape[-1] // 2 if up is None else x.shape[-1]
+    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    return _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+
+
+def _bwd_fake(dy, x, *rest):
+    return _fake(x, *rest, width=2)
+
+
+_SCHEMA = (
+    "(Tensor input, Tensor? up, Tensor? bias, Tensor? weights, int activation, int layout, "
+    "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
+    "int scaling, int scale_layout, bool pow2_scales, bool columnwise, bool want_y) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+)
+_LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations
+torch.library.define("fastglu::glu_fwd_fp8", _SCHEMA, lib=_LIB)
+torch.library.impl("fastglu::glu_fwd_fp8", ("cpu", "cuda"), _impl, lib=_LIB)
+torch.library.register_fake("fastglu::glu_fwd_fp8", _fake, lib=_LIB)
+torch.library.define("fastglu::glu_bwd_fp8", "(Tensor dy, " + _SCHEMA[1:], lib=_LIB)
+torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
+torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
+
+
+def _check(x, up, bias, weights, F, scaling, scale_layout, activation):
+    fn = "fastglu.glu_fp8"
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{fn}: x must be a tensor, got {type(x).__name__}")
+    if x.dtype not in _ops._DTYPE_CODES:
+        raise TypeError(f"{fn}: x.dtype = {x.dtype} is not bfloat16, float16 or float32")
+    if x.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{fn}: x is on {x.device}; CPU or CUDA tensors only")
+    if x.dim() < 1:
+        raise ValueError(f"{fn}: x must have at least one dimension, got shape {tuple(x.shape)}")
+    if up is None and x.shape[-1] % 2:
+        raise ValueError(f"{fn}: x's last dimension {x.shape[-1]} must be even (gate | up)")
+    for name, t, shape in (("up", up, tuple(x.shape)), ("bias", bias, (2 * F,))):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.dtype != x.dtype:
+            raise TypeError(
+                f"{fn}: {name} must be a {x.dtype} tensor, "
+                f"got {getattr(t, 'dtype', type(t).__name__)}"
+            )
+        if tuple(t.shape) != shape or t.device != x.device:
+            raise ValueError(
+                f"{fn}: {name} has shape {tuple(t.shape)} on {t.device}; "
+                f"expected {shape} on {x.device}"
+            )
+    if weights is not None:
+        if not isinstance(weights, torch.Tensor) or weights.dtype not in _ops._DTYPE_CODES:
+            raise TypeError(f"{fn}: weights must be a float32, float16 or bfloat16 tensor")
+        if weights.numel() != x.numel() // max(x.shape[-1], 1) or weights.device != x.device:
+            raise ValueError(
+                f"{fn}: weights has shape {tuple(weights.shape)} on {weights.device}; expected one "
+                f"value per token ({x.numel() // max(x.shape[-1], 1)}) on {x.device}"
+            )
+    if scaling not in _SCALINGS:
+        raise ValueError(f"{fn}: scaling = {scaling!r} is not one of {sorted(_SCALINGS)}")
+    if scale_layout not in _SCALE_LAYOUTS:
+        raise ValueError(
+            f"{fn}: scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}"
+        )
+    if activation not in _ACTS:
+        raise ValueError(f"{fn}: activation = {activation!r} is not one of {sorted(_ACTS)}")
+
+
+def glu_fp8(
+    x: torch.Tensor,
+    *,
+    up: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
+    activation: str = "silu",
+    interleaved: bool = False,
+    clamp_value: float | None = None,
+    glu_linear_offset: float = 0.0,
+    gate_multiplier: float = 1.0,
+    down_multiplier: float = 1.0,
+    scaling: str = "block",
+    scale_layout: str = "mn_major",
+    pow2_scales: bool = False,
+    columnwise: bool = False,
+    return_y: bool = False,
+) -> FP8Output:
+    """The GLU activation of x ([..., 2F], or gate x and ``up`` [..., F]) quantised to e4m3.
+
+    Returns ``FP8Output(data, scale, data_t, scale_t, y)``: data ``[..., F]``; data_t ``[F, T]`` and
+    scale_t when ``columnwise``; y (x's dtype) when ``return_y``. See the module's docstring."""
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
+    _check(x, up, bias, weights, F, scaling, scale_layout, activation)
+    if up is not None and interleaved:
+        raise ValueError("fastglu.glu_fp8: interleaved=True takes one tensor x, not up")
+    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+    data, scale, data_t, scale_t, y = torch.ops.fastglu.glu_fwd_fp8(
+        x,
+        up,
+        bias,
+        weights,
+        _ACTS[activation],
+        layout,
+        float(clamp_value or 0.0),
+        float(glu_linear_offset),
+        float(gate_multiplier),
+        float(down_multiplier),
+        _SCALINGS[scaling],
+        _SCALE_LAYOUTS[scale_layout],
+        bool(pow2_scales),
+        bool(columnwise),
+        bool(return_y),
+    )
+    lead = tuple(x.shape[:-1])
+    return FP8Output(
+        data.view(*lead, F),
+        scale,
+        data_t if columnwise else None,
+        scale_t if columnwise and scaling == "block" else None,
+        y.view(*lead, F) if return_y else None,
+    )
+
+
+def glu_bwd_fp8(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    *,
+    up: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
+    activation: str = "silu",
+    interleaved: bool = False,
+    clamp_value: float | None = None,
+    glu_linear_offset: float = 0.0,
+    gate_multiplier: float = 1.0,
+    down_multiplier: float = 1.0,
+    scaling: str = "block",
+    scale_layout: str = "mn_major",
+    pow2_scales: bool = False,
+    columnwise: bool = False,
+    return_dh: bool = False,
+) -> FP8Output:
+    """The gradient dh of the GLU's input ([..., 2F] in x's layout: gate | up, or interleaved) from
+    dy ([..., F], fc2's dgrad) quantised to float8_e4m3fn with the recipe of glu_fp8: ``data
+    [..., 2F]`` (1 x 128 blocks along the 2F channels, for fc1's dgrad) and with
+    ``columnwise`` ``data_t [2F, T]`` (128 x 1 blocks along the tokens, for fc1's weight
+    gradient); ``y`` holds dh in x's dtype when ``return_dh`` (the values ``fastglu.glu``'s
+    backward gives). The bias and weights gradients are not computed here."""
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
+    _check(x, up, bias, weights, F, scaling, scale_layout, activation)
+    if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
+        raise TypeError(
+            f"fastglu.glu_bwd_fp8: dy must be a {x.dtype} tensor, "
+            f"got {getattr(dy, 'dtype', type(dy).__name__)}"
+        )
+    if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
+        raise ValueError(
+            f"fastglu.glu_bwd_fp8: dy has shape {tuple(dy.shape)} on {dy.device}; expected "
+            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}"
+        )
+    if up is not None and interleaved:
+        raise ValueError("fastglu.glu_bwd_fp8: interleaved=True takes one tensor x, not up")
+    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+    data, scale, data_t, scale_t, dh = torch.ops.fastglu.glu_bwd_fp8(
+        dy,
+        x,
+        up,
+        bias,
+        weights,
+        _ACTS[activation],
+        layout,
+        float(clamp_value or 0.0),
+        float(glu_linear_offset),
+        float(gate_multiplier),
+        float(down_multiplier),
+        _SCALINGS[scaling],
+        _SCALE_LAYOUTS[scale_layout],
+        bool(pow2_scales),
+        bool(columnwise),
+        bool(return_dh),
+    )
+    lead = tuple(x.shape[:-1])
+    return FP8Output(
+        data.view(*lead, 2 * F),
+        scale,
+        data_t if columnwise else None,
+        scale_t if columnwise and scaling == "block" else None,
+        dh.view(*lead, 2 * F) if return_dh else None,
+    )

@@ -1,0 +1,189 @@
+/*
+ * glu_fp8_common.c — argument validation of fastglu_glu_fwd_fp8_* (both backends give the same
+ * messages), the workspace size, and the entry points of builds without CUDA.
+ */
+#include <inttypes.h>
+
+#include "glu_fp8.h"
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        fastglu_status st_ = (x);                                                                  \
+        if (st_ != FASTGLU_SUCCESS) return st_;                                                    \
+    } while (0)
+
+size_t fastglu_glu_fwd_fp8_workspace_bytes(const fastglu_fp8_recipe *recipe) {
+    return recipe != NULL && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR ? 16 : 0;
+}
+
+/* A scale tensor of `rows` rows and nb blocks per row in the recipe's layout (ld = row_stride). */
+static fastglu_status check_scales(const char *fn, const fastglu_fp8_recipe *r, fastglu_region *rg,
+                                   const char *name, fastglu_tensor s, int64_t rows, int64_t nb) {
+    if (s.dtype != FASTGLU_DTYPE_FP32)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: %s.dtype = %d is not FASTGLU_DTYPE_FP32", fn, name,
+                                 (int)s.dtype);
+    if (r->scaling == FASTGLU_FP8_SCALING_TENSOR)
+        return fastglu_check_tensor(fn, rg, name, s.data, 1, 1, 0, 1, 4, 1);
+    if (r->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR) {
+        if (nb > 1 && s.row_stride < rows)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: %s.row_stride = %" PRId64 " (the leading dimension of "
+                                     "MN-major scales) is smaller than its %" PRId64 " rows",
+                                     fn, name, s.row_stride, rows);
+        return fastglu_check_tensor(fn, rg, name, s.data, nb, rows, s.row_stride, 1, 4, 1);
+    }
+    return fastglu_check_tensor(fn, rg, name, s.data, rows, nb, s.row_stride, 1, 4, 1);
+}
+
+static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const char *name,
+                                     fastglu_tensor d, int64_t rows, int64_t cols) {
+    if (d.dtype != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: %s.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn, name,
+                                 (int)d.dtype);
+    return fastglu_check_tensor(fn, rg, name, d.data, rows, cols, d.row_stride, 1, 1, 1);
+}
+
+fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
+                                         const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
+                                         fastglu_tensor gate,
+                                         fastglu_tensor up, fastglu_tensor bias,
+                                         fastglu_tensor weights, fastglu_tensor y,
+                                         const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                         int need_workspace, int *empty) {
+    fastglu_region in[5], o[6];
+    int n_in = 0, n_out = 0;
+    float scratch = 0.0f;
+    if (recipe == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: recipe is NULL", fn);
+    if (out == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: out is NULL", fn);
+    if ((int)recipe->scaling < 0 || (int)recipe->scaling > 1)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: recipe->scaling = %d is not FASTGLU_FP8_SCALING_BLOCK_1X128 "
+                                 "or _TENSOR",
+                                 fn, (int)recipe->scaling);
+    if ((int)recipe->scale_layout < 0 || (int)recipe->scale_layout > 1)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: recipe->scale_layout = %d is not FASTGLU_FP8_SCALES_MN_MAJOR "
+                                 "or _ROW_MAJOR",
+                                 fn, (int)recipe->scale_layout);
+    /* params, dtypes, the clamp, up with INTERLEAVED, the operands' alignment: the family's own
+     * checks, on one element (the extents follow below; scratch stands for an output) */
+    TRY(fastglu_check_shape(fn, tokens, F, empty));
+    const int64_t one = *empty ? 0 : 1;
+    TRY(fastglu_check_glu_fwd(fn, params, gate.data, 0, up.data, 0, bias.data, weights.data,
+                              weights.dtype, 0, &scratch, 0, NULL, 0, one, one, gate.dtype, empty));
+    TRY(fastglu_check_shape(fn, tokens, F, empty));
+    if (*empty) return FASTGLU_SUCCESS;
+    if (up.data != NULL && up.dtype != gate.dtype)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: up.dtype = %d differs from gate.dtype = %d", fn,
+                                 (int)up.dtype, (int)gate.dtype);
+    if (bias.data != NULL && bias.dtype != gate.dtype)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: bias.dtype = %d differs from gate.dtype = %d", fn,
+                                 (int)bias.dtype, (int)gate.dtype);
+    if (y.data != NULL && y.dtype != gate.dtype)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: %s.dtype = %d differs from gate.dtype = %d", fn,
+                                 dy != NULL ? "dh" : "y", (int)y.dtype, (int)gate.dtype);
+    const size_t es = fastglu_dtype_size(gate.dtype);
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    TRY(fastglu_check_tensor(fn, &in[n_in++], "gate", gate.data, tokens, il ? 2 * F : F,
+                             gate.row_stride, 1, es, 0));
+    if (!il)
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "up", up.data, tokens, F, up.row_stride, 1, es, 0));
+    if (bias.data != NULL) {
+        if (bias.row_stride != 1)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: bias.row_stride = %" PRId64 " must be 1 (contiguous)",
+                                     fn, bias.row_stride);
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", bias.data, 1, 2 * F, 0, 1, es, 0));
+    }
+    if (weights.data != NULL)
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, tokens, 1,
+                                 weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
+    if (dy != NULL) {
+        if (dy->dtype != gate.dtype)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: dy.dtype = %d differs from gate.dtype = %d", fn,
+                                     (int)dy->dtype, (int)gate.dtype);
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy->data, tokens, F, dy->row_stride, 1,
+                                 es, 0));
+    }
+    const int64_t W = dy != NULL ? 2 * F : F; /* the outputs' width: y [T, F] or dh [T, 2F] */
+    const char *yname = dy != NULL ? "dh" : "y";
+    if (y.data != NULL)
+        TRY(fastglu_check_tensor(fn, &o[n_out++], yname, y.data, tokens, W, y.row_stride, 1, es, 1));
+    TRY(check_fp8_data(fn, &o[n_out++], "out->data", out->data, tokens, W));
+    TRY(check_scales(fn, recipe, &o[n_out++], "out->scale", out->scale, tokens,
+                     fastglu_fp8_blocks(W)));
+    if (out->data_t.data != NULL) {
+        TRY(check_fp8_data(fn, &o[n_out++], "out->data_t", out->data_t, W, tokens));
+        if (recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_1X128)
+            TRY(check_scales(fn, recipe, &o[n_out++], "out->scale_t", out->scale_t, W,
+                             fastglu_fp8_blocks(tokens)));
+    }
+    if ((recipe->scaling == FASTGLU_FP8_SCALING_TENSOR || out->data_t.data == NULL) &&
+        out->scale_t.data != NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: out->scale_t = %p must be NULL (%s)", fn, out->scale_t.data,
+                                 out->data_t.data == NULL ? "no column-wise copy"
+                                                          : "one scale with FASTGLU_FP8_SCALING_TENSOR");
+    if (need_workspace && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR) {
+        const size_t need = fastglu_glu_fwd_fp8_workspace_bytes(recipe);
+        if (out->workspace == NULL || out->workspace_bytes < need ||
+            (uintptr_t)out->workspace % 16 != 0)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: out->workspace = %p of %zu bytes: FASTGLU_FP8_SCALING_TENSOR "
+                                     "needs %zu bytes, 16-byte aligned",
+                                     fn, out->workspace, out->workspace_bytes, need);
+        o[n_out].name = "out->workspace";
+        o[n_out].begin = (uintptr_t)out->workspace;
+        o[n_out].bytes = need;
+        o[n_out].rows = 1, o[n_out].row_bytes = 0, o[n_out].width_bytes = (int64_t)need;
+        n_out++;
+    }
+    for (int i = 0; i < n_out; ++i) {
+        for (int k = 0; k < n_in; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &in[k]));
+        for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
+    }
+    return FASTGLU_SUCCESS;
+}
+
+#ifndef FASTGLU_HAVE_CUDA
+/* Without CUDA: the arguments validated as with it; an empty problem succeeds (nothing to do), as
+ * the other entry points of builds without CUDA. */
+static fastglu_status no_cuda(const char *fn) {
+    return fastglu_set_error(FASTGLU_ERROR_NO_CUDA, "%s: the library was built without CUDA", fn);
+}
+
+fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
+                                        const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+                                        fastglu_tensor up, fastglu_tensor bias,
+                                        fastglu_tensor weights, fastglu_tensor y,
+                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                        void *stream) {
+    const char *fn = "fastglu_glu_fwd_fp8_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, bias, weights, y, out, tokens, F,
+                              1, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+}
+
+fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
+                                        const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+                                        fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                        fastglu_tensor weights, fastglu_tensor dh,
+                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                        void *stream) {
+    const char *fn = "fastglu_glu_bwd_fp8_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, bias, weights, dh, out, tokens, F,
+                              1, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+}
+#endif

@@ -1,0 +1,255 @@
+/*
+ * glu_fp8_cpu.c — fastglu_glu_fwd_fp8_cpu: the family's forward quantised to float8_e4m3fn with
+ * the recipe of include/fastglu.h ("The activation quantised to FP8"), on host memory.
+ *
+ * The problem is cut into tiles of 128 tokens x 128 columns, one row-wise block wide and one
+ * column-wise block tall: a tile's y is computed once into an fp32 array on the stack (already
+ * rounded to dtype: the value fastglu_glu_fwd_cpu stores), then each row's block and each column's
+ * block is quantised from it. FASTGLU_FP8_SCALING_TENSOR takes two passes over the tiles: the
+ * amax, then the quantisation with the one scale. No memory is allocated.
+ *
+ * The per-element math is glu_cpu.c's forward (and backward) operation for operation (fp32,
+ * -ffp-contract=off): the test compares the quantised outputs with the quantisation of
+ * fastglu_glu_fwd_cpu's y (fastglu_glu_bwd_cpu's d_gate / d_up), scales bit for bit.
+ * fastglu_glu_bwd_fp8_cpu: the same tiles over dh [T, 2F] (h's layout), each element's gradient
+ * from its gate, up and dy.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "convert.h"
+#include "cpu_elements.h"
+#include "fp8_recipe.h"
+#include "glu_fp8.h"
+
+#define TILE FASTGLU_FP8_BLOCK
+#define LOG2E 1.44269504f
+#define GELU_K (2.0f * 0.79788456f)
+
+/* glu_cpu.c's activation: z * sigmoid(q(z)), sigmoid(q) = 1 / (1 + 2^(-log2(e) q)). */
+static inline float act_fwd(fastglu_activation act, float z) {
+    const int gelu = act == FASTGLU_ACT_GELU_TANH;
+    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
+    const float kl = -k * LOG2E;
+    const float z2 = z * z;
+    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
+    return z * (1.0f / (1.0f + exp2f(ql)));
+}
+
+/* The value quantised: x rounded to dtype (and widened back). */
+static void round_row(fastglu_dtype dt, float *x, int n) {
+    if (dt == FASTGLU_DTYPE_BF16)
+        for (int k = 0; k < n; ++k) x[k] = bf16_to_f32(f32_to_bf16(x[k]));
+    else if (dt == FASTGLU_DTYPE_FP16)
+        for (int k = 0; k < n; ++k) x[k] = fp16_to_f32(f32_to_fp16(x[k]));
+}
+
+typedef struct fwd_args {
+    const fastglu_glu_params *p;
+    const fastglu_fp8_recipe *r;
+    const fastglu_tensor *dy; /* NULL: the forward; else the backward (y is then dh) */
+    fastglu_tensor gate, up, bias, weights, y;
+    const fastglu_fp8_out *out;
+    int64_t T, F, W; /* W: the quantised operand's width, F (y) or 2F (dh) */
+    fastglu_dtype dt;
+} fwd_args;
+
+/* glu_cpu.c's backward activation: act(z) and act'(z). */
+static inline void act_bwd(fastglu_activation act, float z, float *a, float *da) {
+    const int gelu = act == FASTGLU_ACT_GELU_TANH;
+    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
+    const float kl = -k * LOG2E;
+    const float z2 = z * z;
+    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
+    const float dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
+    const float s = 1.0f / (1.0f + exp2f(ql));
+    *a = z * s;
+    *da = fmaf(*a * (1.0f - s), dq, s);
+}
+
+/* dh of tile rows [t0, t0 + nt), dh columns [c0, c0 + nc) into tile[i][k] (glu_cpu.c's backward
+ * operation for operation), stored in dtype when asked, then rounded to dtype. */
+static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, int store,
+                    float tile[TILE][TILE]) {
+    const fastglu_glu_params *p = A->p;
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, clamp = fastglu_clamps(p);
+    const int64_t F = A->F, step = il ? 2 : 1, uoff = il ? 1 : 0, bup = il ? 1 : F;
+    const void *ub = il ? A->gate.data : A->up.data;
+    const int64_t urs = il ? A->gate.row_stride : A->up.row_stride;
+    const float c = fastglu_glu_clamp(p, A->dt), mg = p->gate_multiplier, md = p->down_multiplier;
+    const float off = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
+    for (int i = 0; i < nt; ++i) {
+        const int64_t t = t0 + i;
+        const float w = A->weights.data
+                            ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride)
+                            : 1.0f;
+        const float e0 = md * w;
+        for (int k = 0; k < nc; ++k) {
+            const int64_t col = c0 + k;
+            const int is_up = il ? (int)(col & 1) : col >= F;
+            const int64_t j = il ? col >> 1 : (is_up ? col - F : col);
+            const float g = load_one(A->dt, A->gate.data, t * A->gate.row_stride + j * step);
+            const float u = load_one(A->dt, ub, t * urs + uoff + j * step);
+            const float d = load_one(A->dt, A->dy->data, t * A->dy->row_stride + j);
+            float a = g, v = u;
+            if (clamp) {
+                a = a > c ? c : a;
+                v = v > c ? c : (v < -c ? -c : v);
+            }
+            if (A->bias.data) {
+                a += load_one(A->dt, A->bias.data, j * step);
+                v += load_one(A->dt, A->bias.data, j * step + bup);
+            }
+            float act, dact;
+            act_bwd(p->activation, mg * a, &act, &dact);
+            const float vo = v + off, e = e0 * d;
+            const float d_a = e * vo * dact * mg, d_v = e * act;
+            tile[i][k] = is_up ? ((!clamp || (u >= -c && u <= c)) ? d_v : 0.0f)
+                               : ((!clamp || g <= c) ? d_a : 0.0f);
+        }
+        if (store) store_f32(A->dt, A->y.data, t * A->y.row_stride + c0, 1, nc, tile[i]);
+        round_row(A->dt, tile[i], nc);
+    }
+}
+
+/* y of tile rows [t0, t0 + nt), columns [j0, j0 + nj) into tile[i][k], rounded to dtype; y itself
+ * stored when asked (store: 1). */
+static void tile_y(const fwd_args *A, int64_t t0, int nt, int64_t j0, int nj, int store,
+                   float tile[TILE][TILE]) {
+    const fastglu_glu_params *p = A->p;
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, clamp = fastglu_clamps(p);
+    const int64_t step = il ? 2 : 1, uoff = il ? 1 : 0, bup = il ? 1 : A->F;
+    const void *ub = il ? A->gate.data : A->up.data;
+    const int64_t urs = il ? A->gate.row_stride : A->up.row_stride;
+    const float c = fastglu_glu_clamp(p, A->dt), mg = p->gate_multiplier;
+    const float off = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
+    float g[TILE], u[TILE], bg[TILE], bu[TILE];
+    if (A->bias.data) {
+        load_f32(A->dt, A->bias.data, j0 * step, step, nj, 1.0f, bg);
+        load_f32(A->dt, A->bias.data, j0 * step + bup, step, nj, 1.0f, bu);
+    }
+    for (int i = 0; i < nt; ++i) {
+        const int64_t t = t0 + i;
+        const float w = A->weights.data
+                            ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride)
+                            : 1.0f;
+        const float scale = p->down_multiplier * w;
+        load_f32(A->dt, A->gate.data, t * A->gate.row_stride + j0 * step, step, nj, 1.0f, g);
+        load_f32(A->dt, ub, t * urs + uoff + j0 * step, step, nj, 1.0f, u);
+        for (int k = 0; k < nj; ++k) {
+            float a = g[k], v = u[k];
+            if (clamp) {
+                a = a > c ? c : a;
+                v = v > c ? c : (v < -c ? -c : v);
+            }
+            if (A->bias.data) a += bg[k], v += bu[k];
+            tile[i][k] = scale * act_fwd(p->activation, mg * a) * (v + off);
+        }
+        if (store) store_f32(A->dt, A->y.data, t * A->y.row_stride + j0, 1, nj, tile[i]);
+        round_row(A->dt, tile[i], nj);
+    }
+}
+
+/* Address of scale(i, b) in a scale tensor of the recipe's layout. */
+static float *scale_at(const fwd_args *A, fastglu_tensor s, int64_t i, int64_t b) {
+    float *base = (float *)s.data;
+    if (A->r->scaling == FASTGLU_FP8_SCALING_TENSOR) return base;
+    return A->r->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR ? base + b * s.row_stride + i
+                                                             : base + i * s.row_stride + b;
+}
+
+static uint32_t max_bits(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+/* Quantises one tile: row-wise (and column-wise) blocks with their own scales, or every element
+ * with the per-tensor scale ts (tensor: 1). */
+static void tile_quantise(const fwd_args *A, int64_t t0, int nt, int64_t j0, int nj, int tensor,
+                          float ts, float tile[TILE][TILE]) {
+    const fastglu_fp8_out *o = A->out;
+    const int pow2 = A->r->pow2_scales;
+    for (int i = 0; i < nt; ++i) {
+        uint32_t amax = 0;
+        for (int k = 0; k < nj; ++k) amax = max_bits(amax, fastglu_abs_bits(tile[i][k]));
+        const float s = tensor ? ts : fastglu_fp8_scale(amax, pow2);
+        unsigned char *d = (unsigned char *)o->data.data + (t0 + i) * o->data.row_stride + j0;
+        for (int k = 0; k < nj; ++k) d[k] = fastglu_fp8_quantise(tile[i][k], s);
+        if (!tensor) *scale_at(A, o->scale, t0 + i, j0 / TILE) = s;
+    }
+    if (o->data_t.data == NULL) return;
+    for (int k = 0; k < nj; ++k) {
+        uint32_t amax = 0;
+        for (int i = 0; i < nt; ++i) amax = max_bits(amax, fastglu_abs_bits(tile[i][k]));
+        const float s = tensor ? ts : fastglu_fp8_scale(amax, pow2);
+        unsigned char *d = (unsigned char *)o->data_t.data + (j0 + k) * o->data_t.row_stride + t0;
+        for (int i = 0; i < nt; ++i) d[i] = fastglu_fp8_quantise(tile[i][k], s);
+        if (!tensor) *scale_at(A, o->scale_t, j0 + k, t0 / TILE) = s;
+    }
+}
+
+/* The tiles of the quantised operand ([T, W]): y or dh per tile, then its blocks. */
+static void run(const fwd_args *A) {
+    const int64_t T = A->T, W = A->W;
+    float tile[TILE][TILE]; /* 64 KiB of stack */
+    const int tensor = A->r->scaling == FASTGLU_FP8_SCALING_TENSOR, want = A->y.data != NULL;
+    float ts = 0.0f;
+    if (tensor) { /* pass 1: the amax of the tensor (and y / dh) */
+        uint32_t amax = 0;
+        for (int64_t t0 = 0; t0 < T; t0 += TILE)
+            for (int64_t j0 = 0; j0 < W; j0 += TILE) {
+                const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
+                const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
+                if (A->dy) tile_dh(A, t0, nt, j0, nj, want, tile);
+                else tile_y(A, t0, nt, j0, nj, want, tile);
+                for (int i = 0; i < nt; ++i)
+                    for (int k = 0; k < nj; ++k) amax = max_bits(amax, fastglu_abs_bits(tile[i][k]));
+            }
+        ts = fastglu_fp8_scale(amax, A->r->pow2_scales);
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += TILE)
+        for (int64_t j0 = 0; j0 < W; j0 += TILE) {
+            const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
+            const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
+            if (A->dy) tile_dh(A, t0, nt, j0, nj, !tensor && want, tile);
+            else tile_y(A, t0, nt, j0, nj, !tensor && want, tile);
+            tile_quantise(A, t0, nt, j0, nj, tensor, ts, tile);
+        }
+    if (tensor) *(float *)A->out->scale.data = ts;
+}
+
+static fwd_args make_args(const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+                          const fastglu_tensor *dy, fastglu_tensor gate, fastglu_tensor up,
+                          fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+                          const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+    fwd_args A;
+    A.p = params, A.r = recipe, A.dy = dy, A.gate = gate, A.up = up, A.bias = bias;
+    A.weights = weights, A.y = y, A.out = out, A.T = tokens, A.F = F, A.W = dy ? 2 * F : F;
+    A.dt = gate.dtype;
+    return A;
+}
+
+fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *params,
+                                       const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+                                       fastglu_tensor up, fastglu_tensor bias,
+                                       fastglu_tensor weights, fastglu_tensor y,
+                                       const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+    int empty;
+    fastglu_status st = fastglu_check_glu_fp8("fastglu_glu_fwd_fp8_cpu", params, recipe, NULL, gate,
+                                              up, bias, weights, y, out, tokens, F, 0, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fwd_args A = make_args(params, recipe, NULL, gate, up, bias, weights, y, out, tokens, F);
+    run(&A);
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_bwd_fp8_cpu(const fastglu_glu_params *params,
+                                       const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+                                       fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                       fastglu_tensor weights, fastglu_tensor dh,
+                                       const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+    int empty;
+    fastglu_status st = fastglu_check_glu_fp8("fastglu_glu_bwd_fp8_cpu", params, recipe, &dy, gate,
+                                              up, bias, weights, dh, out, tokens, F, 0, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fwd_args A = make_args(params, recipe, &dy, gate, up, bias, weights, dh, out, tokens, F);
+    run(&A);
+    return FASTGLU_SUCCESS;
+}

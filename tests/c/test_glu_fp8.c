@@ -1,0 +1,461 @@
+/* test_glu_fp8.c — fastglu_glu_fwd_fp8_* (the activation quantised to float8_e4m3fn, include/
+ * fastglu.h "The activation quantised to FP8") against a float64 implementation of the recipe
+ * applied to the backend's own y (fastglu_glu_fwd_* in dtype, which the recipe quantises): scales
+ * bit for bit, data within one e4m3 step (the reference divides in float64, the library in fp32),
+ * the fused y bit for bit, every byte around the outputs (row and scale padding) left as the
+ * sentinel. Every variant of the family (activations, bias, per-token weights, clamp, offset,
+ * multipliers, INTERLEAVED), F = 1, 3, 1408, 2880, T = 1, 257, both scale layouts, power-of-two
+ * scales, per-tensor scaling, NaN / inf / all-zero blocks, fresh random inputs each run.
+ *
+ * The backward (fastglu_glu_bwd_fp8_*) likewise: dh [T, 2F] in h's layout against the
+ * quantisation of fastglu_glu_bwd_*'s d_gate / d_up.
+ *
+ * Built twice: test_glu_fp8_cpu, and with FP8_TEST_CUDA test_glu_fp8_cuda (device memory, a
+ * non-default stream; exits 77, CTest's skip, without a usable GPU).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "convert.h"
+#include "fastglu.h"
+
+#ifdef FP8_TEST_CUDA
+#include <cuda_runtime_api.h>
+static cudaStream_t stream;
+static void check_cuda(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+static void *dmem(size_t n) {
+    void *p;
+    check_cuda(cudaMalloc(&p, n ? n : 1), "cudaMalloc");
+    return p;
+}
+static void up_(void *d, const void *h, size_t n) {
+    check_cuda(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, stream), "H2D");
+    check_cuda(cudaStreamSynchronize(stream), "H2D");
+}
+static void down_(void *h, const void *d, size_t n) {
+    check_cuda(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, stream), "D2H");
+    check_cuda(cudaStreamSynchronize(stream), "D2H");
+}
+#define BACKEND "cuda"
+#else
+#define BACKEND "cpu"
+#endif
+
+static int failures;
+static int64_t codes_total, codes_inexact; /* one e4m3 step off the float64 rounding */
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        if (failures++ < 20) {                                                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng;
+static double urand(void) { /* xorshift64*, [0, 1) */
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* ---- the recipe in float64 ------------------------------------------------------------------ */
+
+/* The e4m3fn value of a code, from the format's definition. */
+static double e4m3_value(int code) {
+    const int s = code >> 7, e = (code >> 3) & 15, m = code & 7;
+    if (e == 15 && m == 7) return NAN;
+    const double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+    return s ? -v : v;
+}
+
+/* The nearest e4m3fn code to x (ties to the even code), saturating at 448; NaN -> 0x7f. */
+static int e4m3_nearest(double x) {
+    if (isnan(x)) return 0x7f;
+    const int sign = signbit(x) ? 0x80 : 0;
+    const double a = fabs(x);
+    int lo = 0, hi = 0x7e; /* codes 0 .. 0x7e are increasing: the last one <= a, by bisection */
+    if (a >= 448.0) return sign | 0x7e;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (e4m3_value(mid) <= a) lo = mid;
+        else hi = mid - 1;
+    }
+    const double dl = a - e4m3_value(lo), dh = e4m3_value(lo + 1) - a;
+    const int best = dl < dh || (dl == dh && (lo & 1) == 0) ? lo : lo + 1;
+    return sign | best;
+}
+
+static double ref_scale(double amax, int pow2) {
+    if (isnan(amax)) return NAN;
+    if (amax == 0.0) return 1.0;
+    float s = (float)(amax / 448.0); /* double then float: the correctly rounded fp32 quotient */
+    if (s == 0.0f) s = ldexpf(1.0f, -149);
+    if (pow2 && isfinite(s)) {
+        int e;
+        const double m = frexp(s, &e);
+        if (m != 0.5) s = (float)ldexp(1.0, e);
+    }
+    return s;
+}
+
+/* One block of n values (y[k * stride]): checks its scale and codes. */
+static void check_block(const char *what, const float *y, int64_t stride, int64_t n, float scale,
+                        const unsigned char *codes, int64_t code_stride, int pow2,
+                        double tensor_amax, int64_t *inexact) {
+    double amax = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+        const double a = fabs((double)y[k * stride]);
+        if (isnan(a)) amax = NAN;
+        else if (!isnan(amax) && a > amax) amax = a;
+    }
+    if (!isnan(tensor_amax) && tensor_amax >= 0) amax = tensor_amax; /* per-tensor scaling */
+    if (tensor_amax != tensor_amax) amax = NAN;
+    const double s = ref_scale(amax, pow2);
+    if (!(isnan(s) ? isnan(scale) : (double)scale == s)) {
+        FAIL("%s: scale %.9g, expected %.9g (amax %.9g)", what, (double)scale, s, amax);
+        return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+        const int got = codes[k * code_stride];
+        const double q = (double)y[k * stride] / s;
+        if (isnan(q)) {
+            if ((got & 0x7f) != 0x7f) FAIL("%s[%lld]: code 0x%02x, expected NaN", what, (long long)k, got);
+            continue;
+        }
+        const int want = e4m3_nearest(q);
+        if (got == want) continue;
+        ++*inexact;
+        const int gm = got & 0x7f, wm = want & 0x7f;
+        if (gm == 0x7f || ((gm != 0 || wm != 0) && (((got ^ want) & 0x80) || abs(gm - wm) > 1)))
+            FAIL("%s[%lld]: code 0x%02x, expected 0x%02x (y %.9g / scale %.9g)", what, (long long)k,
+                 got, want, (double)y[k * stride], s);
+    }
+}
+
+/* ---- one case ------------------------------------------------------------------------------- */
+
+typedef struct variant {
+    const char *name;
+    fastglu_activation act;
+    fastglu_layout layout;
+    int bias, weights;
+    float clamp, offset, gm, dm;
+} variant;
+
+static const variant variants[] = {
+    {"swiglu", FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 0, 0, 0, 0, 1, 1},
+    {"geglu", FASTGLU_ACT_GELU_TANH, FASTGLU_LAYOUT_SPLIT, 0, 0, 0, 0, 1, 1},
+    {"quick_geglu", FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_SPLIT, 0, 0, 0, 0, 1, 1},
+    {"swiglu_bias", FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 1, 0, 0, 0, 1, 1},
+    {"weighted_swiglu", FASTGLU_ACT_SILU, FASTGLU_LAYOUT_SPLIT, 0, 1, 0, 0, 1, 1},
+    {"gpt_oss", FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_INTERLEAVED, 1, 1, 7.0f, 1.0f, 1, 1},
+    {"geglu_clamp_offset", FASTGLU_ACT_GELU_TANH, FASTGLU_LAYOUT_SPLIT, 1, 1, 2.5f, 0.5f, 1, 1},
+    {"liger_multipliers", FASTGLU_ACT_SILU, FASTGLU_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 1.25f, 0.75f},
+};
+
+typedef struct config {
+    fastglu_fp8_scaling scaling;
+    fastglu_fp8_scale_layout layout;
+    int pow2, colwise, with_y;
+} config;
+
+static const config configs[] = {
+    {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_MN_MAJOR, 0, 1, 1},
+    {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_ROW_MAJOR, 1, 1, 0},
+    {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_MN_MAJOR, 0, 0, 0},
+    {FASTGLU_FP8_SCALING_TENSOR, FASTGLU_FP8_SCALES_MN_MAJOR, 0, 1, 1},
+    {FASTGLU_FP8_SCALING_TENSOR, FASTGLU_FP8_SCALES_MN_MAJOR, 1, 0, 0},
+};
+
+#define SENT8 0xa5
+static const float SENT32 = -1234.5f;
+
+static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
+static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
+    if (dt == FASTGLU_DTYPE_FP32) ((float *)base)[i] = v;
+    else if (dt == FASTGLU_DTYPE_BF16) ((uint16_t *)base)[i] = f32_to_bf16(v);
+    else ((uint16_t *)base)[i] = f32_to_fp16(v);
+}
+static float get(fastglu_dtype dt, const void *base, int64_t i) {
+    if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
+    if (dt == FASTGLU_DTYPE_BF16) return bf16_to_f32(((const uint16_t *)base)[i]);
+    return fp16_to_f32(((const uint16_t *)base)[i]);
+}
+
+/* specials: 1 plants a NaN, an inf and an all-zero row (T >= 3). */
+static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
+                     int specials, int bwd) {
+    char what[256];
+    snprintf(what, sizeof what, "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
+             BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling,
+             (int)c->layout, c->pow2, c->colwise, c->with_y, specials);
+    const int64_t X = bwd ? 2 * F : F; /* the quantised operand's width: y [T, F] or dh [T, 2F] */
+    const int64_t dy_rs = F + 1;
+    const size_t es = esize(dt);
+    const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t in_rs = 2 * F + 3; /* gate | up in one row, padded */
+    const int64_t nb = (X + 127) / 128, nbt = (T + 127) / 128;
+    const int64_t d_rs = X + 5, dt_rs = T + 7, y_rs = X + 2;
+    const int tensor = c->scaling == FASTGLU_FP8_SCALING_TENSOR;
+    const int mn = c->layout == FASTGLU_FP8_SCALES_MN_MAJOR;
+    /* scale tensors with padding: MN-major ld = rows + 2, row-major ld = nb + 1 */
+    const int64_t s_ld = tensor ? 0 : mn ? T + 2 : nb + 1, st_ld = tensor ? 0 : mn ? X + 2 : nbt + 1;
+    const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld, st_n = tensor ? 0 : mn ? nbt * st_ld : X * st_ld;
+
+    unsigned char *h = malloc((size_t)(T * in_rs) * es), *bias = malloc((size_t)(2 * F) * es);
+    float *w = malloc((size_t)T * sizeof(float));
+    unsigned char *dyh = malloc((size_t)(T * dy_rs) * es);
+    for (int64_t i = 0; i < T * dy_rs; ++i) put(dt, dyh, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < T * in_rs; ++i) put(dt, h, i, (float)(urand() * 8.0 - 4.0));
+    for (int64_t i = 0; i < 2 * F; ++i) put(dt, bias, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < T; ++i) w[i] = (float)urand();
+    if (specials && T >= 3 && F >= 2) {
+        put(dt, h, 0, NAN);                     /* row 0: gate NaN -> y NaN */
+        put(dt, h, in_rs + (il ? 3 : F + 1), INFINITY); /* row 1: up inf */
+        for (int64_t j = 0; j < F; ++j) put(dt, h, 2 * in_rs + (il ? 2 * j + 1 : F + j), 0.0f);
+    }
+    fastglu_glu_params p = fastglu_glu_params_default(v->act);
+    p.layout = v->layout, p.clamp_value = v->clamp, p.glu_linear_offset = v->offset;
+    p.gate_multiplier = v->gm, p.down_multiplier = v->dm;
+
+    const size_t h_bytes = (size_t)(T * in_rs) * es, y_bytes = (size_t)(T * y_rs) * es;
+    const size_t d_bytes = (size_t)(T * d_rs), dt_bytes = (size_t)(X * dt_rs);
+    unsigned char *yref = malloc(y_bytes), *yfused = malloc(y_bytes), *d = malloc(d_bytes),
+                  *dtr = malloc(dt_bytes ? dt_bytes : 1);
+    float *s = malloc((size_t)s_n * 4), *st = malloc((size_t)(st_n ? st_n : 1) * 4);
+    memset(yfused, SENT8, y_bytes), memset(d, SENT8, d_bytes), memset(dtr, SENT8, dt_bytes);
+    for (int64_t i = 0; i < s_n; ++i) s[i] = SENT32;
+    for (int64_t i = 0; i < st_n; ++i) st[i] = SENT32;
+
+    void *H = h, *B = bias, *W = w, *Y = yfused, *D = d, *DT = dtr, *S = s, *ST = st, *YR = yref,
+         *WS = NULL, *DY = dyh;
+#ifdef FP8_TEST_CUDA
+    H = dmem(h_bytes), B = dmem((size_t)(2 * F) * es), W = dmem((size_t)T * 4), Y = dmem(y_bytes);
+    D = dmem(d_bytes), DT = dmem(dt_bytes), S = dmem((size_t)s_n * 4), ST = dmem((size_t)(st_n ? st_n : 1) * 4);
+    YR = dmem(y_bytes), WS = dmem(64), DY = dmem((size_t)(T * dy_rs) * es);
+    up_(DY, dyh, (size_t)(T * dy_rs) * es);
+    up_(H, h, h_bytes), up_(B, bias, (size_t)(2 * F) * es), up_(W, w, (size_t)T * 4);
+    up_(Y, yfused, y_bytes), up_(D, d, d_bytes), up_(DT, dtr, dt_bytes), up_(S, s, (size_t)s_n * 4);
+    if (st_n) up_(ST, st, (size_t)st_n * 4);
+#endif
+    fastglu_tensor gate = {H, dt, in_rs}, upt = {il ? NULL : (char *)H + F * es, dt, in_rs};
+    fastglu_tensor bt = {v->bias ? B : NULL, dt, 1}, wt = {v->weights ? W : NULL, FASTGLU_DTYPE_FP32, 1};
+    fastglu_tensor yt = {c->with_y ? Y : NULL, dt, y_rs}, dyt = {DY, dt, dy_rs};
+    fastglu_fp8_out out;
+    memset(&out, 0, sizeof out);
+    out.data = (fastglu_tensor){D, FASTGLU_DTYPE_FP8_E4M3, d_rs};
+    out.scale = (fastglu_tensor){S, FASTGLU_DTYPE_FP32, s_ld};
+    if (c->colwise) {
+        out.data_t = (fastglu_tensor){DT, FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+        if (!tensor) out.scale_t = (fastglu_tensor){ST, FASTGLU_DTYPE_FP32, st_ld};
+    }
+    out.workspace = WS, out.workspace_bytes = WS ? 64 : 0;
+    fastglu_fp8_recipe r = {c->scaling, c->layout, c->pow2};
+    fastglu_status st_ref, st_f;
+#ifdef FP8_TEST_CUDA
+    if (bwd) {
+        st_ref = fastglu_glu_bwd_cuda(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                                      bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                      il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
+                                      dt, stream);
+        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
+    } else {
+        st_ref = fastglu_glu_fwd_cuda(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+                                      FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
+        st_f = fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, stream);
+    }
+    check_cuda(cudaStreamSynchronize(stream), "kernel");
+    down_(yref, YR, y_bytes), down_(yfused, Y, y_bytes), down_(d, D, d_bytes);
+    down_(dtr, DT, dt_bytes), down_(s, S, (size_t)s_n * 4);
+    if (st_n) down_(st, ST, (size_t)st_n * 4);
+#else
+    if (bwd) {
+        st_ref = fastglu_glu_bwd_cpu(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                                     bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                     il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
+                                     dt);
+        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);
+    } else {
+        st_ref = fastglu_glu_fwd_cpu(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+                                     FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
+        st_f = fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
+    }
+#endif
+    if (st_ref != FASTGLU_SUCCESS || st_f != FASTGLU_SUCCESS) {
+        FAIL("%s: status %d / %d: %s", what, (int)st_ref, (int)st_f, fastglu_last_error_message());
+        goto done;
+    }
+    /* y as the recipe quantises it */
+    float *yv = malloc((size_t)(T * X) * sizeof(float));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < X; ++j) yv[t * X + j] = get(dt, yref, t * y_rs + j);
+    if (c->with_y) {
+        for (int64_t t = 0; t < T; ++t)
+            if (memcmp(yfused + (size_t)(t * y_rs) * es, yref + (size_t)(t * y_rs) * es, (size_t)X * es)) {
+                FAIL("%s: fused y (dh) row %lld differs from fastglu_glu_fwd's (bwd's)", what, (long long)t);
+                break;
+            }
+    }
+    for (size_t i = 0; i < y_bytes; ++i) { /* padding of y (or all of it when not asked) */
+        const int64_t t = (int64_t)(i / es) / y_rs, j = (int64_t)(i / es) % y_rs;
+        if ((!c->with_y || j >= X) && yfused[i] != SENT8 && t < T) {
+            FAIL("%s: y byte %zu written", what, i);
+            break;
+        }
+    }
+    double tamax = -1.0;
+    if (tensor) {
+        tamax = 0.0;
+        for (int64_t i = 0; i < T * X; ++i) {
+            const double a = fabs((double)yv[i]);
+            if (isnan(a)) { tamax = NAN; break; }
+            if (a > tamax) tamax = a;
+        }
+    }
+    int64_t inexact = 0, total = 0;
+    char bw[400];
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t n = X - 128 * b < 128 ? X - 128 * b : 128;
+            const float sc = tensor ? s[0] : mn ? s[b * s_ld + t] : s[t * s_ld + b];
+            snprintf(bw, sizeof bw, "%s row %lld block %lld", what, (long long)t, (long long)b);
+            check_block(bw, yv + t * X + 128 * b, 1, n, sc, d + t * d_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+            total += n;
+        }
+    if (c->colwise)
+        for (int64_t j = 0; j < X; ++j)
+            for (int64_t b = 0; b < nbt; ++b) {
+                const int64_t n = T - 128 * b < 128 ? T - 128 * b : 128;
+                const float sc = tensor ? s[0] : mn ? st[b * st_ld + j] : st[j * st_ld + b];
+                snprintf(bw, sizeof bw, "%s column %lld block %lld", what, (long long)j, (long long)b);
+                check_block(bw, yv + 128 * b * X + j, X, n, sc, dtr + j * dt_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+                total += n;
+            }
+    codes_total += total, codes_inexact += inexact;
+    /* sentinels: data padding, the column-wise copy when not asked, scale padding */
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = X; j < d_rs; ++j)
+            if (d[t * d_rs + j] != SENT8) { FAIL("%s: data padding (%lld, %lld) written", what, (long long)t, (long long)j); t = T; break; }
+    for (int64_t j = 0; j < X; ++j)
+        for (int64_t t = c->colwise ? T : 0; t < dt_rs; ++t)
+            if (dtr[j * dt_rs + t] != SENT8) { FAIL("%s: data_t byte (%lld, %lld) written", what, (long long)j, (long long)t); j = X; break; }
+    for (int64_t i = tensor ? 1 : 0; i < s_n; ++i) {
+        const int64_t row = mn ? i % (s_ld ? s_ld : 1) : i / (s_ld ? s_ld : 1), col = mn ? i / (s_ld ? s_ld : 1) : i % (s_ld ? s_ld : 1);
+        const int pad = !tensor && (mn ? row >= T : col >= nb);
+        if ((pad || tensor) && s[i] != SENT32) { FAIL("%s: scale padding %lld written", what, (long long)i); break; }
+    }
+    for (int64_t i = 0; i < st_n; ++i) {
+        const int64_t row = mn ? i % st_ld : i / st_ld, col = mn ? i / st_ld : i % st_ld;
+        const int pad = !c->colwise || (mn ? row >= X : col >= nbt);
+        if (pad && st[i] != SENT32) { FAIL("%s: scale_t padding %lld written", what, (long long)i); break; }
+    }
+    free(yv);
+done:
+#ifdef FP8_TEST_CUDA
+    cudaFree(H), cudaFree(B), cudaFree(W), cudaFree(Y), cudaFree(D), cudaFree(DT), cudaFree(S);
+    cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY);
+#endif
+    free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st), free(dyh);
+}
+
+/* Bad arguments: a status, a message, nothing written. */
+static void bad_inputs(void) {
+    unsigned char h[64 * 2 * 2], d[64];
+    float s[4];
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_fp8_recipe r = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_MN_MAJOR, 0};
+    fastglu_fp8_out out;
+    memset(&out, 0, sizeof out);
+    memset(d, SENT8, sizeof d);
+    out.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, 8};
+    out.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, 4};
+    fastglu_tensor g = {h, FASTGLU_DTYPE_BF16, 16}, u = {h + 16, FASTGLU_DTYPE_BF16, 16}, none = {NULL, FASTGLU_DTYPE_BF16, 0};
+    fastglu_status st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_SUCCESS) FAIL("valid call refused: %s", fastglu_last_error_message());
+    memset(d, SENT8, sizeof d);
+    out.data.dtype = FASTGLU_DTYPE_BF16;
+    st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_UNSUPPORTED_DTYPE || !strstr(fastglu_last_error_message(), "out->data"))
+        FAIL("wrong data dtype: %d %s", (int)st, fastglu_last_error_message());
+    out.data.dtype = FASTGLU_DTYPE_FP8_E4M3;
+    out.scale.row_stride = 3; /* MN-major leading dimension < tokens (4), with 1 block: legal */
+    st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_SUCCESS) FAIL("one block per row with ld 3 refused: %s", fastglu_last_error_message());
+    memset(d, SENT8, sizeof d);
+    out.scale.data = d; /* scales overlapping the data */
+    st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "overlaps"))
+        FAIL("overlap accepted: %d %s", (int)st, fastglu_last_error_message());
+    out.scale.data = s;
+    r.scaling = (fastglu_fp8_scaling)7;
+    st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "recipe->scaling"))
+        FAIL("bad scaling accepted: %d %s", (int)st, fastglu_last_error_message());
+    r.scaling = FASTGLU_FP8_SCALING_TENSOR;
+    out.scale_t = (fastglu_tensor){s + 2, FASTGLU_DTYPE_FP32, 1};
+    st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "scale_t"))
+        FAIL("scale_t without data_t accepted: %d %s", (int)st, fastglu_last_error_message());
+    r.scaling = FASTGLU_FP8_SCALING_BLOCK_1X128;
+    out.scale_t = (fastglu_tensor){NULL, FASTGLU_DTYPE_FP32, 0};
+    out.data.row_stride = 16; /* dh [4, 16] */
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, none, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "dy"))
+        FAIL("backward without dy accepted: %d %s", (int)st, fastglu_last_error_message());
+    fastglu_tensor dy = {h, FASTGLU_DTYPE_FP16, 8};
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, none, none, none, &out, 4, 8);
+    if (st != FASTGLU_ERROR_UNSUPPORTED_DTYPE || !strstr(fastglu_last_error_message(), "dy.dtype"))
+        FAIL("backward with a dy of another dtype accepted: %d %s", (int)st, fastglu_last_error_message());
+    for (size_t i = 0; i < sizeof d; ++i)
+        if (d[i] != SENT8) { FAIL("a refused call wrote data"); break; }
+}
+
+int main(void) {
+#ifdef FP8_TEST_CUDA
+    if (!fastglu_cuda_available()) {
+        printf("no usable CUDA device: skipped\n");
+        return 77;
+    }
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+#endif
+    rng = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
+    printf("seed %llu\n", (unsigned long long)rng);
+    fastglu_set_fp8_saturate(1);
+    static const int64_t Fs[] = {1, 3, 1408, 2880}, Ts[] = {1, 257};
+    const int nv = (int)(sizeof variants / sizeof *variants), nc = (int)(sizeof configs / sizeof *configs);
+    for (int vi = 0; vi < nv; ++vi)
+        for (int ci = 0; ci < nc; ++ci)
+            for (int fi = 0; fi < 4; ++fi)
+                for (int ti = 0; ti < 2; ++ti) {
+                    /* the large shapes with every variant under the first two recipes, all
+                     * recipes on the plain SwiGLU */
+                    if (Fs[fi] >= 1408 && Ts[ti] > 1 && ci >= 2 && vi != 0) continue;
+                    run_case(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 0, 0);
+                    run_case(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 0, 1);
+                }
+    static const fastglu_dtype dts[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
+    for (int k = 0; k < 3; ++k)
+        for (int ci = 0; ci < nc; ++ci) {
+            for (int bwd = 0; bwd < 2; ++bwd) {
+                run_case(&variants[0], &configs[ci], dts[k], 257, 300, 1, bwd);
+                run_case(&variants[3], &configs[ci], dts[k], 130, 129, 0, bwd);
+            }
+        }
+    bad_inputs();
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("test_glu_fp8_%s: all passed (%lld of %lld codes one e4m3 step from the float64 "
+           "rounding: fp32 division)\n", BACKEND, (long long)codes_inexact, (long long)codes_total);
+    return 0;
+}

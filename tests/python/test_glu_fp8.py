@@ -1,0 +1,296 @@
+"""fastglu.glu_fp8 (the GLU quantised to float8_e4m3fn for the next GEMM) against a torch float64
+implementation of the recipe (docs/fp8.md) applied to fastglu.glu's y on the same device: scales
+bit for bit, data within one e4m3 step (the library divides in fp32), y bit for bit; every variant,
+odd shapes, both scale layouts, power-of-two scales, per-tensor scaling, NaN / inf / all-zero
+blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient, the ops' fake
+implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA (H200) torch._scaled_mm
+reads the scales in the layout written."""
+
+import math
+
+import pytest
+import torch
+
+import fastglu
+from fastglu.fp8 import glu_bwd_fp8, glu_fp8
+
+HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
+FP8 = torch.float8_e4m3fn
+
+VARIANTS = {
+    "swiglu": dict(),
+    "geglu": dict(activation="gelu_tanh"),
+    "quick_geglu_bias_weights_clamp_offset": dict(
+        activation="quick_gelu", bias=True, weights=True, clamp_value=7.0, glu_linear_offset=1.0
+    ),
+    "interleaved_bias": dict(interleaved=True, bias=True),
+    "multipliers": dict(gate_multiplier=1.25, down_multiplier=0.5, weights=True),
+}
+
+
+def make(variant, T, F, dtype, device):
+    opts = dict(VARIANTS[variant])
+    x = (torch.randn(T, 2 * F, dtype=torch.float32) * 2).to(dtype).to(device)
+    if opts.pop("bias", False):
+        opts["bias"] = torch.randn(2 * F, dtype=torch.float32).to(dtype).to(device)
+    if opts.pop("weights", False):
+        opts["weights"] = torch.rand(T, 1, dtype=torch.float32, device=device)
+    return x, opts
+
+
+def ref_scales(amax, pow2):
+    """The recipe's scale from a float64 amax (NaN kept): fp32 amax / 448, 1 for 0, 2^-149 for an
+    underflow, optionally rounded up to a power of two."""
+    s = (amax / 448.0).float()
+    s = torch.where(amax == 0, torch.ones_like(s), s)
+    s = torch.where(s == 0, torch.full_like(s, 2.0**-149), s)
+    if pow2:
+        m, e = torch.frexp(s)
+        up = torch.ldexp(torch.ones_like(s), e)
+        s = torch.where(torch.isfinite(s) & (m != 0.5), up, s)
+    return s
+
+
+def ref_block(y, pow2):
+    """Row-wise 1 x 128 quantisation of y [R, C] in float64: (scales [R, nb], q = y / scale)."""
+    R, C = y.shape
+    nb = -(-C // 128)
+    a = torch.zeros(R, nb * 128, dtype=torch.float64)
+    a[:, :C] = y.abs()
+    s = ref_scales(a.view(R, nb, 128).amax(-1), pow2)
+    return s, y / s.double().repeat_interleave(128, dim=1)[:, :C]
+
+
+def check_scales(got, want):
+    got, want = got.cpu(), want.cpu()
+    assert got.shape == want.shape
+    same = (got == want) | (torch.isnan(got) & torch.isnan(want))
+    assert bool(same.all()), (
+        f"{int((~same).sum())} scales differ: got {got[~same][:5]}, want {want[~same][:5]}"
+    )
+
+
+def check_codes(got, q):
+    """got (float8 codes) within one e4m3 step of the float64 quotients q; NaN where q is NaN."""
+    g = got.cpu().view(torch.uint8).to(torch.int32)
+    nan = torch.isnan(q)
+    assert bool(((g[nan] & 0x7F) == 0x7F).all())
+    w = q.clamp(-448, 448).to(FP8).view(torch.uint8).to(torch.int32)
+    gm, wm = g & 0x7F, w & 0x7F
+    ok = (
+        nan
+        | (g == w)
+        | ((gm == 0) & (wm == 0))
+        | ((((g ^ w) & 0x80) == 0) & ((gm - wm).abs() <= 1) & (gm != 0x7F))
+    )
+    assert bool(ok.all()), (
+        f"{int((~ok).sum())} codes beyond one e4m3 step: got {g[~ok][:5]}, want {w[~ok][:5]}"
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("T,F", [(1, 1), (257, 3), (257, 200), (130, 1408), (3, 2880)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_block_recipe_against_float64(variant, T, F, dtype, device):
+    x, opts = make(variant, T, F, dtype, device)
+    pow2 = F % 2 == 1
+    layout = "row_major" if T % 2 == 0 else "mn_major"
+    out = glu_fp8(x, columnwise=True, return_y=True, pow2_scales=pow2, scale_layout=layout, **opts)
+    y = fastglu.glu(x, **opts)
+    ints = {torch.float32: torch.int32}.get(dtype, torch.int16)
+    assert torch.equal(out.y.cpu().view(ints), y.cpu().view(ints))  # y bit for bit
+    yd = y.double().cpu()
+    s, q = ref_block(yd, pow2)
+    assert out.data.shape == (T, F) and out.data.dtype == FP8
+    assert out.scale.shape == (T, -(-F // 128))
+    if layout == "mn_major":
+        assert out.scale.stride() == (1, T)  # torch._scaled_mm's BlockWise1x128 layout
+    check_scales(out.scale, s)
+    check_codes(out.data, q)
+    st, qt = ref_block(yd.t().contiguous(), pow2)
+    assert out.data_t.shape == (F, T) and out.scale_t.shape == (F, -(-T // 128))
+    check_scales(out.scale_t, st)
+    check_codes(out.data_t, qt)
+    # dequantised, the copies agree with y to e4m3's precision (half a step: 2^-4 relative)
+    deq = out.data.float().cpu() * s.repeat_interleave(128, dim=1)[:, :F]
+    assert torch.allclose(deq.double(), yd, rtol=2.0**-4, atol=float(s.max()) * 2.0**-9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("T,F", [(1, 3), (257, 200), (130, 1408)])
+@pytest.mark.parametrize("scaling", ["block", "tensor"])
+def test_backward_dh_against_float64(variant, T, F, scaling, device):
+    """dh [T, 2F] (x's layout) quantised row-wise and column-wise, against the recipe applied to
+    fastglu.glu's own input gradient."""
+    x, opts = make(variant, T, F, torch.bfloat16, device)
+    dy = torch.randn(T, F, dtype=torch.float32).to(torch.bfloat16).to(device)
+    xg = x.clone().requires_grad_()
+    fastglu.glu(xg, **opts).backward(dy)
+    dh = xg.grad
+    out = glu_bwd_fp8(dy, x, columnwise=True, return_dh=True, scaling=scaling, **opts)
+    assert torch.equal(out.y.cpu().view(torch.int16), dh.cpu().view(torch.int16))  # dh bit for bit
+    d = dh.double().cpu()
+    if scaling == "block":
+        s, q = ref_block(d, False)
+        st, qt = ref_block(d.t().contiguous(), False)
+        assert out.data.shape == (T, 2 * F) and out.scale.stride() == (1, T)
+        check_scales(out.scale, s)
+        check_scales(out.scale_t, st)
+    else:
+        s = ref_scales(d.abs().max().reshape(1), False)[0]
+        check_scales(out.scale, s)
+        q, qt = d / float(s), d.t() / float(s)
+    check_codes(out.data, q)
+    check_codes(out.data_t, qt)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pow2", [False, True])
+def test_tensor_scaling(pow2, device):
+    x, opts = make("swiglu", 257, 300, torch.bfloat16, device)
+    out = glu_fp8(x, scaling="tensor", columnwise=True, pow2_scales=pow2, **opts)
+    yd = fastglu.glu(x, **opts).double().cpu()
+    s = ref_scales(yd.abs().max().reshape(1), pow2)[0]
+    assert out.scale.shape == () and out.scale_t is None
+    check_scales(out.scale, s)
+    check_codes(out.data, yd / float(s))
+    check_codes(out.data_t, yd.t() / float(s))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_inf_and_zero_blocks(device):
+    T, F = 5, 260
+    x, _ = make("swiglu", T, F, torch.bfloat16, device)
+    x[0, 3] = float("nan")  # gate NaN: row 0's first block and column 3's block are NaN
+    x[1, F + 130] = float("inf")  # up inf: row 1's second block holds +-inf
+    x[2, F:] = 0  # up 0: row 2 is all zeros
+    out = glu_fp8(x, columnwise=True)
+    s = out.scale.cpu()
+    assert torch.isnan(s[0, 0]) and not torch.isnan(s[0, 1])
+    assert math.isinf(float(s[1, 1])) and torch.isfinite(s[1, [0, 2]]).all()
+    assert (s[2] == 1).all()  # amax 0 -> scale 1
+    codes = out.data.cpu().view(torch.uint8)
+    assert bool(((codes[0, :128] & 0x7F) == 0x7F).all())
+    assert bool(((codes[2] & 0x7F) == 0).all())
+    assert torch.isnan(out.scale_t.cpu()[3, 0])
+    y = fastglu.glu(x).double().cpu()
+    sr, q = ref_block(y, False)
+    check_scales(out.scale, sr)
+    check_codes(out.data, q)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_and_compile_without_graph_breaks(device):
+    x, opts = make("quick_geglu_bias_weights_clamp_offset", 33, 160, torch.bfloat16, device)
+    args = (
+        x,
+        None,
+        opts["bias"],
+        opts["weights"],
+        2,
+        0,
+        7.0,
+        1.0,
+        1.0,
+        1.0,
+        0,
+        0,
+        False,
+        True,
+        True,
+    )
+    torch.library.opcheck(torch.ops.fastglu.glu_fwd_fp8.default, args)
+
+    def f(x, bias, weights):
+        o = glu_fp8(
+            x,
+            bias=bias,
+            weights=weights,
+            activation="quick_gelu",
+            clamp_value=7.0,
+            glu_linear_offset=1.0,
+            columnwise=True,
+            return_y=True,
+        )
+        return o.data, o.scale, o.data_t, o.scale_t, o.y
+
+    eager = f(x, opts["bias"], opts["weights"])
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(
+        x, opts["bias"], opts["weights"]
+    )
+    for a, b in zip(eager, compiled, strict=True):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(
+            a.view(torch.uint8) if a.dtype == FP8 else a,
+            b.view(torch.uint8) if b.dtype == FP8 else b,
+        )
+    dy = torch.randn(33, 160, dtype=torch.bfloat16, device=device)
+    torch.library.opcheck(torch.ops.fastglu.glu_bwd_fp8.default, (dy,) + args)
+
+    def g(dy, x, bias):
+        o = glu_bwd_fp8(dy, x, bias=bias, activation="quick_gelu", columnwise=True, return_dh=True)
+        return o.data, o.scale, o.data_t, o.scale_t, o.y
+
+    eager = g(dy, x, opts["bias"])
+    compiled = torch.compile(g, fullgraph=True, backend="aot_eager")(dy, x, opts["bias"])
+    for a, b in zip(eager, compiled, strict=True):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(
+            a.view(torch.uint8) if a.dtype == FP8 else a,
+            b.view(torch.uint8) if b.dtype == FP8 else b,
+        )
+
+
+def test_bad_arguments_name_the_tensor():
+    x = torch.randn(4, 6, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="x.dtype"):
+        glu_fp8(x.to(torch.int32))
+    with pytest.raises(ValueError, match="even"):
+        glu_fp8(torch.randn(4, 5, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="bias"):
+        glu_fp8(x, bias=torch.randn(6))
+    with pytest.raises(ValueError, match="bias"):
+        glu_fp8(x, bias=torch.randn(4, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="scaling"):
+        glu_fp8(x, scaling="row")
+    with pytest.raises(ValueError, match="scale_layout"):
+        glu_fp8(x, scale_layout="col")
+    with pytest.raises(ValueError, match="weights"):
+        glu_fp8(x, weights=torch.rand(3))
+    with pytest.raises(TypeError, match="dy"):
+        glu_bwd_fp8(torch.randn(4, 3), x)
+    with pytest.raises(ValueError, match="dy"):
+        glu_bwd_fp8(torch.randn(4, 2, dtype=torch.bfloat16), x)
+
+
+@pytest.mark.skipif(
+    not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU"
+)
+def test_scaled_mm_reads_the_layouts():
+    """y_fp8 / scale as torch._scaled_mm's mat_a with 1 x 128 scales (fc2's forward, w2 with 128 x
+    128 blocks), and y_t.t() / scale_t.t() as mat2 of the weight gradient (1 x 128 on both)."""
+    T, F, H = 256, 512, 256
+    x, _ = make("swiglu", T, F, torch.bfloat16, "cuda")
+    out = glu_fp8(x, columnwise=True, return_y=True)
+    y = out.y.float()
+    w2 = torch.randn(H, F, device="cuda")
+    w2_s = (
+        w2.abs().view(H // 128, 128, F // 128, 128).amax((1, 3)) / 448
+    )  # [H/128, F/128], row-major
+    w2_q = (w2 / w2_s.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(FP8)
+    got = torch._scaled_mm(out.data, w2_q.t(), out.scale, w2_s.t(), out_dtype=torch.float32)
+    want = y @ (w2_q.float() * w2_s.repeat_interleave(128, 0).repeat_interleave(128, 1)).t()
+    assert (got - want).norm() / want.norm() < 0.07
+    dy = torch.randn(T, H, device="cuda")
+    dyt_s = dy.t().abs().reshape(H, T // 128, 128).amax(-1) / 448  # dY^T [H, T] 1 x 128 blocks
+    dyt_q = (dy.t() / dyt_s.repeat_interleave(128, 1)).to(FP8)
+    a_s = dyt_s.t().contiguous().t()  # strides (1, H)
+    dw = torch._scaled_mm(dyt_q, out.data_t.t(), a_s, out.scale_t.t(), out_dtype=torch.float32)
+    want = (dyt_q.float() * dyt_s.repeat_interleave(128, 1)) @ y
+    assert (dw - want).norm() / want.norm() < 0.07
