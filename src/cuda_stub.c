@@ -17,32 +17,7 @@ static fastglu_status no_cuda(const char *fn) {
                              "%s: fastglu was built without the CUDA backend", fn);
 }
 
-fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stride, void *output,
-                                       int64_t output_row_stride, int64_t tokens,
-                                       int64_t ffn_hidden_size, fastglu_dtype dtype,
-                                       void *stream) {
-    static const char fn[] = "fastglu_swiglu_fwd_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_swiglu_fwd(fn, input, input_row_stride, output,
-                                                 output_row_stride, tokens, ffn_hidden_size, dtype,
-                                                 &empty);
-    (void)stream;
-    return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
-}
-
-fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
-                                       const void *input, int64_t input_row_stride, void *dinput,
-                                       int64_t dinput_row_stride, int64_t tokens,
-                                       int64_t ffn_hidden_size, fastglu_dtype dtype,
-                                       void *stream) {
-    static const char fn[] = "fastglu_swiglu_bwd_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_swiglu_bwd(fn, dy, dy_row_stride, dy_col_stride, input,
-                                                 input_row_stride, dinput, dinput_row_stride,
-                                                 tokens, ffn_hidden_size, dtype, &empty);
-    (void)stream;
-    return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
-}
+/* fastglu_swiglu_*_cuda: src/swiglu.c (a wrapper over fastglu_glu_*_cuda below). */
 
 fastglu_status fastglu_glu_fwd_cuda(const fastglu_glu_params *params, const void *gate,
                                     int64_t gate_row_stride, const void *up, int64_t up_row_stride,

@@ -44,11 +44,10 @@
  * with s = sigmoid(q(z)) = 1 / (1 + 2^(-log2(e) q(z))), q = k z for SILU (k = 1) and QUICK_GELU
  * (k = 1.702); GELU_TANH through 0.5 (1 + tanh x) = sigmoid(2 x): q = 2 * 0.79788456 z (1 + 0.044715
  * z^2) (Megatron's geglu / geglu_back in real arithmetic). The sigmoid is include/fastglu.h's:
- * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit. For SILU
- * this is src/swiglu_cpu.c's math operation for operation (act' = a (1 - s) + s, the fmaf with
- * q' = 1 rounding once), so fastglu_glu_*_cpu with the plain parameters gives
- * fastglu_swiglu_*_cpu's bits (tests/c/test_cpu_paths_agree.c), an up of -0 included: a zero
- * offset is added as -0 (offset_term), as the CUDA kernels add it (make_math). */
+ * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit (the
+ * division keeps a subnormal sigmoid, as the GPU's reciprocal does). fastglu_swiglu_*_cpu is this
+ * code with the plain SILU parameters (src/swiglu.c); a zero offset is added as -0 (offset_term),
+ * as the CUDA kernels add it (make_math), so an up of -0 stays -0. */
 
 #define LOG2E 1.44269504f
 
