@@ -39,6 +39,14 @@ static __device__ __forceinline__ float rcp_ftz(float x) {
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
+/* The sigmoid's reciprocal: 1 / x for x >= 1 (x = 1 + 2^...), subnormal results kept, as torch's
+ * fp32 sigmoid keeps them (for x > 2^126): the flushing reciprocal of x / 4, times 1 / 4 (exact
+ * where the result is normal, rounded once into the subnormal range). Two multiplies where
+ * rcp.approx without .ftz brings a slow path whose registers made some of the family's kernels
+ * spill. */
+static __device__ __forceinline__ float rcp_sigmoid(float x) {
+    return __fmul_rn(rcp_ftz(__fmul_rn(x, 0.25f)), 0.25f);
+}
 /* 1 / x from the special-function unit with subnormal results kept (max. error 1 ulp). */
 static __device__ __forceinline__ float rcp_approx(float x) {
     float r;
