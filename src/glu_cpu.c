@@ -277,7 +277,7 @@ static void glu_bwd(const bwd_args *A) {
 
 /* ---- public entry points ------------------------------------------------------------------ */
 
-fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void *gate,
+static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *gate,
                                    int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                    const void *bias, const void *weights,
                                    fastglu_dtype weights_dtype, int64_t weights_stride,
@@ -296,7 +296,7 @@ fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void 
     return FASTGLU_SUCCESS;
 }
 
-fastglu_status fastglu_glu_bwd_cpu(
+static fastglu_status bwd_entry(
     const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
     const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
     fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
@@ -336,4 +336,20 @@ fastglu_status fastglu_glu_bwd_cpu(
     A.dt = dtype;
     glu_bwd(&A);
     return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_fwd_cpu(FASTGLU_GLU_FWD_ARGS) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cpu", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size));
+}
+
+fastglu_status fastglu_glu_bwd_cpu(FASTGLU_GLU_BWD_ARGS) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cpu", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size));
 }

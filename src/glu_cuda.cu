@@ -1114,7 +1114,7 @@ static const dev_info *device_info(void) {
     return di;
 }
 
-extern "C" fastglu_status fastglu_glu_fwd_cuda(
+static fastglu_status fwd_entry(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
     int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
@@ -1166,7 +1166,7 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
                                               grid, block, args, 0, (cudaStream_t)stream));
 }
 
-extern "C" fastglu_status fastglu_glu_bwd_cuda(
+static fastglu_status bwd_entry(
     const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
     const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
     fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
@@ -1268,4 +1268,20 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     cfg.gridDim = rgrid, cfg.blockDim = rblock, cfg.dynamicSmemBytes = 0, cfg.stream = cs;
     cfg.attrs = &pdl, cfg.numAttrs = 1;
     return launch_status(fn, cudaLaunchKernelExC(&cfg, (const void *)reduce_kernels[d][il], rargs));
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size), stream);
+}
+
+extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size), stream);
 }

@@ -6,19 +6,33 @@
  * the family's bits. The arguments are validated here first, under the wrapper's own names (input,
  * output, dy, dinput), so that a bad call is reported as the caller wrote it.
  */
+#include <string.h>
+
 #include "internal.h"
 
-/* The family's call for plain SwiGLU: the forward with no bias, weights or fp8 copy. */
-#define SWIGLU_FWD_ARGS(input, in_rs, output, out_rs, tokens, F, dtype)                            \
-    &params, (input), (in_rs), (const char *)(input) + (F) * (int64_t)fastglu_dtype_size(dtype),   \
-        (in_rs), NULL, NULL, FASTGLU_DTYPE_FP32, 0, (output), (out_rs), NULL, 0, (tokens), (F),     \
-        (dtype)
-#define SWIGLU_BWD_ARGS(dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs, tokens, F, dtype)          \
-    &params, (dy), (dy_rs), (dy_cs), (input), (in_rs),                                             \
-        (const char *)(input) + (F) * (int64_t)fastglu_dtype_size(dtype), (in_rs), (dtype), NULL,   \
-        0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, (dinput), (din_rs),                                  \
-        (char *)(dinput) + (F) * (int64_t)fastglu_dtype_size(dtype), (din_rs), NULL, NULL, NULL, 0, \
-        (tokens), (F), (dtype)
+/* The family's operands for Megatron's fc1 output x [tokens, 2F]: gate = x[:, 0:F], up = x[:, F:2F]
+ * (the same row stride), no bias or weights; likewise the gradients' halves in dinput. */
+static fastglu_tensor part(const void *x, int64_t row_stride, int64_t col, fastglu_dtype dtype) {
+    fastglu_tensor t;
+    t.data = (char *)(uintptr_t)x + col * (int64_t)fastglu_dtype_size(dtype);
+    t.dtype = dtype, t.row_stride = row_stride;
+    return t;
+}
+static fastglu_glu_operands fc1_operands(const void *input, int64_t row_stride, int64_t F,
+                                         fastglu_dtype dtype) {
+    fastglu_glu_operands o;
+    memset(&o, 0, sizeof o);
+    o.gate = part(input, row_stride, 0, dtype), o.up = part(input, row_stride, F, dtype);
+    return o;
+}
+static fastglu_glu_grads fc1_grads(void *dinput, int64_t row_stride, int64_t F, fastglu_dtype dtype) {
+    fastglu_glu_grads g;
+    memset(&g, 0, sizeof g);
+    g.d_gate = part(dinput, row_stride, 0, dtype), g.d_up = part(dinput, row_stride, F, dtype);
+    return g;
+}
+static const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 0};
+static const fastglu_workspace no_workspace = {NULL, 0};
 
 fastglu_status fastglu_swiglu_fwd_cpu(const void *input, int64_t input_row_stride, void *output,
                                       int64_t output_row_stride, int64_t tokens,
@@ -29,8 +43,9 @@ fastglu_status fastglu_swiglu_fwd_cpu(const void *input, int64_t input_row_strid
                                  output_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    return fastglu_glu_fwd_cpu(SWIGLU_FWD_ARGS(input, input_row_stride, output, output_row_stride,
-                                               tokens, ffn_hidden_size, dtype));
+    const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
+    return fastglu_glu_fwd_cpu(&params, &o, part(output, output_row_stride, 0, dtype), none, tokens,
+                               ffn_hidden_size);
 }
 
 fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stride, void *output,
@@ -42,9 +57,9 @@ fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stri
                                  output_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    return fastglu_glu_fwd_cuda(SWIGLU_FWD_ARGS(input, input_row_stride, output, output_row_stride,
-                                                tokens, ffn_hidden_size, dtype),
-                                stream);
+    const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
+    return fastglu_glu_fwd_cuda(&params, &o, part(output, output_row_stride, 0, dtype), none, tokens,
+                                ffn_hidden_size, stream);
 }
 
 fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
@@ -57,9 +72,10 @@ fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int
         dinput, dinput_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    return fastglu_glu_bwd_cpu(SWIGLU_BWD_ARGS(dy, dy_row_stride, dy_col_stride, input,
-                                               input_row_stride, dinput, dinput_row_stride, tokens,
-                                               ffn_hidden_size, dtype));
+    const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
+    const fastglu_glu_grads g = fc1_grads(dinput, dinput_row_stride, ffn_hidden_size, dtype);
+    return fastglu_glu_bwd_cpu(&params, part(dy, dy_row_stride, 0, dtype), dy_col_stride, &o, &g,
+                               no_workspace, tokens, ffn_hidden_size);
 }
 
 fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
@@ -73,8 +89,8 @@ fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
         dinput, dinput_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    return fastglu_glu_bwd_cuda(SWIGLU_BWD_ARGS(dy, dy_row_stride, dy_col_stride, input,
-                                                input_row_stride, dinput, dinput_row_stride,
-                                                tokens, ffn_hidden_size, dtype),
-                                stream);
+    const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
+    const fastglu_glu_grads g = fc1_grads(dinput, dinput_row_stride, ffn_hidden_size, dtype);
+    return fastglu_glu_bwd_cuda(&params, part(dy, dy_row_stride, 0, dtype), dy_col_stride, &o, &g,
+                                no_workspace, tokens, ffn_hidden_size, stream);
 }

@@ -160,7 +160,7 @@ extern "C" long emu_fastdiv_selftest(long *checked) {
 
 /* fastglu_glu_*_cuda as glu_cuda.cu has them for the case glu_swiglu.cuh takes (the only one the
  * emulation runs: any other case is an error here). */
-extern "C" fastglu_status fastglu_glu_fwd_cuda(
+static fastglu_status fwd_entry(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
     int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
@@ -183,7 +183,7 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
                                               output_row_stride, tokens, ffn_hidden_size));
 }
 
-extern "C" fastglu_status fastglu_glu_bwd_cuda(
+static fastglu_status bwd_entry(
     const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
     const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
     fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
@@ -208,4 +208,20 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
                                               dy_row_stride, dy_col_stride, gate, gate_row_stride,
                                               up, up_row_stride, d_gate, d_gate_row_stride, d_up,
                                               d_up_row_stride, tokens, ffn_hidden_size));
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size), stream);
+}
+
+extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size), stream);
 }
