@@ -20,8 +20,10 @@
  * sigmoid(x) = 1 / (1 + 2^(-log2(e) x)); the CUDA backend takes 2^x and 1/x from the GPU's
  * special-function unit (approximations within a few fp32 ulp), the CPU backend from exp2f and a
  * division, in the same order of operations. This holds for SwiGLU and for every activation of the
- * gated-linear-unit family below (GELU_TANH's tanh taken as 0.5 (1 + tanh x) = sigmoid(2 x)): on the
- * CPU, fastglu_glu_*_cpu with the plain SILU parameters makes fastglu_swiglu_*_cpu's operations.
+ * gated-linear-unit family below (GELU_TANH's tanh taken as 0.5 (1 + tanh x) = sigmoid(2 x)). The
+ * reciprocal keeps subnormal results on both backends. fastglu_swiglu_*_{cpu,cuda} are
+ * fastglu_glu_*_{cpu,cuda} with the plain SILU parameters and up = input + F: the same code, the
+ * same bits.
  *
  * Strides and sizes are counted in elements (not bytes) and are 64-bit. A "row stride" is the
  * distance between the first elements of consecutive rows; within a row, input and output elements
@@ -48,7 +50,7 @@ extern "C" {
 #endif
 
 #define FASTGLU_VERSION_MAJOR 0
-#define FASTGLU_VERSION_MINOR 2
+#define FASTGLU_VERSION_MINOR 3
 #define FASTGLU_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -72,7 +74,7 @@ typedef enum fastglu_dtype {
     FASTGLU_DTYPE_FP16 = 1,    /* IEEE binary16                                              */
     FASTGLU_DTYPE_BF16 = 2,    /* bfloat16 (8-bit exponent, 7-bit mantissa)                  */
     FASTGLU_DTYPE_FP8_E4M3 = 3 /* float8 e4m3fn (torch.float8_e4m3fn); only as the saved input
-                                  of fastglu_glu_bwd_* (input_dtype), which fastglu_glu_fwd_*
+                                  of fastglu_glu_bwd_* (the operands' dtype), which fastglu_glu_fwd_*
                                   can write (saved_fp8); never as a compute type */
 } fastglu_dtype;
 
@@ -192,14 +194,14 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
  *                               bias (if any) is [2F]: b_gate = bias[0:F], b_up = bias[F:2F].
  *                               The gradients are written the same way: d_gate / d_up pointers.
  *   FASTGLU_LAYOUT_INTERLEAVED  one [tokens, 2F] operand x: gate[t, j] = x[t, 2j], up[t, j] =
- *                               x[t, 2j + 1] (GPT-OSS checkpoints). Pass x as `gate`, NULL as `up`
- *                               (up_row_stride ignored); bias [2F] is interleaved the same way;
- *                               d_gate is the [tokens, 2F] gradient, d_up NULL.
+ *                               x[t, 2j + 1] (GPT-OSS checkpoints). Pass x as `gate`, `up` absent
+ *                               (data NULL); bias [2F] is interleaved the same way; d_gate is the
+ *                               [tokens, 2F] gradient, d_up absent.
  *
- * Element types: gate, up, bias, output, dy, d_gate, d_up and dbias share `dtype` (FP32, FP16 or
- * BF16); weights and dweights have `weights_dtype` (FP32, FP16 or BF16; Megatron passes fp32 probs
- * with bf16 activations). The backward may read a saved input stored as FASTGLU_DTYPE_FP8_E4M3
- * (input_dtype), decoded as fp8 * input_scale_inv; the forward can write that fp8 copy itself
+ * Element types: gate, up, bias, output, dy, d_gate, d_up and dbias share one dtype, the call's
+ * (FP32, FP16 or BF16); weights and dweights share theirs (FP32, FP16 or BF16; Megatron passes fp32
+ * probs with bf16 activations). The backward may read saved operands stored as
+ * FASTGLU_DTYPE_FP8_E4M3, decoded as fp8 * scale_inv; the forward can write that fp8 copy itself
  * (saved_fp8) in the pass that computes its output. All arithmetic is fp32; dbias and dweights
  * accumulate in fp32 in a fixed order, so results are bitwise reproducible run to run and
  * independent of the launch configuration.
@@ -230,21 +232,65 @@ typedef struct fastglu_glu_params {
 FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation activation);
 
 /* ---------------------------------------------------------------------------------------------
+ * Operand descriptors.
+ *
+ * The family's functions take their 2D operands as fastglu_tensor descriptors (pointer, dtype, row
+ * stride; columns contiguous), gathered in two structs: the forward's operands, which the backward
+ * reads again (fastglu_glu_operands), and the backward's gradients (fastglu_glu_grads). An optional
+ * operand is absent when its data is NULL (its other fields are then ignored).
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct fastglu_tensor {
+    void *data;           /* NULL: absent (optional operands only)                          */
+    fastglu_dtype dtype;
+    int64_t row_stride;   /* elements between rows (matrix) or consecutive elements (vector) */
+} fastglu_tensor;
+
+/* The forward's operands (F = ffn_hidden_size). Inputs are only read. */
+typedef struct fastglu_glu_operands {
+    fastglu_tensor gate;      /* SPLIT: [tokens, F]; INTERLEAVED: [tokens, 2F] (gate and up
+                                 interleaved). dtype: the call's dtype (the backward also takes
+                                 FASTGLU_DTYPE_FP8_E4M3, Megatron's fp8_input_store, e.g. the
+                                 forward's saved_fp8 copy). Row stride >= 0 (rows may overlap). */
+    fastglu_tensor up;        /* SPLIT: [tokens, F], gate's dtype; INTERLEAVED: absent          */
+    fastglu_tensor bias;      /* absent, or [2F] of the call's dtype, contiguous (row_stride 1)
+                                 (layout: see Layouts)                                          */
+    fastglu_tensor weights;   /* absent, or [tokens] per-token weights (MoE probs), FP32, FP16 or
+                                 BF16: element t at data[t * row_stride] (row_stride >= 0)      */
+    fastglu_tensor scale_inv; /* backward with fp8 operands only (else absent): absent (scale 1),
+                                 or FP32 values, element t at data[t * row_stride] (0: one
+                                 per-tensor value, 1: one per token); the operand is fp8 * value */
+} fastglu_glu_operands;
+
+/* The backward's outputs. */
+typedef struct fastglu_glu_grads {
+    fastglu_tensor d_gate;   /* the operands' layout: SPLIT [tokens, F]; INTERLEAVED [tokens, 2F]  */
+    fastglu_tensor d_up;     /* SPLIT: [tokens, F]; INTERLEAVED: absent                            */
+    fastglu_tensor dbias;    /* absent, or [2F] contiguous (row_stride 1): the bias gradient summed
+                                over tokens (requires bias), the bias's layout                    */
+    fastglu_tensor dweights; /* absent, or [tokens] contiguous (row_stride 1), the weights' dtype
+                                (requires weights)                                                */
+} fastglu_glu_grads;
+
+/* Scratch memory of the backward: device (CUDA) or host (CPU) memory, 16-byte aligned. */
+typedef struct fastglu_workspace {
+    void *data;
+    size_t bytes;
+} fastglu_workspace;
+
+/* ---------------------------------------------------------------------------------------------
  * Gated activation, forward.
  *
  *   params           activation, layout, clamp, offset, multipliers (not NULL)
- *   gate             SPLIT: [tokens, F], row stride gate_row_stride (>= 0, only read);
- *                    INTERLEAVED: [tokens, 2F] (gate and up interleaved)
- *   up               SPLIT: [tokens, F], row stride up_row_stride; INTERLEAVED: must be NULL
- *   bias             NULL, or [2F] contiguous, dtype (see Layouts)
- *   weights          NULL, or [tokens] per-token weights (MoE probs) of weights_dtype, element t
- *                    at weights[t * weights_stride] (weights_stride >= 0)
- *   output           [tokens, F], row stride output_row_stride (>= F if tokens > 1), column stride 1
- *   saved_fp8        NULL, or the fp8 copy of the operands for the backward (Megatron's
- *                    fp8_input_store): [tokens, 2F] bytes of float8_e4m3fn (torch.float8_e4m3fn),
- *                    row stride saved_fp8_row_stride in bytes (= elements; >= 2F if tokens > 1),
- *                    column stride 1, any alignment. Each row receives that token's operands
- *                    as stored (before the bias; for the clamp, see below), in the operands' layout:
+ *   operands         gate, up, bias, weights (not NULL; scale_inv must be absent). gate's dtype
+ *                    is the call's dtype (FP32, FP16 or BF16); up and bias have it too.
+ *   output           [tokens, F] of the call's dtype, row stride >= F if tokens > 1
+ *   saved_fp8        absent, or the fp8 copy of the operands for the backward (Megatron's
+ *                    fp8_input_store): [tokens, 2F] bytes of float8_e4m3fn (dtype
+ *                    FASTGLU_DTYPE_FP8_E4M3), row stride in bytes (= elements; >= 2F if
+ *                    tokens > 1), column stride 1, any alignment. Each row receives that token's
+ *                    operands as stored (before the bias; for the clamp, see below), in the
+ *                    operands' layout:
  *                      SPLIT        gate[t, j] at column j, up[t, j] at column F + j (also when
  *                                   gate and up are two tensors: the copy is one [tokens, 2F] row)
  *                      INTERLEAVED  gate[t, j] at column 2j, up[t, j] at 2j + 1 (as the input)
@@ -264,60 +310,48 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  *                    bound (then lo, its neighbour on the bound's side). NaN stays NaN. A finite c
  *                    >= 448 (nothing in e4m3fn lies beyond it) is FASTGLU_ERROR_INVALID_VALUE;
  *                    c = +inf cuts nothing and gets the plain cast.
- *                    The backward then reads it with input_dtype = FASTGLU_DTYPE_FP8_E4M3 (no
- *                    scale: input_scale_inv NULL): SPLIT gate = saved_fp8, up = saved_fp8 + F,
- *                    both with row stride saved_fp8_row_stride; INTERLEAVED gate = saved_fp8.
+ *                    The backward then reads it as its operands: gate = {saved_fp8,
+ *                    FASTGLU_DTYPE_FP8_E4M3, row stride} (scale_inv absent), and for SPLIT up =
+ *                    {saved_fp8 + F, FASTGLU_DTYPE_FP8_E4M3, the same row stride}.
  *                    Written in the same pass as output (no second read of the input).
- *   saved_fp8_row_stride  ignored when saved_fp8 is NULL
- *   tokens, ffn_hidden_size (F), dtype: as fastglu_swiglu_fwd_*
+ *   tokens           number of rows, >= 0
+ *   ffn_hidden_size  F, >= 0
  *   stream           (CUDA only) cudaStream_t
  *
  * output and saved_fp8 must not overlap any input or each other. Errors:
  * FASTGLU_ERROR_INVALID_VALUE (NULL, negative size or stride, a saved_fp8 row stride < 2F, overlap,
- * up given with INTERLEAVED, bad params, a clamp dtype cannot hold or, with saved_fp8, a finite
- * clamp >= 448), FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA,
- * FASTGLU_ERROR_CUDA. One kernel launch; no allocation, no synchronization.
+ * up given with INTERLEAVED, a bias not contiguous, scale_inv given, bad params, a clamp dtype
+ * cannot hold or, with saved_fp8, a finite clamp >= 448), FASTGLU_ERROR_UNSUPPORTED_DTYPE (a dtype
+ * outside the set, or operands whose dtypes disagree), FASTGLU_ERROR_NO_CUDA, FASTGLU_ERROR_CUDA.
+ * One kernel launch; no allocation, no synchronization.
  * ------------------------------------------------------------------------------------------- */
-FASTGLU_API fastglu_status fastglu_glu_fwd_cuda(
-    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
-    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
-    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
-    void *stream);
+#define FASTGLU_GLU_FWD_ARGS                                                                       \
+    const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output, \
+        fastglu_tensor saved_fp8, int64_t tokens, int64_t ffn_hidden_size
 
-FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
-    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
-    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
-    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype);
+FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(FASTGLU_GLU_FWD_ARGS);
+FASTGLU_API fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream);
 
 /* ---------------------------------------------------------------------------------------------
  * Gated activation, backward (dgrad of gate and up; bias and weight gradients reduced).
  *
  *   params           as the forward
- *   dy               [tokens, F]: element (t, j) at dy[t * dy_row_stride + j * dy_col_stride];
- *                    any strides >= 0 (0 = broadcast), read in place; dtype
- *   gate, up         the forward's operands (same layout rules), stored as input_dtype
- *   input_dtype      dtype, or FASTGLU_DTYPE_FP8_E4M3 (Megatron's fp8_input_store, e.g. the
- *                    forward's saved_fp8 copy)
- *   input_scale_inv  fp8 only: NULL (scale 1), or fp32 values with element t at
- *                    input_scale_inv[t * input_scale_stride] (stride 0: one per-tensor value,
- *                    1: one per token); the operand is fp8 * scale_inv. Must be NULL otherwise.
- *   bias             NULL or the forward's [2F] bias
- *   weights          NULL or the forward's weights (weights_dtype, weights_stride)
- *   d_gate, d_up     outputs with the operands' layout: SPLIT: two [tokens, F] (row strides
- *                    d_gate_row_stride, d_up_row_stride); INTERLEAVED: d_gate [tokens, 2F], d_up
- *                    NULL. dtype. In place is legal: d_gate == gate and d_up == up with equal row
- *                    strides (input_dtype == dtype); any other overlap with an input is an error.
- *   dbias            NULL, or [2F] contiguous, dtype: the bias gradient summed over tokens
- *                    (requires bias). Same layout as bias.
- *   dweights         NULL, or [tokens] contiguous, weights_dtype (requires weights)
- *   workspace        device (CUDA) or host (CPU) memory of at least
- *                    fastglu_glu_bwd_workspace_bytes(...) bytes, 16-byte aligned; may be NULL when
- *                    that size is 0 (no dbias and no dweights). Its contents on entry do not matter
+ *   dy               [tokens, F] upstream gradient; its dtype is the call's dtype (FP32, FP16 or
+ *                    BF16): element (t, j) at dy.data[t * dy.row_stride + j * dy_col_stride]; any
+ *                    strides >= 0 (0 = broadcast), read in place
+ *   operands         the forward's (not NULL): gate and up stored as dy's dtype or as
+ *                    FASTGLU_DTYPE_FP8_E4M3 (then scale_inv may scale them); bias and weights as
+ *                    in the forward
+ *   grads            (not NULL) d_gate, d_up of dy's dtype with the operands' layout; in place
+ *                    is legal: d_gate.data == gate.data and d_up.data == up.data with equal row
+ *                    strides (operands of dy's dtype); any other overlap with an input is an
+ *                    error. dbias (dy's dtype) and dweights (the weights' dtype), when present.
+ *   workspace        at least fastglu_glu_bwd_workspace_bytes(...) bytes (device memory for
+ *                    CUDA, host memory for the CPU), 16-byte aligned; data may be NULL when that
+ *                    size is 0 (no dbias and no dweights). Its contents on entry do not matter
  *                    and are undefined on return (CUDA: the reduction drops the partials it has
  *                    read from the L2 cache without writing them back to memory).
- *   tokens, ffn_hidden_size, dtype, stream: as the forward
+ *   tokens, ffn_hidden_size, stream: as the forward
  *
  * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
  * set to zero, the sums over nothing (their pointers are validated); nothing else is written.
@@ -328,23 +362,13 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_cpu(
 FASTGLU_API size_t fastglu_glu_bwd_workspace_bytes(int64_t tokens, int64_t ffn_hidden_size,
                                                    int want_dbias, int want_dweights);
 
-FASTGLU_API fastglu_status fastglu_glu_bwd_cuda(
-    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
-    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
-    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
-    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
-    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream);
+#define FASTGLU_GLU_BWD_ARGS                                                                       \
+    const fastglu_glu_params *params, fastglu_tensor dy, int64_t dy_col_stride,                   \
+        const fastglu_glu_operands *operands, const fastglu_glu_grads *grads,                      \
+        fastglu_workspace workspace, int64_t tokens, int64_t ffn_hidden_size
 
-FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
-    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
-    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
-    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
-    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
-    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype);
+FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(FASTGLU_GLU_BWD_ARGS);
+FASTGLU_API fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream);
 
 /* =============================================================================================
  * Linear layers: fc1 GEMM with the gated activation in its epilogue (and the plain GEMM).
@@ -396,11 +420,7 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_cpu(
  * FASTGLU_ERROR_CUDA.
  * ========================================================================================== */
 
-typedef struct fastglu_tensor {
-    void *data;           /* NULL: absent (optional operands only)                          */
-    fastglu_dtype dtype;
-    int64_t row_stride;   /* elements between rows (matrix) or consecutive elements (vector) */
-} fastglu_tensor;
+/* fastglu_tensor: see "Operand descriptors" above. */
 
 FASTGLU_API fastglu_status fastglu_linear_cuda(fastglu_tensor x, fastglu_tensor w,
                                                fastglu_tensor bias, fastglu_tensor out,
@@ -509,13 +529,18 @@ FASTGLU_API void fastglu_debug_set_gemm_fallback(int on);
 FASTGLU_API void fastglu_set_fp8_saturate(int saturate);
 FASTGLU_API int fastglu_fp8_saturate(void);
 
-/* Testing hook: caps the CUDA grid of every later launch at max_blocks blocks (0 restores the
- * default), to show that results do not depend on the launch configuration. Not thread-safe. */
+/* Testing hook: caps the grid of every later launch of the family's kernels (fastglu_glu_*_cuda
+ * and fastglu_swiglu_*_cuda: the plain-SwiGLU kernels, the general and specialised flat and tile
+ * kernels, the reduction) at max_blocks blocks (0 restores the default), to show that results do
+ * not depend on the launch configuration; the kernels then stride over the grid. The GEMMs
+ * (fastglu_linear*_cuda) keep their grids. Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
 
-/* Testing hook: 1 makes the CUDA glu launchers use their general kernels (any alignment, features
- * read at run time) where they would pick a specialised one; 0 (the default) restores the choice.
- * Results are bitwise the same either way (tests/c/test_glu_cuda.c shows it). Not thread-safe. */
+/* Testing hook: 1 makes fastglu_glu_*_cuda and fastglu_swiglu_*_cuda use the family's general
+ * kernels (any alignment, features read at run time) where they would pick a specialised one (the
+ * plain-SwiGLU kernels, the specialised flat and tile kernels); 0 (the default) restores the
+ * choice. Results are bitwise the same either way (tests/c/test_glu_cuda.c and test_swiglu_cuda.c
+ * show it). Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
 
 /* =============================================================================================

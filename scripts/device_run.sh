@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab ncu ncufwd llama sanitize fp8;
+#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8;
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -139,6 +139,12 @@ if want ab; then
         --json "$OUT/extra/ab/${names[$bi]}-$ci.json" 2>&1 | tail -2
     done
   done 2>&1 | tee "$OUT/extra/ab.txt"
+fi
+if want abswiglu; then
+  # fastglu_swiglu_*_cuda of an older build (AB_BASE: a git revision or a folder of its sources,
+  # default ab-base/) against the working tree's: scripts/ab_swiglu.sh
+  step "A/B of fastglu_swiglu_*_cuda: ${AB_BASE:-ab-base} against the working tree"
+  bash scripts/ab_swiglu.sh "${AB_BASE:-ab-base}" 2>&1 | tee "$OUT/extra/ab_swiglu.txt"
 fi
 if want ncu; then
   # Hardware counters (ncu works on the Firecracker runtime; clocks left alone, as METHOD.md asks)

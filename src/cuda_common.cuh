@@ -1,5 +1,5 @@
 /*
- * cuda_common.cuh — device helpers shared by the CUDA kernels (swiglu_cuda.cu, glu_cuda.cu): element
+ * cuda_common.cuh — device helpers shared by the CUDA kernels (glu_cuda.cu, glu_swiglu.cuh, the GEMMs): element
  * conversions, the fixed-divisor division, access widths, and a launch's status. Not installed.
  */
 #ifndef FASTGLU_CUDA_COMMON_CUH
@@ -39,6 +39,14 @@ static __device__ __forceinline__ float rcp_ftz(float x) {
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
+/* The sigmoid's reciprocal: 1 / x for x >= 1 (x = 1 + 2^...), subnormal results kept, as torch's
+ * fp32 sigmoid keeps them (for x > 2^126): the flushing reciprocal of x / 4, times 1 / 4 (exact
+ * where the result is normal, rounded once into the subnormal range). Two multiplies where
+ * rcp.approx without .ftz brings a slow path whose registers made some of the family's kernels
+ * spill. */
+static __device__ __forceinline__ float rcp_sigmoid(float x) {
+    return __fmul_rn(rcp_ftz(__fmul_rn(x, 0.25f)), 0.25f);
+}
 /* 1 / x from the special-function unit with subnormal results kept (max. error 1 ulp). */
 static __device__ __forceinline__ float rcp_approx(float x) {
     float r;
@@ -48,14 +56,6 @@ static __device__ __forceinline__ float rcp_approx(float x) {
 #endif /* (tests/emu/shim defines these on the host) */
 
 #define LOG2E 1.44269504f
-
-/* SiLU's sigmoid in the SwiGLU kernels (swiglu_cuda.cu): sigmoid(g) = 1 / (1 + 2^(-log2(e) g)),
- * the family's SiLU (glu_cuda.cu: k = 1, kl = -LOG2E) operation for operation, except that the
- * reciprocal keeps a subnormal result, as torch's fp32 sigmoid does: for g < -87.3 silu(g) is then
- * a tiny nonzero, and silu(g) * inf = -inf as in torch, where the family's flushed 0 gives NaN. */
-static __device__ __forceinline__ float silu_sigmoid(float g) {
-    return rcp_approx(__fadd_rn(1.0f, ex2_ftz(__fmul_rn(-LOG2E, g))));
-}
 
 /* Division by a fixed d as multiply-high and shift (Granlund & Montgomery), exact for n < 2^32. */
 typedef struct fastdiv {

@@ -100,9 +100,13 @@ static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
             const void *w = p->weights ? (const char *)p->weights + t * p->weights_stride * wes
                                        : NULL;
             void *yrow = (char *)p->y + (t * p->y_row_stride + j0) * es;
-            const fastglu_status st =
-                fastglu_glu_fwd_cpu(prm, hb, 0, up, 0, NULL, w, p->weights_dtype, 0, yrow, 0, NULL,
-                                    0, 1, n, p->dtype);
+            fastglu_glu_operands o;
+            memset(&o, 0, sizeof o);
+            o.gate.data = hb, o.gate.dtype = p->dtype;
+            o.up.data = (void *)(uintptr_t)up, o.up.dtype = p->dtype;
+            o.weights.data = (void *)(uintptr_t)w, o.weights.dtype = p->weights_dtype;
+            const fastglu_tensor yt = {yrow, p->dtype, 0}, no_fp8 = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+            const fastglu_status st = fastglu_glu_fwd_cpu(prm, &o, yt, no_fp8, 1, n);
             if (st != FASTGLU_SUCCESS) return st; /* not reached: the call was validated */
         }
     }

@@ -382,3 +382,61 @@ fastglu_status fastglu_check_glu_bwd(
     }
     return FASTGLU_SUCCESS;
 }
+
+/* ---- the descriptors ---------------------------------------------------------------------- */
+
+/* FASTGLU_ERROR_UNSUPPORTED_DTYPE unless the present operand t has dtype `want` (named `ref`). */
+static fastglu_status same_dtype(const char *fn, const char *name, const fastglu_tensor *t,
+                                 fastglu_dtype want, const char *ref) {
+    if (t->data == NULL || t->dtype == want) return FASTGLU_SUCCESS;
+    return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                             "%s: %s.dtype = %d differs from %s.dtype = %d", fn, name,
+                             (int)t->dtype, ref, (int)want);
+}
+
+/* FASTGLU_ERROR_INVALID_VALUE unless the present vector t is contiguous. */
+static fastglu_status contiguous(const char *fn, const char *name, const fastglu_tensor *t) {
+    if (t->data == NULL || t->row_stride == 1) return FASTGLU_SUCCESS;
+    return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                             "%s: %s.row_stride = %" PRId64 " (it must be contiguous: 1)", fn, name,
+                             t->row_stride);
+}
+
+fastglu_status fastglu_check_glu_fwd_descriptors(const char *fn, const fastglu_glu_operands *o,
+                                                 const fastglu_tensor *output,
+                                                 const fastglu_tensor *saved_fp8) {
+    if (o == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
+    TRY(same_dtype(fn, "gate", &o->gate, output->dtype, "output"));
+    TRY(same_dtype(fn, "up", &o->up, output->dtype, "output"));
+    TRY(same_dtype(fn, "bias", &o->bias, output->dtype, "output"));
+    TRY(contiguous(fn, "bias", &o->bias));
+    if (o->scale_inv.data != NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: scale_inv is given (it scales the backward's fp8 operands)", fn);
+    if (saved_fp8->data != NULL && saved_fp8->dtype != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: saved_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                 (int)saved_fp8->dtype);
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_check_glu_bwd_descriptors(const char *fn, const fastglu_tensor *dy,
+                                                 const fastglu_glu_operands *o,
+                                                 const fastglu_glu_grads *g) {
+    if (o == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
+    if (g == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: grads is NULL", fn);
+    TRY(same_dtype(fn, "up", &o->up, o->gate.dtype, "gate"));
+    TRY(same_dtype(fn, "bias", &o->bias, dy->dtype, "dy"));
+    TRY(contiguous(fn, "bias", &o->bias));
+    TRY(same_dtype(fn, "d_gate", &g->d_gate, dy->dtype, "dy"));
+    TRY(same_dtype(fn, "d_up", &g->d_up, dy->dtype, "dy"));
+    TRY(same_dtype(fn, "dbias", &g->dbias, dy->dtype, "dy"));
+    TRY(contiguous(fn, "dbias", &g->dbias));
+    if (o->weights.data != NULL) TRY(same_dtype(fn, "dweights", &g->dweights, o->weights.dtype, "weights"));
+    TRY(contiguous(fn, "dweights", &g->dweights));
+    if (o->scale_inv.data != NULL && o->scale_inv.dtype != FASTGLU_DTYPE_FP32)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
+                                 (int)o->scale_inv.dtype);
+    return FASTGLU_SUCCESS;
+}

@@ -44,11 +44,10 @@
  * with s = sigmoid(q(z)) = 1 / (1 + 2^(-log2(e) q(z))), q = k z for SILU (k = 1) and QUICK_GELU
  * (k = 1.702); GELU_TANH through 0.5 (1 + tanh x) = sigmoid(2 x): q = 2 * 0.79788456 z (1 + 0.044715
  * z^2) (Megatron's geglu / geglu_back in real arithmetic). The sigmoid is include/fastglu.h's:
- * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit. For SILU
- * this is src/swiglu_cpu.c's math operation for operation (act' = a (1 - s) + s, the fmaf with
- * q' = 1 rounding once), so fastglu_glu_*_cpu with the plain parameters gives
- * fastglu_swiglu_*_cpu's bits (tests/c/test_cpu_paths_agree.c), an up of -0 included: a zero
- * offset is added as -0 (offset_term), as the CUDA kernels add it (make_math). */
+ * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit (the
+ * division keeps a subnormal sigmoid, as the GPU's reciprocal does). fastglu_swiglu_*_cpu is this
+ * code with the plain SILU parameters (src/swiglu.c); a zero offset is added as -0 (offset_term),
+ * as the CUDA kernels add it (make_math), so an up of -0 stays -0. */
 
 #define LOG2E 1.44269504f
 
@@ -278,7 +277,7 @@ static void glu_bwd(const bwd_args *A) {
 
 /* ---- public entry points ------------------------------------------------------------------ */
 
-fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void *gate,
+static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *gate,
                                    int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                    const void *bias, const void *weights,
                                    fastglu_dtype weights_dtype, int64_t weights_stride,
@@ -297,7 +296,7 @@ fastglu_status fastglu_glu_fwd_cpu(const fastglu_glu_params *params, const void 
     return FASTGLU_SUCCESS;
 }
 
-fastglu_status fastglu_glu_bwd_cpu(
+static fastglu_status bwd_entry(
     const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
     const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
     fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
@@ -337,4 +336,20 @@ fastglu_status fastglu_glu_bwd_cpu(
     A.dt = dtype;
     glu_bwd(&A);
     return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_fwd_cpu(FASTGLU_GLU_FWD_ARGS) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cpu", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size));
+}
+
+fastglu_status fastglu_glu_bwd_cpu(FASTGLU_GLU_BWD_ARGS) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cpu", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size));
 }

@@ -3,9 +3,12 @@
  * written as C. Math, layouts and dtypes: include/fastglu.h ("The gated-linear-unit family"; sources:
  * Megatron-Core fused_bias_swiglu.py / fused_bias_geglu.py, Liger-Kernel's SwiGLU multipliers).
  *
- * Three kernels:
+ * Plain SwiGLU (SiLU without bias, weights, clamp, offset, multipliers or fp8; SPLIT; no
+ * reductions) runs the kernels of glu_swiglu.cuh (128 threads, one 16-byte chunk per thread, an
+ * aligned forward on 32-bit indices, a flat forward for F % 8 != 0: bench/PERF_NOTES.md). Every
+ * other case runs three kernels:
  *   glu_fwd_kernel   forward; flat: each thread takes chunks of E = 16 / sizeof(T) output columns of
- *                    one row (tokens * ceil(F / E) chunks numbered row by row, as swiglu_cuda.cu).
+ *                    one row (tokens * ceil(F / E) chunks numbered row by row, as glu_swiglu.cuh).
  *   glu_bwd_kernel   backward without dbias; flat, like the forward. dweights alone only where a
  *                    warp's chunks are one column tile of one row (see the kernel); else the tile kernel.
  *   glu_bwd_tile_kernel + glu_reduce_kernel
@@ -108,6 +111,20 @@ static unsigned grid_size(uint64_t blocks) {
     uint64_t cap = 2147483647ull;
     if (debug_max_blocks > 0 && (uint64_t)debug_max_blocks < cap) cap = (uint64_t)debug_max_blocks;
     return (unsigned)(blocks < cap ? (blocks ? blocks : 1) : cap);
+}
+
+/* The kernels for plain SwiGLU, the family's most common case (swiglu_fwd_case / _bwd_case). */
+#include "glu_swiglu.cuh"
+
+extern "C" int fastglu_cuda_built(void) { return 1; }
+
+extern "C" int fastglu_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" so it does not leak into a later call */
+        return 0;
+    }
+    return n > 0;
 }
 
 /* ---- element types ---------------------------------------------------------------------------- */
@@ -239,7 +256,7 @@ static __device__ __forceinline__ void store_elems(T *p, int width, const float 
 
 /* ---- launch arguments ------------------------------------------------------------------------ */
 
-enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
+/* enum dy_mode (DY_CHUNK, DY_SCALAR, DY_STRIDED): glu_swiglu.cuh */
 
 typedef struct glu_args {
     glu_math m;
@@ -720,7 +737,7 @@ static __device__ __forceinline__ void flat_chunk(const glu_args &a, uint64_t i,
 }
 
 /* Forward, flat: chunks of E = 16 / sizeof(T) columns, numbered row by row. The specialised
- * kernels are held to FWD_MIN_BLOCKS blocks per SM (<= 32 registers), as swiglu_cuda.cu's forward. */
+ * kernels are held to FWD_MIN_BLOCKS blocks per SM (<= 32 registers), as glu_swiglu.cuh's forward. */
 #define FWD_MIN_BLOCKS 8
 #define FWD_MIN_BLOCKS_FP8 6 /* the fp8 copy needs ~40 registers; 8 blocks spill 8-80 bytes */
 template <typename T, int IL, int FL>
@@ -1097,7 +1114,7 @@ static const dev_info *device_info(void) {
     return di;
 }
 
-extern "C" fastglu_status fastglu_glu_fwd_cuda(
+static fastglu_status fwd_entry(
     const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
     int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
@@ -1110,6 +1127,14 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
                                               output_row_stride, saved_fp8, saved_fp8_row_stride,
                                               tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
+    if (!debug_generic && swiglu_fwd_case(params, bias, weights, saved_fp8)) {
+        launch_plan p;
+        if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
+            return too_large(fn);
+        return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_fwd, &p, (cudaStream_t)stream, gate,
+                                                  gate_row_stride, up, up_row_stride, output,
+                                                  output_row_stride, tokens, ffn_hidden_size));
+    }
     glu_args a;
     memset(&a, 0, sizeof a);
     a.m = make_math(params, dtype, saved_fp8 != NULL);
@@ -1141,7 +1166,7 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(
                                               grid, block, args, 0, (cudaStream_t)stream));
 }
 
-extern "C" fastglu_status fastglu_glu_bwd_cuda(
+static fastglu_status bwd_entry(
     const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
     const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
     fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
@@ -1165,6 +1190,14 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
         if (err == cudaSuccess && dweights && tokens > 0)
             err = cudaMemsetAsync(dweights, 0, tokens * fastglu_dtype_size(weights_dtype), cs);
         return launch_status(fn, err);
+    }
+    if (!debug_generic && swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights)) {
+        launch_plan p;
+        if (!plan_launch(tokens, ffn_hidden_size, es, FASTGLU_THREADS, &p)) return too_large(fn);
+        return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, cs, dy, dy_row_stride,
+                                                  dy_col_stride, gate, gate_row_stride, up,
+                                                  up_row_stride, d_gate, d_gate_row_stride, d_up,
+                                                  d_up_row_stride, tokens, ffn_hidden_size));
     }
     glu_args a;
     memset(&a, 0, sizeof a);
@@ -1235,4 +1268,20 @@ extern "C" fastglu_status fastglu_glu_bwd_cuda(
     cfg.gridDim = rgrid, cfg.blockDim = rblock, cfg.dynamicSmemBytes = 0, cfg.stream = cs;
     cfg.attrs = &pdl, cfg.numAttrs = 1;
     return launch_status(fn, cudaLaunchKernelExC(&cfg, (const void *)reduce_kernels[d][il], rargs));
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size), stream);
+}
+
+extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size), stream);
 }

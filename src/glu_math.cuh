@@ -54,7 +54,10 @@ static __device__ __forceinline__ void activation(const glu_math &m, float z, fl
     /* -q log2(e) = kl z (times 1 + 0.044715 z^2 for GELU) */
     const float ql = gelu ? __fmul_rn(__fmul_rn(kl, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(kl, z);
     const float dq = gelu ? __fmul_rn(k, fmaf(3.0f * 0.044715f, z2, 1.0f)) : k;
-    const float s = rcp_ftz(__fadd_rn(1.0f, ex2_ftz(ql))); /* 0 once 1 + e^-q > 2^126 */
+    /* the reciprocal keeps a subnormal result (rcp_sigmoid), as torch's fp32 sigmoid does (and the
+     * CPU backend's division): for q < -87.3 act(z) is then a tiny nonzero, and act(z) * inf = -inf
+     * as in torch, where a flushed 0 would give NaN */
+    const float s = rcp_sigmoid(__fadd_rn(1.0f, ex2_ftz(ql)));
     *a = __fmul_rn(z, s);
     *da = fmaf(__fmul_rn(*a, __fsub_rn(1.0f, s)), dq, s);
 }

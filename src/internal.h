@@ -132,6 +132,36 @@ fastglu_status fastglu_check_glu_bwd(
     size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
     int *empty);
 
+/*
+ * The checks that concern the descriptors themselves (fastglu_glu_fwd_* / _bwd_*): the structs
+ * given, the dtypes of the present operands agreeing (gate, up, bias, output / dy, d_gate, d_up,
+ * dbias one dtype; dweights the weights'; saved_fp8 fp8; scale_inv fp32 and, in the forward,
+ * absent), bias, dbias and dweights contiguous. The rest (sizes, strides, pointers, overlaps)
+ * is fastglu_check_glu_fwd / _bwd's, on the descriptors' fields.
+ */
+fastglu_status fastglu_check_glu_fwd_descriptors(const char *fn, const fastglu_glu_operands *o,
+                                                 const fastglu_tensor *output,
+                                                 const fastglu_tensor *saved_fp8);
+fastglu_status fastglu_check_glu_bwd_descriptors(const char *fn, const fastglu_tensor *dy,
+                                                 const fastglu_glu_operands *o,
+                                                 const fastglu_glu_grads *g);
+
+/* The descriptors' fields in the order of the backends' flat entry points (fastglu_check_glu_fwd /
+ * _bwd's arguments after params), tokens and F included: the forward's dtype is output's, the
+ * backward's dy's. */
+#define FASTGLU_GLU_FWD_FIELDS(o, output, saved_fp8, tokens, F)                                    \
+    (o)->gate.data, (o)->gate.row_stride, (o)->up.data, (o)->up.row_stride, (o)->bias.data,        \
+        (o)->weights.data, (o)->weights.dtype, (o)->weights.row_stride, (output).data,             \
+        (output).row_stride, (saved_fp8).data, (saved_fp8).row_stride, (tokens), (F),              \
+        (output).dtype
+#define FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, o, g, workspace, tokens, F)                      \
+    (dy).data, (dy).row_stride, (dy_col_stride), (o)->gate.data, (o)->gate.row_stride,             \
+        (o)->up.data, (o)->up.row_stride, (o)->gate.dtype, (const float *)(o)->scale_inv.data,     \
+        (o)->scale_inv.row_stride, (o)->bias.data, (o)->weights.data, (o)->weights.dtype,          \
+        (o)->weights.row_stride, (g)->d_gate.data, (g)->d_gate.row_stride, (g)->d_up.data,         \
+        (g)->d_up.row_stride, (g)->dbias.data, (g)->dweights.data, (workspace).data,               \
+        (workspace).bytes, (tokens), (F), (dy).dtype
+
 /* 1 when params asks for a clamp (clamp_value > 0; NaN and <= 0 do not). */
 static inline int fastglu_clamps(const fastglu_glu_params *p) { return p->clamp_value > 0.0f; }
 

@@ -416,6 +416,15 @@ typedef struct problem {
     cudaStream_t stream;
 } problem;
 
+#if FASTGLU_BENCH_HAVE_GLU
+/* A fastglu_tensor of (data, dtype, row stride). */
+static fastglu_tensor tensor(const void *data, fastglu_dtype dtype, int64_t row_stride) {
+    fastglu_tensor t;
+    t.data = (void *)(uintptr_t)data, t.dtype = dtype, t.row_stride = row_stride;
+    return t;
+}
+#endif
+
 static void run_fwd(const problem *p) {
     const int64_t F = p->F;
     if (!p->use_glu) {
@@ -425,9 +434,13 @@ static void run_fwd(const problem *p) {
 #if FASTGLU_BENCH_HAVE_GLU
     {
         const void *up = p->params.layout == FASTGLU_LAYOUT_SPLIT ? offset(p->x, F * p->esize) : NULL;
-        fastglu_check(fastglu_glu_fwd_cuda(&p->params, p->x, 2 * F, up, 2 * F, p->bias, p->weights,
-                                           p->weights_dtype, 1, p->y, F, p->x8, 2 * F, p->T, F,
-                                           p->dtype, p->stream));
+        const fastglu_glu_operands o = {tensor(p->x, p->dtype, 2 * F), tensor(up, p->dtype, 2 * F),
+                                        tensor(p->bias, p->dtype, 1),
+                                        tensor(p->weights, p->weights_dtype, 1),
+                                        tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+        fastglu_check(fastglu_glu_fwd_cuda(&p->params, &o, tensor(p->y, p->dtype, F),
+                                           tensor(p->x8, FASTGLU_DTYPE_FP8_E4M3, 2 * F), p->T, F,
+                                           p->stream));
     }
 #else
     die(EXIT_ERROR, "internal error: the fastglu_glu_* family is not built in");
@@ -451,10 +464,16 @@ static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stri
         const fastglu_dtype in_dt = p->x8 ? FASTGLU_DTYPE_FP8_E4M3 : p->dtype;
         const void *up = split ? offset(in, F * in_es) : NULL;
         void *d_up = split ? offset(p->dx, F * p->esize) : NULL;
-        fastglu_check(fastglu_glu_bwd_cuda(
-            &p->params, p->dy, dy_row_stride, dy_col_stride, in, 2 * F, up, 2 * F, in_dt, NULL, 0,
-            p->bias, p->weights, p->weights_dtype, 1, p->dx, 2 * F, d_up, 2 * F, p->dbias,
-            p->dweights, p->workspace, p->workspace_bytes, p->T, F, p->dtype, p->stream));
+        const fastglu_glu_operands o = {tensor(in, in_dt, 2 * F), tensor(up, in_dt, 2 * F),
+                                        tensor(p->bias, p->dtype, 1),
+                                        tensor(p->weights, p->weights_dtype, 1),
+                                        tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+        const fastglu_glu_grads g = {tensor(p->dx, p->dtype, 2 * F), tensor(d_up, p->dtype, 2 * F),
+                                     tensor(p->dbias, p->dtype, 1),
+                                     tensor(p->dweights, p->weights_dtype, 1)};
+        const fastglu_workspace ws = {p->workspace, p->workspace_bytes};
+        fastglu_check(fastglu_glu_bwd_cuda(&p->params, tensor(p->dy, p->dtype, dy_row_stride),
+                                           dy_col_stride, &o, &g, ws, p->T, F, p->stream));
     }
 #else
     (void)dy_row_stride;

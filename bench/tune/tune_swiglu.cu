@@ -1,5 +1,5 @@
 /*
- * tune_swiglu.cu — times the library's own SwiGLU kernels (src/swiglu_cuda.cu, included, not
+ * tune_swiglu.cu — times the library's own SwiGLU kernels (src/glu_swiglu.cuh, included, not
  * copied) through the library's own launchers with 128 and 256 threads per block and five cache
  * policies (loads: read-only path / plain / streaming; stores: plain / streaming), beside version 1
  * of the kernels, to choose FASTGLU_THREADS, FASTGLU_LOAD and FASTGLU_STORE. bf16, [T, 2F] input,
@@ -15,7 +15,8 @@
  * whose ratio to the floor is the fixed cost (launch, ramp-up, tail) that any single pass pays at
  * that size. Prints one line per (direction, configuration) and writes nothing else.
  */
-#include "../../src/swiglu_cuda.cu"
+static int64_t debug_max_blocks = 0; /* glu_swiglu.cuh's grid cap: none */
+#include "../../src/glu_swiglu.cuh"
 
 namespace v1 { /* the previous kernels, timed beside the current ones */
 #include "swiglu_v1.cuh"
@@ -44,13 +45,15 @@ typedef struct problem {
 
 /* The three launches the library makes, through its own launchers, under a cache policy. */
 template <int LP, int SP> static void run_fwd(const launch_plan *lp, const problem *p) {
-    launch_fwd<bf16, LP, SP>(lp, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
+    launch_fwd<bf16, LP, SP>(lp, 0, p->x, 2 * p->F, p->x + p->F, 2 * p->F, p->y, p->F, p->T, p->F);
 }
 template <int LP, int SP> static void run_bwd_dy(const launch_plan *lp, const problem *p) {
-    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, p->F, 1, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, p->F, 1, p->x, 2 * p->F, p->x + p->F, 2 * p->F, p->dx,
+                             2 * p->F, p->dx + p->F, 2 * p->F, p->T, p->F);
 }
 template <int LP, int SP> static void run_bwd_scalar(const launch_plan *lp, const problem *p) {
-    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, 0, 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+    launch_bwd<bf16, LP, SP>(lp, 0, p->dy, 0, 0, p->x, 2 * p->F, p->x + p->F, 2 * p->F, p->dx,
+                             2 * p->F, p->dx + p->F, 2 * p->F, p->T, p->F);
 }
 
 typedef void (*run_fn)(const launch_plan *, const problem *);

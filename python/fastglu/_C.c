@@ -155,6 +155,12 @@ static PyObject *py_swiglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t
  *         dtype, stream)
  * Pointers as integers, 0 for NULL (up with the interleaved layout; no bias; no weights; no fp8
  * copy of the operands). */
+static fastglu_tensor make_tensor(void *data, int64_t dtype, int64_t row_stride) {
+    fastglu_tensor t;
+    t.data = data, t.dtype = (fastglu_dtype)dtype, t.row_stride = row_stride;
+    return t;
+}
+
 static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     fastglu_glu_params p;
     int64_t on_cuda, g_rs, u_rs, w_dtype, w_stride, out_rs, s8_rs, tokens, F, dtype;
@@ -168,14 +174,18 @@ static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t na
         !get_ptr(args[17], &s8) || !get_i64(args[18], &s8_rs) || !get_i64(args[19], &tokens) ||
         !get_i64(args[20], &F) || !get_dtype(args[21], &dtype) || !get_ptr(args[22], &stream))
         return NULL;
+    const fastglu_dtype dt = (fastglu_dtype)dtype;
+    const fastglu_glu_operands o = {make_tensor(g, dt, g_rs), make_tensor(u, dt, u_rs),
+                                    make_tensor(bias, dt, 1), make_tensor(w, w_dtype, w_stride),
+                                    make_tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+    const fastglu_tensor output = make_tensor(out, dt, out_rs);
+    const fastglu_tensor saved_fp8 = make_tensor(s8, FASTGLU_DTYPE_FP8_E4M3, s8_rs);
     fastglu_status st;
     if (on_cuda) {
-        st = fastglu_glu_fwd_cuda(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
-                                  out, out_rs, s8, s8_rs, tokens, F, (fastglu_dtype)dtype, stream);
+        st = fastglu_glu_fwd_cuda(&p, &o, output, saved_fp8, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        st = fastglu_glu_fwd_cpu(&p, g, g_rs, u, u_rs, bias, w, (fastglu_dtype)w_dtype, w_stride,
-                                 out, out_rs, s8, s8_rs, tokens, F, (fastglu_dtype)dtype);
+        st = fastglu_glu_fwd_cpu(&p, &o, output, saved_fp8, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -206,18 +216,21 @@ static PyObject *py_glu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t na
         !get_i64(args[29], &tokens) || !get_i64(args[30], &F) || !get_dtype(args[31], &dtype) ||
         !get_ptr(args[32], &stream))
         return NULL;
+    const fastglu_dtype dt = (fastglu_dtype)dtype, in_dt = (fastglu_dtype)in_dtype;
+    const fastglu_dtype wdt = (fastglu_dtype)w_dtype;
+    const fastglu_glu_operands o = {make_tensor(g, in_dt, g_rs), make_tensor(u, in_dt, u_rs),
+                                    make_tensor(bias, dt, 1), make_tensor(w, wdt, w_stride),
+                                    make_tensor(scale_inv, FASTGLU_DTYPE_FP32, sc_stride)};
+    const fastglu_glu_grads grads = {make_tensor(dg, dt, dg_rs), make_tensor(du, dt, du_rs),
+                                     make_tensor(dbias, dt, 1), make_tensor(dw, wdt, 1)};
+    const fastglu_tensor dyt = make_tensor(dy, dt, dy_rs);
+    const fastglu_workspace workspace = {ws, ws_bytes};
     fastglu_status st;
     if (on_cuda) {
-        st = fastglu_glu_bwd_cuda(&p, dy, dy_rs, dy_cs, g, g_rs, u, u_rs, (fastglu_dtype)in_dtype,
-                                  (const float *)scale_inv, sc_stride, bias, w,
-                                  (fastglu_dtype)w_dtype, w_stride, dg, dg_rs, du, du_rs, dbias, dw,
-                                  ws, ws_bytes, tokens, F, (fastglu_dtype)dtype, stream);
+        st = fastglu_glu_bwd_cuda(&p, dyt, dy_cs, &o, &grads, workspace, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        st = fastglu_glu_bwd_cpu(&p, dy, dy_rs, dy_cs, g, g_rs, u, u_rs, (fastglu_dtype)in_dtype,
-                                 (const float *)scale_inv, sc_stride, bias, w,
-                                 (fastglu_dtype)w_dtype, w_stride, dg, dg_rs, du, du_rs, dbias, dw,
-                                 ws, ws_bytes, tokens, F, (fastglu_dtype)dtype);
+        st = fastglu_glu_bwd_cpu(&p, dyt, dy_cs, &o, &grads, workspace, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -237,11 +250,6 @@ static PyObject *py_glu_bwd_workspace_bytes(PyObject *self, PyObject *const *arg
 
 /* ---- the linear layers (fastglu_linear_*, fastglu_linear_glu_fwd_*) ------------------------- */
 
-static fastglu_tensor make_tensor(void *data, int64_t dtype, int64_t row_stride) {
-    fastglu_tensor t;
-    t.data = data, t.dtype = (fastglu_dtype)dtype, t.row_stride = row_stride;
-    return t;
-}
 
 /* linear(on_cuda, dtype, x, x_row_stride, w, w_row_stride, bias, out, out_row_stride, tokens,
  *        in_features, out_features, stream) */

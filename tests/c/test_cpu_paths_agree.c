@@ -14,6 +14,7 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "glu_flat.h"
 
 static int failures;
 static uint64_t rng_state;
@@ -120,12 +121,12 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
     for (int form = 0; form < 3; ++form) {
         memset(y_glu, 0xa5, n_out * es);
         fastglu_status st =
-            form == 0 ? fastglu_glu_fwd_cpu(&p, x, 2 * F, x + F * es, 2 * F, NULL, NULL, dt, 0,
+            form == 0 ? glu_fwd_cpu_flat(&p, x, 2 * F, x + F * es, 2 * F, NULL, NULL, dt, 0,
                                             y_glu, F, NULL, 0, T, F, dt)
             : form == 1
-                ? fastglu_glu_fwd_cpu(&p, gate, F, up, F, NULL, NULL, dt, 0, y_glu, F, NULL, 0, T,
+                ? glu_fwd_cpu_flat(&p, gate, F, up, F, NULL, NULL, dt, 0, y_glu, F, NULL, 0, T,
                                       F, dt)
-                : fastglu_glu_fwd_cpu(&pil, xi, 2 * F, NULL, 0, NULL, NULL, dt, 0, y_glu, F, NULL,
+                : glu_fwd_cpu_flat(&pil, xi, 2 * F, NULL, 0, NULL, NULL, dt, 0, y_glu, F, NULL,
                                       0, T, F, dt);
         snprintf(what, sizeof what, "forward (%s) T=%lld F=%lld",
                  form == 0 ? "one input" : form == 1 ? "two tensors" : "interleaved", (long long)T,
@@ -146,19 +147,19 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
                  form == 0 ? "one input" : form == 1 ? "two tensors" : "interleaved", (long long)T,
                  (long long)F);
         if (form == 0) {
-            st = fastglu_glu_bwd_cpu(&p, dy, F, 1, x, 2 * F, x + F * es, 2 * F, dt, NULL, 0, NULL,
+            st = glu_bwd_cpu_flat(&p, dy, F, 1, x, 2 * F, x + F * es, 2 * F, dt, NULL, 0, NULL,
                                      NULL, dt, 0, dx_glu, 2 * F, dx_glu + F * es, 2 * F, NULL,
                                      NULL, NULL, 0, T, F, dt);
             check_status(st, what);
             compare(what, dtn, dx_sw, dx_glu, T, 2 * F, 2 * F, 2 * F, 1, es);
         } else if (form == 1) {
-            st = fastglu_glu_bwd_cpu(&p, dy, F, 1, gate, F, up, F, dt, NULL, 0, NULL, NULL, dt, 0,
+            st = glu_bwd_cpu_flat(&p, dy, F, 1, gate, F, up, F, dt, NULL, 0, NULL, NULL, dt, 0,
                                      dg, F, du, F, NULL, NULL, NULL, 0, T, F, dt);
             check_status(st, what);
             compare(what, dtn, dx_sw, dg, T, F, 2 * F, F, 1, es);             /* d_gate */
             compare(what, dtn, dx_sw + F * es, du, T, F, 2 * F, F, 1, es);    /* d_up */
         } else {
-            st = fastglu_glu_bwd_cpu(&pil, dy, F, 1, xi, 2 * F, NULL, 0, dt, NULL, 0, NULL, NULL,
+            st = glu_bwd_cpu_flat(&pil, dy, F, 1, xi, 2 * F, NULL, 0, dt, NULL, 0, NULL, NULL,
                                      dt, 0, dx_glu, 2 * F, NULL, 0, NULL, NULL, NULL, 0, T, F, dt);
             check_status(st, what);
             compare(what, dtn, dx_sw, dx_glu, T, F, 2 * F, 2 * F, 2, es);          /* even: d_gate */

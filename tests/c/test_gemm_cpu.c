@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gemm_reference.h"
+#include "glu_flat.h"
 
 static void *host_alloc(size_t n) { return malloc(n ? n : 1); }
 static void host_copy(void *dst, const void *src, size_t n) {
@@ -47,7 +48,7 @@ static int cuda_stubs(void) {
 
 int main(void) {
     gemm_backend b = {"cpu", fastglu_linear_cpu, fastglu_linear_glu_fwd_cpu,
-                            fastglu_glu_fwd_cpu, host_alloc, free, host_copy, host_copy, host_sync};
+                      glu_fwd_cpu_flat, host_alloc, free, host_copy, host_copy, host_sync};
     static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3}, {5, 37, 130}, {2, 1, 4}, {3, 0, 5},
                                        {257, 8, 1408}};
     static const gemm_shape wide[] = {{1, 2880, 1408}, {3, 2880, 3}};

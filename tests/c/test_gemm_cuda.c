@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm_reference.h"
+#include "glu_flat.h"
 
 static cudaStream_t stream;
 
@@ -54,7 +55,7 @@ static fastglu_status glu_fwd(const fastglu_glu_params *p, const void *gate, int
                               fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs,
                               void *saved_fp8, int64_t saved_fp8_rs, int64_t T, int64_t F,
                               fastglu_dtype dt) {
-    return fastglu_glu_fwd_cuda(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
+    return glu_fwd_cuda_flat(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
                                 saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fastglu.h"
+#include "glu_flat.h"
 
 static int failures;
 
@@ -122,11 +123,11 @@ static call interleaved(void) {
 static fastglu_status run_fwd(const call *c, int cuda) {
     const fastglu_glu_params *p = c->pp ? c->pp : &c->params;
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
-    return cuda ? fastglu_glu_fwd_cuda(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
+    return cuda ? glu_fwd_cuda_flat(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
                                        c->weights_dtype, c->weights_stride, c->output,
                                        c->output_rs, c->saved8, c->saved8_rs, c->tokens, c->F,
                                        c->dtype, NULL)
-                : fastglu_glu_fwd_cpu(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
+                : glu_fwd_cpu_flat(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
                                       c->weights_dtype, c->weights_stride, c->output, c->output_rs,
                                       c->saved8, c->saved8_rs, c->tokens, c->F, c->dtype);
 }
@@ -134,13 +135,13 @@ static fastglu_status run_fwd(const call *c, int cuda) {
 static fastglu_status run_bwd(const call *c, int cuda) {
     const fastglu_glu_params *p = c->pp ? c->pp : &c->params;
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
-    return cuda ? fastglu_glu_bwd_cuda(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
+    return cuda ? glu_bwd_cuda_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
                                        c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
                                        c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
                                        c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
                                        c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype,
                                        NULL)
-                : fastglu_glu_bwd_cpu(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
+                : glu_bwd_cpu_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
                                       c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
                                       c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
                                       c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
@@ -191,6 +192,42 @@ static void accept(int line, int which, const call *c) {
             EXPECT(untouched(), "legal case at line %d: the CUDA call without a device wrote",
                    line);
         }
+    }
+}
+
+/* A call built from descriptors directly (the descriptor rules: structs given, dtypes agreeing,
+ * contiguous vectors), rejected on both backends with nothing written. */
+static void check_rejected(int line, fastglu_status st, int cuda, fastglu_status want,
+                           const char *needle) {
+    const char *msg = fastglu_last_error_message();
+    EXPECT(st == want, "descriptor case at line %d (%s): status %d, want %d (%s)", line,
+           cuda ? "cuda" : "cpu", st, want, msg);
+    EXPECT(strstr(msg, needle) != NULL && strstr(msg, cuda ? "_cuda" : "_cpu") != NULL,
+           "descriptor case at line %d: message '%s' lacks '%s'", line, msg, needle);
+    EXPECT(untouched(), "descriptor case at line %d (%s): a buffer changed", line,
+           cuda ? "cuda" : "cpu");
+}
+static void desc_fwd(int line, fastglu_status want, const char *needle,
+                     const fastglu_glu_operands *o, fastglu_tensor out, fastglu_tensor s8) {
+    const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    for (int cuda = 0; cuda < 2; ++cuda) {
+        poison();
+        const fastglu_status st = cuda ? fastglu_glu_fwd_cuda(&p, o, out, s8, T, F, NULL)
+                                       : fastglu_glu_fwd_cpu(&p, o, out, s8, T, F);
+        check_rejected(line, st, cuda, want, needle);
+    }
+}
+static void desc_bwd(int line, fastglu_status want, const char *needle, const fastglu_glu_operands *o,
+                     const fastglu_glu_grads *g) {
+    const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    const fastglu_tensor dy = glu_flat_tensor(A.dy, FASTGLU_DTYPE_FP32, F);
+    fastglu_workspace ws;
+    ws.data = A.ws, ws.bytes = sizeof A.ws;
+    for (int cuda = 0; cuda < 2; ++cuda) {
+        poison();
+        const fastglu_status st = cuda ? fastglu_glu_bwd_cuda(&p, dy, 1, o, g, ws, T, F, NULL)
+                                       : fastglu_glu_bwd_cpu(&p, dy, 1, o, g, ws, T, F);
+        check_rejected(line, st, cuda, want, needle);
     }
 }
 
@@ -547,6 +584,53 @@ int main(void) {
         c = legal(), c.F = 0, c.tokens = 0;
         poison();
         EXPECT(run_bwd(&c, 0) == FASTGLU_SUCCESS && untouched(), "T = F = 0 bwd");
+    }
+
+    /* ---- the descriptors ---- */
+    {
+        const fastglu_dtype f32 = FASTGLU_DTYPE_FP32, bf16 = FASTGLU_DTYPE_BF16;
+        const fastglu_glu_operands legal_o = glu_flat_operands(
+            A.x, 2 * F, &A.x[0][F], 2 * F, f32, NULL, 0, A.bias, f32, A.w, f32, 1);
+        const fastglu_tensor out = glu_flat_tensor(A.y, f32, F);
+        const fastglu_tensor s8 = glu_flat_tensor(A.s8, FASTGLU_DTYPE_FP8_E4M3, 2 * F + 4);
+        fastglu_glu_grads legal_g;
+        legal_g.d_gate = glu_flat_tensor(A.dx, f32, 2 * F);
+        legal_g.d_up = glu_flat_tensor(&A.dx[0][F], f32, 2 * F);
+        legal_g.dbias = glu_flat_tensor(A.dbias, f32, 1);
+        legal_g.dweights = glu_flat_tensor(A.dw, f32, 1);
+        fastglu_glu_operands o;
+        fastglu_glu_grads g;
+        desc_fwd(__LINE__, INV, "operands is NULL", NULL, out, s8);
+        o = legal_o, o.up.dtype = bf16;
+        desc_fwd(__LINE__, DT, "up.dtype = 2 differs from output.dtype = 0", &o, out, s8);
+        o = legal_o, o.gate.dtype = bf16;
+        desc_fwd(__LINE__, DT, "gate.dtype = 2 differs from output.dtype = 0", &o, out, s8);
+        o = legal_o, o.bias.dtype = bf16;
+        desc_fwd(__LINE__, DT, "bias.dtype = 2", &o, out, s8);
+        o = legal_o, o.bias.row_stride = 2;
+        desc_fwd(__LINE__, INV, "bias.row_stride = 2", &o, out, s8);
+        o = legal_o, o.scale_inv = glu_flat_tensor(A.scale, f32, 1);
+        desc_fwd(__LINE__, INV, "scale_inv is given", &o, out, s8);
+        desc_fwd(__LINE__, DT, "saved_fp8.dtype = 0", &legal_o, out, glu_flat_tensor(A.s8, f32, 2 * F));
+
+        desc_bwd(__LINE__, INV, "operands is NULL", NULL, &legal_g);
+        desc_bwd(__LINE__, INV, "grads is NULL", &legal_o, NULL);
+        o = legal_o, o.up.dtype = bf16;
+        desc_bwd(__LINE__, DT, "up.dtype = 2 differs from gate.dtype = 0", &o, &legal_g);
+        o = legal_o, o.bias.dtype = bf16;
+        desc_bwd(__LINE__, DT, "bias.dtype = 2 differs from dy.dtype = 0", &o, &legal_g);
+        g = legal_g, g.d_up.dtype = bf16;
+        desc_bwd(__LINE__, DT, "d_up.dtype = 2 differs from dy.dtype = 0", &legal_o, &g);
+        g = legal_g, g.dbias.row_stride = 2;
+        desc_bwd(__LINE__, INV, "dbias.row_stride = 2", &legal_o, &g);
+        g = legal_g, g.dweights.dtype = bf16;
+        desc_bwd(__LINE__, DT, "dweights.dtype = 2 differs from weights.dtype = 0", &legal_o, &g);
+        g = legal_g, g.dweights.row_stride = 0;
+        desc_bwd(__LINE__, INV, "dweights.row_stride = 0", &legal_o, &g);
+        o = legal_o, o.gate.dtype = o.up.dtype = FASTGLU_DTYPE_FP8_E4M3;
+        o.gate.data = A.x8, o.up.data = &A.x8[0][F];
+        o.scale_inv = glu_flat_tensor(A.scale, FASTGLU_DTYPE_FP16, 1);
+        desc_bwd(__LINE__, DT, "scale_inv.dtype = 1", &o, &legal_g);
     }
 
     /* ---- the hook exists and is harmless ---- */

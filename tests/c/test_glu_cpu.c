@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "glu_reference.h"
+#include "glu_flat.h"
 
 static void *host_alloc(size_t n) { return malloc(n ? n : 1); }
 static void host_copy(void *dst, const void *src, size_t n) {
@@ -21,7 +22,7 @@ static void host_copy(void *dst, const void *src, size_t n) {
 static void host_sync(void) {}
 
 int main(int argc, char **argv) {
-    const glu_backend b = {"cpu", fastglu_glu_fwd_cpu, fastglu_glu_bwd_cpu, host_alloc, free,
+    const glu_backend b = {"cpu", glu_fwd_cpu_flat, glu_bwd_cpu_flat, host_alloc, free,
                            host_copy, host_copy, host_sync};
     const char *mode = argc > 1 ? argv[1] : "";
     int failed;

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "glu_reference.h"
+#include "glu_flat.h"
 
 static cudaStream_t stream;
 
@@ -50,7 +51,7 @@ static fastglu_status fwd(const fastglu_glu_params *p, const void *gate, int64_t
                           const void *up, int64_t up_rs, const void *bias, const void *weights,
                           fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs, void *saved_fp8,
                           int64_t saved_fp8_rs, int64_t T, int64_t F, fastglu_dtype dt) {
-    return fastglu_glu_fwd_cuda(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
+    return glu_fwd_cuda_flat(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
                                 saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 
@@ -62,7 +63,7 @@ static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t d
                           void *d_up, int64_t d_up_rs, void *dbias, void *dweights,
                           void *workspace, size_t workspace_bytes, int64_t T, int64_t F,
                           fastglu_dtype dt) {
-    return fastglu_glu_bwd_cuda(p, dy, dy_rs, dy_cs, gate, gate_rs, up, up_rs, in_dt, scale,
+    return glu_bwd_cuda_flat(p, dy, dy_rs, dy_cs, gate, gate_rs, up, up_rs, in_dt, scale,
                                 scale_stride, bias, weights, wdt, wst, d_gate, d_gate_rs, d_up,
                                 d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
                                 stream);

@@ -1,6 +1,8 @@
 /* tests/emu/glue.cpp — see CMakeLists.txt (test_cuda_emulation) and tests/emu/harness.cpp. */
-/* Host emulation glue: compiles the (minimally edited) swiglu_cuda.cu as host C++ and emulates
- * cudaLaunchKernel through a registry from kernel pointer to an arg-unpacking invoker. */
+/* Host emulation glue: compiles the family's plain-SwiGLU kernels (src/glu_swiglu.cuh) as host C++,
+ * routes fastglu_glu_*_cuda's plain-SwiGLU case to them as glu_cuda.cu does (the swiglu wrappers of
+ * src/swiglu.c call it), and emulates cudaLaunchKernel through a registry from kernel pointer to an
+ * arg-unpacking invoker. */
 #include <utility>
 #include <type_traits>
 #include <vector>
@@ -11,7 +13,8 @@
 extern long long emu_max_blocks;
 #define MAX_BLOCKS emu_max_blocks
 #endif
-#include "swiglu_cuda.cu"
+static int64_t debug_max_blocks = 0; /* glu_swiglu.cuh's grid cap beside MAX_BLOCKS */
+#include "glu_swiglu.cuh"
 
 dim3 blockIdx, threadIdx, gridDim, blockDim;
 long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
@@ -64,16 +67,17 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
     entry *e = nullptr;
     for (auto &r : registry) if (r.f == func) e = &r;
     if (!e) { fprintf(stderr, "EMU: unregistered kernel %p\n", func); abort(); }
-    if (grid.x < 1 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 || block.x < 1 || block.x > MAX_THREADS ||
+    if (grid.x < 1 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 || block.x < 1 || block.x > SWIGLU_MAX_THREADS ||
         block.y != 1 || block.z != 1 || smem != 0) {
         emu_bad_launch++; fprintf(stderr, "EMU: bad launch %s grid %u block %u smem %zu\n", e->name.c_str(), grid.x, block.x, smem);
         return cudaErrorInvalidValue;
     }
     e->hits++; emu_launches++;
-    { /* grid-stride accounting: chunks is argument 5 of the forwards, 8 of the backward */
+    { /* grid-stride accounting: chunks is argument 6 of the aligned forward, 7 of the others, 12
+       * of the backward */
         const bool aligned = e->name.compare(0, 10, "fwdaligned") == 0;
-        uint64_t chunks = aligned ? *(unsigned *)args[5] /* 32-bit there */
-                                  : *(uint64_t *)args[e->name[0] == 'f' ? 5 : 8];
+        uint64_t chunks = aligned ? *(unsigned *)args[6] /* 32-bit there */
+                                  : *(uint64_t *)args[e->name[0] == 'f' ? 7 : 12];
         if (aligned && (uint64_t)grid.x * block.x < chunks) {
             emu_bad_launch++; /* the aligned kernel has no grid-stride loop: a thread per chunk */
             fprintf(stderr, "EMU: %s launched with fewer threads than chunks\n", e->name.c_str());
@@ -152,4 +156,72 @@ extern "C" long emu_fastdiv_selftest(long *checked) {
     }
     *checked = n_checked;
     return bad;
+}
+
+/* fastglu_glu_*_cuda as glu_cuda.cu has them for the case glu_swiglu.cuh takes (the only one the
+ * emulation runs: any other case is an error here). */
+static fastglu_status fwd_entry(
+    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
+    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
+    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
+    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
+    void *stream) {
+    static const char fn[] = "fastglu_glu_fwd_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride,
+                                              bias, weights, weights_dtype, weights_stride, output,
+                                              output_row_stride, saved_fp8, saved_fp8_row_stride,
+                                              tokens, ffn_hidden_size, dtype, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    if (!swiglu_fwd_case(params, bias, weights, saved_fp8))
+        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: not emulated", fn);
+    launch_plan p;
+    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
+        return too_large(fn);
+    return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_fwd, &p, (cudaStream_t)stream, gate,
+                                              gate_row_stride, up, up_row_stride, output,
+                                              output_row_stride, tokens, ffn_hidden_size));
+}
+
+static fastglu_status bwd_entry(
+    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
+    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
+    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
+    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
+    static const char fn[] = "fastglu_glu_bwd_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_glu_bwd(
+        fn, params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride,
+        input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype,
+        weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, workspace,
+        workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    if (!swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights))
+        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: not emulated", fn);
+    launch_plan p;
+    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
+        return too_large(fn);
+    return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, (cudaStream_t)stream, dy,
+                                              dy_row_stride, dy_col_stride, gate, gate_row_stride,
+                                              up, up_row_stride, d_gate, d_gate_row_stride, d_up,
+                                              d_up_row_stride, tokens, ffn_hidden_size));
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
+                                                    ffn_hidden_size), stream);
+}
+
+extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
+    const fastglu_status st =
+        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
+    if (st != FASTGLU_SUCCESS) return st;
+    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
+                                                    tokens, ffn_hidden_size), stream);
 }

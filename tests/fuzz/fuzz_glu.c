@@ -33,6 +33,7 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "../c/glu_flat.h"
 #include "fuzz_common.h"
 
 #define MAX_TOKENS 40
@@ -403,7 +404,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int64_t dg_off = in_place ? off[0] : off[7], du_off = in_place ? off[1] : off[8];
 
     /* ---- forward ---- */
-    fastglu_status st = fastglu_glu_fwd_cpu(&p, gate, g_rs, up, u_rs, bias, weights,
+    fastglu_status st = glu_fwd_cpu_flat(&p, gate, g_rs, up, u_rs, bias, weights,
                                             (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs,
                                             saved8, s8_rs, T, F, (fastglu_dtype)dt);
     const int nonempty = T > 0 && F > 0;
@@ -448,7 +449,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (all[k]->p) memcpy(all[k]->p, all[k]->before, (size_t)all[k]->n * all[k]->es + 1);
 
     /* ---- backward ---- */
-    st = fastglu_glu_bwd_cpu(&p, dy, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, (fastglu_dtype)in_dt,
+    st = glu_bwd_cpu_flat(&p, dy, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, (fastglu_dtype)in_dt,
                              scale, sc_st, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st,
                              d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace, ws_bytes,
                              T, F, (fastglu_dtype)dt);

@@ -14,7 +14,7 @@ secs=${1:-60}
 half=$(( secs / 2 > 0 ? secs / 2 : 1 ))
 out=build/fuzz
 mkdir -p "$out/corpus" "$out/corpus_glu"
-lib="src/common.c src/swiglu_cpu.c src/glu_common.c src/glu_cpu.c src/cuda_stub.c"
+lib="src/common.c src/swiglu.c src/glu_common.c src/glu_cpu.c src/cuda_stub.c"
 flags="-std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined -fno-sanitize-recover=all"
 if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char*d,long n){return 0;}' \
      | clang -x c - -fsanitize=fuzzer -o "$out/probe" 2>/dev/null; then

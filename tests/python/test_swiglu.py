@@ -411,9 +411,8 @@ def test_bitwise_deterministic(device, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("ffn", [3, 1408, 3420])
 def test_cuda_same_bits_as_the_family_silu(dtype, ffn):
-    """On the GPU, the SwiGLU kernels compute SiLU with the family's operations (src/cuda_common.cuh):
-    fastglu.swiglu and fastglu.glu (SiLU, no bias) give the same bits, output and gradient, for gates
-    above -87 (below it the family flushes the sigmoid's subnormal reciprocal to 0; SwiGLU keeps it)."""
+    """On the GPU, fastglu.swiglu is the family's plain-SwiGLU case (src/swiglu.c, src/glu_swiglu.cuh):
+    fastglu.swiglu and fastglu.glu (SiLU, no bias) give the same bits, output and gradient."""
     x = (torch.rand(257, 2 * ffn, device="cuda") * 32 - 16).to(dtype)
     dy = randn(257, ffn, dtype=dtype, device="cuda")
     xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()

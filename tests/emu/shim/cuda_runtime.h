@@ -37,6 +37,7 @@ static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float emu_ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
 static inline float ex2_ftz(float x) { return emu_ftz(exp2f(emu_ftz(x))); }
 static inline float rcp_approx(float x) { return 1.0f / x; }
+static inline float rcp_sigmoid(float x) { return 1.0f / x; }
 typedef struct emu_stream *cudaStream_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }

@@ -1,10 +1,14 @@
 /*
- * swiglu_cuda.cu — SwiGLU forward and backward on the GPU (the CUDA backend), written as C.
- *
- * Math and layout: see include/fastglu.h (Megatron-Core fused_bias_swiglu.py: swiglu, swiglu_back).
- *   forward:  y[t, j]      = silu(x[t, j]) * x[t, F + j]
- *   backward: dx[t, j]     = dy[t, j] * x[t, F + j] * s * (1 + g * (1 - s)),  g = x[t, j], s = sigmoid(g)
- *             dx[t, F + j] = dy[t, j] * g * s
+ * glu_swiglu.cuh — the gated-linear-unit family's kernels for plain SwiGLU (included by glu_cuda.cu;
+ * also by tests/emu and bench/tune, which compile them apart): SiLU with no bias, weights, clamp,
+ * offset or multipliers (math mode MM_K with k = 1), the SPLIT layout, operands of the compute
+ * dtype, no fp8 copy and no reductions. fastglu_glu_*_cuda route that case here
+ * (swiglu_fwd_case / swiglu_bwd_case), and fastglu_swiglu_*_cuda are that case with up = gate + F.
+ *   forward:  y[t, j]      = silu(g) * u,  g = gate[t, j], u = up[t, j]
+ *   backward: d_gate[t, j] = dy[t, j] * u * s * (1 + g * (1 - s)),  s = sigmoid(g)
+ *             d_up[t, j]   = dy[t, j] * g * s
+ * The per-element math is the family's (glu_math.cuh: glu_forward / glu_backward in mode MM_K with
+ * k = 1), so these kernels give the general kernels' bits.
  *
  * Work decomposition: each row is cut into nvec = ceil(F / V) chunks of V = 16 / sizeof(T)
  * elements (16 bytes), and the tokens * nvec chunks are numbered row by row; thread i of the grid
@@ -13,46 +17,47 @@
  * full whatever F is, and no thread idles at the end of a row.
  *
  * A chunk moves 16 bytes of each tensor. Each tensor is read or written with the widest access
- * (16, 8, 4 or 2 bytes) that its alignment allows: the alignment of its base pointer, its row
- * stride, and for the up half the F elements that precede it (an F that is not a multiple of 8
- * leaves the up half only 8-, 4- or 2-byte aligned while the gate stays 16-byte aligned). The
- * access width is uniform over the launch, so the branch that picks it costs no divergence. The
- * last chunk of a row, when F is not a multiple of V, is loaded and stored element by element, its
- * loads all issued before the first use (one memory latency, as for a full chunk), and computed
- * like the others.
+ * (16, 8, 4 or 2 bytes) that its alignment allows: the alignment of its base pointer and its row
+ * stride (Megatron's up = gate + F with an F that is not a multiple of 8 leaves up only 8-, 4- or
+ * 2-byte aligned while the gate stays 16-byte aligned). The access width is uniform over the
+ * launch, so the branch that picks it costs no divergence. The last chunk of a row, when F is not
+ * a multiple of V, is loaded and stored element by element, its loads all issued before the first
+ * use (one memory latency, as for a full chunk), and computed like the others.
  *
  * The forward has two specialisations of that row kernel, picked per launch: where every access is
  * 16 bytes and the grid has a thread per chunk, a straight-line body on 32-bit chunk indices
  * (swiglu_fwd_aligned_kernel); where F is not a multiple of V and the output's rows are contiguous,
  * chunks of the flat output, so that every store is 16 bytes (swiglu_fwd_flat_kernel).
- * bench/PERF_NOTES.md (v4) has what each is measured to gain.
+ * bench/PERF_NOTES.md (v4) has what each is measured to gain. 128 threads per block, the
+ * forward held to <= 32 registers.
  *
- * The math is the family's SiLU (glu_cuda.cu) operation for operation: the sigmoid from the
- * special-function unit's 2^x and 1 / x (cuda_common.cuh), explicit roundings, so both paths give
- * the same bits (gates below -87.3 aside). (Version 2's IEEE division cost the forward up to 5 % at
- * large F on one H200: bench/PERF_NOTES.md, v3.)
+ * dy is read in one of three ways, chosen per launch: like the operands (column stride 1), one
+ * scalar (both strides 0: the expanded scalar of y.sum().backward()), or element by element with
+ * its own strides. All offsets are int64.
  *
- * dy is read in one of three ways, chosen per launch: like the input (column stride 1), one scalar
- * (both strides 0: the expanded scalar of y.sum().backward()), or element by element with its own
- * strides. All offsets are int64.
+ * The includer defines `debug_max_blocks` (fastglu_debug_set_max_blocks: 0 = no cap) first.
  */
+#ifndef FASTGLU_GLU_SWIGLU_CUH
+#define FASTGLU_GLU_SWIGLU_CUH
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "glu_math.cuh"
 #include "internal.h"
 
 /* Threads per block, chosen by bench/tune/tune_swiglu.cu on an H200 (bench/PERF_NOTES.md). */
 #ifndef FASTGLU_THREADS
 #define FASTGLU_THREADS 128
 #endif
-#define MAX_THREADS 512 /* the largest block the tuner tries; kernels are bounded by it */
-/* The forward's register cap, through the minimum resident blocks of MAX_THREADS: 4 x 512 =
+#define SWIGLU_MAX_THREADS 512 /* the largest block the tuner tries; kernels are bounded by it */
+/* The forward's register cap, through the minimum resident blocks of SWIGLU_MAX_THREADS: 4 x 512 =
  * 2048 threads per SM (<= 32 registers), so that enough loads are in flight. (The backward moves
  * 80 bytes per thread and needs no cap; a cap of 40 made it spill.) */
-#define FWD_MIN_BLOCKS 4
+#define SWIGLU_FWD_MIN_BLOCKS 4
 #ifndef MAX_BLOCKS /* tests/emu caps it to exercise the grid-stride loop */
 #define MAX_BLOCKS 2147483647LL
 #endif
@@ -168,19 +173,21 @@ template <typename T> static __device__ __forceinline__ float chunk_get(const ch
     return to_f32(v[i]);
 }
 
-/* One element, in the family's operations (glu_cuda.cu's glu_forward / glu_backward for SiLU
- * without bias, weights or clamp), so that both give the same bits (for gates above -87.3:
- * cuda_common.cuh): y = (g s) u; d_gate = (dy u) act'(g) with act'(g) = (g s)(1 - s) + s,
- * d_up = dy (g s). */
+/* One element: the family's math (glu_math.cuh) in mode MM_K for SiLU (k = 1), without bias,
+ * weights or clamp: the general kernels' operations, so the same bits. */
+static __device__ __forceinline__ glu_math swiglu_math(void) {
+    glu_math m;
+    memset(&m, 0, sizeof m);
+    m.k = 1.0f, m.kl = -LOG2E, m.offset = -0.0f, m.gm = m.dm = 1.0f; /* make_math's SILU values */
+    return m;
+}
 static __device__ __forceinline__ float swiglu_elem_fwd(float g, float u) {
-    return __fmul_rn(__fmul_rn(g, silu_sigmoid(g)), u);
+    return glu_forward<MM_K, 0, 0>(swiglu_math(), g, u, 0.0f, 0.0f, 1.0f);
 }
 static __device__ __forceinline__ void swiglu_elem_bwd(float g, float u, float d, float *dg,
                                                        float *du) {
-    const float s = silu_sigmoid(g), a = __fmul_rn(g, s);
-    const float da = __fadd_rn(__fmul_rn(a, __fsub_rn(1.0f, s)), s);
-    *dg = __fmul_rn(__fmul_rn(d, u), da);
-    *du = __fmul_rn(d, a);
+    const glu_grads q = glu_backward<MM_K, 0, 0>(swiglu_math(), g, u, 0.0f, 0.0f, 1.0f, d);
+    *dg = q.dg, *du = q.du;
 }
 
 /* The forward of one chunk: y = silu(g) * u, element by element (every forward kernel's math). */
@@ -232,46 +239,47 @@ enum dy_mode { DY_CHUNK = 0, DY_SCALAR = 1, DY_STRIDED = 2 };
  * combination the launchers and the tuner use, where macros would paste the body once each. */
 
 template <typename T, int LP, int SP>
-__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
-    swiglu_fwd_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
-                      int64_t out_rs, int64_t F, uint64_t chunks, fastdiv nvec, widths w) {
+__global__ void __launch_bounds__(SWIGLU_MAX_THREADS, SWIGLU_FWD_MIN_BLOCKS)
+    swiglu_fwd_kernel(const T *__restrict__ gate_p, int64_t gate_rs, const T *__restrict__ up_p,
+                      int64_t up_rs, T *__restrict__ out, int64_t out_rs, int64_t F,
+                      uint64_t chunks, fastdiv nvec, widths w) {
     enum { V = ELEMS(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
         const uint64_t t = fastdiv_div(nvec, i);
         const int64_t col = (int64_t)(i - t * nvec.d) * V;
-        const T *gate = input + (int64_t)t * in_rs + col;
+        const T *gate = gate_p + (int64_t)t * gate_rs + col, *up = up_p + (int64_t)t * up_rs + col;
         T *y = out + (int64_t)t * out_rs + col;
         const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
         chunk16 g, u;
-        if (n == V) g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
-        else g = load_part(gate, n), u = load_part(gate + F, n);
+        if (n == V) g = load16<LP>(gate, w.in), u = load16<LP>(up, w.up);
+        else g = load_part(gate, n), u = load_part(up, n);
         const chunk16 r = swiglu_chunk_fwd<T>(g, u);
         if (n == V) store16<SP>(y, r, w.out);
         else store_part(y, r, n);
     }
 }
 
-/* The forward when every access is 16 bytes (F a multiple of V, the input's both halves and the
- * output 16-byte aligned row by row) and the grid has a thread per chunk (fewer than 2^31 chunks):
+/* The forward when every access is 16 bytes (F a multiple of V, gate, up and the output 16-byte
+ * aligned row by row) and the grid has a thread per chunk (fewer than 2^31 chunks):
  * the row kernel's body without its width branches and grid-stride loop, on 32-bit chunk indices,
  * so that both loads issue back to back after ~30 instructions, as in Inductor's kernel. Measured
  * beside the row kernel (bench/PERF_NOTES.md, v4): forward at F = 2048 -3 %, elsewhere within the
  * benchmark's noise. */
 template <typename T, int LP, int SP>
-__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
-    swiglu_fwd_aligned_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
-                              int64_t out_rs, unsigned F, unsigned chunks, unsigned nvec,
-                              unsigned magic, unsigned shift) {
+__global__ void __launch_bounds__(SWIGLU_MAX_THREADS, SWIGLU_FWD_MIN_BLOCKS)
+    swiglu_fwd_aligned_kernel(const T *__restrict__ gate_p, int64_t gate_rs,
+                              const T *__restrict__ up_p, int64_t up_rs, T *__restrict__ out,
+                              int64_t out_rs, unsigned chunks, unsigned nvec, unsigned magic,
+                              unsigned shift) {
     enum { V = ELEMS(T) };
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= chunks) return;
     const unsigned t = (unsigned)(((uint64_t)__umulhi(i, magic) + i) >> shift); /* i / nvec */
     const unsigned col = (i - t * nvec) * V;
-    const T *gate = input + (int64_t)t * in_rs + col;
     chunk16 g, u;
-    g.w = ld<LP>((const uint4 *)gate);
-    u.w = ld<LP>((const uint4 *)(gate + F));
+    g.w = ld<LP>((const uint4 *)(gate_p + (int64_t)t * gate_rs + col));
+    u.w = ld<LP>((const uint4 *)(up_p + (int64_t)t * up_rs + col));
     const chunk16 r = swiglu_chunk_fwd<T>(g, u);
     st<SP>((uint4 *)(out + (int64_t)t * out_rs + col), r.w);
 }
@@ -286,8 +294,9 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
  * alignment of the chunk's column (a multiple of gcd(F, V)); a chunk across two rows is read
  * element by element, every load issued before any use. */
 template <typename T, int LP, int SP>
-__global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
-    swiglu_fwd_flat_kernel(const T *__restrict__ input, int64_t in_rs, T *__restrict__ out,
+__global__ void __launch_bounds__(SWIGLU_MAX_THREADS, SWIGLU_FWD_MIN_BLOCKS)
+    swiglu_fwd_flat_kernel(const T *__restrict__ gate_p, int64_t gate_rs,
+                           const T *__restrict__ up_p, int64_t up_rs, T *__restrict__ out,
                            int64_t F, uint64_t total, uint64_t chunks, fastdiv rows, widths w) {
     enum { V = ELEMS(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
@@ -295,22 +304,23 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
         const uint64_t e = i * V;
         const uint64_t t = fastdiv_div(rows, e);
         const int64_t col = (int64_t)(e - t * (uint64_t)F);
-        const T *gate = input + (int64_t)t * in_rs + col;
+        const T *gate = gate_p + (int64_t)t * gate_rs + col, *up = up_p + (int64_t)t * up_rs + col;
         const int n = (int)(total - e < (uint64_t)V ? total - e : (uint64_t)V); /* < V: the last */
         const int64_t n_here = F - col; /* elements of this chunk in row t, if fewer than n */
         chunk16 g, u;
         if (n_here >= n && n == V) {
-            g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
+            g = load16<LP>(gate, w.in), u = load16<LP>(up, w.up);
         } else {
             T gv[V], uv[V];
             memset(gv, 0, sizeof gv);
             memset(uv, 0, sizeof uv);
-            const T *next = gate + (in_rs - F); /* element k >= n_here: next[k] is row t + 1's */
+            /* element k >= n_here: gnext[k], unext[k] are row t + 1's */
+            const T *gnext = gate + (gate_rs - F), *unext = up + (up_rs - F);
 #pragma unroll
             for (int k = 0; k < V; ++k) {
                 if (k < n) {
-                    const T *p = k < n_here ? gate + k : next + k;
-                    gv[k] = p[0], uv[k] = p[F];
+                    const int here = k < n_here;
+                    gv[k] = here ? gate[k] : gnext[k], uv[k] = here ? up[k] : unext[k];
                 }
             }
             memcpy(&g, gv, 16);
@@ -324,28 +334,28 @@ __global__ void __launch_bounds__(MAX_THREADS, FWD_MIN_BLOCKS)
 }
 
 template <typename T, int DY, int LP, int SP>
-__global__ void __launch_bounds__(MAX_THREADS)
-    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *input,
-                      int64_t in_rs, T *dinput, int64_t din_rs, int64_t F, uint64_t chunks,
-                      fastdiv nvec, widths w) {
-    /* input and dinput are not __restrict__: the in-place backward passes the same storage (each
-     * thread reads its elements before it writes them, and no element is read twice). */
+__global__ void __launch_bounds__(SWIGLU_MAX_THREADS)
+    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *gate_p,
+                      int64_t gate_rs, const T *up_p, int64_t up_rs, T *dgate_p, int64_t dg_rs,
+                      T *dup_p, int64_t du_rs, int64_t F, uint64_t chunks, fastdiv nvec, widths w) {
+    /* the operands and their gradients are not __restrict__: the in-place backward passes the same
+     * storage (each thread reads its elements before it writes them, and no element is read twice). */
     enum { V = ELEMS(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     const float dy_scalar = DY == DY_SCALAR ? to_f32(dy[0]) : 0.0f;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
         const uint64_t t = fastdiv_div(nvec, i);
         const int64_t col = (int64_t)(i - t * nvec.d) * V;
-        const T *gate = input + (int64_t)t * in_rs + col;
+        const T *gate = gate_p + (int64_t)t * gate_rs + col, *up = up_p + (int64_t)t * up_rs + col;
         const T *d = dy + (int64_t)t * dy_rs + col * dy_cs;
-        T *dgate = dinput + (int64_t)t * din_rs + col;
+        T *dgate = dgate_p + (int64_t)t * dg_rs + col, *dup = dup_p + (int64_t)t * du_rs + col;
         const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
         chunk16 g, u, dc;
         if (n == V) {
-            g = load16<LP>(gate, w.in), u = load16<LP>(gate + F, w.up);
+            g = load16<LP>(gate, w.in), u = load16<LP>(up, w.up);
             if (DY == DY_CHUNK) dc = load16<LP>(d, w.dy);
         } else {
-            g = load_part(gate, n), u = load_part(gate + F, n);
+            g = load_part(gate, n), u = load_part(up, n);
             if (DY == DY_CHUNK) dc = load_part(d, n);
         }
         T dgv[V], duv[V];
@@ -364,10 +374,10 @@ __global__ void __launch_bounds__(MAX_THREADS)
         memcpy(&b, duv, 16);
         if (n == V) {
             store16<SP>(dgate, a, w.out);
-            store16<SP>(dgate + F, b, w.out_up);
+            store16<SP>(dup, b, w.out_up);
         } else {
             store_part(dgate, a, n);
-            store_part(dgate + F, b, n);
+            store_part(dup, b, n);
         }
     }
 }
@@ -380,11 +390,13 @@ typedef struct launch_plan {
     unsigned blocks, threads;
 } launch_plan;
 
-/* Blocks of `threads` for `chunks` chunks, a thread each, capped at MAX_BLOCKS (the kernels then
- * stride over the grid). */
+/* Blocks of `threads` for `chunks` chunks, a thread each, capped at MAX_BLOCKS and at
+ * fastglu_debug_set_max_blocks's cap (the kernels then stride over the grid). */
 static unsigned grid_blocks(uint64_t chunks, unsigned threads) {
+    uint64_t cap = (uint64_t)MAX_BLOCKS;
+    if (debug_max_blocks > 0 && (uint64_t)debug_max_blocks < cap) cap = (uint64_t)debug_max_blocks;
     const uint64_t blocks = (chunks + threads - 1) / threads;
-    return (unsigned)(blocks < (uint64_t)MAX_BLOCKS ? blocks : (uint64_t)MAX_BLOCKS);
+    return (unsigned)(blocks < cap ? blocks : cap);
 }
 
 /* Grid for tokens x ceil(F / V) chunks with `threads` per block; 0 if that count overflows. */
@@ -403,45 +415,48 @@ static fastglu_status too_large(const char *fn) {
     return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
 }
 
-/* The launchers the API and the tuner share: one kernel launch on `stream`; returns its status. */
+/* The launchers the family's entry points and the tuner share: one kernel launch on `stream`;
+ * returns its status. gate, up: [tokens, F] with row strides gate_rs, up_rs (Megatron's fc1
+ * output: up = gate + F, the same row stride). */
 template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
-static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const void *input,
-                              int64_t in_rs, void *out, int64_t out_rs, int64_t tokens, int64_t F) {
+static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const void *gate,
+                              int64_t gate_rs, const void *up, int64_t up_rs, void *out,
+                              int64_t out_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
     const int64_t V = ELEMS(T);
     widths w;
     w.out_up = w.dy = 0;
-    const T *x = (const T *)input;
+    const T *g = (const T *)gate, *u = (const T *)up;
     T *y = (T *)out;
     if (F % V != 0 && F > V && tokens > 1 && out_rs == F) { /* the flat kernel (see there) */
         /* a chunk's column is a multiple of gcd(F, V) elements: a power of two, as V is */
-        int64_t g = 1;
-        while (g < V && F % (2 * g) == 0) g *= 2;
-        const int cap = (int)(g * (int64_t)es);
-        w.in = access_width_cap(input, in_rs, tokens, es, cap);
-        w.up = access_width_cap(x + F, in_rs, tokens, es, cap);
+        int64_t c = 1;
+        while (c < V && F % (2 * c) == 0) c *= 2;
+        const int cap = (int)(c * (int64_t)es);
+        w.in = access_width_cap(gate, gate_rs, tokens, es, cap);
+        w.up = access_width_cap(up, up_rs, tokens, es, cap);
         w.out = access_width_cap(out, 0, 1, es, 16);
         uint64_t total = (uint64_t)tokens * (uint64_t)F, chunks = (total + V - 1) / V;
         fastdiv rows = make_fastdiv((uint64_t)F, total + V);
-        void *args[] = {&x, &in_rs, &y, &F, &total, &chunks, &rows, &w};
+        void *args[] = {&g, &gate_rs, &u, &up_rs, &y, &F, &total, &chunks, &rows, &w};
         return cudaLaunchKernel((const void *)swiglu_fwd_flat_kernel<T, LP, SP>,
                                 dim3(grid_blocks(chunks, p->threads)), dim3(p->threads), args, 0,
                                 stream);
     }
-    w.in = access_width(input, in_rs, tokens, es);
-    w.up = access_width(x + F, in_rs, tokens, es);
+    w.in = access_width(gate, gate_rs, tokens, es);
+    w.up = access_width(up, up_rs, tokens, es);
     w.out = access_width(out, out_rs, tokens, es);
     if (F % V == 0 && w.in == 16 && w.up == 16 && w.out == 16 && p->nvec.small &&
         p->chunks < 0x80000000ull && (uint64_t)p->blocks * p->threads >= p->chunks) {
-        unsigned f32 = (unsigned)F, chunks32 = (unsigned)p->chunks, nvec32 = (unsigned)p->nvec.d;
+        unsigned chunks32 = (unsigned)p->chunks, nvec32 = (unsigned)p->nvec.d;
         unsigned magic = p->nvec.magic, shift = p->nvec.shift;
-        void *args[] = {&x, &in_rs, &y, &out_rs, &f32, &chunks32, &nvec32, &magic, &shift};
+        void *args[] = {&g, &gate_rs, &u, &up_rs, &y, &out_rs, &chunks32, &nvec32, &magic, &shift};
         return cudaLaunchKernel((const void *)swiglu_fwd_aligned_kernel<T, LP, SP>,
                                 dim3(p->blocks), dim3(p->threads), args, 0, stream);
     }
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
-    void *args[] = {&x, &in_rs, &y, &out_rs, &F, &chunks, &nvec, &w};
+    void *args[] = {&g, &gate_rs, &u, &up_rs, &y, &out_rs, &F, &chunks, &nvec, &w};
     return cudaLaunchKernel((const void *)swiglu_fwd_kernel<T, LP, SP>, dim3(p->blocks),
                             dim3(p->threads), args, 0, stream);
 }
@@ -453,87 +468,54 @@ static int dy_is_scalar(int64_t dy_rs, int64_t dy_cs, int64_t tokens, int64_t F)
 
 template <typename T, int LP = FASTGLU_LOAD, int SP = FASTGLU_STORE>
 static cudaError_t launch_bwd(const launch_plan *p, cudaStream_t stream, const void *dy,
-                              int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
-                              void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
+                              int64_t dy_rs, int64_t dy_cs, const void *gate, int64_t gate_rs,
+                              const void *up, int64_t up_rs, void *d_gate, int64_t dg_rs,
+                              void *d_up, int64_t du_rs, int64_t tokens, int64_t F) {
     const size_t es = sizeof(T);
     widths w;
-    w.in = access_width(input, in_rs, tokens, es);
-    w.up = access_width((const T *)input + F, in_rs, tokens, es);
-    w.out = access_width(dinput, din_rs, tokens, es);
-    w.out_up = access_width((const T *)dinput + F, din_rs, tokens, es);
+    w.in = access_width(gate, gate_rs, tokens, es);
+    w.up = access_width(up, up_rs, tokens, es);
+    w.out = access_width(d_gate, dg_rs, tokens, es);
+    w.out_up = access_width(d_up, du_rs, tokens, es);
     w.dy = dy_cs == 1 ? access_width(dy, dy_rs, tokens, es) : 0;
-    const T *g = (const T *)dy, *x = (const T *)input;
-    T *dx = (T *)dinput;
+    const T *d = (const T *)dy, *g = (const T *)gate, *u = (const T *)up;
+    T *dg = (T *)d_gate, *du = (T *)d_up;
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
-    void *args[] = {&g, &dy_rs, &dy_cs, &x, &in_rs, &dx, &din_rs, &F, &chunks, &nvec, &w};
+    void *args[] = {&d, &dy_rs, &dy_cs, &g, &gate_rs, &u, &up_rs, &dg, &dg_rs, &du, &du_rs,
+                    &F, &chunks, &nvec, &w};
 #define BWD_KERNEL(LOADS)                                                                          \
     (dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOADS, SP> \
      : dy_cs == 1                          ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOADS, SP>  \
                                            : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOADS, SP>)
     /* In place, the kernel writes the memory it reads, which the read-only (.nc) path does not
      * allow for: plain loads then (equally fast, bench/PERF_NOTES.md). */
-    const void *kernel = input == dinput ? BWD_KERNEL(LOAD_PLAIN) : BWD_KERNEL(LP);
+    const void *kernel = (gate == d_gate || up == d_up) ? BWD_KERNEL(LOAD_PLAIN) : BWD_KERNEL(LP);
 #undef BWD_KERNEL
     return cudaLaunchKernel(kernel, dim3(p->blocks), dim3(p->threads), args, 0, stream);
 }
 
-/* ---- public entry points ------------------------------------------------------------------ */
-
-/* launcher<T>(...) for the element type T of a (validated) fastglu_dtype. */
+/* launcher<T>(...) for the element type T of a (validated) compute fastglu_dtype. */
 #define LAUNCH_FOR_DTYPE(dtype, launcher, ...)                                                     \
     ((dtype) == FASTGLU_DTYPE_FP32   ? launcher<float>(__VA_ARGS__)                                \
      : (dtype) == FASTGLU_DTYPE_FP16 ? launcher<__half>(__VA_ARGS__)                               \
                                      : launcher<__nv_bfloat16>(__VA_ARGS__))
 
-extern "C" int fastglu_cuda_built(void) { return 1; }
+/* ---- the case these kernels take ---------------------------------------------------------- */
 
-extern "C" int fastglu_cuda_available(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky "no device" so it does not leak into a later call */
-        return 0;
-    }
-    return n > 0;
+/* 1 when a validated fastglu_glu_*_cuda call is plain SwiGLU (see the top): SiLU in math mode MM_K,
+ * SPLIT, no bias, weights or fp8 copy; the backward also: operands of the compute dtype, no dbias
+ * or dweights. */
+static inline int swiglu_fwd_case(const fastglu_glu_params *params, const void *bias,
+                                  const void *weights, const void *saved_fp8) {
+    return params->activation == FASTGLU_ACT_SILU && params->layout == FASTGLU_LAYOUT_SPLIT &&
+           math_mode_of(params) == MM_K && !bias && !weights && !saved_fp8;
+}
+static inline int swiglu_bwd_case(const fastglu_glu_params *params, fastglu_dtype input_dtype,
+                                  fastglu_dtype dtype, const void *bias, const void *weights,
+                                  const void *dbias, const void *dweights) {
+    return swiglu_fwd_case(params, bias, weights, NULL) && input_dtype == dtype && !dbias &&
+           !dweights;
 }
 
-extern "C" fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stride,
-                                                  void *output, int64_t output_row_stride,
-                                                  int64_t tokens, int64_t ffn_hidden_size,
-                                                  fastglu_dtype dtype, void *stream) {
-    static const char fn[] = "fastglu_swiglu_fwd_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_swiglu_fwd(fn, input, input_row_stride, output,
-                                                 output_row_stride, tokens, ffn_hidden_size, dtype,
-                                                 &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
-    launch_plan p;
-    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
-        return too_large(fn);
-    cudaStream_t cs = (cudaStream_t)stream;
-    const cudaError_t err = LAUNCH_FOR_DTYPE(dtype, launch_fwd, &p, cs, input, input_row_stride,
-                                             output, output_row_stride, tokens, ffn_hidden_size);
-    return launch_status(fn, err);
-}
-
-extern "C" fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
-                                                  int64_t dy_col_stride, const void *input,
-                                                  int64_t input_row_stride, void *dinput,
-                                                  int64_t dinput_row_stride, int64_t tokens,
-                                                  int64_t ffn_hidden_size, fastglu_dtype dtype,
-                                                  void *stream) {
-    static const char fn[] = "fastglu_swiglu_bwd_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_swiglu_bwd(fn, dy, dy_row_stride, dy_col_stride, input,
-                                                 input_row_stride, dinput, dinput_row_stride,
-                                                 tokens, ffn_hidden_size, dtype, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
-    launch_plan p;
-    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
-        return too_large(fn);
-    cudaStream_t cs = (cudaStream_t)stream;
-    const cudaError_t err =
-        LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, cs, dy, dy_row_stride, dy_col_stride, input,
-                         input_row_stride, dinput, dinput_row_stride, tokens, ffn_hidden_size);
-    return launch_status(fn, err);
-}
+#endif /* FASTGLU_GLU_SWIGLU_CUH */
