@@ -22,6 +22,7 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "glu_flat.h"
 
 #ifdef FP8_TEST_CUDA
 #include <cuda_runtime_api.h>
@@ -263,13 +264,13 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     fastglu_status st_ref, st_f;
 #ifdef FP8_TEST_CUDA
     if (bwd) {
-        st_ref = fastglu_glu_bwd_cuda(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+        st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
                                       bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                                       il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
                                       dt, stream);
         st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
     } else {
-        st_ref = fastglu_glu_fwd_cuda(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+        st_ref = glu_fwd_cuda_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
                                       FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
         st_f = fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, stream);
     }
@@ -279,13 +280,13 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     if (st_n) down_(st, ST, (size_t)st_n * 4);
 #else
     if (bwd) {
-        st_ref = fastglu_glu_bwd_cpu(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+        st_ref = glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
                                      bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                                      il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
                                      dt);
         st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);
     } else {
-        st_ref = fastglu_glu_fwd_cpu(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
+        st_ref = glu_fwd_cpu_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
                                      FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
         st_f = fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
     }
