@@ -19,6 +19,17 @@ PyTorch. Public API:
   return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``gemm.py``).
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
+
+Modules, each importing only those below it (``tests/python/test_layering.py`` checks it):
+
+- ``megatron.py`` (Megatron-Core routing), ``modules.py`` (nn.Modules): on ``functional``;
+- ``gemm.py``: ``fastglu.linear`` / ``linear_glu`` and their torch.library ops, on ``library`` and ``ops``;
+- ``functional.py``: ``GLUFunction`` (the one autograd Function of the family) and the public
+  functions, on ``library`` and ``ops``;
+- ``library.py``: the torch.library ops (``fastglu::swiglu_fwd`` ..., ``fastglu::glu_fwd`` ...), their
+  fakes, autograd and DTensor rules, on ``ops``;
+- ``ops.py``: argument checks, output allocation and the ``_C`` launch of every kernel (SwiGLU is
+  the family's SiLU member: ``ops.SILU``), on ``_C``.
 """
 
 import warnings as _warnings

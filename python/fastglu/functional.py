@@ -67,6 +67,13 @@ class GLUFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, up, bias, weights, params, options):
         fp8, offload, in_place, fn = options
+        if not (fp8 or offload or in_place):  # the common case, on every eager call's path: lean
+            y = ops._fwd_common(params, x, bias, weights) if up is None else None
+            if y is None:
+                y = ops._fwd_checked(params, x, up, bias, weights, None, None, fn)[0]
+            ctx.save_for_backward(x, up, bias, weights, None)
+            ctx.params, ctx.fn, ctx.in_place = params, fn, False
+            return y
         # an fp8 copy has no storage to reuse; an input that takes no gradient is never overwritten
         # (its gradient is not asked for: the bias / weights gradients are computed out of place)
         layout_check = in_place and not fp8
@@ -111,10 +118,10 @@ class GLUFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        fn = ctx.fn + ".backward"
-        ops.refuse_create_graph(fn)
+        if _grad_enabled():  # (create_graph=True: ops.refuse_create_graph raises, unless traced)
+            ops.refuse_create_graph(ctx.fn + ".backward")
         if ctx.in_place and ctx.backward_done:
-            _fail(RuntimeError, fn, "in_place=True: backward can run only once per forward: the saved "
+            _fail(RuntimeError, ctx.fn + ".backward", "in_place=True: backward can run only once per forward: the saved "
                                     "input was overwritten by its gradient. Use in_place=False for "
                                     "retain_graph=True or a second backward.")
         x, up, bias, weights, scale_inv = ctx.saved_tensors
@@ -131,7 +138,7 @@ class GLUFunction(torch.autograd.Function):
         if in_place:
             out = x if up is None else (x, up)
         g = ops.backward(ctx.params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
-                      want_dbias=want_db, want_dweights=want_dw, out=out, fn=fn)
+                         want_dbias=want_db, want_dweights=want_dw, out=out, fn=ctx.fn + ".backward")
         if in_place:
             ctx.backward_done = True  # (after the call: a refused call has written nothing)
             if _increment_version is not None:
@@ -152,22 +159,28 @@ _glu_c_apply = (_c_apply.__get__(None, GLUFunction)
 
 
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
-    in_place = bool(in_place) and torch.is_grad_enabled()  # without grad mode no backward runs
-    if _is_compiling():  # torch.compile / torch.export: the torch.library ops (library.glu_traced)
+    in_place = in_place is not False and bool(in_place) and _grad_enabled()  # without grad mode no backward runs
+    if _is_compiling():  # torch.compile / torch.export: the torch.library ops (glu_traced)
         return glu_traced(x, up, bias, weights, params, _fp8_mode(fp8_input_store, fn),
-                                   bool(cpu_offload_input), in_place, fn)
-    options = (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), in_place, fn)
+                          bool(cpu_offload_input), in_place, fn)
+    if fp8_input_store is False and cpu_offload_input is False and not in_place:
+        options = _PLAIN_OPTIONS.get(fn) or _PLAIN_OPTIONS.setdefault(fn, (False, False, False, fn))
+    else:
+        options = (_fp8_mode(fp8_input_store, fn), bool(cpu_offload_input), in_place, fn)
     if _glu_c_apply is None or _functorch_active():
         return GLUFunction.apply(x, up, bias, weights, params, options)
-    if isinstance(x, _Tensor):
+    if isinstance(x, _Tensor):  # (a dead functorch wrapper: unwrapped as Function.apply does)
         x = _unwrap_if_dead(x)
-    if isinstance(up, _Tensor):
+    if up is not None and isinstance(up, _Tensor):
         up = _unwrap_if_dead(up)
-    if isinstance(bias, _Tensor):
+    if bias is not None and isinstance(bias, _Tensor):
         bias = _unwrap_if_dead(bias)
-    if isinstance(weights, _Tensor):
+    if weights is not None and isinstance(weights, _Tensor):
         weights = _unwrap_if_dead(weights)
     return _glu_c_apply(x, up, bias, weights, params, options)
+
+
+_PLAIN_OPTIONS = {}  # fn -> GLUFunction's options of a call without fp8 store, offload or in_place
 
 
 def _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params, options):

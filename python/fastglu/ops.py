@@ -590,12 +590,12 @@ def _refuse_overlaps(outs, originals, fn):
                 _fail(ValueError, fn, f"an output overlaps {name}")
 
 
-def _launch(kernel, t, *args):
-    """kernel(on_cuda, *args, stream) on t's device: its current stream, under a device guard only
-    when t is not on the current device."""
-    if not t.is_cuda:
+def _launch(kernel, dev, *args):
+    """kernel(on_cuda, *args, stream) on device index dev (``t.get_device()`` of a cpu / cuda tensor
+    t: -1 on the CPU): a CUDA device's current stream, under a device guard only when dev is not
+    the current device."""
+    if dev < 0:
         return kernel(0, *args, 0)
-    dev = t.get_device()
     if dev == _current_device():
         return kernel(1, *args, _raw_stream(dev))
     with torch.cuda.device(dev):
@@ -662,7 +662,7 @@ def _fwd_common(p, x, bias, weights):
     y = x.new_empty((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F))  # a tuple: parsed faster than a Size
     g_ptr = x.data_ptr()
     u_ptr, u_rs = (g_ptr + int(F) * x.element_size(), rs) if p.layout == _C.LAYOUT_SPLIT else (0, 0)
-    _launch(_C.glu_fwd, x, *p, g_ptr, rs, u_ptr, u_rs, 0 if bias is None else bias.data_ptr(),
+    _launch(_C.glu_fwd, dev, *p, g_ptr, rs, u_ptr, u_rs, 0 if bias is None else bias.data_ptr(),
             0 if weights is None else weights.data_ptr(), w_code, 1, y.data_ptr(), F, 0, 0, tokens, F, code)
     return y
 
@@ -695,7 +695,7 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
         u_ptr, u_rs, du_ptr, du_rs = g_ptr + int(F) * es, rs, dg_ptr + int(F) * es, 2 * F
     else:
         u_ptr = u_rs = du_ptr = du_rs = 0
-    _launch(_C.glu_bwd, x, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs, u_ptr, u_rs, code, 0, 0,
+    _launch(_C.glu_bwd, dev, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs, u_ptr, u_rs, code, 0, 0,
           0 if bias is None else bias.data_ptr(), 0 if weights is None else weights.data_ptr(), w_code, 1,
           dg_ptr, 2 * F, du_ptr, du_rs, 0 if dbias is None else dbias.data_ptr(),
           0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes, tokens, F, code)
@@ -732,7 +732,7 @@ def _fwd_checked(p: GLUParams, x, up, bias, weights, out, saved_fp8, fn):
         _refuse_overlaps((s8,), copies, fn)
     if op.tokens and op.F:
         g_ptr, g_rs, u_ptr, u_rs = op.pointers()
-        _launch(_C.glu_fwd, op.x, *p, g_ptr, g_rs, u_ptr, u_rs,
+        _launch(_C.glu_fwd, op.x.get_device(), *p, g_ptr, g_rs, u_ptr, u_rs,
                 0 if b is None else b.data_ptr(), 0 if w is None else w.data_ptr(), w_code, w_stride,
                 y.data_ptr(), y_rs, 0 if s8 is None else s8.data_ptr(), s8_rs, op.tokens, op.F, op.code)
     return y, s8
@@ -890,7 +890,7 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
             dg_ptr, du_ptr = dx.data_ptr(), 0
         else:  # d_gate | d_up in one [..., 2F] gradient
             dg_ptr, du_ptr, d_up_rs = dx.data_ptr(), dx.data_ptr() + op.F * dx.element_size(), dx_rs
-        _launch(_C.glu_bwd, op.x, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
+        _launch(_C.glu_bwd, op.x.get_device(), *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
                 0 if s is None else s.data_ptr(), s_stride, 0 if b is None else b.data_ptr(),
                 0 if w is None else w.data_ptr(), w_code, w_stride, dg_ptr, dx_rs, du_ptr, d_up_rs,
                 0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes,

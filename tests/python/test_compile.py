@@ -311,7 +311,7 @@ def _register_example_variant():
         ctx.scale = inputs[1]
 
     def backward(ctx, dy):
-        library.refuse_create_graph("example_scaled_swiglu")
+        fastglu.ops.refuse_create_graph("example_scaled_swiglu")
         return torch.ops.fastglu.example_scaled_swiglu_bwd(dy, ctx.saved_tensors[0], ctx.scale), None
 
     library.register_glu_ops(
