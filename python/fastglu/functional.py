@@ -421,6 +421,9 @@ def _megatron_params(activation, clamp_value, linear_offset, fn):
     return glu_params(activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
 
 
+_GELU_TANH = glu_params("gelu_tanh")  # bias_geglu_impl's params (it has no options)
+
+
 def _megatron_input(input, fn):
     if not isinstance(input, torch.Tensor):
         _fail(TypeError, fn, f"input must be a torch.Tensor, got {type(input).__name__}")
@@ -450,7 +453,7 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
     """
     fn = "bias_swiglu_impl"
     _megatron_input(input, fn)
-    p = _megatron_params("silu", clamp_value, 0.0, fn)
+    p = SILU if clamp_value is None else _megatron_params("silu", clamp_value, 0.0, fn)
     return _apply(input, None, bias, None, p, fp8_input_store, cpu_offload_input, False, fn)
 
 
@@ -476,7 +479,7 @@ def weighted_bias_swiglu_impl(input, bias, weights, fp8_input_store=False, clamp
                                   "fusion (as Megatron-Core)")
     if weights is None:
         _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
-    p = _megatron_params("silu", clamp_value, 0.0, fn)
+    p = SILU if clamp_value is None else _megatron_params("silu", clamp_value, 0.0, fn)
     return _apply(input, None, None, weights, p, fp8_input_store, False, False, fn)
 
 
@@ -489,7 +492,7 @@ def bias_geglu_impl(input, bias):
     """
     fn = "bias_geglu_impl"
     _megatron_input(input, fn)
-    return _apply(input, None, bias, None, _megatron_params("gelu_tanh", None, 0.0, fn), False, False, False, fn)
+    return _apply(input, None, bias, None, _GELU_TANH, False, False, False, fn)
 
 
 def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, linear_offset=0.0,

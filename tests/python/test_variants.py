@@ -1058,6 +1058,12 @@ def test_short_path_declines_what_it_does_not_check(device):
         fastglu.GLUFunction.backward(y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device))
 
 
+def test_the_precomputed_params_are_the_checked_ones():
+    # fastglu.swiglu and the Megatron entry points without options skip glu_params: same values
+    assert fastglu.ops.SILU == fastglu.ops.glu_params("silu")
+    assert fastglu.functional._GELU_TANH == fastglu.ops.glu_params("gelu_tanh")
+
+
 def test_megatron_params_are_remembered_only_for_plain_numbers():
     G = fastglu.functional
     p1 = G._megatron_params("quick_gelu", 7.0, 1.0, "t")
