@@ -72,7 +72,7 @@ class GLUFunction(torch.autograd.Function):
             if y is None:
                 y = ops._fwd_checked(params, x, up, bias, weights, None, None, fn)[0]
             ctx.save_for_backward(x, up, bias, weights, None)
-            ctx.params, ctx.fn, ctx.in_place = params, fn, False
+            ctx.call = (params, fn, False)  # (one attribute: each one costs the hot path)
             return y
         # an fp8 copy has no storage to reuse; an input that takes no gradient is never overwritten
         # (its gradient is not asked for: the bias / weights gradients are computed out of place)
@@ -110,18 +110,17 @@ class GLUFunction(torch.autograd.Function):
             if bias is not None:
                 bias.activation_offloading = True
         ctx.save_for_backward(x_s, up_s, bias, weights, scale_inv)
-        ctx.params = params
-        ctx.fn = fn
-        ctx.in_place = in_place
+        ctx.call = (params, fn, in_place)
         ctx.backward_done = False
         return y
 
     @staticmethod
     def backward(ctx, dy):
+        params, fn, in_place = ctx.call
         if _grad_enabled():  # (create_graph=True: ops.refuse_create_graph raises, unless traced)
-            ops.refuse_create_graph(ctx.fn + ".backward")
-        if ctx.in_place and ctx.backward_done:
-            _fail(RuntimeError, ctx.fn + ".backward", "in_place=True: backward can run only once per forward: the saved "
+            ops.refuse_create_graph(fn + ".backward")
+        if in_place and ctx.backward_done:
+            _fail(RuntimeError, fn + ".backward", "in_place=True: backward can run only once per forward: the saved "
                                     "input was overwritten by its gradient. Use in_place=False for "
                                     "retain_graph=True or a second backward.")
         x, up, bias, weights, scale_inv = ctx.saved_tensors
@@ -129,16 +128,16 @@ class GLUFunction(torch.autograd.Function):
         want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
         # dy sharing the operands' memory cannot be read while their gradients are written over
         # them (e.g. grad_outputs given as a view of the input): out of place
-        in_place = ctx.in_place and not (_may_overlap(dy, x) or (up is not None and _may_overlap(dy, up)))
+        in_place = in_place and not (_may_overlap(dy, x) or (up is not None and _may_overlap(dy, up)))
         if not in_place and up is None and scale_inv is None:
-            g = ops._bwd_common(ctx.params, dy, x, bias, weights, want_db, want_dw)
+            g = ops._bwd_common(params, dy, x, bias, weights, want_db, want_dw)
             if g is not None:
                 return g[0], None, g[1], g[2], None, None
         out = None
         if in_place:
             out = x if up is None else (x, up)
-        g = ops.backward(ctx.params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
-                         want_dbias=want_db, want_dweights=want_dw, out=out, fn=ctx.fn + ".backward")
+        g = ops.backward(params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
+                         want_dbias=want_db, want_dweights=want_dw, out=out, fn=fn + ".backward")
         if in_place:
             ctx.backward_done = True  # (after the call: a refused call has written nothing)
             if _increment_version is not None:
