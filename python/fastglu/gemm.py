@@ -122,8 +122,8 @@ def _linear_impl(x, w, bias):
     wr, w_rs = _w_rows(w)
     b = _vector(bias)
     out = torch.empty(lead + (N,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear, x.get_device(), _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs, _ptr(b),
-            out.data_ptr(), N, T, K, N)
+    _launch(_C.linear, x.get_device(), (_COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs, _ptr(b),
+            out.data_ptr(), N, T, K, N))
     return out
 
 
@@ -153,8 +153,8 @@ def _linear_glu_impl(x, w1, bias, weights, activation, layout, clamp_value, glu_
         w_code = _COMPUTE_CODES[wt.dtype]
     y = torch.empty(lead + (F,), dtype=x.dtype, device=x.device)
     h = torch.empty(lead + (2 * F,) if store_h else (0,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear_glu_fwd, x.get_device(), *p, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs,
-            _ptr(b), _ptr(wt), w_code, w_stride, h.data_ptr() if store_h else 0, 2 * F, y.data_ptr(), F, T, K, F)
+    _launch(_C.linear_glu_fwd, x.get_device(), (*p, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs,
+            _ptr(b), _ptr(wt), w_code, w_stride, h.data_ptr() if store_h else 0, 2 * F, y.data_ptr(), F, T, K, F))
     return y, h
 
 

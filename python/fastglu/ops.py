@@ -590,7 +590,7 @@ def _refuse_overlaps(outs, originals, fn):
                 _fail(ValueError, fn, f"an output overlaps {name}")
 
 
-def _launch(kernel, dev, *args):
+def _launch(kernel, dev, args):
     """kernel(on_cuda, *args, stream) on device index dev (``t.get_device()`` of a cpu / cuda tensor
     t: -1 on the CPU): a CUDA device's current stream, under a device guard only when dev is not
     the current device."""
@@ -611,6 +611,7 @@ def _launch(kernel, dev, *args):
 # precise error or copies what it must. Both paths make the same C call for the common case.
 
 _DENSE = (torch.Tensor, torch.nn.Parameter)
+_SPLIT = _C.LAYOUT_SPLIT
 
 
 def _fast_operand(t, cuda, dev):
@@ -661,9 +662,11 @@ def _fwd_common(p, x, bias, weights):
     code, shape, tokens, rs, F, cuda, dev, w_code = c
     y = x.new_empty((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F))  # a tuple: parsed faster than a Size
     g_ptr = x.data_ptr()
-    u_ptr, u_rs = (g_ptr + int(F) * x.element_size(), rs) if p.layout == _C.LAYOUT_SPLIT else (0, 0)
-    _launch(_C.glu_fwd, dev, *p, g_ptr, rs, u_ptr, u_rs, 0 if bias is None else bias.data_ptr(),
-            0 if weights is None else weights.data_ptr(), w_code, 1, y.data_ptr(), F, 0, 0, tokens, F, code)
+    act, layout, clamp, offset, m_g, m_d = p
+    u_ptr, u_rs = (g_ptr + int(F) * x.element_size(), rs) if layout == _SPLIT else (0, 0)
+    _launch(_C.glu_fwd, dev, (act, layout, clamp, offset, m_g, m_d, g_ptr, rs, u_ptr, u_rs,
+                              0 if bias is None else bias.data_ptr(), 0 if weights is None else weights.data_ptr(),
+                              w_code, 1, y.data_ptr(), F, 0, 0, tokens, F, code))
     return y
 
 
@@ -677,7 +680,7 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
     if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev) or is_zero_tensor(dy):
         return None
     dshape = dy.shape
-    if dy.dtype is not x.dtype or len(dshape) != len(shape) or dshape[-1] != F or dshape[:-1] != shape[:-1]:
+    if dy.dtype is not x.dtype or dshape != ((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)):
         return None
     dy_stride = dy.stride()
     _, dy_rs = _row_stride(dshape, dy_stride)
@@ -690,15 +693,17 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
     ws_bytes = _C.glu_bwd_workspace_bytes(tokens, F, want_db, want_dw)
     ws = x.new_empty((ws_bytes,), dtype=torch.uint8) if ws_bytes else None
     g_ptr, dg_ptr = x.data_ptr(), dx.data_ptr()
-    if p.layout == _C.LAYOUT_SPLIT:
+    act, layout, clamp, offset, m_g, m_d = p
+    if layout == _SPLIT:
         es = x.element_size()
         u_ptr, u_rs, du_ptr, du_rs = g_ptr + int(F) * es, rs, dg_ptr + int(F) * es, 2 * F
     else:
         u_ptr = u_rs = du_ptr = du_rs = 0
-    _launch(_C.glu_bwd, dev, *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs, u_ptr, u_rs, code, 0, 0,
-          0 if bias is None else bias.data_ptr(), 0 if weights is None else weights.data_ptr(), w_code, 1,
-          dg_ptr, 2 * F, du_ptr, du_rs, 0 if dbias is None else dbias.data_ptr(),
-          0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes, tokens, F, code)
+    _launch(_C.glu_bwd, dev, (act, layout, clamp, offset, m_g, m_d, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs,
+                              u_ptr, u_rs, code, 0, 0, 0 if bias is None else bias.data_ptr(),
+                              0 if weights is None else weights.data_ptr(), w_code, 1, dg_ptr, 2 * F, du_ptr, du_rs,
+                              0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(),
+                              0 if ws is None else ws.data_ptr(), ws_bytes, tokens, F, code))
     if dw is not None:
         dw = dw.view(weights.shape)
     return dx, dbias, dw
@@ -732,9 +737,9 @@ def _fwd_checked(p: GLUParams, x, up, bias, weights, out, saved_fp8, fn):
         _refuse_overlaps((s8,), copies, fn)
     if op.tokens and op.F:
         g_ptr, g_rs, u_ptr, u_rs = op.pointers()
-        _launch(_C.glu_fwd, op.x.get_device(), *p, g_ptr, g_rs, u_ptr, u_rs,
+        _launch(_C.glu_fwd, op.x.get_device(), (*p, g_ptr, g_rs, u_ptr, u_rs,
                 0 if b is None else b.data_ptr(), 0 if w is None else w.data_ptr(), w_code, w_stride,
-                y.data_ptr(), y_rs, 0 if s8 is None else s8.data_ptr(), s8_rs, op.tokens, op.F, op.code)
+                y.data_ptr(), y_rs, 0 if s8 is None else s8.data_ptr(), s8_rs, op.tokens, op.F, op.code))
     return y, s8
 
 
@@ -890,11 +895,11 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
             dg_ptr, du_ptr = dx.data_ptr(), 0
         else:  # d_gate | d_up in one [..., 2F] gradient
             dg_ptr, du_ptr, d_up_rs = dx.data_ptr(), dx.data_ptr() + op.F * dx.element_size(), dx_rs
-        _launch(_C.glu_bwd, op.x.get_device(), *p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
+        _launch(_C.glu_bwd, op.x.get_device(), (*p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
                 0 if s is None else s.data_ptr(), s_stride, 0 if b is None else b.data_ptr(),
                 0 if w is None else w.data_ptr(), w_code, w_stride, dg_ptr, dx_rs, du_ptr, d_up_rs,
                 0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes,
-                op.tokens, op.F, code)
+                op.tokens, op.F, code))
     else:
         if dy_zero:
             dx.zero_()
