@@ -26,20 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from fastglu.bench.swiglu import load_provider  # noqa: E402
+from fastglu.bench.host import IdentityFunction, identity_paths, median_of_rounds
+from fastglu.bench.swiglu import load_provider
 
-import fastglu  # noqa: E402
-from fastglu import _C, ops  # noqa: E402
-from fastglu.functional import _SwiGLU, _c_apply  # noqa: E402
-import importlib  # noqa: E402
-
-glu_module = importlib.import_module("fastglu.glu")  # (fastglu.glu is also the function glu)
+import fastglu
+from fastglu import _C, functional, ops
+from fastglu.functional import _c_apply
 
 
 class FC1Stub(torch.autograd.Function):
@@ -52,49 +48,6 @@ class FC1Stub(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return None
-
-
-class IdentityFunction(torch.autograd.Function):
-    """A view forward, a fresh uninitialised gradient backward (no kernel in either): a Python
-    Function's forward + backward through the autograd engine, the floor every Python-level provider
-    (fastglu's Function, Liger's, Megatron's) pays before any work of its own."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return torch.empty_like(grad)
-
-
-def _sync():
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def per_call_us(fn, n=3000):
-    for _ in range(50):
-        fn()
-    _sync()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    _sync()
-    return (time.perf_counter() - t0) / n * 1e6
-
-
-def median_of_rounds(fns, rounds, n):
-    """{name: median over `rounds` of the µs per call of fns[name]}, every fn timed once per round;
-    each round starts one item later than the one before (no fn always runs first, or always after
-    the same neighbour)."""
-    samples = {k: [] for k in fns}
-    items = list(fns.items())
-    for r in range(rounds):
-        s = r % len(items) if items else 0
-        for k, fn in items[s:] + items[:s]:
-            samples[k].append(per_call_us(fn, n))
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
@@ -123,18 +76,19 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     on_cuda = device == "cuda"
     y = torch.empty(T, F, device=device, dtype=torch.bfloat16)
     stream = torch.cuda.current_stream().cuda_stream if on_cuda else 0
-    code = ops._DTYPE_CODES[xd.dtype]
-    fc1_c_apply = _c_apply.__get__(None, FC1Stub)  # bound as functional.py binds _SwiGLU
+    code = ops._COMPUTE_CODES[xd.dtype]
+    fc1_c_apply = _c_apply.__get__(None, FC1Stub)  # bound as functional.py binds GLUFunction
     xp, yp = xd.data_ptr(), y.data_ptr()
     parts = {
         "an identity autograd.Function (the floor of any Python Function)": lambda: FC1Stub.apply(x),
         "the same, applied as fastglu applies its Function (no Python apply layer)": lambda: fc1_c_apply(x),
-        "C call with ready integers (_C.swiglu_fwd)": lambda: _C.swiglu_fwd(int(on_cuda), code, xp, 2 * F, yp, F, T, F,
-                                                                            stream),
+        "C call with ready integers (_C.glu_fwd, SiLU)": lambda: _C.glu_fwd(
+            int(on_cuda), *ops.SILU, xp, 2 * F, xp + 2 * F, 2 * F, 0, 0, 0, 1, yp, F, 0, 0, T, F, code, stream),
         "torch.empty of the output": lambda: torch.empty((T, F), device=device, dtype=torch.bfloat16),
         "ops.swiglu_fwd (checks + empty + launch)": lambda: ops.swiglu_fwd(xd),
         "fastglu.swiglu (autograd Function)": lambda: fastglu.swiglu(x),
-        "fastglu.swiglu's Function through Function.apply (before the lean apply)": lambda: _SwiGLU.apply(x),
+        "fastglu.swiglu's Function through Function.apply (not the lean apply)":
+            lambda: fastglu.GLUFunction.apply(x, None, None, None, ops.SILU, (False, False, False, "swiglu")),
         "fastglu.swiglu, input not requiring grad (the kernel call alone)": lambda: fastglu.swiglu(xd),
         "torch.ops.fastglu.swiglu_fwd (torch.library op + its autograd)": lambda: torch.ops.fastglu.swiglu_fwd(x),
         "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: torch.ops.fastglu.swiglu_fwd(xd),
@@ -159,9 +113,9 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
 
 
 def variant_host_times(device="cuda", rounds=5, n=1000):
-    """Host time of Megatron-Core's entry points on fastglu (``fastglu.glu``): forward, and forward +
-    backward (bias and weights requiring grad), beside the same calls without the common case's
-    short path (``glu._glu_fwd_fast`` / ``_glu_bwd_fast`` declining, the options checked on every
+    """Host time of Megatron-Core's entry points on fastglu (``fastglu.functional``): forward, and
+    forward + backward (bias and weights requiring grad), beside the same calls without the common
+    case's short path (``ops._fwd_common`` / ``_bwd_common`` declining, the options checked on every
     call: every argument through the op layer's checks, the path before the short path; its time
     includes switching the short path off and on around each call, six attribute stores)."""
     T, F = (1, 1) if device == "cpu" else (8, 1024)
@@ -175,17 +129,17 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
         "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
             lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
     }
-    short = (glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params)
+    short = (ops._fwd_common, ops._bwd_common, functional._megatron_params)
     checked = (lambda *a: None, lambda *a: None,
-               lambda act, c, o, fn: glu_module.glu_params(act, clamp_value=c, glu_linear_offset=o, fn=fn))
+               lambda act, c, o, fn: ops.glu_params(act, clamp_value=c, glu_linear_offset=o, fn=fn))
 
     def without_short_path(f):
         def run():
-            glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params = checked
+            ops._fwd_common, ops._bwd_common, functional._megatron_params = checked
             try:
                 return f()
             finally:
-                glu_module._glu_fwd_fast, glu_module._glu_bwd_fast, glu_module._megatron_params = short
+                ops._fwd_common, ops._bwd_common, functional._megatron_params = short
         return run
 
     def fwd_bwd(f):
@@ -201,6 +155,51 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
         paths[f"{name}: forward + backward"] = fwd_bwd(f)
         paths[f"{name}: forward + backward, checked path"] = without_short_path(fwd_bwd(f))
     return median_of_rounds(paths, rounds, n)
+
+
+def host_targets(device="cuda", rounds=7, n=1000):
+    """Issue 23's host targets, timed in one process and one set of rounds: the identity Function's
+    forward and forward + backward, and each fastglu entry's, as ratios to them (targets: forward
+    <= 1.6 x, forward + backward <= 1.25 x). The input is the host-time problem of ``host_times``."""
+    T, F = (1, 1) if device == "cpu" else (8, 1024)
+    x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(2 * F, device=device, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.rand(T, 1, device=device, requires_grad=True)
+    dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
+    entries = {
+        "fastglu.swiglu(x)": lambda: fastglu.swiglu(x),
+        "fastglu.glu(x)": lambda: fastglu.glu(x),
+        "bias_swiglu_impl(x, None)": lambda: fastglu.bias_swiglu_impl(x, None),
+        "bias_swiglu_impl(x, bias)": lambda: fastglu.bias_swiglu_impl(x, b),
+        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(x, None, w),
+        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
+            lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
+    }
+    paths = {("identity Function", k): f for k, f in identity_paths(x).items()}
+    for name, f in entries.items():
+        def fwd_bwd(f=f):
+            f().backward(dy)
+            x.grad = b.grad = w.grad = None
+        paths[(name, "forward")], paths[(name, "fwd_bwd")] = f, fwd_bwd
+    us = median_of_rounds(paths, rounds, n)
+    ident = {k: us[("identity Function", k)] for k in ("forward", "fwd_bwd")}
+    rows = {name: {"forward_us": us[(name, "forward")], "fwd_bwd_us": us[(name, "fwd_bwd")],
+                   "forward_ratio": us[(name, "forward")] / ident["forward"],
+                   "fwd_bwd_ratio": us[(name, "fwd_bwd")] / ident["fwd_bwd"]} for name in entries}
+    return {"identity_fn_us": ident, "entries": rows, "targets": {"forward_ratio": 1.6, "fwd_bwd_ratio": 1.25}}
+
+
+def print_host_targets(t):
+    ident = t["identity_fn_us"]
+    print(f"\nhost targets (one process): identity autograd.Function forward {ident['forward']:.2f} us, "
+          f"forward + backward {ident['fwd_bwd']:.2f} us")
+    print(f"  {'entry':<66}{'fwd us':>8}{'x ident':>8}{'f+b us':>9}{'x ident':>8}")
+    for name, r in t["entries"].items():
+        ok = (r["forward_ratio"] <= t["targets"]["forward_ratio"] and r["fwd_bwd_ratio"] <= t["targets"]["fwd_bwd_ratio"])
+        print(f"  {name:<66}{r['forward_us']:>8.2f}{r['forward_ratio']:>8.2f}{r['fwd_bwd_us']:>9.2f}"
+              f"{r['fwd_bwd_ratio']:>8.2f}  {'ok' if ok else 'over target'}")
+    print(f"  (targets: forward <= {t['targets']['forward_ratio']} x, forward + backward <= "
+          f"{t['targets']['fwd_bwd_ratio']} x the identity Function)")
 
 
 def peak_memory(providers, S=2048, B=4, F=8192):
@@ -241,6 +240,8 @@ def main():
                 providers[name] = load_provider(name, on_gpu)[0]
         except Exception as e:  # a peer that is not installed is reported, not fatal
             print(f"note: {name}: {e}")
+    targets = host_targets(args.device)
+    print_host_targets(targets)
     host, breakdown = host_times(providers, device=args.device)
     print(f"{'provider':<20}{'forward us':>12}{'fwd+bwd us':>12}")
     for r in host:
@@ -255,7 +256,8 @@ def main():
     if not on_gpu:
         if args.out:
             args.out.write_text(json.dumps({"device": "cpu", "torch": torch.__version__, "host_us": host,
-                                            "fastglu_forward_breakdown_us": breakdown, "variants_us": variants},
+                                            "fastglu_forward_breakdown_us": breakdown, "variants_us": variants,
+                                            "host_targets": targets},
                                            indent=1))
         return
     mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
@@ -265,7 +267,8 @@ def main():
     if args.out:
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                                         "host_us": host, "fastglu_forward_breakdown_us": breakdown,
-                                        "variants_us": variants, "peak_memory_mib": mem}, indent=1))
+                                        "variants_us": variants, "peak_memory_mib": mem,
+                                        "host_targets": targets}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Timing of fc2's dgrad with the dGLU epilogue (fastglu.linear.linear_dglu_bwd) on the GPU against
+"""Timing of fc2's dgrad with the dGLU epilogue (fastglu.linear_dglu_bwd) on the GPU against
 the unfused path it replaces and against the plain cuBLAS dgrad GEMM.
 
   python3 bench/gemm/dglu_bench.py [--dtype bf16] [--rounds 3]   (the installed fastglu, CUDA)
@@ -19,7 +19,7 @@ import statistics
 import torch
 
 import fastglu
-from fastglu.linear import linear_dglu_bwd
+from fastglu import linear_dglu_bwd
 
 WORKLOADS = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584),
              (1024, 4096, 14336)]

@@ -5,23 +5,35 @@ PyTorch. Public API:
 
 - ``fastglu.swiglu(x)``: autograd-aware SwiGLU on the Megatron layout ``[..., 2F]`` -> ``[..., F]``.
 - ``fastglu.bias_swiglu_impl(...)``: Megatron-Core's signature, as a drop-in.
-- ``fastglu.ops.swiglu_fwd / swiglu_bwd``: the kernels without autograd.
-- The gated-linear-unit family (``glu.py``): ``fastglu.glu(x, activation="silu"|"gelu_tanh"|
+- ``fastglu.ops``: the op layer without autograd (``swiglu_fwd`` / ``swiglu_bwd``, ``glu_fwd`` /
+  ``glu_bwd``, ``glu_params``).
+- The gated-linear-unit family (``functional.py``): ``fastglu.glu(x, activation="silu"|"gelu_tanh"|
   "quick_gelu", bias=, weights=, clamp_value=, glu_linear_offset=, gate_multiplier=,
   down_multiplier=, interleaved=, fp8_input_store=, in_place=)``; ``fastglu.silu_mul(gate, up)``
   and ``fastglu.glu_mul(gate, up, activation)`` for two tensors (Liger-Kernel / Hugging Face);
   Megatron-Core's ``weighted_bias_swiglu_impl``, ``bias_geglu_impl``,
   ``weighted_bias_quick_geglu_impl`` (and ``bias_swiglu_impl`` with bias and clamp_value).
-  ``fastglu.glu`` is the function; its module (with the op layer ``glu_fwd`` / ``glu_bwd``) is
-  ``from fastglu.glu import glu_fwd, glu_bwd``.
 - ``fastglu.modules``: ``SwiGLU``, ``GeGLU``, ``QuickGeGLU``, ``FastGLUActivation`` (nn.Module forms).
 - ``fastglu.megatron.apply()`` / ``undo()``: route Megatron-Core's fused activations to fastglu.
 - ``fastglu.linear(x, w, bias=None)`` and ``fastglu.linear_glu(x, w1, bias=None, activation=...,
-  return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``linear.py``).
+  return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``gemm.py``).
 - ``fastglu.mlp(x, w1, w2, activation=..., bias1=, bias2=, weights=, recompute=, fused=)``: the gated
-  MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp.py``); ``fastglu.modules.GLUMLP`` its module.
+  MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp_block.py``); ``fastglu.modules.GLUMLP`` its module.
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
+
+Modules, each importing only those below it (``tests/python/test_layering.py`` checks it):
+
+- ``megatron.py`` (Megatron-Core routing), ``modules.py`` (nn.Modules): on ``functional``;
+- ``mlp_block.py``: ``fastglu.mlp`` and ``GLUMLP``, on ``gemm``, ``library`` and ``ops``;
+- ``gemm.py``: ``fastglu.linear`` / ``linear_glu`` / ``linear_dglu_bwd`` and their torch.library ops,
+  on ``library`` and ``ops``;
+- ``functional.py``: ``GLUFunction`` (the one autograd Function of the family) and the public
+  functions, on ``library`` and ``ops``;
+- ``library.py``: the torch.library ops (``fastglu::swiglu_fwd`` ..., ``fastglu::glu_fwd`` ...), their
+  fakes, autograd and DTensor rules, on ``ops``;
+- ``ops.py``: argument checks, output allocation and the ``_C`` launch of every kernel (SwiGLU is
+  the family's SiLU member: ``ops.SILU``), on ``_C``.
 """
 
 import warnings as _warnings
@@ -42,19 +54,22 @@ except ImportError as _e:
     raise ImportError(f"fastglu: {_e}; install the CUDA runtime it needs: "
                       "pip install 'nvidia-cuda-runtime>=13.0,<14'") from _e
 from . import ops
-from .functional import SwiGLUFunction, bias_swiglu_impl, swiglu
-from .glu import (
+from .functional import (
     GLUFunction,
+    SwiGLUFunction,
     bias_geglu_impl,
+    bias_swiglu_impl,
     glu,
     glu_mul,
     silu_mul,
+    swiglu,
     weighted_bias_quick_geglu_impl,
     weighted_bias_swiglu_impl,
 )
-from . import megatron, modules  # noqa: E402  (after glu: both use it)
-from .linear import linear, linear_glu  # noqa: E402  (its backward calls the glu ops of library.py)
-from .mlp import mlp  # noqa: E402  (fc1 + GLU + fc2 as one op; uses linear's and library's ops)
+from . import megatron, modules
+from .gemm import linear, linear_dglu_bwd, linear_glu
+from .mlp_block import mlp
+from . import fp8
 
 # The fp8 copy of fp8_input_store overflows as the installed torch's float8_e4m3fn cast does
 # (saturating at +-448 from torch 2.12 on, NaN before), so that it equals Megatron's .to(float8).
@@ -77,6 +92,6 @@ def cuda_built() -> bool:
 __all__ = [
     "swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__",
     "glu", "glu_mul", "silu_mul", "GLUFunction", "weighted_bias_swiglu_impl", "bias_geglu_impl",
-    "weighted_bias_quick_geglu_impl", "megatron", "modules", "linear", "linear_glu",
-    "mlp",
+    "weighted_bias_quick_geglu_impl", "megatron", "modules", "linear", "linear_glu", "linear_dglu_bwd",
+    "mlp", "fp8",
 ]

@@ -8,14 +8,14 @@ Registered ops (namespace ``fastglu``; call them as ``torch.ops.fastglu.<name>``
 - ``swiglu_bwd(Tensor dy, Tensor input) -> Tensor``: ``dy [..., F]`` (any strides) and ``input`` ->
   ``dinput [..., 2F]``, a new contiguous tensor (Megatron-Core's ``swiglu_back``:
   ``d_gate = dy * up * s * (1 + gate * (1 - s))``, ``d_up = dy * silu(gate)``, ``s = sigmoid(gate)``).
-- ``glu_fwd`` / ``glu_bwd``: the gated-linear-unit family of ``glu.py`` (every activation, bias,
+- ``glu_fwd`` / ``glu_bwd``: the gated-linear-unit family of ``ops.py`` (every activation, bias,
   per-token weights, clamp, offset, multipliers, the interleaved layout, two (gate, up) tensors, an
   fp8 saved input for the backward); schemas and shapes in "the gated-linear-unit family" below.
   ``fastglu.glu``, ``glu_mul``, ``silu_mul`` and the Megatron-Core signatures reach them through
-  ``glu_traced`` while torch.compile / torch.export trace (``glu._apply``), else the eager
-  ``glu.GLUFunction``.
+  ``functional.glu_traced`` while torch.compile / torch.export trace, else the eager
+  ``functional.GLUFunction``.
 
-Each op has CPU and CUDA kernels (the C library through ``ops.py`` / ``glu.py``), a fake (meta)
+Each op has CPU and CUDA kernels (the C library through ``ops.py``), a fake (meta)
 implementation that gives torch.compile the outputs' shapes, strides and dtypes without running
 anything, autograd (the ``*_fwd`` op's backward is the ``*_bwd`` op, which refuses to be
 differentiated, as does a backward under ``create_graph=True``), and for SwiGLU a DTensor rule
@@ -26,8 +26,8 @@ Why two paths. ``fastglu.swiglu(x)`` on a plain tensor in eager mode does not us
 torch.library op with a Python autograd formula costs several microseconds more per call than the
 lean ``autograd.Function`` in ``functional.py`` (``bench/host_memory.py`` prints both). It uses them
 only while torch.compile / torch.export trace it (``torch.compiler.is_compiling()``), or for a
-tensor subclass (DTensor, FakeTensor, ...); see ``functional.swiglu``. The glu.py functions
-likewise keep ``glu.GLUFunction`` in eager mode (one ``is_compiling()`` check, about 0.1 us, in
+tensor subclass (DTensor, FakeTensor, ...); see ``functional.swiglu``. The other functions of
+``functional.py`` likewise keep ``GLUFunction`` in eager mode (one ``is_compiling()`` check, about 0.1 us, in
 front of it) and use the glu ops only while traced.
 
 DTensor (tensor parallelism). An input sharded on its last dimension, ``Shard(-1)``, is taken in
@@ -45,7 +45,7 @@ one shards the last dimension. The rules are registered when ``torch.distributed
 already imported at ``import fastglu``, else on the first call of ``fastglu.swiglu`` with a tensor
 subclass, or by ``register_dtensor_rules()``.
 
-Adding a variant (an op family outside ``glu.py``'s; the glu ops below are registered this way):
+Adding a variant (an op family outside ``ops.py``'s; the glu ops below are registered this way):
 call ``register_glu_ops`` once at import with the variant's schemas, its kernels, its fake
 implementations (``glu_output_like`` builds the usual ones) and its autograd pair;
 ``glu_dtensor_rule`` gives the DTensor rule of any op whose tensor arguments are one [gate | up]
@@ -61,8 +61,7 @@ import sys
 
 import torch
 
-from . import glu as _glu
-from . import ops
+from . import _C, ops
 
 NAMESPACE = "fastglu"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: it owns every registration below
@@ -134,21 +133,13 @@ def _no_context(ctx, inputs, output):
     pass
 
 
-def refuse_create_graph(name: str):
-    """Raise RuntimeError if a backward runs under create_graph=True in eager mode (the kernels have
-    no derivative); while torch.compile traces the joint graph (which uses create_graph) it passes."""
-    if torch.is_grad_enabled() and not _is_compiling():
-        raise RuntimeError(f"fastglu.{name}: double backward (create_graph=True) is not supported; "
-                           f"the {name} backward kernel is not differentiable")
-
-
 # ---- fake (meta) implementations ----------------------------------------------------------------
 
 
 def check_glu_meta(x, fn: str, name: str = "input"):
     """The checks of ``ops.check_input`` that need no data nor device: dtype, rank, even last
     dimension. Raises TypeError / ValueError as the kernels do. Returns F (maybe symbolic)."""
-    if x.dtype not in ops._DTYPE_CODES:
+    if x.dtype not in ops._COMPUTE_CODES:
         raise TypeError(f"fastglu.{fn}: {name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 "
                         "or torch.float32")
     if x.dim() not in (2, 3):
@@ -309,7 +300,7 @@ def _swiglu_setup_context(ctx, inputs, output):
 
 
 def _swiglu_backward(ctx, dy):
-    refuse_create_graph("swiglu")
+    ops.refuse_create_graph("swiglu")
     return torch.ops.fastglu.swiglu_bwd(dy, ctx.saved_tensors[0])
 
 
@@ -330,55 +321,13 @@ if SUPPORTED:
     )
 
 
-def swiglu(x, in_place: bool = False):
-    """``fastglu.swiglu`` for everything but a plain tensor in eager mode: while torch.compile or
-    torch.export trace (the registered op; ``in_place`` is ignored there, the compiled graph owns its
-    buffers), a DTensor (the op's DTensor rule; with ``in_place`` the lean Function on each rank's
-    local tensor), or another tensor subclass (the op, through the dispatcher). Same arguments,
-    result and errors as ``fastglu.swiglu``: with ``in_place`` a leaf that requires grad (or a
-    view of one) is refused here too, also while traced, where nothing would be overwritten, so
-    that eager and compiled code accept the same calls. Without grad mode there is no backward to
-    run in place: ``in_place`` is then ignored."""
-    in_place = in_place and torch.is_grad_enabled()
-    if not SUPPORTED:
-        from .functional import SwiGLUFunction, _SwiGLU
-
-        return SwiGLUFunction.apply(x, False, False, True) if in_place else _SwiGLU.apply(x)
-    if in_place and isinstance(x, torch.Tensor):
-        ops.refuse_leaf_in_place(x, "swiglu", "input")  # (a DTensor's local tensor is no leaf)
-    if _is_compiling():
-        return swiglu_fwd(x)
-    if not isinstance(x, torch.Tensor) or x.is_nested:
-        ops.check_input(x, "swiglu")  # raises TypeError naming the type or the nested layout
-    if not _dtensor_registered and "torch.distributed.tensor" in sys.modules:
-        register_dtensor_rules()
-    if in_place:
-        from .functional import SwiGLUFunction
-
-        def local(t):
-            return SwiGLUFunction.apply(t, False, False, True)
-
-        if is_dtensor(x):
-            return dtensor_local_call(x, local, "swiglu", lambda w: w // 2)
-        return local(x)
-    if is_dtensor(x):
-        check_glu_dtensor(x, "swiglu")  # the error names fastglu.swiglu, not the op
-    try:
-        return swiglu_fwd(x)
-    except (TypeError, ValueError) as e:  # another subclass: the op's checks name it; name the call
-        r = ops.renamed(e, "swiglu", "swiglu_fwd")
-        if r is None:
-            raise
-        raise r from None
-
-
 if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost
     register_dtensor_rules()
 
 
-# ---- the gated-linear-unit family (glu.py) ---------------------------------------------------------
+# ---- the gated-linear-unit family (ops.py) ---------------------------------------------------------
 #
-# One generic pair of ops serves every variant of glu.py (activation, layout, clamp, offset and
+# One generic pair of ops serves every variant of ops.py (activation, layout, clamp, offset and
 # multipliers are schema scalars; the optional tensors say which of bias / weights / two-tensor
 # form / fp8 saved input a call uses):
 #
@@ -387,9 +336,9 @@ if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program
 #   glu_bwd(dy, input, up?, bias?, weights?, input_scale_inv?, <the same six scalars>,
 #           want_dbias, want_dweights) -> (d_input, d_up?, dbias?, dweights?)
 #
-# The scalars are a glu.GLUParams in order (``glu.glu_params`` builds it from the public options):
+# The scalars are an ops.GLUParams in order (``ops.glu_params`` builds it from the public options):
 # activation = 0 silu / 1 gelu_tanh / 2 quick_gelu, layout = 0 split [gate | up] (or two tensors) /
-# 1 interleaved. Shapes, dtypes and errors are those of ``glu.glu_fwd_p`` / ``glu.glu_bwd_p``,
+# 1 interleaved. Shapes, dtypes and errors are those of ``ops.forward`` / ``ops.backward``,
 # which the CPU and CUDA implementations call: y [..., F] contiguous in the input's dtype; d_input
 # of input's shape (the [..., 2F] input, or the gate [..., F] in the two-tensor form) and d_up of
 # up's (None without up), contiguous, in dy's dtype; dbias [2F] in dy's dtype (None unless
@@ -405,35 +354,35 @@ GLU_BWD_SCHEMA = ("(Tensor dy, Tensor input, Tensor? up, Tensor? bias, Tensor? w
                   "float down_multiplier, bool want_dbias, bool want_dweights) "
                   "-> (Tensor d_input, Tensor? d_up, Tensor? dbias, Tensor? dweights)")
 
-_GLU_ACTIVATION_CODES = frozenset(_glu.ACTIVATIONS.values())
-_GLU_LAYOUT_CODES = frozenset((_glu._C.LAYOUT_SPLIT, _glu._C.LAYOUT_INTERLEAVED))
+_GLU_ACTIVATION_CODES = frozenset(ops.ACTIVATIONS.values())
+_GLU_LAYOUT_CODES = frozenset((_C.LAYOUT_SPLIT, _C.LAYOUT_INTERLEAVED))
 _GLU_COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _glu_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier):
-    """The op's scalars as a glu.GLUParams; ValueError for an unknown activation / layout code, a
+def _op_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier):
+    """The op's scalars as an ops.GLUParams; ValueError for an unknown activation / layout code, a
     non-finite offset or multiplier, or a positive clamp_value that float32 turns into 0 or inf
-    (what glu.glu_params refuses). Shared by kernels and fakes."""
+    (what ops.glu_params refuses). Shared by kernels and fakes."""
     if activation not in _GLU_ACTIVATION_CODES:
         raise ValueError(f"fastglu.{fn}: activation code {activation} is not one of "
-                         f"{dict(sorted((v, k) for k, v in _glu.ACTIVATIONS.items()))}")
+                         f"{dict(sorted((v, k) for k, v in ops.ACTIVATIONS.items()))}")
     if layout not in _GLU_LAYOUT_CODES:
         raise ValueError(f"fastglu.{fn}: layout code {layout} is not 0 (split) or 1 (interleaved)")
     for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
                     ("down_multiplier", down_multiplier)):
         if not math.isfinite(v):
             raise ValueError(f"fastglu.{fn}: {name} must be finite, got {v}")
-    _glu._check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
-    return _glu.GLUParams(activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+    ops._check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
+    return ops.GLUParams(activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
 
 
 def _glu_fwd_impl(input, up, bias, weights, *scalars):
-    return _glu.glu_fwd_p(_glu_params("glu_fwd", *scalars), input, up, bias, weights, fn="glu_fwd")
+    return ops.forward(_op_params("glu_fwd", *scalars), input, up, bias, weights, fn="glu_fwd")
 
 
 def _glu_bwd_impl(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
-    g = _glu.glu_bwd_p(_glu_params("glu_bwd", *scalars), dy, input, up, bias, weights,
+    g = ops.backward(_op_params("glu_bwd", *scalars), dy, input, up, bias, weights,
                        input_scale_inv=input_scale_inv, want_dbias=want_dbias, want_dweights=want_dweights,
                        fn="glu_bwd")
     return g.dx, g.d_up, g.dbias, g.dweights
@@ -448,7 +397,7 @@ def _glu_meta_tensor(t, fn, name, dtypes):
 
 
 def _glu_meta_operands(input, up, layout, fn, dtypes):
-    """The checks of glu._operands that need no data: (leading shape, F). Raises as it does."""
+    """The checks of ops._operands that need no data: (leading shape, F). Raises as it does."""
     if up is None:
         _glu_meta_tensor(input, fn, "input", dtypes)
         if input.dim() < 1:
@@ -457,7 +406,7 @@ def _glu_meta_operands(input, up, layout, fn, dtypes):
             raise ValueError(f"fastglu.{fn}: input's last dimension (gate | up) must be even, got shape "
                              f"{tuple(input.shape)}")
         return tuple(input.shape[:-1]), input.shape[-1] // 2
-    if layout == _glu._C.LAYOUT_INTERLEAVED:
+    if layout == _C.LAYOUT_INTERLEAVED:
         raise ValueError(f"fastglu.{fn}: interleaved=True takes one [..., 2F] input, not separate gate and up tensors")
     _glu_meta_tensor(input, fn, "gate", dtypes)
     _glu_meta_tensor(up, fn, "up", dtypes)
@@ -473,7 +422,7 @@ def _glu_meta_operands(input, up, layout, fn, dtypes):
 
 
 def _glu_meta_extras(bias, weights, lead, F, dtype, device, fn):
-    """glu._check_bias and glu._check_weights on metadata: bias [2F] of dtype, per-token weights."""
+    """ops._check_bias and ops._check_weights on metadata: bias [2F] of dtype, per-token weights."""
     if bias is not None:
         _glu_meta_tensor(bias, fn, "bias", _GLU_COMPUTE_DTYPES)
         if bias.dtype != dtype:
@@ -494,7 +443,7 @@ def _glu_meta_extras(bias, weights, lead, F, dtype, device, fn):
 
 
 def _glu_fwd_fake(input, up, bias, weights, *scalars):
-    p = _glu_params("glu_fwd", *scalars)
+    p = _op_params("glu_fwd", *scalars)
     lead, F = _glu_meta_operands(input, up, p.layout, "glu_fwd", _GLU_COMPUTE_DTYPES)
     _glu_meta_extras(bias, weights, lead, F, input.dtype, input.device, "glu_fwd")
     return input.new_empty((*lead, F))
@@ -503,7 +452,7 @@ def _glu_fwd_fake(input, up, bias, weights, *scalars):
 def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
     fn = "glu_bwd"
-    p = _glu_params(fn, *scalars)
+    p = _op_params(fn, *scalars)
     lead, F = _glu_meta_operands(input, up, p.layout, fn, _GLU_COMPUTE_DTYPES + (torch.float8_e4m3fn,))
     _glu_meta_tensor(dy, fn, "dy", _GLU_COMPUTE_DTYPES)
     if dy.device != input.device:
@@ -541,7 +490,7 @@ def _glu_setup_context(ctx, inputs, output):
 
 
 def _glu_backward(ctx, dy):
-    refuse_create_graph("glu")
+    ops.refuse_create_graph("glu")
     x, up, bias, weights = ctx.saved_tensors
     need = ctx.needs_input_grad
     dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
@@ -564,69 +513,29 @@ if SUPPORTED:
     )
 
 
-class _GLUSavedFp8(torch.autograd.Function):
+class GLUSavedFp8(torch.autograd.Function):
     """``fp8_input_store`` under torch.compile: the forward op, the input saved as fp8 with plain
     torch ops (``x.to(torch.float8_e4m3fn)``, the values the eager forward kernel writes; or
-    ``glu._fp8_store``'s scaled copy), and the backward op reading it. Dynamo traces it whole."""
+    ``ops._fp8_store``'s scaled copy), and the backward op reading it. Dynamo traces it whole."""
 
     @staticmethod
     def forward(ctx, x, up, bias, weights, scalars, fp8):
         y = torch.ops.fastglu.glu_fwd(x, up, bias, weights, *scalars)
-        params = _glu.GLUParams(*scalars)
-        if fp8 is True:  # the bytes the eager forward kernel writes (with a clamp: glu._fp8_operands)
-            (x8, up8), scale_inv = _glu._fp8_cast(params, x, up, "glu"), None
+        params = ops.GLUParams(*scalars)
+        if fp8 is True:  # the bytes the eager forward kernel writes (with a clamp: ops._fp8_operands)
+            (x8, up8), scale_inv = ops._fp8_cast(params, x, up, "glu"), None
         else:
-            x8, up8, scale_inv = _glu._fp8_store(fp8, x, up, params, "glu")
+            x8, up8, scale_inv = ops._fp8_store(fp8, x, up, params, "glu")
         ctx.save_for_backward(x8, up8, bias, weights, scale_inv)
         ctx.scalars = scalars
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        refuse_create_graph("glu")
+        ops.refuse_create_graph("glu")
         x8, up8, bias, weights, scale_inv = ctx.saved_tensors
         need = ctx.needs_input_grad
         dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
             dy, x8, up8, bias, weights, scale_inv, *ctx.scalars, bias is not None and need[2],
             weights is not None and need[3])
         return dx, d_up, dbias, dweights, None, None
-
-
-def _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params, options):
-    """The eager GLUFunction, kept out of dynamo's trace (a graph break; dynamo's message names this
-    function): cpu_offload_input marks the saved tensors of the eager Function
-    (activation_offloading), which a compiled graph does not keep."""
-    return _glu.GLUFunction.apply(x, up, bias, weights, params, options)
-
-
-# torch.compiler.disable imports torch._dynamo (about 1.5 s) at once; torch._disable_dynamo, the
-# same wrapper, imports it on the first call (under torch.compile, where it is loaded already).
-_disable_dynamo = getattr(torch, "_disable_dynamo", None) or torch.compiler.disable
-_cpu_offload_input_runs_the_eager_GLUFunction = _disable_dynamo(_cpu_offload_input_runs_the_eager_GLUFunction)
-
-
-def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, fn):
-    """The variants of glu.py while torch.compile / torch.export trace them (``glu._apply`` calls
-    this when ``torch.compiler.is_compiling()``); same arguments as ``glu.GLUFunction``'s.
-
-    - no fp8 store, no offload: ``torch.ops.fastglu.glu_fwd`` and its registered autograd (no graph
-      break); ``in_place`` is ignored, as ``fastglu.swiglu`` does under compile (the compiled graph
-      owns its buffers; its checks of strides and overlaps and the one-backward rule do not apply),
-      but a leaf that requires grad (or a view of one) is refused as in eager mode;
-    - ``fp8_input_store`` (True, "per_row", "per_tensor"): ``_GLUSavedFp8`` (no graph break): the
-      same ops, the saved input cast by torch ops instead of inside the forward kernel;
-    - ``cpu_offload_input``: the eager ``GLUFunction`` behind dynamo's ``disable``, i.e. a
-      graph break (``fullgraph=True`` then raises), since the ``activation_offloading`` marks are
-      for Megatron's eager offloading hooks and a compiled graph saves its own tensors;
-    - without torch.library's registration API (``SUPPORTED`` False): the eager Function, which
-      dynamo cannot trace through (a graph break).
-    """
-    if not SUPPORTED or cpu_offload_input:
-        return _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params,
-                                                             (fp8, cpu_offload_input, in_place, fn))
-    if in_place and not fp8:  # refused as in eager mode, where the backward would overwrite them
-        _glu.refuse_leaves_in_place(x, up, fn)
-    if fp8:
-        _glu._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark (ValueError naming fn)
-        return _GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
-    return glu_fwd(x, up, bias, weights, *params)

@@ -12,7 +12,7 @@ names it imported from ``megatron.core.fusions.fused_bias_swiglu`` / ``fused_bia
 was imported, so replacing them in the fusions modules alone would not reach it. ``apply()``
 replaces each name in every module that holds one (the two fusions modules, ``transformer.mlp``,
 ``transformer.moe.experts``, ``transformer.moe.shared_experts``) with fastglu's function of the same
-signature (``fastglu.bias_swiglu_impl`` and ``fastglu.glu``'s others). It is idempotent; ``undo()``
+signature (``fastglu.functional``'s). It is idempotent; ``undo()``
 puts the originals back. Modules that cannot be imported (an older or trimmed megatron-core) are
 skipped; names a module lacks are skipped.
 
@@ -27,7 +27,7 @@ Supported Megatron-Core: ``SUPPORTED`` (0.16 to 0.19, the ``megatron`` extra's r
 adapter's tests against the oldest and the newest release of that range. ``apply()`` warns when the
 installed release is outside it (the routing itself is tried all the same).
 
-Differences from Megatron-Core 0.19 (all in fastglu's favour or documented in ``glu.py``):
+Differences from Megatron-Core 0.19 (all in fastglu's favour or documented in ``ops.py``):
 the bias gradient comes back as ``[2F]`` from the kernel; ``clamp_value`` <= 0 means no clamp;
 ``fp8_input_store`` also takes ``"per_row"`` / ``"per_tensor"``; the glu_linear_offset stays fp32.
 """
@@ -39,8 +39,7 @@ import re
 import sys
 import warnings
 
-from .functional import bias_swiglu_impl
-from .glu import bias_geglu_impl, weighted_bias_quick_geglu_impl, weighted_bias_swiglu_impl
+from .functional import bias_geglu_impl, bias_swiglu_impl, weighted_bias_quick_geglu_impl, weighted_bias_swiglu_impl
 
 # The replacement for each Megatron function name.
 REPLACEMENTS = {

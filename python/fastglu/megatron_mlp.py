@@ -33,7 +33,7 @@ import warnings
 import torch
 import torch.nn.functional as F_
 
-from .mlp import mlp as _fastglu_mlp
+from .mlp_block import mlp as _fastglu_mlp
 
 TARGET = "megatron.core.transformer.mlp.MLP.forward"
 _original = None

@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .glu import _fp8_mode, glu, glu_params
+from .functional import glu
+from .ops import _fp8_mode, glu_params
 
 __all__ = ["GLU", "SwiGLU", "GeGLU", "QuickGeGLU", "FastGLUActivation", "activation_name"]
 
@@ -109,7 +110,7 @@ def activation_name(activation_func) -> str:
     """fastglu's activation name for a Megatron ``config.activation_func``: ``F.silu`` -> "silu",
     ``F.gelu`` -> "gelu_tanh" (Megatron's fused GeGLU uses the tanh approximation), Megatron's
     ``quick_gelu`` (``megatron.core.fusions.fused_bias_geglu``) -> "quick_gelu"; a name of
-    ``fastglu.glu.ACTIVATIONS`` passes through.
+    ``fastglu.ops.ACTIVATIONS`` passes through.
 
     Raises:
         ValueError: any other function.
@@ -168,6 +169,6 @@ class FastGLUActivation(GLU):
         super().__init__(activation_name(activation or "silu"), **options)
 
 
-from .mlp import GLUMLP  # noqa: E402  (the gated MLP block's module, beside its op in mlp.py)
+from .mlp_block import GLUMLP  # noqa: E402  (the gated MLP block's module, beside its op)
 
 __all__.append("GLUMLP")

@@ -197,3 +197,16 @@ def test_variants_readme_table_keeps_what_a_failing_provider_measured():
     assert lines[-3] == "| v | a | 0.1200 (1.20x) | **0.2000 (2.00x)** | 1.0e-03, 2.0e-03 |"
     assert lines[-2] == "| v | b | **0.1100 (1.10x)** | failed | 3.0e-03, 4.0e-03; `RuntimeError('x')` |"
     assert lines[-1] == "| v | c | failed | failed | `ImportError('y')` |"
+
+
+def test_environment_carries_the_host_identity_function_time():
+    """Records from different hosts read side by side: the environment names the host's floor for
+    a Python autograd.Function (forward and forward + backward per call) and the device it ran on."""
+    from fastglu.bench.swiglu import describe_device
+
+    _, slug, env = describe_device(False)
+    ident = env["spec"]["software"]["host_identity_fn_us"]
+    assert slug == "cpu" and ident["device"] == "cpu"
+    assert set(ident) == {"forward", "fwd_bwd", "device"}
+    assert ident["forward"] > 0 and ident["fwd_bwd"] > 0
+    assert records.digest(env)  # part of the digested environment

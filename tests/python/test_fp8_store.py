@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import fastglu
-from fastglu.glu import glu_bwd, glu_fwd
+from fastglu.ops import glu_bwd, glu_fwd
 
 from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
 
@@ -201,7 +201,7 @@ def test_e4m3_cast_semantics_assumed_by_the_header():
                                         0x38, 0x3A]
     y = torch.tensor([[1e9, 1.0]]).to(torch.bfloat16)
     saved = torch.empty(1, 2, dtype=FP8)
-    from fastglu.glu import glu_fwd
+    from fastglu.ops import glu_fwd
     glu_fwd(y, saved_fp8=saved)
     assert bits(saved).tolist()[0][0] == big
 

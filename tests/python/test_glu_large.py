@@ -6,7 +6,7 @@ backend, dbias against a float64 sum of the input gradient, dweights row by row.
 import pytest
 import torch
 
-from fastglu.glu import glu_bwd, glu_fwd
+from fastglu.ops import glu_bwd, glu_fwd
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

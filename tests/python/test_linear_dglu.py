@@ -1,4 +1,4 @@
-"""fastglu.linear.linear_dglu_bwd (fc2's dgrad with the GLU backward in the GEMM's epilogue) against a
+"""fastglu.linear_dglu_bwd (fc2's dgrad with the GLU backward in the GEMM's epilogue) against a
 float64 reference on CPU (CI) and CUDA (device): dY = d_out @ w2 exactly, then the gradient of
 sum(y(h) * dY) with respect to h and the per-token weights by float64 autograd through the family's
 formulas (include/fastglu.h; the clamp bound rounded to the dtype as torch.clamp rounds it, whose
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fastglu
-from fastglu.linear import linear_dglu_bwd
+from fastglu import linear_dglu_bwd
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
@@ -45,7 +45,7 @@ def reference(d_out, w2, h, weights, activation, opts, dtype):
     F = w2.shape[1]
     dy = d_out.double().reshape(-1, d_out.shape[-1]) @ w2.double()
     h64 = h.double().reshape(-1, 2 * F).clone().requires_grad_(True)
-    w64 = (weights.double().reshape(-1, 1) if weights is not None else torch.ones(h64.shape[0], 1, dtype=torch.float64))
+    w64 = (weights.double().reshape(-1, 1) if weights is not None else torch.ones(h64.shape[0], 1, dtype=torch.float64, device=h.device))
     w64.requires_grad_(True)
     if opts.get("interleaved"):
         g, u = h64[:, 0::2], h64[:, 1::2]

@@ -352,7 +352,7 @@ def _mlp_step(mlp, x, scale, dy):
     return out, nodes
 
 
-FASTGLU_NODES = {"GLUFunctionBackward", "_SwiGLUBackward", "SwiGLUFunctionBackward"}
+FASTGLU_NODES = {"GLUFunctionBackward"}
 MLP_CASES = {
     "swiglu-bias": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True),
     "swiglu-fp8": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True,

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F_
 
 import fastglu
-from fastglu.mlp import GLUMLP, mlp_fused_default
+from fastglu.mlp_block import GLUMLP, mlp_fused_default
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]

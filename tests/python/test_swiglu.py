@@ -68,7 +68,7 @@ def test_column_slice_input_is_read_in_place(F, device):
     """x = a column slice of a wider tensor (fc1 output sharing storage): no copy, right answer."""
     wide = randn(257, 2 * F + 40, dtype=torch.bfloat16, device=device)
     x = wide[:, 8 : 8 + 2 * F]
-    assert ops._input_rows(x, "test")[0] is x  # read in place, not copied
+    assert ops._rows(x)[0] is x  # read in place, not copied
     x3 = randn(4, 6, 2 * F + 10, dtype=torch.bfloat16, device=device)[..., 3 : 3 + 2 * F]
     for inp in (x, x3):
         inp = inp.detach().requires_grad_()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fastglu
-from fastglu.glu import glu_bwd, glu_bwd_workspace_bytes, glu_fwd
+from fastglu.ops import glu_bwd, glu_bwd_workspace_bytes, glu_fwd
 
 WIDTHS = [1, 3, 768, 1408, 3420]
 ROWS = [1, 257]
@@ -944,9 +944,8 @@ def test_entry_points_refuse_transforms_they_cannot_follow(lean, monkeypatch):
     # The Megatron entry points apply their Function through the C++ apply (glu._glu_c_apply) unless
     # a functorch transform is active: either way vmap and forward-mode AD are refused as
     # Function.apply refuses them (no vmap rule, no jvp), never run with a dropped tangent or batch.
-    import importlib
     import torch.autograd.forward_ad as fwAD
-    glu_module = importlib.import_module("fastglu.glu")
+    glu_module = fastglu.functional
     if not lean:
         monkeypatch.setattr(glu_module, "_glu_c_apply", None)
     b = torch.randn(6)
@@ -965,8 +964,7 @@ def test_entry_points_refuse_transforms_they_cannot_follow(lean, monkeypatch):
 
 def _fast_path_cases(device):
     """(name, x, bias, weights, params, dy) that the short path takes."""
-    import importlib
-    G = importlib.import_module("fastglu.glu")
+    G = fastglu.ops
     bf, f32 = torch.bfloat16, torch.float32
     wide = randn(7, 3 * 40, dtype=bf, device=device)
     cases = []
@@ -996,14 +994,14 @@ def test_short_path_gives_the_checked_paths_bits(device):
     # forward and every gradient bit for bit those of the checked path (glu._glu_fwd / glu_bwd_p).
     G, cases = _fast_path_cases(device)
     for name, x, b, w, p, dy in cases:
-        y = G._glu_fwd_fast(p, x, b, w)
+        y = G._fwd_common(p, x, b, w)
         assert y is not None, name
-        y_ref = G._glu_fwd(p, x, None, b, w, None, None, "t")[0]
+        y_ref = G._fwd_checked(p, x, None, b, w, None, None, "t")[0]
         assert y.shape == y_ref.shape and torch.equal(y, y_ref), name
         for want_db, want_dw in [(b is not None, w is not None), (False, False)]:
-            g = G._glu_bwd_fast(p, dy, x, b, w, want_db, want_dw)
+            g = G._bwd_common(p, dy, x, b, w, want_db, want_dw)
             assert g is not None, name
-            r = G.glu_bwd_p(p, dy, x, None, b, w, want_dbias=want_db, want_dweights=want_dw, fn="t")
+            r = G.backward(p, dy, x, None, b, w, want_dbias=want_db, want_dweights=want_dw, fn="t")
             assert torch.equal(g[0], r.dx), name
             for got, ref in ((g[1], r.dbias), (g[2], r.dweights)):
                 assert (got is None) == (ref is None), name
@@ -1015,8 +1013,7 @@ def test_short_path_gives_the_checked_paths_bits(device):
 def test_short_path_declines_what_it_does_not_check(device):
     # Anything outside the common case goes to the checked path (None here), which copies what it
     # must or raises the precise error: the public entry points give the same results as before.
-    import importlib
-    G = importlib.import_module("fastglu.glu")
+    G = fastglu.ops
     p = G.glu_params("silu")
     x = randn(6, 16, dtype=torch.float32, device=device)
     b, w = randn(16, dtype=torch.float32, device=device), torch.rand(6, 1, device=device)
@@ -1038,11 +1035,11 @@ def test_short_path_declines_what_it_does_not_check(device):
         "no tokens": (x[:0], None, None),
     }
     for name, (xx, bb, ww) in declined.items():
-        assert G._glu_fwd_fast(p, xx, bb, ww) is None, name
+        assert G._fwd_common(p, xx, bb, ww) is None, name
     # where the checked path accepts them, the results are right (against the reference)
     for name in ("negated bias view", "negated input view", "strided weights", "weights [S, B, 1]", "strided bias"):
         xx, bb, ww = declined[name]
-        y = G.glu_fwd_p(p, xx, None, bb, ww)
+        y = G.forward(p, xx, None, bb, ww)
         g, u = split(xx.resolve_neg(), False)
         ry = reference(g, u, torch.ones(y.shape, dtype=torch.float64, device=device),
                        bias=None if bb is None else bb.resolve_neg(), weights=ww)[0]
@@ -1060,12 +1057,17 @@ def test_short_path_declines_what_it_does_not_check(device):
     xr = x.clone().requires_grad_()
     y = fastglu.bias_swiglu_impl(xr, b)
     with torch.no_grad(), pytest.raises(TypeError, match="dy has dtype torch.float16"):
-        G.GLUFunction.backward(y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device))
+        fastglu.GLUFunction.backward(y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device))
+
+
+def test_the_precomputed_params_are_the_checked_ones():
+    # fastglu.swiglu and the Megatron entry points without options skip glu_params: same values
+    assert fastglu.ops.SILU == fastglu.ops.glu_params("silu")
+    assert fastglu.functional._GELU_TANH == fastglu.ops.glu_params("gelu_tanh")
 
 
 def test_megatron_params_are_remembered_only_for_plain_numbers():
-    import importlib
-    G = importlib.import_module("fastglu.glu")
+    G = fastglu.functional
     p1 = G._megatron_params("quick_gelu", 7.0, 1.0, "t")
     assert G._megatron_params("quick_gelu", 7, 1, "t") is p1  # the same options, the same params
     assert p1 == G.glu_params("quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
@@ -1080,8 +1082,7 @@ def test_megatron_params_are_remembered_only_for_plain_numbers():
 def test_megatron_params_keep_the_sign_of_a_zero_offset_and_skip_nan():
     # -0.0 == 0.0 as dict keys: the cache must not hand one call's offset to the other (v + o
     # keeps the sign of o for v = -0.0), and NaN options (never equal to themselves) are not stored.
-    import importlib
-    G = importlib.import_module("fastglu.glu")
+    G = fastglu.functional
     G._MEGATRON_PARAMS.clear()
     neg = G._megatron_params("quick_gelu", None, -0.0, "t")
     pos = G._megatron_params("quick_gelu", None, 0.0, "t")
@@ -1089,7 +1090,7 @@ def test_megatron_params_keep_the_sign_of_a_zero_offset_and_skip_nan():
     x, w = torch.tensor([[1.0, 2.0, -0.0, -0.0]]), torch.ones(1, 1)
     fastglu.weighted_bias_quick_geglu_impl(x, None, w, linear_offset=-0.0)
     y = fastglu.weighted_bias_quick_geglu_impl(x, None, w)
-    checked = G._glu_fwd(G.glu_params("quick_gelu"), x, None, None, w, None, None, "t")[0]
+    checked = fastglu.ops._fwd_checked(fastglu.ops.glu_params("quick_gelu"), x, None, None, w, None, None, "t")[0]
     assert torch.equal(y.view(torch.int32), checked.view(torch.int32))  # the sign bits too
     n = len(G._MEGATRON_PARAMS)
     for _ in range(3):

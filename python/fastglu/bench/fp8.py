@@ -26,7 +26,7 @@ import torch
 
 import fastglu
 from fastglu.fp8 import glu_bwd_fp8, glu_fp8
-from fastglu.glu import glu_bwd
+from fastglu.ops import glu_bwd
 
 from .swiglu import copy_bandwidth, make_bench
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from . import records
+from .host import identity_function_us
 PROVIDERS = ("fastglu", "torch", "compile", "megatron", "liger")
 CPU_PROVIDERS = ("fastglu", "torch")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -180,8 +181,11 @@ def git_remote():
 
 
 def describe_device(on_gpu):
-    """(device name, slug, environment object)."""
-    software = {"torch": torch.__version__, "python": platform.python_version()}
+    """(device name, slug, environment object). The environment's software map carries the host's
+    identity-Function time (``host_identity_fn_us``: forward and forward + backward per call, on the
+    device the run uses), so that host times from different hosts read side by side."""
+    software = {"torch": torch.__version__, "python": platform.python_version(),
+                "host_identity_fn_us": identity_function_us("cuda" if on_gpu else "cpu")}
     if on_gpu:
         props = torch.cuda.get_device_properties(0)
         name = props.name

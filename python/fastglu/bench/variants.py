@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from .host import identity_function_us
 from .swiglu import copy_bandwidth, make_bench, pkg_version, positive_int
 
 MODES = ("forward", "bwd_only")
@@ -213,6 +214,7 @@ def main(argv=None):
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"gpu": torch.cuda.get_device_name(), "copy_bandwidth_bytes_per_s": bw,
+            "host_identity_fn_us": identity_function_us("cuda"),
             "torch": torch.__version__, "megatron_core": pkg_version("megatron-core"),
             "liger_kernel": pkg_version("liger-kernel"), "python": platform.python_version(),
             "observed": dt.datetime.now(dt.timezone.utc).isoformat(), "rep_ms": args.rep,

@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F_
 
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
-from . import linear as _linear  # noqa: F401  (registers fastglu::linear_glu_fwd)
-from .glu import glu_params
+from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
+from .ops import glu_params
 
 __all__ = ["mlp", "GLUMLP", "check_mlp", "mlp_fused_default", "PATH_AUTO", "PATH_FUSED", "PATH_UNFUSED"]
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import torch
 
 from . import _C
-from .glu import (ACTIVATIONS, _COMPUTE_CODES, _COMPUTE_WHAT, _check_tensor, _fail, _flat_stride, _launch,
-                  glu_params)
-from .ops import _row_strides, check_dense, check_storage
+from . import library  # noqa: F401  (fastglu::glu_bwd, which linear_glu's backward calls)
+from .ops import (ACTIVATIONS, _COMPUTE_CODES, _COMPUTE_WHAT, _check_tensor, _fail, _flat_stride, _launch,
+                  _row_stride, check_dense, check_storage, glu_params)
 
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
@@ -94,8 +94,8 @@ def _x_rows(x, fn):
     shape, stride = tuple(x.shape), tuple(x.stride())
     if x.dim() == 1:
         shape, stride = (1,) + shape, (shape[0],) + stride
-    _, rs, cs = _row_strides(shape, stride)
-    if rs is None or (shape[-1] > 1 and cs != 1) or x.is_neg():
+    _, rs = _row_stride(shape, stride)
+    if rs is None or (shape[-1] > 1 and stride[-1] != 1) or x.is_neg():
         x = x.resolve_neg().contiguous()
         return x, shape[-1]
     return x, rs
@@ -129,8 +129,8 @@ def _linear_impl(x, w, bias):
     wr, w_rs = _w_rows(w)
     b = _vector(bias)
     out = torch.empty(lead + (N,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear, x.device, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs, _ptr(b),
-            out.data_ptr(), N, T, K, N)
+    _launch(_C.linear, x.get_device(), (_COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs, _ptr(b),
+            out.data_ptr(), N, T, K, N))
     return out
 
 
@@ -160,8 +160,8 @@ def _linear_glu_impl(x, w1, bias, weights, activation, layout, clamp_value, glu_
         w_code = _COMPUTE_CODES[wt.dtype]
     y = torch.empty(lead + (F,), dtype=x.dtype, device=x.device)
     h = torch.empty(lead + (2 * F,) if store_h else (0,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear_glu_fwd, x.device, *p, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs,
-            _ptr(b), _ptr(wt), w_code, w_stride, h.data_ptr() if store_h else 0, 2 * F, y.data_ptr(), F, T, K, F)
+    _launch(_C.linear_glu_fwd, x.get_device(), (*p, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs,
+            _ptr(b), _ptr(wt), w_code, w_stride, h.data_ptr() if store_h else 0, 2 * F, y.data_ptr(), F, T, K, F))
     return y, h
 
 
