@@ -51,6 +51,10 @@ _WEIGHT_DTYPES = _DTYPES
 # F from which the sm_90a fused fc1 + GLU beat cuBLAS fc1 + the standalone GLU on the H200
 # (bench/gemm/NOTES.md: F = 8192, 14336 ahead or even; F = 2880 3% behind; F = 3584 even).
 FUSED_MIN_F = 4096
+# The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward: off until it is faster than
+# cuBLAS + the standalone backward (on the H200 it takes 2.0-2.6x their time at the MLP shapes:
+# bench/results/nvidia-h200/2026-12-02-04-dglu-fp8-first-run/dglu_bench.log). fused=True forces it.
+FUSED_DGRAD = False
 
 
 def _fail(exc, msg):
@@ -215,7 +219,7 @@ def _mlp_backward(ctx, dout, dh_out):
     fused = _use_fused(ctx.path, x, w1)
     if ctx.recompute:
         y, h = _fc1_glu(x, w1, bias1, weights, p, fused, True)
-    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused)
+    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused and (FUSED_DGRAD or ctx.path == PATH_FUSED))
     if dh_out is not None and dh_out.shape == dh.shape:  # h is an output of the op, not of fastglu.mlp
         dh = dh + dh_out
     do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
