@@ -148,14 +148,14 @@ def _run(
         scaling,
         scale_layout,
         int(pow2_scales),
-        _ops._DTYPE_CODES[x.dtype],
+        _ops._COMPUTE_CODES[x.dtype],
         g.data_ptr(),
         g.stride(0),
         u_ptr,
         u_rs,
         b.data_ptr() if b is not None else 0,
         w.data_ptr() if w is not None else 0,
-        _ops._DTYPE_CODES[w.dtype] if w is not None else _C.DTYPE_FP32,
+        _ops._COMPUTE_CODES[w.dtype] if w is not None else _C.DTYPE_FP32,
         w.stride(0) if w is not None else 0,
         y.data_ptr() if want_y else 0,
         X,
@@ -231,7 +231,7 @@ def _check(x, up, bias, weights, F, scaling, scale_layout, activation):
     fn = "fastglu.glu_fp8"
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{fn}: x must be a tensor, got {type(x).__name__}")
-    if x.dtype not in _ops._DTYPE_CODES:
+    if x.dtype not in _ops._COMPUTE_CODES:
         raise TypeError(f"{fn}: x.dtype = {x.dtype} is not bfloat16, float16 or float32")
     if x.device.type not in ("cpu", "cuda"):
         raise ValueError(f"{fn}: x is on {x.device}; CPU or CUDA tensors only")
@@ -253,7 +253,7 @@ def _check(x, up, bias, weights, F, scaling, scale_layout, activation):
                 f"expected {shape} on {x.device}"
             )
     if weights is not None:
-        if not isinstance(weights, torch.Tensor) or weights.dtype not in _ops._DTYPE_CODES:
+        if not isinstance(weights, torch.Tensor) or weights.dtype not in _ops._COMPUTE_CODES:
             raise TypeError(f"{fn}: weights must be a float32, float16 or bfloat16 tensor")
         if weights.numel() != x.numel() // max(x.shape[-1], 1) or weights.device != x.device:
             raise ValueError(

@@ -233,9 +233,10 @@ def _linear_dglu_impl(d_out, w2, h, weights, activation, layout, clamp_value, gl
     y = torch.empty(lead + (F,) if want_y else (0,), dtype=d_out.dtype, device=dev)
     dw = torch.empty(tuple(weights.shape) if want_dweights else (0,),
                      dtype=weights.dtype if weights is not None else d_out.dtype, device=dev)
-    _launch(_C.linear_dglu_bwd, dev, *p, _COMPUTE_CODES[d_out.dtype], _ptr(dr), d_rs, wr.data_ptr(), w_rs,
-            _ptr(hr), h_rs, _ptr(wt), w_code, w_stride, dh.data_ptr(), 2 * F, y.data_ptr() if want_y else 0, F,
-            dw.data_ptr() if want_dweights else 0, 1, T, H, F)
+    _launch(_C.linear_dglu_bwd, d_out.get_device(),
+            (*p, _COMPUTE_CODES[d_out.dtype], _ptr(dr), d_rs, wr.data_ptr(), w_rs, _ptr(hr), h_rs, _ptr(wt),
+             w_code, w_stride, dh.data_ptr(), 2 * F, y.data_ptr() if want_y else 0, F,
+             dw.data_ptr() if want_dweights else 0, 1, T, H, F))
     return dh, y, dw
 
 
