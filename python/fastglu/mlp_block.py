@@ -142,7 +142,9 @@ def mlp_fused_default(x, w1) -> bool:
     if torch.cuda.get_device_capability(x.device) != (9, 0):
         return False
     H, F = w1.shape[1], w1.shape[0] // 2
-    aligned = all(t.data_ptr() % 16 == 0 for t in (x, w1)) and H % 8 == 0 and F % 8 == 0
+    # the offset into the storage, not data_ptr(): fake tensors (torch.compile traces the backward
+    # with them) have no data pointer, and PyTorch's allocations start 16-byte aligned
+    aligned = all(t.storage_offset() * t.element_size() % 16 == 0 for t in (x, w1)) and H % 8 == 0 and F % 8 == 0
     return aligned and F >= FUSED_MIN_F
 
 
