@@ -22,6 +22,7 @@ own memory (its output, its gradient buffer and its temporaries) for every provi
     python bench/host_memory.py [--out results.json]
     python bench/host_memory.py --device cpu     # host time only, on CPU tensors (no GPU needed)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,11 +31,10 @@ from pathlib import Path
 
 import torch
 
-from fastglu.bench.host import IdentityFunction, identity_paths, median_of_rounds
-from fastglu.bench.swiglu import load_provider
-
 import fastglu
 from fastglu import _C, functional, ops
+from fastglu.bench.host import IdentityFunction, identity_paths, median_of_rounds
+from fastglu.bench.swiglu import load_provider
 from fastglu.functional import _c_apply
 
 
@@ -59,6 +59,7 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
     paths = {}
     for name, fn in providers.items():
+
         def fwd(fn=fn):
             fn(x)
 
@@ -68,8 +69,14 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
 
         paths[(name, "forward_us")], paths[(name, "forward_backward_us")] = fwd, fwd_bwd
     us = median_of_rounds(paths, rounds, n)
-    rows = [{"provider": name, "forward_us": us[(name, "forward_us")],
-             "forward_backward_us": us[(name, "forward_backward_us")]} for name in providers]
+    rows = [
+        {
+            "provider": name,
+            "forward_us": us[(name, "forward_us")],
+            "forward_backward_us": us[(name, "forward_backward_us")],
+        }
+        for name in providers
+    ]
 
     # Where fastglu's forward goes.
     xd = x.detach()
@@ -80,18 +87,51 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
     fc1_c_apply = _c_apply.__get__(None, FC1Stub)  # bound as functional.py binds GLUFunction
     xp, yp = xd.data_ptr(), y.data_ptr()
     parts = {
-        "an identity autograd.Function (the floor of any Python Function)": lambda: FC1Stub.apply(x),
-        "the same, applied as fastglu applies its Function (no Python apply layer)": lambda: fc1_c_apply(x),
+        "an identity autograd.Function (the floor of any Python Function)": lambda: FC1Stub.apply(
+            x
+        ),
+        "the same, applied as fastglu applies its Function (no Python apply layer)": lambda: (
+            fc1_c_apply(x)
+        ),
         "C call with ready integers (_C.glu_fwd, SiLU)": lambda: _C.glu_fwd(
-            int(on_cuda), *ops.SILU, xp, 2 * F, xp + 2 * F, 2 * F, 0, 0, 0, 1, yp, F, 0, 0, T, F, code, stream),
-        "torch.empty of the output": lambda: torch.empty((T, F), device=device, dtype=torch.bfloat16),
+            int(on_cuda),
+            *ops.SILU,
+            xp,
+            2 * F,
+            xp + 2 * F,
+            2 * F,
+            0,
+            0,
+            0,
+            1,
+            yp,
+            F,
+            0,
+            0,
+            T,
+            F,
+            code,
+            stream,
+        ),
+        "torch.empty of the output": lambda: torch.empty(
+            (T, F), device=device, dtype=torch.bfloat16
+        ),
         "ops.swiglu_fwd (checks + empty + launch)": lambda: ops.swiglu_fwd(xd),
         "fastglu.swiglu (autograd Function)": lambda: fastglu.swiglu(x),
-        "fastglu.swiglu's Function through Function.apply (not the lean apply)":
-            lambda: fastglu.GLUFunction.apply(x, None, None, None, ops.SILU, (False, False, False, "swiglu")),
-        "fastglu.swiglu, input not requiring grad (the kernel call alone)": lambda: fastglu.swiglu(xd),
-        "torch.ops.fastglu.swiglu_fwd (torch.library op + its autograd)": lambda: torch.ops.fastglu.swiglu_fwd(x),
-        "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: torch.ops.fastglu.swiglu_fwd(xd),
+        "fastglu.swiglu's Function through Function.apply (not the lean apply)": lambda: (
+            fastglu.GLUFunction.apply(
+                x, None, None, None, ops.SILU, (False, False, False, "swiglu")
+            )
+        ),
+        "fastglu.swiglu, input not requiring grad (the kernel call alone)": lambda: fastglu.swiglu(
+            xd
+        ),
+        "torch.ops.fastglu.swiglu_fwd (torch.library op + its autograd)": lambda: (
+            torch.ops.fastglu.swiglu_fwd(x)
+        ),
+        "torch.ops.fastglu.swiglu_fwd, no grad (torch.library op)": lambda: (
+            torch.ops.fastglu.swiglu_fwd(xd)
+        ),
         "torch eager silu(gate) * up": lambda: torch.nn.functional.silu(xd[:, :F]) * xd[:, F:],
     }
     dx_shaped = torch.randn_like(xd)
@@ -104,7 +144,9 @@ def host_times(providers, T=8, F=1024, device="cuda", rounds=5, n=1000):
         fastglu.swiglu(x).backward(dy)
         x.grad = None
 
-    parts["an identity autograd.Function, forward + backward (the engine's floor)"] = identity_fwd_bwd
+    parts["an identity autograd.Function, forward + backward (the engine's floor)"] = (
+        identity_fwd_bwd
+    )
     parts["fastglu.swiglu, forward + backward"] = fastglu_fwd_bwd
     if on_cuda:
         parts["raw stream lookup"] = lambda: ops._raw_stream(0)
@@ -125,13 +167,19 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
     dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
     impls = {
         "bias_swiglu_impl(x, bias)": lambda: fastglu.bias_swiglu_impl(x, b),
-        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(x, None, w),
-        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
-            lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
+        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(
+            x, None, w
+        ),
+        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)": lambda: (
+            fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0)
+        ),
     }
     short = (ops._fwd_common, ops._bwd_common, functional._megatron_params)
-    checked = (lambda *a: None, lambda *a: None,
-               lambda act, c, o, fn: ops.glu_params(act, clamp_value=c, glu_linear_offset=o, fn=fn))
+    checked = (
+        lambda *a: None,
+        lambda *a: None,
+        lambda act, c, o, fn: ops.glu_params(act, clamp_value=c, glu_linear_offset=o, fn=fn),
+    )
 
     def without_short_path(f):
         def run():
@@ -140,12 +188,14 @@ def variant_host_times(device="cuda", rounds=5, n=1000):
                 return f()
             finally:
                 ops._fwd_common, ops._bwd_common, functional._megatron_params = short
+
         return run
 
     def fwd_bwd(f):
         def run():
             f().backward(dy)
             x.grad = b.grad = w.grad = None
+
         return run
 
     paths = {}
@@ -171,40 +221,65 @@ def host_targets(device="cuda", rounds=7, n=1000):
         "fastglu.glu(x)": lambda: fastglu.glu(x),
         "bias_swiglu_impl(x, None)": lambda: fastglu.bias_swiglu_impl(x, None),
         "bias_swiglu_impl(x, bias)": lambda: fastglu.bias_swiglu_impl(x, b),
-        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(x, None, w),
-        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)":
-            lambda: fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0),
+        "weighted_bias_swiglu_impl(x, None, weights)": lambda: fastglu.weighted_bias_swiglu_impl(
+            x, None, w
+        ),
+        "weighted_bias_quick_geglu_impl(x, bias, weights, False, 1.0, 7.0)": lambda: (
+            fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0)
+        ),
     }
     paths = {("identity Function", k): f for k, f in identity_paths(x).items()}
     for name, f in entries.items():
+
         def fwd_bwd(f=f):
             f().backward(dy)
             x.grad = b.grad = w.grad = None
+
         paths[(name, "forward")], paths[(name, "fwd_bwd")] = f, fwd_bwd
     us = median_of_rounds(paths, rounds, n)
     ident = {k: us[("identity Function", k)] for k in ("forward", "fwd_bwd")}
-    rows = {name: {"forward_us": us[(name, "forward")], "fwd_bwd_us": us[(name, "fwd_bwd")],
-                   "forward_ratio": us[(name, "forward")] / ident["forward"],
-                   "fwd_bwd_ratio": us[(name, "fwd_bwd")] / ident["fwd_bwd"]} for name in entries}
-    return {"identity_fn_us": ident, "entries": rows, "targets": {"forward_ratio": 1.6, "fwd_bwd_ratio": 1.25}}
+    rows = {
+        name: {
+            "forward_us": us[(name, "forward")],
+            "fwd_bwd_us": us[(name, "fwd_bwd")],
+            "forward_ratio": us[(name, "forward")] / ident["forward"],
+            "fwd_bwd_ratio": us[(name, "fwd_bwd")] / ident["fwd_bwd"],
+        }
+        for name in entries
+    }
+    return {
+        "identity_fn_us": ident,
+        "entries": rows,
+        "targets": {"forward_ratio": 1.6, "fwd_bwd_ratio": 1.25},
+    }
 
 
 def print_host_targets(t):
     ident = t["identity_fn_us"]
-    print(f"\nhost targets (one process): identity autograd.Function forward {ident['forward']:.2f} us, "
-          f"forward + backward {ident['fwd_bwd']:.2f} us")
+    print(
+        f"\nhost targets (one process): identity autograd.Function forward {ident['forward']:.2f} us, "
+        f"forward + backward {ident['fwd_bwd']:.2f} us"
+    )
     print(f"  {'entry':<66}{'fwd us':>8}{'x ident':>8}{'f+b us':>9}{'x ident':>8}")
     for name, r in t["entries"].items():
-        ok = (r["forward_ratio"] <= t["targets"]["forward_ratio"] and r["fwd_bwd_ratio"] <= t["targets"]["fwd_bwd_ratio"])
-        print(f"  {name:<66}{r['forward_us']:>8.2f}{r['forward_ratio']:>8.2f}{r['fwd_bwd_us']:>9.2f}"
-              f"{r['fwd_bwd_ratio']:>8.2f}  {'ok' if ok else 'over target'}")
-    print(f"  (targets: forward <= {t['targets']['forward_ratio']} x, forward + backward <= "
-          f"{t['targets']['fwd_bwd_ratio']} x the identity Function)")
+        ok = (
+            r["forward_ratio"] <= t["targets"]["forward_ratio"]
+            and r["fwd_bwd_ratio"] <= t["targets"]["fwd_bwd_ratio"]
+        )
+        print(
+            f"  {name:<66}{r['forward_us']:>8.2f}{r['forward_ratio']:>8.2f}{r['fwd_bwd_us']:>9.2f}"
+            f"{r['fwd_bwd_ratio']:>8.2f}  {'ok' if ok else 'over target'}"
+        )
+    print(
+        f"  (targets: forward <= {t['targets']['forward_ratio']} x, forward + backward <= "
+        f"{t['targets']['fwd_bwd_ratio']} x the identity Function)"
+    )
 
 
 def peak_memory(providers, S=2048, B=4, F=8192):
     out = {}
     for name, provider in providers.items():
+
         def fn(x, provider=provider):
             return provider(FC1Stub.apply(x))
 
@@ -223,10 +298,16 @@ def peak_memory(providers, S=2048, B=4, F=8192):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, help="write the numbers as JSON here")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                   help="cpu: host time only, on CPU tensors (no peak memory, no GPU-only peers)")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: host time only, on CPU tensors (no peak memory, no GPU-only peers)",
+    )
     args = p.parse_args()
     on_gpu = args.device == "cuda"
     providers = {}
@@ -255,20 +336,43 @@ def main():
         print(f"  {v:8.2f}  {k}")
     if not on_gpu:
         if args.out:
-            args.out.write_text(json.dumps({"device": "cpu", "torch": torch.__version__, "host_us": host,
-                                            "fastglu_forward_breakdown_us": breakdown, "variants_us": variants,
-                                            "host_targets": targets},
-                                           indent=1))
+            args.out.write_text(
+                json.dumps(
+                    {
+                        "device": "cpu",
+                        "torch": torch.__version__,
+                        "host_us": host,
+                        "fastglu_forward_breakdown_us": breakdown,
+                        "variants_us": variants,
+                        "host_targets": targets,
+                    },
+                    indent=1,
+                )
+            )
         return
     mem = peak_memory(dict(providers, fastglu_in_place=lambda x: fastglu.swiglu(x, in_place=True)))
     print("\npeak memory over forward+backward, S=2048 B=4 F=8192 bf16 (MiB above input and dy):")
     for k, v in mem.items():
-        print(f"  {k:<18}{v:10.1f}  ({v / mem['megatron']:.2f} x megatron)" if "megatron" in mem else f"  {k:<18}{v:10.1f}")
+        print(
+            f"  {k:<18}{v:10.1f}  ({v / mem['megatron']:.2f} x megatron)"
+            if "megatron" in mem
+            else f"  {k:<18}{v:10.1f}"
+        )
     if args.out:
-        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                        "host_us": host, "fastglu_forward_breakdown_us": breakdown,
-                                        "variants_us": variants, "peak_memory_mib": mem,
-                                        "host_targets": targets}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "gpu": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "host_us": host,
+                    "fastglu_forward_breakdown_us": breakdown,
+                    "variants_us": variants,
+                    "peak_memory_mib": mem,
+                    "host_targets": targets,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

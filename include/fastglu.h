@@ -62,10 +62,10 @@ extern "C" {
 /* Status codes. */
 typedef enum fastglu_status {
     FASTGLU_SUCCESS = 0,
-    FASTGLU_ERROR_INVALID_VALUE = 1,   /* a NULL pointer, negative size, bad stride, aliasing  */
+    FASTGLU_ERROR_INVALID_VALUE = 1,     /* a NULL pointer, negative size, bad stride, aliasing  */
     FASTGLU_ERROR_UNSUPPORTED_DTYPE = 2, /* dtype is not one of fastglu_dtype                  */
-    FASTGLU_ERROR_NO_CUDA = 3,         /* library built without CUDA, or no usable device/driver */
-    FASTGLU_ERROR_CUDA = 4             /* the CUDA runtime reported an error (launch failure)   */
+    FASTGLU_ERROR_NO_CUDA = 3, /* library built without CUDA, or no usable device/driver */
+    FASTGLU_ERROR_CUDA = 4     /* the CUDA runtime reported an error (launch failure)   */
 } fastglu_status;
 
 /* Element types of input, output, dinput and dy (all four share one type). */
@@ -241,9 +241,9 @@ FASTGLU_API fastglu_glu_params fastglu_glu_params_default(fastglu_activation act
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct fastglu_tensor {
-    void *data;           /* NULL: absent (optional operands only)                          */
+    void *data; /* NULL: absent (optional operands only)                          */
     fastglu_dtype dtype;
-    int64_t row_stride;   /* elements between rows (matrix) or consecutive elements (vector) */
+    int64_t row_stride; /* elements between rows (matrix) or consecutive elements (vector) */
 } fastglu_tensor;
 
 /* The forward's operands (F = ffn_hidden_size). Inputs are only read. */
@@ -264,9 +264,9 @@ typedef struct fastglu_glu_operands {
 
 /* The backward's outputs. */
 typedef struct fastglu_glu_grads {
-    fastglu_tensor d_gate;   /* the operands' layout: SPLIT [tokens, F]; INTERLEAVED [tokens, 2F]  */
-    fastglu_tensor d_up;     /* SPLIT: [tokens, F]; INTERLEAVED: absent                            */
-    fastglu_tensor dbias;    /* absent, or [2F] contiguous (row_stride 1): the bias gradient summed
+    fastglu_tensor d_gate; /* the operands' layout: SPLIT [tokens, F]; INTERLEAVED [tokens, 2F]  */
+    fastglu_tensor d_up;   /* SPLIT: [tokens, F]; INTERLEAVED: absent                            */
+    fastglu_tensor dbias;  /* absent, or [2F] contiguous (row_stride 1): the bias gradient summed
                                 over tokens (requires bias), the bias's layout                    */
     fastglu_tensor dweights; /* absent, or [tokens] contiguous (row_stride 1), the weights' dtype
                                 (requires weights)                                                */
@@ -363,7 +363,7 @@ FASTGLU_API size_t fastglu_glu_bwd_workspace_bytes(int64_t tokens, int64_t ffn_h
                                                    int want_dbias, int want_dweights);
 
 #define FASTGLU_GLU_BWD_ARGS                                                                       \
-    const fastglu_glu_params *params, fastglu_tensor dy, int64_t dy_col_stride,                   \
+    const fastglu_glu_params *params, fastglu_tensor dy, int64_t dy_col_stride,                    \
         const fastglu_glu_operands *operands, const fastglu_glu_grads *grads,                      \
         fastglu_workspace workspace, int64_t tokens, int64_t ffn_hidden_size
 
@@ -435,15 +435,19 @@ FASTGLU_API fastglu_status fastglu_linear_cpu(fastglu_tensor x, fastglu_tensor w
 /* params: activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
  * (not NULL). x [tokens, hidden], w1 [2F, hidden], bias NULL or [2F], weights NULL or [tokens]
  * (element t at weights.data[t * weights.row_stride]), h NULL or [tokens, 2F], y [tokens, F]. */
-FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cuda(
-    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias,
-    fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
-    int64_t ffn_hidden_size, void *stream);
+FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cuda(const fastglu_glu_params *params,
+                                                       fastglu_tensor x, fastglu_tensor w1,
+                                                       fastglu_tensor bias, fastglu_tensor weights,
+                                                       fastglu_tensor h, fastglu_tensor y,
+                                                       int64_t tokens, int64_t hidden,
+                                                       int64_t ffn_hidden_size, void *stream);
 
-FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(
-    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias,
-    fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
-    int64_t ffn_hidden_size);
+FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(const fastglu_glu_params *params,
+                                                      fastglu_tensor x, fastglu_tensor w1,
+                                                      fastglu_tensor bias, fastglu_tensor weights,
+                                                      fastglu_tensor h, fastglu_tensor y,
+                                                      int64_t tokens, int64_t hidden,
+                                                      int64_t ffn_hidden_size);
 
 /* ---------------------------------------------------------------------------------------------
  * fc2 dgrad with the gated activation's backward in its epilogue (dGLU), so that the forward keeps
@@ -495,10 +499,12 @@ FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cuda(
     fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
     int64_t tokens, int64_t hidden, int64_t ffn_hidden_size, void *stream);
 
-FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cpu(
-    const fastglu_glu_params *params, fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
-    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
-    int64_t tokens, int64_t hidden, int64_t ffn_hidden_size);
+FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cpu(const fastglu_glu_params *params,
+                                                       fastglu_tensor d_out, fastglu_tensor w2,
+                                                       fastglu_tensor h, fastglu_tensor weights,
+                                                       fastglu_tensor dh, fastglu_tensor y,
+                                                       fastglu_tensor dweights, int64_t tokens,
+                                                       int64_t hidden, int64_t ffn_hidden_size);
 
 /* The gated MLP block's forward: fc1 + GLU (fastglu_linear_glu_fwd_*, y into the caller's buffer,
  * h stored unless h.data is NULL), then out[tokens, hidden] = y @ w2[hidden, F]^T (+ bias2[hidden])
@@ -507,16 +513,20 @@ FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cpu(
  * name the GEMM ("(fc1)", "(fc2: x = y, w = w2, bias = bias2)"). On an error nothing is written and
  * nothing launched. CUDA: two launches on `stream`, no allocation, no synchronization. The backward
  * (PyTorch: fastglu.mlp) is the GLU backward on h with four GEMMs; docs/mlp.md. */
-FASTGLU_API fastglu_status fastglu_mlp_fwd_cuda(
-    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias1,
-    fastglu_tensor weights, fastglu_tensor w2, fastglu_tensor bias2, fastglu_tensor h,
-    fastglu_tensor y, fastglu_tensor out, int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
-    void *stream);
+FASTGLU_API fastglu_status fastglu_mlp_fwd_cuda(const fastglu_glu_params *params, fastglu_tensor x,
+                                                fastglu_tensor w1, fastglu_tensor bias1,
+                                                fastglu_tensor weights, fastglu_tensor w2,
+                                                fastglu_tensor bias2, fastglu_tensor h,
+                                                fastglu_tensor y, fastglu_tensor out,
+                                                int64_t tokens, int64_t hidden,
+                                                int64_t ffn_hidden_size, void *stream);
 
-FASTGLU_API fastglu_status fastglu_mlp_fwd_cpu(
-    const fastglu_glu_params *params, fastglu_tensor x, fastglu_tensor w1, fastglu_tensor bias1,
-    fastglu_tensor weights, fastglu_tensor w2, fastglu_tensor bias2, fastglu_tensor h,
-    fastglu_tensor y, fastglu_tensor out, int64_t tokens, int64_t hidden, int64_t ffn_hidden_size);
+FASTGLU_API fastglu_status fastglu_mlp_fwd_cpu(const fastglu_glu_params *params, fastglu_tensor x,
+                                               fastglu_tensor w1, fastglu_tensor bias1,
+                                               fastglu_tensor weights, fastglu_tensor w2,
+                                               fastglu_tensor bias2, fastglu_tensor h,
+                                               fastglu_tensor y, fastglu_tensor out, int64_t tokens,
+                                               int64_t hidden, int64_t ffn_hidden_size);
 
 /* Testing hook: 1 makes fastglu_linear*_cuda use the general tiled kernel even where the sm_90
  * kernel would take the problem; 0 (the default) restores the choice. Not thread-safe. */
@@ -620,8 +630,9 @@ typedef struct fastglu_fp8_recipe {
 } fastglu_fp8_recipe;
 
 typedef struct fastglu_fp8_out {
-    fastglu_tensor data, scale;     /* row-wise y_fp8 [T, F] and its scales */
-    fastglu_tensor data_t, scale_t; /* column-wise y_t [F, T] and its scales (data_t.data NULL: none) */
+    fastglu_tensor data, scale; /* row-wise y_fp8 [T, F] and its scales */
+    fastglu_tensor data_t,
+        scale_t; /* column-wise y_t [F, T] and its scales (data_t.data NULL: none) */
     void *workspace;
     size_t workspace_bytes;
 } fastglu_fp8_out;
@@ -633,10 +644,12 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cuda(
     fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
     const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size, void *stream);
 
-FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(
-    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
-    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
-    const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *params,
+                                                   const fastglu_fp8_recipe *recipe,
+                                                   fastglu_tensor gate, fastglu_tensor up,
+                                                   fastglu_tensor bias, fastglu_tensor weights,
+                                                   fastglu_tensor y, const fastglu_fp8_out *out,
+                                                   int64_t tokens, int64_t ffn_hidden_size);
 
 /* ---------------------------------------------------------------------------------------------
  * Backward: dh quantised for fc1's dgrad (row-wise) and weight gradient (column-wise).
@@ -655,11 +668,13 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(
  * (BLOCK_1X128), two for TENSOR, as the forward; the tiles cover 128 columns of dh, so with SPLIT
  * the operands are read once for d_gate's columns and once for d_up's.
  * ------------------------------------------------------------------------------------------- */
-FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(
-    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
-    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
-    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size,
-    void *stream);
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
+                                                    const fastglu_fp8_recipe *recipe,
+                                                    fastglu_tensor dy, fastglu_tensor gate,
+                                                    fastglu_tensor up, fastglu_tensor bias,
+                                                    fastglu_tensor weights, fastglu_tensor dh,
+                                                    const fastglu_fp8_out *out, int64_t tokens,
+                                                    int64_t ffn_hidden_size, void *stream);
 
 FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
     const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,

@@ -108,8 +108,8 @@ int fastglu_regions_overlap(const region *x, const region *y) {
     const i128 r = x->row_bytes, d = (i128)y->begin - (i128)x->begin;
     /* k r must lie in the open interval (lo, hi) */
     const i128 lo = -(i128)y->width_bytes - d, hi = (i128)x->width_bytes - d;
-    i128 kmin = floor_div(lo, r) + 1;  /* smallest k with k r > lo */
-    i128 kmax = -floor_div(-hi, r) - 1; /* largest k with k r < hi */
+    i128 kmin = floor_div(lo, r) + 1;                             /* smallest k with k r > lo */
+    i128 kmax = -floor_div(-hi, r) - 1;                           /* largest k with k r < hi */
     if (kmin < -(i128)(x->rows - 1)) kmin = -(i128)(x->rows - 1); /* k = j - i */
     if (kmax > (i128)(y->rows - 1)) kmax = (i128)(y->rows - 1);
     return kmin <= kmax;
@@ -131,8 +131,8 @@ static fastglu_status check_sizes(const char *fn, int64_t tokens, int64_t ffn_hi
 fastglu_status fastglu_check_shape(const char *fn, int64_t tokens, int64_t ffn_hidden_size,
                                    int *empty) {
     if (tokens < 0)
-        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens = %" PRId64 " is negative",
-                                 fn, tokens);
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: tokens = %" PRId64 " is negative", fn, tokens);
     if (ffn_hidden_size < 0)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: ffn_hidden_size = %" PRId64 " is negative", fn,
@@ -196,10 +196,10 @@ fastglu_status fastglu_check_swiglu_fwd(const char *fn, const void *input, int64
     size_t esize = fastglu_dtype_size(dtype);
     TRY(check_sizes(fn, tokens, ffn_hidden_size, dtype, empty));
     if (*empty) return FASTGLU_SUCCESS;
-    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size,
-                             input_row_stride, 1, esize, 0));
-    TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size,
-                             output_row_stride, 1, esize, 1));
+    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size, input_row_stride,
+                             1, esize, 0));
+    TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size, output_row_stride,
+                             1, esize, 1));
     return fastglu_check_disjoint(fn, &out, &in);
 }
 
@@ -214,8 +214,8 @@ fastglu_status fastglu_check_swiglu_bwd(const char *fn, const void *dy, int64_t 
     if (*empty) return FASTGLU_SUCCESS;
     TRY(fastglu_check_tensor(fn, &g, "dy", dy, tokens, ffn_hidden_size, dy_row_stride,
                              dy_col_stride, esize, 0));
-    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size,
-                             input_row_stride, 1, esize, 0));
+    TRY(fastglu_check_tensor(fn, &in, "input", input, tokens, 2 * ffn_hidden_size, input_row_stride,
+                             1, esize, 0));
     TRY(fastglu_check_tensor(fn, &din, "dinput", dinput, tokens, 2 * ffn_hidden_size,
                              dinput_row_stride, 1, esize, 1));
     TRY(fastglu_check_disjoint(fn, &din, &g));

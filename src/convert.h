@@ -20,7 +20,7 @@ static inline uint16_t f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                           /* RNE */
+    u += 0x7fffu + ((u >> 16) & 1u);                                             /* RNE */
     return (uint16_t)(u >> 16);
 }
 

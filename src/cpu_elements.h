@@ -13,8 +13,8 @@
 
 /* dst[i] = element (start + i * stride) of `base` (type dt) as fp32, i < n; fp8 values times
  * scale_inv (one fp32 multiply). */
-static inline void load_f32(fastglu_dtype dt, const void *base, int64_t start, int64_t stride, int n,
-                     float scale_inv, float *dst) {
+static inline void load_f32(fastglu_dtype dt, const void *base, int64_t start, int64_t stride,
+                            int n, float scale_inv, float *dst) {
     switch (dt) {
     case FASTGLU_DTYPE_FP32: {
         const float *p = (const float *)base + start;
@@ -41,7 +41,7 @@ static inline void load_f32(fastglu_dtype dt, const void *base, int64_t start, i
 
 /* Element (start + i * stride) of `base` (type dt, a compute type) = src[i], rounded, i < n. */
 static inline void store_f32(fastglu_dtype dt, void *base, int64_t start, int64_t stride, int n,
-                      const float *src) {
+                             const float *src) {
     switch (dt) {
     case FASTGLU_DTYPE_FP32: {
         float *p = (float *)base + start;

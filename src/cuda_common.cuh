@@ -86,8 +86,8 @@ static __device__ __forceinline__ uint64_t fastdiv_div(const fastdiv &f, uint64_
 /* Widest access (bytes: a power of two, at most `cap`, at least one element of esize) that
  * divides the address of every row's start: the base address and, with more than one row, the row
  * stride in bytes. Offsets within a row are the caller's business (multiples of the access). */
-static inline int access_width_cap(const void *base, int64_t row_stride, int64_t tokens, size_t esize,
-                                   int cap) {
+static inline int access_width_cap(const void *base, int64_t row_stride, int64_t tokens,
+                                   size_t esize, int cap) {
     uint64_t bits = (uint64_t)(uintptr_t)base;
     if (tokens > 1) bits |= (uint64_t)row_stride * esize;
     int w = cap;

@@ -27,10 +27,11 @@ static inline FASTGLU_HD unsigned char fastglu_f32_to_e4m3(float x, int saturate
     memcpy(&u, &x, sizeof u);
     const unsigned char sign = (unsigned char)((u >> 24) & 0x80u);
     const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7fu;  /* NaN */
-    if (saturate ? a >= 0x43e80000u : a > 0x43e80000u) /* rounds above 448 (464 is a tie: 448), inf */
+    if (a > 0x7f800000u) return sign | 0x7fu; /* NaN */
+    if (saturate ? a >= 0x43e80000u
+                 : a > 0x43e80000u) /* rounds above 448 (464 is a tie: 448), inf */
         return sign | (saturate ? 0x7eu : 0x7fu);
-    if (a < 0x3c800000u) {                     /* |x| < 2^-6: subnormal, units of 2^-9 */
+    if (a < 0x3c800000u) { /* |x| < 2^-6: subnormal, units of 2^-9 */
         float f;
         memcpy(&f, &a, sizeof f);
         return sign | (unsigned char)rintf(f * 512.0f); /* exact scaling; rintf: ties to even */
@@ -75,7 +76,8 @@ static inline void fastglu_e4m3_clamp_bounds(float c, float *lo, float *hi) {
         *lo = *hi = c;
         return;
     }
-    const unsigned char q = fastglu_f32_to_e4m3(c, 1); /* the nearest, 0x00 .. 0x7e for 0 < c < 448 */
+    const unsigned char q =
+        fastglu_f32_to_e4m3(c, 1); /* the nearest, 0x00 .. 0x7e for 0 < c < 448 */
     const unsigned char qlo = fastglu_e4m3_to_f32(q) <= c ? q : (unsigned char)(q - 1);
     *lo = fastglu_e4m3_to_f32(qlo);
     *hi = fastglu_e4m3_to_f32((unsigned char)(qlo + 1));

@@ -82,8 +82,8 @@ fastglu_status fastglu_check_linear(const char *fn, int glu, const fastglu_glu_p
         TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", bias.data, 1, NW, 0, 1, es, 0));
     }
     if (weights.data != NULL)
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, T, 1,
-                                 weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, T, 1, weights.row_stride,
+                                 1, fastglu_dtype_size(weights.dtype), 0));
     if (glu) {
         if (h.data != NULL)
             TRY(fastglu_check_tensor(fn, &out[n_out++], "h", h.data, T, NW, h.row_stride, 1, es,
@@ -124,21 +124,24 @@ fastglu_gemm_problem fastglu_gemm_make_problem(const fastglu_glu_params *params,
 fastglu_status fastglu_check_linear_dglu(const char *fn, const fastglu_glu_params *params,
                                          fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
                                          fastglu_tensor weights, fastglu_tensor dh,
-                                         fastglu_tensor y, fastglu_tensor dweights,
-                                         int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
-                                         int *empty) {
+                                         fastglu_tensor y, fastglu_tensor dweights, int64_t tokens,
+                                         int64_t hidden, int64_t ffn_hidden_size, int *empty) {
     fastglu_region in[4], out[3];
     int n_in = 0, n_out = 0, unused;
     const fastglu_dtype dt = d_out.dtype;
     TRY(fastglu_check_compute_dtype(fn, "d_out.dtype", dt));
     /* params through the family's own check (an empty problem), the clamp against the dtype of h */
-    TRY(fastglu_check_glu_fwd(fn, params, NULL, 0, NULL, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0,
-                              NULL, 0, NULL, 0, 0, 0, dt, &unused));
+    TRY(fastglu_check_glu_fwd(fn, params, NULL, 0, NULL, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, NULL,
+                              0, NULL, 0, 0, 0, dt, &unused));
     if (w2.dtype != dt || h.dtype != dt || dh.dtype != dt || (y.data != NULL && y.dtype != dt)) {
-        const char *name = w2.dtype != dt ? "w2" : h.dtype != dt ? "h" : dh.dtype != dt ? "dh" : "y";
-        const fastglu_dtype bad = w2.dtype != dt ? w2.dtype : h.dtype != dt ? h.dtype
-                                  : dh.dtype != dt                          ? dh.dtype
-                                                                            : y.dtype;
+        const char *name = w2.dtype != dt   ? "w2"
+                           : h.dtype != dt  ? "h"
+                           : dh.dtype != dt ? "dh"
+                                            : "y";
+        const fastglu_dtype bad = w2.dtype != dt   ? w2.dtype
+                                  : h.dtype != dt  ? h.dtype
+                                  : dh.dtype != dt ? dh.dtype
+                                                   : y.dtype;
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: %s.dtype %d differs from d_out.dtype %d (d_out, w2, h, dh "
                                  "and y share one dtype)",
@@ -163,8 +166,8 @@ fastglu_status fastglu_check_linear_dglu(const char *fn, const fastglu_glu_param
     const int64_t T = tokens, K = hidden, F = ffn_hidden_size;
     const size_t es = fastglu_dtype_size(dt);
     if (weights.data != NULL)
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, T, 1,
-                                 weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, T, 1, weights.row_stride,
+                                 1, fastglu_dtype_size(weights.dtype), 0));
     if (dweights.data != NULL)
         TRY(fastglu_check_tensor(fn, &out[n_out++], "dweights", dweights.data, T, 1,
                                  dweights.row_stride, 1, fastglu_dtype_size(dweights.dtype), 1));
@@ -247,13 +250,13 @@ fastglu_status fastglu_linear_dglu_bwd_cuda(const fastglu_glu_params *params, fa
                                             fastglu_tensor w2, fastglu_tensor h,
                                             fastglu_tensor weights, fastglu_tensor dh,
                                             fastglu_tensor y, fastglu_tensor dweights,
-                                            int64_t tokens, int64_t hidden,
-                                            int64_t ffn_hidden_size, void *stream) {
+                                            int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
+                                            void *stream) {
     static const char fn[] = "fastglu_linear_dglu_bwd_cuda";
     int empty;
-    fastglu_status st = fastglu_check_linear_dglu(fn, params, d_out, w2, h, weights, dh, y,
-                                                  dweights, tokens, hidden, ffn_hidden_size,
-                                                  &empty);
+    fastglu_status st =
+        fastglu_check_linear_dglu(fn, params, d_out, w2, h, weights, dh, y, dweights, tokens,
+                                  hidden, ffn_hidden_size, &empty);
     (void)stream;
     return st != FASTGLU_SUCCESS || empty ? st : no_cuda(fn);
 }

@@ -41,9 +41,8 @@ fastglu_gemm_problem fastglu_gemm_make_problem(const fastglu_glu_params *params,
 fastglu_status fastglu_check_linear_dglu(const char *fn, const fastglu_glu_params *params,
                                          fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
                                          fastglu_tensor weights, fastglu_tensor dh,
-                                         fastglu_tensor y, fastglu_tensor dweights,
-                                         int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
-                                         int *empty);
+                                         fastglu_tensor y, fastglu_tensor dweights, int64_t tokens,
+                                         int64_t hidden, int64_t ffn_hidden_size, int *empty);
 
 /* The problem of a validated fastglu_linear_dglu_bwd_* call (gemm_internal.h, dglu = 1). */
 fastglu_gemm_problem fastglu_gemm_make_dglu_problem(const fastglu_glu_params *params,

@@ -97,15 +97,16 @@ static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
                     memcpy(hrow + (F + j0) * es, hb + CHUNK * es, (size_t)n * es);
                 }
             }
-            const void *w = p->weights ? (const char *)p->weights + t * p->weights_stride * wes
-                                       : NULL;
+            const void *w =
+                p->weights ? (const char *)p->weights + t * p->weights_stride * wes : NULL;
             void *yrow = (char *)p->y + (t * p->y_row_stride + j0) * es;
             fastglu_glu_operands o;
             memset(&o, 0, sizeof o);
             o.gate.data = hb, o.gate.dtype = p->dtype;
             o.up.data = (void *)(uintptr_t)up, o.up.dtype = p->dtype;
             o.weights.data = (void *)(uintptr_t)w, o.weights.dtype = p->weights_dtype;
-            const fastglu_tensor yt = {yrow, p->dtype, 0}, no_fp8 = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+            const fastglu_tensor yt = {yrow, p->dtype, 0},
+                                 no_fp8 = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
             const fastglu_status st = fastglu_glu_fwd_cpu(prm, &o, yt, no_fp8, 1, n);
             if (st != FASTGLU_SUCCESS) return st; /* not reached: the call was validated */
         }
@@ -176,7 +177,8 @@ static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
             store_f32(p->dtype, p->dh, db + up_off, step, n, du);
             if (p->y) store_f32(p->dtype, p->y, t * p->y_row_stride + j0, 1, n, y);
         }
-        if (p->dweights) store_f32(p->weights_dtype, p->dweights, t * p->dweights_stride, 1, 1, &dw);
+        if (p->dweights)
+            store_f32(p->weights_dtype, p->dweights, t * p->dweights_stride, 1, 1, &dw);
     }
 }
 
@@ -188,8 +190,8 @@ fastglu_status fastglu_linear_dglu_bwd_cpu(const fastglu_glu_params *params, fas
                                            int64_t ffn_hidden_size) {
     int empty;
     fastglu_status st =
-        fastglu_check_linear_dglu("fastglu_linear_dglu_bwd_cpu", params, d_out, w2, h, weights,
-                                  dh, y, dweights, tokens, hidden, ffn_hidden_size, &empty);
+        fastglu_check_linear_dglu("fastglu_linear_dglu_bwd_cpu", params, d_out, w2, h, weights, dh,
+                                  y, dweights, tokens, hidden, ffn_hidden_size, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_gemm_problem p = fastglu_gemm_make_dglu_problem(
         params, d_out, w2, h, weights, dh, y, dweights, tokens, hidden, ffn_hidden_size);

@@ -114,7 +114,9 @@ __global__ void __launch_bounds__(THREADS) gemm_general_kernel(const gemm_args a
         for (int i = 0; i < RM; ++i) {
             const int64_t gm = m0 + ty + 16 * i;
             if (gm >= a.M) continue;
-            const float wt = GLU && a.weights ? load_weight_any(a.weights, a.weights_dtype, gm * a.weights_stride) : 1.0f;
+            const float wt = GLU && a.weights ? load_weight_any(a.weights, a.weights_dtype,
+                                                                gm * a.weights_stride)
+                                              : 1.0f;
 #pragma unroll
             for (int j = 0; j < RN; ++j) {
                 const int64_t gn = n0 + tx + 16 * j;
@@ -137,7 +139,8 @@ __global__ void __launch_bounds__(THREADS) gemm_general_kernel(const gemm_args a
                     T *hrow = (T *)a.h + gm * a.h_rs;
                     hrow[rg] = hg, hrow[ru] = hu;
                 }
-                from_f32(&yv, glu_forward<MM_ANY, 1, 1>(a.m, to_f32(hg), to_f32(hu), -0.0f, -0.0f, wt));
+                from_f32(&yv,
+                         glu_forward<MM_ANY, 1, 1>(a.m, to_f32(hg), to_f32(hu), -0.0f, -0.0f, wt));
                 ((T *)a.y)[gm * a.y_rs + gn] = yv;
             }
         }
@@ -167,7 +170,9 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
         const int64_t gm = m0 + ty + 16 * i;
-        wt[i] = a.weights && gm < a.M ? load_weight_any(a.weights, a.weights_dtype, gm * a.weights_stride) : 1.0f;
+        wt[i] = a.weights && gm < a.M
+                    ? load_weight_any(a.weights, a.weights_dtype, gm * a.weights_stride)
+                    : 1.0f;
         dwp[i] = 0.0f;
     }
 
@@ -219,7 +224,8 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
                 if (gn >= a.N) continue;
                 const int64_t hi = gm * a.h_rs + gn * step, di = gm * a.dh_rs + gn * step;
                 const float g = to_f32(Hs[hi]), u = to_f32(Hs[hi + up_off]);
-                const glu_grads r = glu_backward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i], acc[i][j]);
+                const glu_grads r =
+                    glu_backward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i], acc[i][j]);
                 T dg, du;
                 from_f32(&dg, r.dg);
                 from_f32(&du, r.du);
@@ -242,9 +248,12 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
             float sum = 0.0f;
             for (int k = 0; k < 16; ++k) sum = __fadd_rn(sum, red[threadIdx.x][k]);
             const int64_t gm = m0 + threadIdx.x, o = gm * a.dweights_stride;
-            if (a.weights_dtype == FASTGLU_DTYPE_FP32) ((float *)a.dweights)[o] = sum;
-            else if (a.weights_dtype == FASTGLU_DTYPE_FP16) from_f32((__half *)a.dweights + o, sum);
-            else from_f32((__nv_bfloat16 *)a.dweights + o, sum);
+            if (a.weights_dtype == FASTGLU_DTYPE_FP32)
+                ((float *)a.dweights)[o] = sum;
+            else if (a.weights_dtype == FASTGLU_DTYPE_FP16)
+                from_f32((__half *)a.dweights + o, sum);
+            else
+                from_f32((__nv_bfloat16 *)a.dweights + o, sum);
         }
     }
 }
@@ -255,13 +264,16 @@ extern "C" void fastglu_debug_set_gemm_fallback(int on) { debug_fallback = on !=
 
 template <typename T, int GLU>
 static cudaError_t launch_general(const gemm_args &a, cudaStream_t s) {
-    const dim3 grid((unsigned)((a.M + BM - 1) / BM), (unsigned)(a.n_tiles < 65535 ? a.n_tiles : 65535));
+    const dim3 grid((unsigned)((a.M + BM - 1) / BM),
+                    (unsigned)(a.n_tiles < 65535 ? a.n_tiles : 65535));
     void *args[] = {(void *)&a};
-    return cudaLaunchKernel((const void *)gemm_general_kernel<T, GLU>, grid, dim3(THREADS), args, 0, s);
+    return cudaLaunchKernel((const void *)gemm_general_kernel<T, GLU>, grid, dim3(THREADS), args, 0,
+                            s);
 }
 
 template <typename T> static cudaError_t launch_dglu(const dglu_args &a, cudaStream_t s) {
-    const unsigned gy = a.dweights ? 1u : (unsigned)(a.n_tiles < 65535 ? (a.n_tiles > 0 ? a.n_tiles : 1) : 65535);
+    const unsigned gy =
+        a.dweights ? 1u : (unsigned)(a.n_tiles < 65535 ? (a.n_tiles > 0 ? a.n_tiles : 1) : 65535);
     const dim3 grid((unsigned)((a.M + BM - 1) / BM), gy);
     void *args[] = {(void *)&a};
     return cudaLaunchKernel((const void *)gemm_dglu_kernel<T>, grid, dim3(THREADS), args, 0, s);
@@ -277,8 +289,9 @@ static fastglu_status run_dglu(const char *fn, const fastglu_gemm_problem *p, vo
     }
 #endif
     if ((p->M + BM - 1) / BM > 2147483647)
-        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens = %lld is too large for the grid",
-                                 fn, (long long)p->M);
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: tokens = %lld is too large for the grid", fn,
+                                 (long long)p->M);
     dglu_args a;
     a.x = p->x, a.w = p->w, a.h = p->h, a.weights = p->weights;
     a.x_rs = p->x_row_stride, a.w_rs = p->w_row_stride, a.h_rs = p->h_row_stride;
@@ -309,8 +322,9 @@ static fastglu_status run(const char *fn, const fastglu_gemm_problem *p, void *s
     (void)debug_fallback;
 #endif
     if ((p->M + BM - 1) / BM > 2147483647)
-        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens = %lld is too large for the grid",
-                                 fn, (long long)p->M);
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: tokens = %lld is too large for the grid", fn,
+                                 (long long)p->M);
     gemm_args a;
     a.x = p->x, a.w = p->w, a.bias = p->bias, a.weights = p->weights;
     a.x_rs = p->x_row_stride, a.w_rs = p->w_row_stride, a.weights_stride = p->weights_stride;
@@ -318,58 +332,68 @@ static fastglu_status run(const char *fn, const fastglu_gemm_problem *p, void *s
     a.il = p->glu && p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED;
     a.h = p->h, a.h_rs = p->h_row_stride, a.y = p->y, a.y_rs = p->y_row_stride;
     a.M = p->M, a.N = p->N, a.K = p->K, a.n_tiles = (p->N + BN - 1) / BN;
-    if (p->glu) a.m = make_math(p->glu, p->dtype, 0);
-    else memset(&a.m, 0, sizeof a.m);
+    if (p->glu)
+        a.m = make_math(p->glu, p->dtype, 0);
+    else
+        memset(&a.m, 0, sizeof a.m);
     cudaError_t err;
     const int glu = p->glu != NULL;
     switch (p->dtype) {
-    case FASTGLU_DTYPE_FP32: err = glu ? launch_general<float, 1>(a, s) : launch_general<float, 0>(a, s); break;
-    case FASTGLU_DTYPE_FP16: err = glu ? launch_general<__half, 1>(a, s) : launch_general<__half, 0>(a, s); break;
-    default: err = glu ? launch_general<__nv_bfloat16, 1>(a, s) : launch_general<__nv_bfloat16, 0>(a, s); break;
+    case FASTGLU_DTYPE_FP32:
+        err = glu ? launch_general<float, 1>(a, s) : launch_general<float, 0>(a, s);
+        break;
+    case FASTGLU_DTYPE_FP16:
+        err = glu ? launch_general<__half, 1>(a, s) : launch_general<__half, 0>(a, s);
+        break;
+    default:
+        err = glu ? launch_general<__nv_bfloat16, 1>(a, s) : launch_general<__nv_bfloat16, 0>(a, s);
+        break;
     }
     return launch_status(fn, err);
 }
 
-extern "C" fastglu_status fastglu_linear_cuda(fastglu_tensor x, fastglu_tensor w, fastglu_tensor bias,
-                                              fastglu_tensor out, int64_t tokens, int64_t in_features,
+extern "C" fastglu_status fastglu_linear_cuda(fastglu_tensor x, fastglu_tensor w,
+                                              fastglu_tensor bias, fastglu_tensor out,
+                                              int64_t tokens, int64_t in_features,
                                               int64_t out_features, void *stream) {
     static const char fn[] = "fastglu_linear_cuda";
     const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 0};
     int empty;
-    fastglu_status st = fastglu_check_linear(fn, 0, NULL, x, w, bias, none, out, none, tokens, in_features,
-                                             out_features, &empty);
+    fastglu_status st = fastglu_check_linear(fn, 0, NULL, x, w, bias, none, out, none, tokens,
+                                             in_features, out_features, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    const fastglu_gemm_problem p =
-        fastglu_gemm_make_problem(NULL, x, w, bias, none, out, none, tokens, in_features, out_features);
+    const fastglu_gemm_problem p = fastglu_gemm_make_problem(NULL, x, w, bias, none, out, none,
+                                                             tokens, in_features, out_features);
     return run(fn, &p, stream);
 }
 
-extern "C" fastglu_status fastglu_linear_glu_fwd_cuda(const fastglu_glu_params *params, fastglu_tensor x,
-                                                      fastglu_tensor w1, fastglu_tensor bias,
-                                                      fastglu_tensor weights, fastglu_tensor h, fastglu_tensor y,
-                                                      int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
-                                                      void *stream) {
+extern "C" fastglu_status fastglu_linear_glu_fwd_cuda(const fastglu_glu_params *params,
+                                                      fastglu_tensor x, fastglu_tensor w1,
+                                                      fastglu_tensor bias, fastglu_tensor weights,
+                                                      fastglu_tensor h, fastglu_tensor y,
+                                                      int64_t tokens, int64_t hidden,
+                                                      int64_t ffn_hidden_size, void *stream) {
     static const char fn[] = "fastglu_linear_glu_fwd_cuda";
     int empty;
-    fastglu_status st = fastglu_check_linear(fn, 1, params, x, w1, bias, weights, h, y, tokens, hidden,
-                                             ffn_hidden_size, &empty);
+    fastglu_status st = fastglu_check_linear(fn, 1, params, x, w1, bias, weights, h, y, tokens,
+                                             hidden, ffn_hidden_size, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    const fastglu_gemm_problem p =
-        fastglu_gemm_make_problem(params, x, w1, bias, weights, h, y, tokens, hidden, ffn_hidden_size);
+    const fastglu_gemm_problem p = fastglu_gemm_make_problem(params, x, w1, bias, weights, h, y,
+                                                             tokens, hidden, ffn_hidden_size);
     return run(fn, &p, stream);
 }
 
-extern "C" fastglu_status fastglu_linear_dglu_bwd_cuda(const fastglu_glu_params *params, fastglu_tensor d_out,
-                                                       fastglu_tensor w2, fastglu_tensor h, fastglu_tensor weights,
-                                                       fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
-                                                       int64_t tokens, int64_t hidden, int64_t ffn_hidden_size,
-                                                       void *stream) {
+extern "C" fastglu_status fastglu_linear_dglu_bwd_cuda(
+    const fastglu_glu_params *params, fastglu_tensor d_out, fastglu_tensor w2, fastglu_tensor h,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dweights,
+    int64_t tokens, int64_t hidden, int64_t ffn_hidden_size, void *stream) {
     static const char fn[] = "fastglu_linear_dglu_bwd_cuda";
     int empty;
-    fastglu_status st = fastglu_check_linear_dglu(fn, params, d_out, w2, h, weights, dh, y, dweights, tokens,
-                                                  hidden, ffn_hidden_size, &empty);
+    fastglu_status st =
+        fastglu_check_linear_dglu(fn, params, d_out, w2, h, weights, dh, y, dweights, tokens,
+                                  hidden, ffn_hidden_size, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    const fastglu_gemm_problem p = fastglu_gemm_make_dglu_problem(params, d_out, w2, h, weights, dh, y, dweights,
-                                                                  tokens, hidden, ffn_hidden_size);
+    const fastglu_gemm_problem p = fastglu_gemm_make_dglu_problem(
+        params, d_out, w2, h, weights, dh, y, dweights, tokens, hidden, ffn_hidden_size);
     return run_dglu(fn, &p, stream);
 }

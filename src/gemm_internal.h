@@ -35,25 +35,25 @@ extern "C" {
 
 typedef struct fastglu_gemm_problem {
     const fastglu_glu_params *glu; /* NULL: plain GEMM; else the epilogue's activation and layout */
-    const void *x;                 /* [M, K], row stride x_row_stride                              */
+    const void *x; /* [M, K], row stride x_row_stride                              */
     int64_t x_row_stride;
-    const void *w;                 /* [N, K] plain, [2F, K] with glu; row stride w_row_stride        */
+    const void *w; /* [N, K] plain, [2F, K] with glu; row stride w_row_stride        */
     int64_t w_row_stride;
-    const void *bias;              /* NULL, or [N] plain / [2F] with glu, contiguous, dtype          */
-    const void *weights;           /* glu only: NULL, or [M] per-token weights                       */
-    fastglu_dtype weights_dtype;   /* FP32, FP16 or BF16                                            */
-    int64_t weights_stride;        /* elements between weights[t] and weights[t + 1]                */
-    void *h;                       /* plain: the output [M, N]; glu: NULL or [M, 2F]                 */
+    const void *bias;    /* NULL, or [N] plain / [2F] with glu, contiguous, dtype          */
+    const void *weights; /* glu only: NULL, or [M] per-token weights                       */
+    fastglu_dtype weights_dtype; /* FP32, FP16 or BF16                                            */
+    int64_t weights_stride;      /* elements between weights[t] and weights[t + 1]                */
+    void *h; /* plain: the output [M, N]; glu: NULL or [M, 2F]                 */
     int64_t h_row_stride;
-    void *y;                       /* glu: [M, F]; plain: NULL                                      */
+    void *y; /* glu: [M, F]; plain: NULL                                      */
     int64_t y_row_stride;
-    int dglu;                      /* 1: fc2 dgrad + dGLU (h an input; dh, dweights outputs)        */
-    void *dh;                      /* dglu: [M, 2F], h's layout                                      */
+    int dglu; /* 1: fc2 dgrad + dGLU (h an input; dh, dweights outputs)        */
+    void *dh; /* dglu: [M, 2F], h's layout                                      */
     int64_t dh_row_stride;
-    void *dweights;                /* dglu: NULL or [M], weights_dtype, stride dweights_stride      */
+    void *dweights; /* dglu: NULL or [M], weights_dtype, stride dweights_stride      */
     int64_t dweights_stride;
-    int64_t M, N, K;               /* tokens, output features (F with glu), input features (hidden) */
-    fastglu_dtype dtype;           /* FASTGLU_DTYPE_BF16 or FASTGLU_DTYPE_FP16                       */
+    int64_t M, N, K;     /* tokens, output features (F with glu), input features (hidden) */
+    fastglu_dtype dtype; /* FASTGLU_DTYPE_BF16 or FASTGLU_DTYPE_FP16                       */
 } fastglu_gemm_problem;
 
 /* 1 when the sm_90a kernel takes this problem on `device` (compute capability 9.0, the library

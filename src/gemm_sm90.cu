@@ -82,7 +82,8 @@
 #define GEMM_WAIT_DEPTH 1 /* wgmma groups left in flight while the next k-block is issued */
 #endif
 #ifndef GEMM_CLUSTER
-#define GEMM_CLUSTER 1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
+#define GEMM_CLUSTER                                                                               \
+    1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
 #endif
 #define GEMM_THREADS 384
 #define GEMM_A_BYTES (GEMM_BM * GEMM_BK * 2)
@@ -93,7 +94,8 @@
 #define GEMM_OUT_BYTES (2 * 2 * GEMM_OUT_BUF_BYTES)
 /* stages, output buffers, the full and empty barriers, 1024 bytes of slack to align the ring
  * (128-byte swizzle) */
-#define GEMM_SMEM_BYTES (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
+#define GEMM_SMEM_BYTES                                                                            \
+    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
 
 enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2, EPI_DGLU = 3 };
 
@@ -116,7 +118,7 @@ typedef struct gemm_args {
     int64_t h_row_stride;
     void *y;
     int64_t y_row_stride;
-    void *dh;             /* EPI_DGLU: [M, 2F]; h (above) is then the saved input */
+    void *dh; /* EPI_DGLU: [M, 2F]; h (above) is then the saved input */
     int64_t dh_row_stride;
     glu_math m;
 } gemm_args;
@@ -138,42 +140,49 @@ static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
 }
 static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
 }
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n"
-        "}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-/* 2-d tile load: coordinates (k, row), completion on `bar` */
-static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                                   int k, int row) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-        "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row)
-        : "memory");
-}
-/* 2-d tile store from shared memory (the box clips at the tensor's edges), its bulk group */
-static __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int col, int row) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"((uint64_t)map),
-                 "r"(src), "r"(col), "r"(row)
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "wait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
                  : "memory");
 }
-static __device__ __forceinline__ void bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+/* 2-d tile load: coordinates (k, row), completion on `bar` */
+static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map,
+                                                   uint32_t bar, int k, int row) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row)
+                 : "memory");
+}
+/* 2-d tile store from shared memory (the box clips at the tensor's edges), its bulk group */
+static __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int col,
+                                                    int row) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+            (uint64_t)map),
+        "r"(src), "r"(col), "r"(row)
+        : "memory");
+}
+static __device__ __forceinline__ void bulk_commit(void) {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
 /* this thread's bulk groups but the newest N have read their shared memory */
 template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
-static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+static __device__ __forceinline__ void bulk_wait_all(void) {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
 static __device__ __forceinline__ void fence_proxy_async(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -191,22 +200,26 @@ static __device__ __forceinline__ void cluster_sync(void) {
 }
 /* arrive on the barrier at the same shared-memory offset in block `peer` of the cluster */
 static __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer) {
-    asm volatile(
-        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
-        "r"(peer)
-        : "memory");
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, "
+                 "%1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}" ::"r"(bar),
+                 "r"(peer)
+                 : "memory");
 }
 /* 2-d tile load written to the same offset in every block of `mask`, completing on each one's
  * barrier at offset `bar` */
-static __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar, int k,
-                                                      int row, uint16_t mask) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
-        "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row), "h"(mask)
-        : "memory");
+static __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap *map,
+                                                      uint32_t bar, int k, int row, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes."
+                 "multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(k), "r"(row), "h"(mask)
+                 : "memory");
 }
-static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-static __device__ __forceinline__ void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wgmma_fence(void) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
 template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
@@ -222,8 +235,8 @@ static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
  * canonical MN-major 128-byte-swizzle layout ((T,8,n),(8,k)):((1,T,LBO),(8T,SBO)): LBO = 8192
  * (the next 64 columns of n), SBO = 1024 (the next 8 rows of k); a k16 step is 2048 bytes on. */
 static __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 
 template <int TB>
@@ -238,26 +251,31 @@ static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t 
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+        "%111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+        "%127"
         "}, %128, %129, p, 1, 1, 0, %130;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+          "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+          "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+          "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+          "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(da), "l"(db), "n"(TB));
 }
 
@@ -273,26 +291,31 @@ static __device__ __forceinline__ void wgmma_m64n256k16_f16(float *d, uint64_t d
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+        "%111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+        "%127"
         "}, %128, %129, p, 1, 1, 0, %130;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+          "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+          "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+          "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+          "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(da), "l"(db), "n"(TB));
 }
 
@@ -310,18 +333,20 @@ static __device__ __forceinline__ void wgmma_m64n192k16_bf16(float *d, uint64_t 
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
         "}, %96, %97, p, 1, 1, 0, %98;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "l"(da), "l"(db), "n"(TB));
 }
 
@@ -339,18 +364,20 @@ static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t d
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
         "}, %96, %97, p, 1, 1, 0, %98;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+          "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+          "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+          "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+          "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "l"(da), "l"(db), "n"(TB));
 }
 
@@ -359,7 +386,9 @@ static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t d
 static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
-static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
+static __device__ __forceinline__ void store2(__half *p, float a, float b) {
+    *(__half2 *)p = __floats2half2_rn(a, b);
+}
 /* two consecutive elements (4-byte aligned) as fp32 */
 static __device__ __forceinline__ void load2(const __nv_bfloat16 *p, float *a, float *b) {
     const float2 v = __bfloat1622float2(*(const __nv_bfloat162 *)p);
@@ -398,7 +427,8 @@ static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, in
 /* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
  * 8i + 2q + {0, 1}: wgmma's layout) to h / y. */
 template <typename T, int EPI, int BN>
-static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int tm, int tn, int c) {
+static __device__ __forceinline__ void epilogue(const gemm_args &a, const float *d, int tm, int tn,
+                                                int c) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     const int64_t r0 = (int64_t)tm * GEMM_BM + c * 64 + warp * 16 + lane / 4;
     const T *bias = (const T *)a.bias;
@@ -406,7 +436,8 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
     if (EPI == EPI_PLAIN) {
 #pragma unroll
         for (int i = 0; i < BN / 8; i++) {
-            const int64_t col = (int64_t)tn * BN + 8 * i + 2 * q; /* N % 8 == 0: the pair is in or out */
+            const int64_t col =
+                (int64_t)tn * BN + 8 * i + 2 * q; /* N % 8 == 0: the pair is in or out */
             if (col < a.N) {
                 float b0 = 0.0f, b1 = 0.0f;
                 if (bias) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
@@ -427,13 +458,15 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
     float w[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int e = 0; e < 2; e++)
-        if (a.weights && r0 + 8 * e < a.M) w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+        if (a.weights && r0 + 8 * e < a.M)
+            w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
     if (EPI == EPI_DGLU) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
         const int64_t F = a.N;
         T *dh = (T *)a.dh;
 #pragma unroll
         for (int i = 0; i < BN / 8; i++) {
-            const int64_t col = (int64_t)tn * BN + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
+            const int64_t col =
+                (int64_t)tn * BN + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
             if (col < F) {
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
@@ -443,13 +476,16 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
                         float g0, g1, u0, u1;
                         load2(hr + col, &g0, &g1);
                         load2(hr + F + col, &u0, &u1);
-                        const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], d[4 * i + 2 * e]);
-                        const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], d[4 * i + 2 * e + 1]);
+                        const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f,
+                                                                         w[e], d[4 * i + 2 * e]);
+                        const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(
+                            a.m, g1, u1, 0.0f, 0.0f, w[e], d[4 * i + 2 * e + 1]);
                         T *dr = dh + row * a.dh_row_stride;
                         store2(dr + col, r0g.dg, r1g.dg);
                         store2(dr + F + col, r0g.du, r1g.du);
                         if (y)
-                            store2(y + row * a.y_row_stride + col, glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
+                            store2(y + row * a.y_row_stride + col,
+                                   glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
                                    glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
                     }
                 }
@@ -459,7 +495,8 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
         const int64_t F = a.N;
 #pragma unroll
         for (int i = 0; i < 16; i++) {
-            const int64_t col = (int64_t)tn * (GEMM_BN / 2) + 8 * i + 2 * q; /* gate column j; up is F + j */
+            const int64_t col =
+                (int64_t)tn * (GEMM_BN / 2) + 8 * i + 2 * q; /* gate column j; up is F + j */
             if (col < F) {
                 float bg0 = 0.0f, bg1 = 0.0f, bu0 = 0.0f, bu1 = 0.0f;
                 if (bias) {
@@ -476,7 +513,8 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
                             g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
                             u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
                         }
-                        g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0), u1 = round_to<T>(u1);
+                        g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0),
+                        u1 = round_to<T>(u1);
                         if (h) {
                             store2(h + row * a.h_row_stride + col, g0, g1);
                             store2(h + row * a.h_row_stride + F + col, u0, u1);
@@ -504,14 +542,14 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
                         if (bias) g = __fadd_rn(g, bg), u = __fadd_rn(u, bu);
                         g = round_to<T>(g), u = round_to<T>(u);
                         if (h) store2(h + row * a.h_row_stride + col, g, u);
-                        from_f32(y + row * a.y_row_stride + col / 2, glu_forward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, w[e]));
+                        from_f32(y + row * a.y_row_stride + col / 2,
+                                 glu_forward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, w[e]));
                     }
                 }
             }
         }
     }
 }
-
 
 /* ---- the TMA-store epilogue ----------------------------------------------------------------
  * A consumer warpgroup writes its 64 x 256 result as 64 x 64 chunks: packed into one of its two
@@ -520,9 +558,9 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
  * warpgroup moves on while the copy engine drains it. A buffer is reused once the store issued two
  * chunks earlier has read it. */
 typedef struct out_stage {
-    uint32_t buf;  /* the warpgroup's first buffer */
-    int c;         /* consumer warpgroup: named barrier 1 + c */
-    unsigned n;    /* chunks issued so far (buffer n % 2) */
+    uint32_t buf; /* the warpgroup's first buffer */
+    int c;        /* consumer warpgroup: named barrier 1 + c */
+    unsigned n;   /* chunks issued so far (buffer n % 2) */
 } out_stage;
 
 static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 *, float a, float b) {
@@ -535,7 +573,8 @@ static __device__ __forceinline__ uint32_t pack2(__half *, float a, float b) {
 }
 
 /* v[2 i' + e]: the thread's pair of n8 block i' (0..7) of the chunk, row 8 e of its two */
-static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMap *map, const uint32_t *v, int col, int row) {
+static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMap *map,
+                                                 const uint32_t *v, int col, int row) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, lt = threadIdx.x % 128;
     const uint32_t buf = st->buf + (st->n & 1) * GEMM_OUT_BUF_BYTES;
     if (lt == 0) bulk_wait_read<1>();
@@ -558,9 +597,9 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
 }
 
 template <typename T, int EPI, int BN, int MM>
-static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
-                                                   const CUtensorMap *map_h0, const CUtensorMap *map_h1,
-                                                   const CUtensorMap *map_y) {
+static __device__ __forceinline__ void
+epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
+             const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     const int row0 = tm * GEMM_BM + st->c * 64;
     const T *bias = (const T *)a.bias;
@@ -590,7 +629,8 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
 #pragma unroll
     for (int e = 0; e < 2; e++) {
         const int64_t r = (int64_t)row0 + warp * 16 + lane / 4 + 8 * e;
-        if (a.weights && r < a.M) w[e] = token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
+        if (a.weights && r < a.M)
+            w[e] = token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
     }
 #pragma unroll
     for (int j = 0; j < 2; j++) {
@@ -607,13 +647,15 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 float g0 = d[4 * (8 * j + i) + 2 * e], g1 = d[4 * (8 * j + i) + 2 * e + 1];
-                float u0 = d[4 * (8 * j + i + 16) + 2 * e], u1 = d[4 * (8 * j + i + 16) + 2 * e + 1];
+                float u0 = d[4 * (8 * j + i + 16) + 2 * e],
+                      u1 = d[4 * (8 * j + i + 16) + 2 * e + 1];
                 if (bias) {
                     g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
                     u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
                 }
                 v[2 * i + e] = pack2((T *)0, g0, g1);
-                g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0), u1 = round_to<T>(u1);
+                g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0),
+                u1 = round_to<T>(u1);
                 /* y of the pair, from the rounded h */
                 const float y0 = glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
                 const float y1 = glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
@@ -634,15 +676,30 @@ static __device__ __forceinline__ void epilogue_tma(const gemm_args &a, const fl
 }
 
 /* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
-template <int TB> static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n256k16_bf16<TB>(d, a, b); }
-template <int TB> static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n256k16_f16<TB>(d, a, b); }
-template <int TB> static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) { wgmma_m64n192k16_bf16<TB>(d, a, b); }
-template <int TB> static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) { wgmma_m64n192k16_f16<TB>(d, a, b); }
+template <int TB>
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) {
+    wgmma_m64n256k16_bf16<TB>(d, a, b);
+}
+template <int TB>
+static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __half *) {
+    wgmma_m64n256k16_f16<TB>(d, a, b);
+}
+template <int TB>
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) {
+    wgmma_m64n192k16_bf16<TB>(d, a, b);
+}
+template <int TB>
+static __device__ __forceinline__ void mma192(float *d, uint64_t a, uint64_t b, __half *) {
+    wgmma_m64n192k16_f16<TB>(d, a, b);
+}
 
 /* one k16 step of a consumer's 64 x BN block */
-template <typename T, int BN, int TB> static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
-    if constexpr (BN == 256) mma256<TB>(d, da, db, (T *)0);
-    else mma192<TB>(d, da, db, (T *)0);
+template <typename T, int BN, int TB>
+static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db) {
+    if constexpr (BN == 256)
+        mma256<TB>(d, da, db, (T *)0);
+    else
+        mma192<TB>(d, da, db, (T *)0);
 }
 
 /* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
@@ -659,10 +716,12 @@ static __device__ __forceinline__ void release(uint32_t bar, int rank) {
  * stored from registers. */
 template <typename T, int EPI, int TS, int BN, int MM>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
-    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
-                     const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_h0,
-                     const __grid_constant__ CUtensorMap map_h1, const __grid_constant__ CUtensorMap map_y,
-                     const gemm_args a) {
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
+                     const __grid_constant__ CUtensorMap map_b0,
+                     const __grid_constant__ CUtensorMap map_b1,
+                     const __grid_constant__ CUtensorMap map_h0,
+                     const __grid_constant__ CUtensorMap map_h1,
+                     const __grid_constant__ CUtensorMap map_y, const gemm_args a) {
 #ifdef GEMM_SM90_DEVICE
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -682,8 +741,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (GEMM_CLUSTER == 1) __syncthreads();
-    else cluster_sync();
+    if (GEMM_CLUSTER == 1)
+        __syncthreads();
+    else
+        cluster_sync();
     if (wg == 0) { /* producer */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
@@ -705,14 +766,16 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                     if (EPI == EPI_DGLU) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
 #pragma unroll
                         for (int j = 0; j < BN / 64; j++)
-                            tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s, tn * BN + 64 * j, kb * GEMM_BK);
+                            tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s,
+                                        tn * BN + 64 * j, kb * GEMM_BK);
                     } else if (GEMM_CLUSTER == 1) {
                         tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
                         tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
                     } else if (rank == 0) { /* the first half of B for both blocks */
                         tma_load_2d_mc(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0, 3);
                     } else {
-                        tma_load_2d_mc(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1, 3);
+                        tma_load_2d_mc(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK,
+                                       b1, 3);
                     }
                     if (++s == GEMM_STAGES) s = 0, ph ^= 1;
                 }
@@ -728,7 +791,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         for (int t = unit0; t < num_units; t += unit_step) {
             int tm, tn;
             tile_coords(a, t, &tm, &tn);
-            tm = tm * GEMM_CLUSTER + rank; /* past the last row tile: computes zeros, stores nothing */
+            tm = tm * GEMM_CLUSTER +
+                 rank; /* past the last row tile: computes zeros, stores nothing */
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
@@ -741,10 +805,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 if (EPI == EPI_DGLU) {
 #pragma unroll
                     for (int k = 0; k < GEMM_BK / 16; k++)
-                        wgmma_tile<T, BN, 1>(d, smem_desc(sa + 32 * k), smem_desc_mn(sb + 16 * 128 * k));
+                        wgmma_tile<T, BN, 1>(d, smem_desc(sa + 32 * k),
+                                             smem_desc_mn(sb + 16 * 128 * k));
                 } else {
 #pragma unroll
-                    for (int k = 0; k < GEMM_BK / 16; k++) wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
+                    for (int k = 0; k < GEMM_BK / 16; k++)
+                        wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 }
                 wgmma_commit();
 #if GEMM_WAIT_DEPTH == 1
@@ -762,8 +828,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
 #endif
-            if (TS) epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
-            else epilogue<T, EPI, BN>(a, d, tm, tn, c);
+            if (TS)
+                epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+            else
+                epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
@@ -780,7 +848,8 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(void) {
     if (!fn) {
         void *p = NULL;
         enum cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
             q == cudaDriverEntryPointSuccess)
             fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
     }
@@ -788,13 +857,16 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(void) {
 }
 
 /* [rows, K] row-major at base, boxes of box_rows rows x 64 k, 128-byte swizzle, zeros out of bounds. */
-static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t K, int64_t row_stride,
-                         fastglu_dtype dtype, int box_rows) {
+static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t K,
+                         int64_t row_stride, fastglu_dtype dtype, int box_rows) {
     const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
     /* one row: its stride is never used; any legal value */
-    const cuuint64_t strides[1] = {(cuuint64_t)(rows > 1 ? row_stride * 2 : (K * 2 + 15) / 16 * 16)};
+    const cuuint64_t strides[1] = {
+        (cuuint64_t)(rows > 1 ? row_stride * 2 : (K * 2 + 15) / 16 * 16)};
     const cuuint32_t box[2] = {GEMM_BK, (cuuint32_t)box_rows}, elem[2] = {1, 1};
-    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    return encode_tiled()(map,
+                          dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                           2, (void *)base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -802,12 +874,14 @@ static CUresult make_map(CUtensorMap *map, const void *base, int64_t rows, int64
 
 /* w2 [K rows, N] row-major, the dgrad's MN-major B: boxes of 64 k rows x 64 n (128 bytes),
  * 128-byte swizzle, zeros out of bounds (smem_desc_mn's layout). */
-static CUresult make_map_mn(CUtensorMap *map, const void *base, int64_t K, int64_t N, int64_t row_stride,
-                            fastglu_dtype dtype) {
+static CUresult make_map_mn(CUtensorMap *map, const void *base, int64_t K, int64_t N,
+                            int64_t row_stride, fastglu_dtype dtype) {
     const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)K};
     const cuuint64_t strides[1] = {(cuuint64_t)(K > 1 ? row_stride * 2 : (N * 2 + 15) / 16 * 16)};
     const cuuint32_t box[2] = {64, GEMM_BK}, elem[2] = {1, 1};
-    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    return encode_tiled()(map,
+                          dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                           2, (void *)base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -832,28 +906,34 @@ extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn ==
 #define bn_force 0
 #endif
 
-typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                               const CUtensorMap, const CUtensorMap, const gemm_args);
+typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                               const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                               const gemm_args);
 
 static int epi_of(const fastglu_gemm_problem *p) {
     if (p->dglu) return EPI_DGLU;
-    return !p->glu ? EPI_PLAIN : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
+    return !p->glu                                        ? EPI_PLAIN
+           : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED
+                                                          : EPI_GLU_SPLIT;
 }
 
 static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
-#define GEMM_PICK(T)                                                                                                \
-    if (epi == EPI_PLAIN && bn == 192)                                                                              \
-        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>; \
-    if (epi == EPI_PLAIN)                                                                                           \
-        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY> : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY>; \
-    if (epi == EPI_GLU_SPLIT && ts) {                                                                               \
-        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K>;                                    \
-        if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP>;                          \
-        if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU>;                              \
-        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                                  \
-    }                                                                                                               \
-    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;                            \
-    if (GEMM_SM90_DGLU && epi == EPI_DGLU) return gemm_sm90_kernel<T, GEMM_SM90_DGLU ? EPI_DGLU : EPI_PLAIN, 0, 256, MM_ANY>; \
+#define GEMM_PICK(T)                                                                               \
+    if (epi == EPI_PLAIN && bn == 192)                                                             \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY>                                 \
+                  : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>;                                \
+    if (epi == EPI_PLAIN)                                                                          \
+        return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY>                                 \
+                  : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY>;                                \
+    if (epi == EPI_GLU_SPLIT && ts) {                                                              \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K>;                   \
+        if (mm == MM_KCLAMP) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP>;         \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU>;             \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                 \
+    }                                                                                              \
+    if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;           \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU)                                                         \
+        return gemm_sm90_kernel < T, GEMM_SM90_DGLU ? EPI_DGLU : EPI_PLAIN, 0, 256, MM_ANY > ;     \
     return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
@@ -863,12 +943,15 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
 }
 
 /* [rows, cols] output for the TMA-store epilogue: boxes of 64 x 64, 128-byte swizzle. */
-static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t cols, int64_t row_stride,
-                             fastglu_dtype dtype) {
+static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t cols,
+                             int64_t row_stride, fastglu_dtype dtype) {
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)(rows > 1 ? row_stride * 2 : (cols * 2 + 15) / 16 * 16)};
+    const cuuint64_t strides[1] = {
+        (cuuint64_t)(rows > 1 ? row_stride * 2 : (cols * 2 + 15) / 16 * 16)};
     const cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
-    return encode_tiled()(map, dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    return encode_tiled()(map,
+                          dtype == FASTGLU_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                           2, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -881,7 +964,8 @@ static int choose_bn(const fastglu_gemm_problem *p, int sms) {
     if (p->glu) return 256;
     if (bn_force) return bn_force;
     const int64_t tm = (p->M + GEMM_BM - 1) / GEMM_BM;
-    const int64_t w256 = (tm * ((p->N + 255) / 256) + sms - 1) / sms, w192 = (tm * ((p->N + 191) / 192) + sms - 1) / sms;
+    const int64_t w256 = (tm * ((p->N + 255) / 256) + sms - 1) / sms,
+                  w192 = (tm * ((p->N + 191) / 192) + sms - 1) / sms;
     return (double)w192 * 192 * 1.02 < (double)w256 * 256 ? 192 : 256;
 }
 
@@ -892,7 +976,8 @@ static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
 static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     const int epi = epi_of(p);
     if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU || tma_store_off) return 0;
-    return out_tma_ok(p->h, p->h_row_stride, p->M) && (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
+    return out_tma_ok(p->h, p->h_row_stride, p->M) &&
+           (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
 
 static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
@@ -909,7 +994,8 @@ static int device_ok(int device);
  * and y 4-byte aligned with even row strides (pairs as one 32-bit word); no dweights (its
  * reduction runs in the general kernel); coordinates and the tile count below 2^31. */
 static int dglu_supported(const fastglu_gemm_problem *p) {
-    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT || p->dweights) return 0;
+    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT || p->dweights)
+        return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
@@ -919,9 +1005,10 @@ static int dglu_supported(const fastglu_gemm_problem *p) {
         (p->K > 1 && (p->w_row_stride % 8 || p->w_row_stride >= ((int64_t)1 << 38))))
         return 0;
     if (!aligned(p->h, 4) || !aligned(p->dh, 4) || (p->y && !aligned(p->y, 4))) return 0;
-    if (p->M > 1 && (p->h_row_stride % 2 || p->dh_row_stride % 2 || (p->y && p->y_row_stride % 2))) return 0;
-    if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 && p->weights_dtype != FASTGLU_DTYPE_BF16 &&
-        p->weights_dtype != FASTGLU_DTYPE_FP16)
+    if (p->M > 1 && (p->h_row_stride % 2 || p->dh_row_stride % 2 || (p->y && p->y_row_stride % 2)))
+        return 0;
+    if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 &&
+        p->weights_dtype != FASTGLU_DTYPE_BF16 && p->weights_dtype != FASTGLU_DTYPE_FP16)
         return 0;
     const int64_t tiles = ((p->M + GEMM_BM - 1) / GEMM_BM) * ((p->N + GEMM_BN - 1) / GEMM_BN);
     return tiles < ((int64_t)1 << 31);
@@ -943,9 +1030,11 @@ extern "C" int fastglu_gemm_sm90_supported(const fastglu_gemm_problem *p, int de
     if (!p->glu && !p->h) return 0;
     if (p->glu) {
         if (!p->y || !aligned(p->y, 2)) return 0;
-        if (p->glu->layout == FASTGLU_LAYOUT_SPLIT && (!aligned(p->y, 4) || (p->M > 1 && p->y_row_stride % 2))) return 0;
-        if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 && p->weights_dtype != FASTGLU_DTYPE_BF16 &&
-            p->weights_dtype != FASTGLU_DTYPE_FP16)
+        if (p->glu->layout == FASTGLU_LAYOUT_SPLIT &&
+            (!aligned(p->y, 4) || (p->M > 1 && p->y_row_stride % 2)))
+            return 0;
+        if (p->weights && p->weights_dtype != FASTGLU_DTYPE_FP32 &&
+            p->weights_dtype != FASTGLU_DTYPE_BF16 && p->weights_dtype != FASTGLU_DTYPE_FP16)
             return 0;
     }
     if (p->bias && !aligned(p->bias, 2)) return 0;
@@ -959,15 +1048,20 @@ static int device_ok(int device) {
     if (!ok_device[device]) {
         int major = 0, minor = 0;
         struct cudaFuncAttributes attr;
-        int ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        int ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                     cudaSuccess &&
+                 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
+                     cudaSuccess &&
                  major == 9 && minor == 0 && encode_tiled() != NULL;
         /* the sm_90a image is in this build (binaryVersion 90), on the current device's context */
         int cur = -1;
         ok = ok && cudaGetDevice(&cur) == cudaSuccess && cur == device &&
-             cudaFuncGetAttributes(&attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY>) == cudaSuccess &&
+             cudaFuncGetAttributes(
+                 &attr, (const void *)gemm_sm90_kernel<__nv_bfloat16, EPI_PLAIN, 1, 256, MM_ANY>) ==
+                 cudaSuccess &&
              attr.binaryVersion == 90;
-        if (!ok && cur != device) return 0; /* not cached: asked about another device than the current one */
+        if (!ok && cur != device)
+            return 0; /* not cached: asked about another device than the current one */
         ok_device[device] = ok ? 1 : -1;
     }
     return ok_device[device] == 1;
@@ -975,9 +1069,11 @@ static int device_ok(int device) {
 
 extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p, void *stream) {
     const fastglu_dtype dt = p->dtype;
-    const int glu = p->glu != NULL, split = glu && !p->dglu && p->glu->layout == FASTGLU_LAYOUT_SPLIT;
+    const int glu = p->glu != NULL,
+              split = glu && !p->dglu && p->glu->layout == FASTGLU_LAYOUT_SPLIT;
     const int64_t w_rows = glu ? 2 * p->N : p->N;
-    if (!encode_tiled()) return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled not found");
+    if (!encode_tiled())
+        return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled not found");
     CUtensorMap map_a, map_b0, map_b1;
     int dev = 0, sms = 0;
     cudaError_t err = cudaGetDevice(&dev);
@@ -992,7 +1088,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         } else if (split) {
             r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
             if (r == CUDA_SUCCESS)
-                r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K, p->w_row_stride, dt, bn / 2);
+                r = make_map(&map_b1, (const char *)p->w + 2 * p->N * p->w_row_stride, p->N, p->K,
+                             p->w_row_stride, dt, bn / 2);
         } else {
             r = make_map(&map_b0, p->w, w_rows, p->K, p->w_row_stride, dt, bn / 2);
             map_b1 = map_b0;
@@ -1000,7 +1097,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     }
     const int ts = tma_store_epilogue(p);
     CUtensorMap map_h0, map_h1, map_y;
-    memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1), memset(&map_y, 0, sizeof map_y);
+    memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1),
+        memset(&map_y, 0, sizeof map_y);
     if (r == CUDA_SUCCESS && ts) {
         if (!glu) {
             r = make_out_map(&map_h0, p->h, p->M, p->N, p->h_row_stride, dt);
@@ -1013,11 +1111,13 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         }
     }
     if (r != CUDA_SUCCESS)
-        return fastglu_set_error(FASTGLU_ERROR_CUDA, "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
+        return fastglu_set_error(FASTGLU_ERROR_CUDA,
+                                 "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
     const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
-    err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
 
     gemm_args a;
@@ -1025,7 +1125,9 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.N = p->N;
     a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
     a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
-    a.tiles_n = (int)(p->dglu ? (p->N + bn - 1) / bn : split ? (p->N + bn / 2 - 1) / (bn / 2) : (w_rows + bn - 1) / bn);
+    a.tiles_n = (int)(p->dglu ? (p->N + bn - 1) / bn
+                      : split ? (p->N + bn / 2 - 1) / (bn / 2)
+                              : (w_rows + bn - 1) / bn);
     a.group_m = group_m_setting;
     a.bias = p->bias;
     a.weights = glu ? p->weights : NULL;
@@ -1037,21 +1139,24 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.y_row_stride = p->y_row_stride;
     a.dh = p->dh;
     a.dh_row_stride = p->dh_row_stride;
-    if (glu) a.m = make_math(p->glu, p->dtype, 0);
-    else memset(&a.m, 0, sizeof a.m);
+    if (glu)
+        a.m = make_math(p->glu, p->dtype, 0);
+    else
+        memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
 #if GEMM_CLUSTER == 1
     const int tiles = a.tiles_m * a.tiles_n;
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args, GEMM_SMEM_BYTES,
-                           (cudaStream_t)stream);
+    err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
+                           GEMM_SMEM_BYTES, (cudaStream_t)stream);
 #else
     const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1,
+    attr[0].val.clusterDim.z = 1;
     cfg.gridDim = dim3(GEMM_CLUSTER * (sms / GEMM_CLUSTER)), cfg.blockDim = dim3(GEMM_THREADS);
     cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
     cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;

@@ -127,12 +127,16 @@ float fastglu_glu_clamp(const fastglu_glu_params *p, fastglu_dtype dtype) {
 }
 
 static const char *dtype_text(fastglu_dtype dtype) {
-    return dtype == FASTGLU_DTYPE_FP16 ? "float16" : dtype == FASTGLU_DTYPE_BF16 ? "bfloat16" : "float32";
+    return dtype == FASTGLU_DTYPE_FP16   ? "float16"
+           : dtype == FASTGLU_DTYPE_BF16 ? "bfloat16"
+                                         : "float32";
 }
 
 /* The largest finite value of a compute dtype. */
 static float dtype_max(fastglu_dtype dtype) {
-    return dtype == FASTGLU_DTYPE_FP16 ? 65504.0f : dtype == FASTGLU_DTYPE_BF16 ? 0x1.fep127f : FLT_MAX;
+    return dtype == FASTGLU_DTYPE_FP16   ? 65504.0f
+           : dtype == FASTGLU_DTYPE_BF16 ? 0x1.fep127f
+                                         : FLT_MAX;
 }
 
 /* A clamp the operands' dtype can hold, as torch.clamp needs of its bound: a positive clamp_value
@@ -140,8 +144,8 @@ static float dtype_max(fastglu_dtype dtype) {
  * largest finite value (torch.clamp refuses it: "cannot be converted without overflow"). With the
  * fp8 copy (saved_fp8 != NULL) the bound must be below 448, e4m3fn's largest value, so that the copy
  * can mark the elements the clamp cuts (src/fp8.h). */
-static fastglu_status check_clamp(const char *fn, const fastglu_glu_params *p,
-                                  fastglu_dtype dtype, int saved_fp8) {
+static fastglu_status check_clamp(const char *fn, const fastglu_glu_params *p, fastglu_dtype dtype,
+                                  int saved_fp8) {
     if (!fastglu_clamps(p)) return FASTGLU_SUCCESS;
     const float c = p->clamp_value, ce = fastglu_glu_clamp(p, dtype);
     if (ce == 0.0f)
@@ -183,10 +187,9 @@ static fastglu_status check_layout_pointer(const char *fn, const fastglu_glu_par
 
 /* The [tokens, F] (SPLIT) or [tokens, 2F] (INTERLEAVED) operands gate and up (or d_gate, d_up). */
 static fastglu_status check_pair(const char *fn, const fastglu_glu_params *p, fastglu_region *rg,
-                                 const char *gname, const void *g, int64_t g_rs,
-                                 fastglu_region *ru, const char *uname, const void *u,
-                                 int64_t u_rs, int64_t tokens, int64_t F, size_t esize,
-                                 int is_output, int *have_u) {
+                                 const char *gname, const void *g, int64_t g_rs, fastglu_region *ru,
+                                 const char *uname, const void *u, int64_t u_rs, int64_t tokens,
+                                 int64_t F, size_t esize, int is_output, int *have_u) {
     if (p->layout == FASTGLU_LAYOUT_INTERLEAVED) {
         *have_u = 0;
         return fastglu_check_tensor(fn, rg, gname, g, tokens, 2 * F, g_rs, 1, esize, is_output);
@@ -223,8 +226,8 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
     if (weights != NULL)
         TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights, tokens, 1, weights_stride, 1,
                                  fastglu_dtype_size(weights_dtype), 0));
-    TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size,
-                             output_row_stride, 1, es, 1));
+    TRY(fastglu_check_tensor(fn, &out, "output", output, tokens, ffn_hidden_size, output_row_stride,
+                             1, es, 1));
     /* the fp8 copy of the operands: [tokens, 2F] bytes (any alignment), written like output */
     if (saved_fp8 != NULL)
         TRY(fastglu_check_tensor(fn, &out8, "saved_fp8", saved_fp8, tokens, 2 * ffn_hidden_size,
@@ -240,9 +243,9 @@ fastglu_status fastglu_check_glu_fwd(const char *fn, const fastglu_glu_params *p
 /* dbias ([2F], dtype) and dweights ([tokens], weights_dtype) when given and not of zero length. */
 static fastglu_status check_reductions(const char *fn, const void *bias, const void *weights,
                                        fastglu_dtype weights_dtype, const void *dbias,
-                                       const void *dweights, int64_t tokens, int64_t F,
-                                       size_t es, fastglu_region *rdb, fastglu_region *rdw,
-                                       int *have_db, int *have_dw) {
+                                       const void *dweights, int64_t tokens, int64_t F, size_t es,
+                                       fastglu_region *rdb, fastglu_region *rdw, int *have_db,
+                                       int *have_dw) {
     *have_db = dbias != NULL && F > 0;
     *have_dw = dweights != NULL && tokens > 0;
     if (*have_db && bias == NULL)
@@ -312,8 +315,7 @@ fastglu_status fastglu_check_glu_bwd(
         return FASTGLU_SUCCESS;
     }
 
-    TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy, T, F, dy_row_stride, dy_col_stride, es,
-                             0));
+    TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy, T, F, dy_row_stride, dy_col_stride, es, 0));
     is_in_gate = n_in;
     TRY(check_pair(fn, params, &in[n_in], "gate", gate, gate_row_stride, &in[n_in + 1], "up", up,
                    up_row_stride, T, F, in_es, 0, &have_up));
@@ -405,14 +407,16 @@ static fastglu_status contiguous(const char *fn, const char *name, const fastglu
 fastglu_status fastglu_check_glu_fwd_descriptors(const char *fn, const fastglu_glu_operands *o,
                                                  const fastglu_tensor *output,
                                                  const fastglu_tensor *saved_fp8) {
-    if (o == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
+    if (o == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
     TRY(same_dtype(fn, "gate", &o->gate, output->dtype, "output"));
     TRY(same_dtype(fn, "up", &o->up, output->dtype, "output"));
     TRY(same_dtype(fn, "bias", &o->bias, output->dtype, "output"));
     TRY(contiguous(fn, "bias", &o->bias));
     if (o->scale_inv.data != NULL)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                 "%s: scale_inv is given (it scales the backward's fp8 operands)", fn);
+                                 "%s: scale_inv is given (it scales the backward's fp8 operands)",
+                                 fn);
     if (saved_fp8->data != NULL && saved_fp8->dtype != FASTGLU_DTYPE_FP8_E4M3)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: saved_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
@@ -423,7 +427,8 @@ fastglu_status fastglu_check_glu_fwd_descriptors(const char *fn, const fastglu_g
 fastglu_status fastglu_check_glu_bwd_descriptors(const char *fn, const fastglu_tensor *dy,
                                                  const fastglu_glu_operands *o,
                                                  const fastglu_glu_grads *g) {
-    if (o == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
+    if (o == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
     if (g == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: grads is NULL", fn);
     TRY(same_dtype(fn, "up", &o->up, o->gate.dtype, "gate"));
     TRY(same_dtype(fn, "bias", &o->bias, dy->dtype, "dy"));
@@ -432,7 +437,8 @@ fastglu_status fastglu_check_glu_bwd_descriptors(const char *fn, const fastglu_t
     TRY(same_dtype(fn, "d_up", &g->d_up, dy->dtype, "dy"));
     TRY(same_dtype(fn, "dbias", &g->dbias, dy->dtype, "dy"));
     TRY(contiguous(fn, "dbias", &g->dbias));
-    if (o->weights.data != NULL) TRY(same_dtype(fn, "dweights", &g->dweights, o->weights.dtype, "weights"));
+    if (o->weights.data != NULL)
+        TRY(same_dtype(fn, "dweights", &g->dweights, o->weights.dtype, "weights"));
     TRY(contiguous(fn, "dweights", &g->dweights));
     if (o->scale_inv.data != NULL && o->scale_inv.dtype != FASTGLU_DTYPE_FP32)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,

@@ -129,7 +129,8 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK], g8[CHUNK], u8[CHUNK];
     const int sat = fastglu_fp8_saturate();
-    float lo = 0.0f, hi = 0.0f; /* the copy's values next to the bound (validated: c < 448 or inf) */
+    float lo = 0.0f,
+          hi = 0.0f; /* the copy's values next to the bound (validated: c < 448 or inf) */
     if (clamp && saved_fp8) fastglu_e4m3_clamp_bounds(c, &lo, &hi);
     for (int64_t t = 0; t < T; ++t) {
         const float w = weights ? load_one(weights_dtype, weights, t * weights_stride) : 1.0f;
@@ -196,8 +197,8 @@ static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
     const int clamp = fastglu_clamps(p);
-    const float c = fastglu_glu_clamp(p, A->dt), off = offset_term(p),
-                mg = p->gate_multiplier, md = p->down_multiplier;
+    const float c = fastglu_glu_clamp(p, A->dt), off = offset_term(p), mg = p->gate_multiplier,
+                md = p->down_multiplier;
     const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     const int64_t tiles = (F + CHUNK - 1) / CHUNK;
     float g[CHUNK], u[CHUNK], d[CHUNK], bg[CHUNK], bu[CHUNK], dg[CHUNK], du[CHUNK];
@@ -245,10 +246,10 @@ static void glu_bwd(const bwd_args *A) {
                     }
                     if (A->ws_dweights) part += md * act * vo * d[k];
                 }
-                store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step,
-                          step, n, dg);
-                store_f32(A->dt, (void *)A->out.u, t * A->out.u_rs + A->out.u_off + j0 * step,
-                          step, n, du);
+                store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step, step,
+                          n, dg);
+                store_f32(A->dt, (void *)A->out.u, t * A->out.u_rs + A->out.u_off + j0 * step, step,
+                          n, du);
                 if (A->ws_dweights) A->ws_dweights[tile * T + t] = part;
             }
         }
@@ -278,12 +279,11 @@ static void glu_bwd(const bwd_args *A) {
 /* ---- public entry points ------------------------------------------------------------------ */
 
 static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *gate,
-                                   int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-                                   const void *bias, const void *weights,
-                                   fastglu_dtype weights_dtype, int64_t weights_stride,
-                                   void *output, int64_t output_row_stride, void *saved_fp8,
-                                   int64_t saved_fp8_row_stride, int64_t tokens,
-                                   int64_t ffn_hidden_size, fastglu_dtype dtype) {
+                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+                                const void *bias, const void *weights, fastglu_dtype weights_dtype,
+                                int64_t weights_stride, void *output, int64_t output_row_stride,
+                                void *saved_fp8, int64_t saved_fp8_row_stride, int64_t tokens,
+                                int64_t ffn_hidden_size, fastglu_dtype dtype) {
     int empty;
     fastglu_status st = fastglu_check_glu_fwd(
         "fastglu_glu_fwd_cpu", params, gate, gate_row_stride, up, up_row_stride, bias, weights,
@@ -296,14 +296,16 @@ static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *ga
     return FASTGLU_SUCCESS;
 }
 
-static fastglu_status bwd_entry(
-    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
-    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
-    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
-    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
-    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype) {
+static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy,
+                                int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
+                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+                                fastglu_dtype input_dtype, const float *input_scale_inv,
+                                int64_t input_scale_stride, const void *bias, const void *weights,
+                                fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
+                                int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride,
+                                void *dbias, void *dweights, void *workspace,
+                                size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size,
+                                fastglu_dtype dtype) {
     int empty;
     fastglu_status st = fastglu_check_glu_bwd(
         "fastglu_glu_bwd_cpu", params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up,
@@ -342,8 +344,8 @@ fastglu_status fastglu_glu_fwd_cpu(FASTGLU_GLU_FWD_ARGS) {
     const fastglu_status st =
         fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cpu", operands, &output, &saved_fp8);
     if (st != FASTGLU_SUCCESS) return st;
-    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
-                                                    ffn_hidden_size));
+    return fwd_entry(params,
+                     FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens, ffn_hidden_size));
 }
 
 fastglu_status fastglu_glu_bwd_cpu(FASTGLU_GLU_BWD_ARGS) {

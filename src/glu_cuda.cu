@@ -50,7 +50,7 @@
 #include "glu_math.cuh"
 
 #define GLU_THREADS 256 /* flat kernels and the reduction: threads per block */
-#define TILE_WARPS 4     /* the tile kernel: warps per block */
+#define TILE_WARPS 4    /* the tile kernel: warps per block */
 #define LANE_COLS 8 /* columns per lane in the tile kernel: FASTGLU_TILE_COLS = 32 * LANE_COLS */
 /* rows a warp of the tile kernel has in flight: 4 (16-bit types, 128 registers), 2 for fp32 (whose
  * lane columns take twice the registers) */
@@ -90,7 +90,8 @@ static __device__ __forceinline__ uint64_t l2_evict_last_policy(void) {
 static __device__ __forceinline__ void store_partial(float *p, float v, uint64_t pol, int keep) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (keep) {
-        asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol) : "memory");
+        asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(pol)
+                     : "memory");
         return;
     }
 #endif
@@ -151,12 +152,16 @@ static __device__ __forceinline__ float load_weight(const void *w, int dtype, in
 static __device__ __forceinline__ float load_weight_nc(const void *w, int dtype, int64_t i) {
     if (dtype == FASTGLU_DTYPE_FP32) return __ldg((const float *)w + i);
     const unsigned short b = __ldg((const unsigned short *)w + i);
-    return dtype == FASTGLU_DTYPE_BF16 ? __uint_as_float((unsigned)b << 16) : __half2float(__ushort_as_half(b));
+    return dtype == FASTGLU_DTYPE_BF16 ? __uint_as_float((unsigned)b << 16)
+                                       : __half2float(__ushort_as_half(b));
 }
 static __device__ __forceinline__ void store_weight(void *w, int dtype, int64_t i, float v) {
-    if (dtype == FASTGLU_DTYPE_FP32) ((float *)w)[i] = v;
-    else if (dtype == FASTGLU_DTYPE_BF16) from_f32(&((__nv_bfloat16 *)w)[i], v);
-    else from_f32(&((__half *)w)[i], v);
+    if (dtype == FASTGLU_DTYPE_FP32)
+        ((float *)w)[i] = v;
+    else if (dtype == FASTGLU_DTYPE_BF16)
+        from_f32(&((__nv_bfloat16 *)w)[i], v);
+    else
+        from_f32(&((__half *)w)[i], v);
 }
 
 /* ---- NB contiguous bytes moved with accesses of `width` bytes (width | NB, address aligned) ---- */
@@ -185,11 +190,13 @@ static __device__ __forceinline__ raw_bytes<NB> load_raw(const void *p, int widt
         }
     } else if (width >= 4) {
 #pragma unroll
-        for (int i = 0; i < NB / 4; ++i) r.w[i] = NC ? __ldg((const unsigned *)p + i) : ((const uint32_t *)p)[i];
+        for (int i = 0; i < NB / 4; ++i)
+            r.w[i] = NC ? __ldg((const unsigned *)p + i) : ((const uint32_t *)p)[i];
     } else if (width == 2) {
 #pragma unroll
         for (int i = 0; i < NB / 4; ++i)
-            r.w[i] = ((const uint16_t *)p)[2 * i] | (uint32_t)((const uint16_t *)p)[2 * i + 1] << 16;
+            r.w[i] = ((const uint16_t *)p)[2 * i] | (uint32_t)((const uint16_t *)p)[2 * i + 1]
+                                                        << 16;
     } else {
         const unsigned char *b = (const unsigned char *)p;
 #pragma unroll
@@ -202,8 +209,10 @@ static __device__ __forceinline__ raw_bytes<NB> load_raw(const void *p, int widt
 
 /* 16- and 8-byte stores as one vector st.global each (inline PTX): a plain uint4 assignment came
  * out as four 32-bit stores in the tile kernel, and __stwb as a strong (.STRONG.SM) store. */
-static __device__ __forceinline__ void st_v4(void *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d));
+static __device__ __forceinline__ void st_v4(void *p, uint32_t a, uint32_t b, uint32_t c,
+                                             uint32_t d) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c),
+                 "r"(d));
 }
 static __device__ __forceinline__ void st_v2(void *p, uint32_t a, uint32_t b) {
     asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(a), "r"(b));
@@ -228,14 +237,15 @@ static __device__ __forceinline__ void store_raw(void *p, const raw_bytes<NB> &r
         }
     } else { /* 1: the fp8 copy of an operand at an odd offset */
 #pragma unroll
-        for (int i = 0; i < NB; ++i) ((unsigned char *)p)[i] = (unsigned char)(r.w[i / 4] >> (8 * (i % 4)));
+        for (int i = 0; i < NB; ++i)
+            ((unsigned char *)p)[i] = (unsigned char)(r.w[i / 4] >> (8 * (i % 4)));
     }
 }
 
 /* N elements of S at p, as floats. */
 template <typename S, int N>
 static __device__ __forceinline__ void load_elems(const S *p, int width, float (&out)[N]) {
-    raw_bytes<N * (int)sizeof(S)> r = load_raw<N * (int)sizeof(S)>(p, width);
+    raw_bytes<N *(int)sizeof(S)> r = load_raw<N *(int)sizeof(S)>(p, width);
     S v[N];
     memcpy(v, &r, sizeof v);
 #pragma unroll
@@ -247,9 +257,9 @@ static __device__ __forceinline__ void store_elems(T *p, int width, const float 
     T v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) from_f32(&v[k], in[k]);
-    raw_bytes<N * (int)sizeof(T)> r;
+    raw_bytes<N *(int)sizeof(T)> r;
     memcpy(&r, v, sizeof v);
-    store_raw<N * (int)sizeof(T)>(p, r, width);
+    store_raw<N *(int)sizeof(T)>(p, r, width);
 }
 
 /* The math (glu_math, the activation, the clamp, one element forward and backward): glu_math.cuh. */
@@ -277,7 +287,7 @@ typedef struct glu_args {
     unsigned char *fp8; /* forward: the fp8 copy of the operands [tokens, 2F], or NULL */
     int64_t fp8_rs;
     float *ws_dbias, *ws_dw; /* workspace partials (tile kernel) */
-    int ws_keep;              /* 1: store the partials evict-last (they fit in the L2; see store_partial) */
+    int ws_keep; /* 1: store the partials evict-last (they fit in the L2; see store_partial) */
     int64_t tokens, F;
     uint64_t chunks;
     fastdiv nvec;
@@ -295,10 +305,14 @@ static __device__ __forceinline__ void store_fp8(const glu_args &a, int64_t t, i
     unsigned char b[2 * N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        const unsigned char bg = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g[k], 0), a.m.fp8_sat);
-        const unsigned char bu = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u[k], 1), a.m.fp8_sat);
-        if (IL) b[2 * k] = bg, b[2 * k + 1] = bu;
-        else b[k] = bg, b[N + k] = bu;
+        const unsigned char bg =
+            fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g[k], 0), a.m.fp8_sat);
+        const unsigned char bu =
+            fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u[k], 1), a.m.fp8_sat);
+        if (IL)
+            b[2 * k] = bg, b[2 * k + 1] = bu;
+        else
+            b[k] = bg, b[N + k] = bu;
     }
     if (IL) {
         raw_bytes<2 * N> r;
@@ -342,7 +356,8 @@ static __device__ __forceinline__ void load_bias(const glu_args &a, int64_t j0, 
                                                  float (&bu)[N]) {
     if (!a.bias) {
 #pragma unroll
-        for (int k = 0; k < N; ++k) bg[k] = bu[k] = -0.0f; /* adding it changes nothing, -0 included */
+        for (int k = 0; k < N; ++k)
+            bg[k] = bu[k] = -0.0f; /* adding it changes nothing, -0 included */
         return;
     }
     const T *b = (const T *)a.bias;
@@ -382,7 +397,8 @@ static __device__ __forceinline__ void load_operand1(const glu_args &a, int64_t 
     }
 }
 template <typename T, int IL>
-static __device__ __forceinline__ void load_bias1(const glu_args &a, int64_t j, float *bg, float *bu) {
+static __device__ __forceinline__ void load_bias1(const glu_args &a, int64_t j, float *bg,
+                                                  float *bu) {
     const T *b = (const T *)a.bias;
     *bg = b ? to_f32(IL ? b[2 * j] : b[j]) : -0.0f;
     *bu = b ? to_f32(IL ? b[2 * j + 1] : b[a.F + j]) : -0.0f;
@@ -404,8 +420,8 @@ static __device__ __forceinline__ void store_grads(const glu_args &a, int64_t t,
     }
 }
 template <typename T, int IL>
-static __device__ __forceinline__ void store_grad1(const glu_args &a, int64_t t, int64_t j, float dg,
-                                                   float du) {
+static __device__ __forceinline__ void store_grad1(const glu_args &a, int64_t t, int64_t j,
+                                                   float dg, float du) {
     T *row = (T *)a.out + t * a.out_rs;
     if (IL) {
         from_f32(&row[2 * j], dg), from_f32(&row[2 * j + 1], du);
@@ -439,7 +455,8 @@ enum glu_features {
 #define FULL 16
 
 /* Element k of the words, as a float (the pointer argument only selects the type). */
-template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const float *) {
+template <int NB>
+static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const float *) {
     return __uint_as_float(r.w[k]);
 }
 template <int NB>
@@ -447,27 +464,32 @@ static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, cons
     const uint32_t w = r.w[k >> 1];
     return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
 }
-template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const __half *) {
+template <int NB>
+static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const __half *) {
     return __half2float(__ushort_as_half((unsigned short)(r.w[k >> 1] >> (16 * (k & 1)))));
 }
-template <int NB> static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const fp8e4m3 *) {
+template <int NB>
+static __device__ __forceinline__ float elem(const raw_bytes<NB> &r, int k, const fp8e4m3 *) {
     fp8e4m3 x;
     x.bits = (unsigned char)(r.w[k >> 2] >> (8 * (k & 3)));
     return to_f32(x);
 }
 
 /* Sets element k of the words to v, rounded to T as from_f32 does. */
-template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const float *) {
+template <int NB>
+static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const float *) {
     r.w[k] = __float_as_uint(v);
 }
 template <int NB>
-static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const __nv_bfloat16 *) {
+static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v,
+                                           const __nv_bfloat16 *) {
     __nv_bfloat16 h;
     from_f32(&h, v);
     const uint32_t b = __bfloat16_as_ushort(h);
     r.w[k >> 1] = (k & 1) ? (r.w[k >> 1] & 0xffffu) | b << 16 : b;
 }
-template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const __half *) {
+template <int NB>
+static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, const __half *) {
     __half h;
     from_f32(&h, v);
     const uint32_t b = __half_as_ushort(h);
@@ -480,11 +502,14 @@ template <int NB> static __device__ __forceinline__ void put(raw_bytes<NB> &r, i
  * kernels with weights of the fixed math modes ptxas merged few: 48 single conversions (F2F) and a
  * shift and an OR to pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
  * (bench/results/sass/2026-12-01-paired-cvt). The paired cvt is sm_80's; older targets take two single ones. */
-template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const float *) {
+template <int NB>
+static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1,
+                                            const float *) {
     r.w[k] = __float_as_uint(v0), r.w[k + 1] = __float_as_uint(v1);
 }
 template <int NB>
-static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const __nv_bfloat16 *) {
+static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1,
+                                            const __nv_bfloat16 *) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint32_t b;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(v1), "f"(v0)); /* v0 in the low half */
@@ -493,7 +518,9 @@ static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, f
     put(r, k, v0, (const __nv_bfloat16 *)0), put(r, k + 1, v1, (const __nv_bfloat16 *)0);
 #endif
 }
-template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1, const __half *) {
+template <int NB>
+static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1,
+                                            const __half *) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint32_t b;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(v1), "f"(v0));
@@ -506,7 +533,8 @@ template <int NB> static __device__ __forceinline__ void put2(raw_bytes<NB> &r, 
 /* Elements k, k + 1 (k even) of the fp8 copy: the hardware's cvt (satfinite) where it equals
  * fastglu_f32_to_e4m3, which takes NaN (the sign is kept) and, without saturation, |x| > 464. */
 template <int NB>
-static __device__ __forceinline__ void put_fp8x2(raw_bytes<NB> &r, int k, float v0, float v1, int sat) {
+static __device__ __forceinline__ void put_fp8x2(raw_bytes<NB> &r, int k, float v0, float v1,
+                                                 int sat) {
     const uint32_t lim = sat ? 0x7f800000u : 0x43e80000u;
     uint32_t b;
     if ((__float_as_uint(v0) & 0x7fffffffu) > lim || (__float_as_uint(v1) & 0x7fffffffu) > lim)
@@ -519,16 +547,16 @@ static __device__ __forceinline__ void put_fp8x2(raw_bytes<NB> &r, int k, float 
 
 /* Gate and up of column k from words x and y of S: IL, the pairs in x; SPLIT, gate in x, up in y. */
 template <int IL, int NB, typename S>
-static __device__ __forceinline__ void pair_at(const raw_bytes<NB> &x, const raw_bytes<NB> &y, int k,
-                                               const S *tag, float *g, float *u) {
+static __device__ __forceinline__ void pair_at(const raw_bytes<NB> &x, const raw_bytes<NB> &y,
+                                               int k, const S *tag, float *g, float *u) {
     *g = elem(x, IL ? 2 * k : k, tag);
     *u = IL ? elem(x, 2 * k + 1, tag) : elem(y, k, tag);
 }
 
 /* The bias's words for the C columns from j0 (NB bytes in x, and in y for SPLIT), as pair_at reads them. */
 template <typename T, int IL, int NB, int NC>
-static __device__ __forceinline__ void load_bias_words(const glu_args &a, int64_t j0, raw_bytes<NB> &x,
-                                                       raw_bytes<NB> &y) {
+static __device__ __forceinline__ void load_bias_words(const glu_args &a, int64_t j0,
+                                                       raw_bytes<NB> &x, raw_bytes<NB> &y) {
     x = load_raw<NB, NC>((const T *)a.bias + (IL ? 2 * j0 : j0), FULL);
     if (!IL) y = load_raw<NB, NC>((const T *)a.bias + a.F + j0, FULL);
 }
@@ -558,8 +586,8 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
         if (!IL) {
 #pragma unroll
             for (int k = 0; k < N8; k += 2)
-                put_fp8x2(fy, k, fp8_operand<MM>(a.m, elem(y, k, tag), 1), fp8_operand<MM>(a.m, elem(y, k + 1, tag), 1),
-                          a.m.fp8_sat);
+                put_fp8x2(fy, k, fp8_operand<MM>(a.m, elem(y, k, tag), 1),
+                          fp8_operand<MM>(a.m, elem(y, k + 1, tag), 1), a.m.fp8_sat);
             store_raw<N8>(row + a.F + j0, fy, FULL);
         }
     }
@@ -569,7 +597,9 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
         float g, u, bg = 0.0f, bu = 0.0f;
         pair_at<IL>(x, y, k, tag, &g, &u);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
-        put(o, k, glu_forward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w), tag);
+        put(o, k,
+            glu_forward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w),
+            tag);
     }
     store_raw<NO>((T *)a.out + t * a.out_rs + j0, o, FULL);
 }
@@ -578,13 +608,13 @@ static __device__ __forceinline__ void fwd_chunk_fast(const glu_args &a, int64_t
  * Loaded apart from the math (bwd_load_fast) so that the tile kernel can have its next rows' loads
  * in flight before it computes any of them. */
 template <typename T, typename TIN, int IL, int C> struct bwd_words {
-    raw_bytes<C * (int)sizeof(TIN) * (IL ? 2 : 1)> x, y;
-    raw_bytes<C * (int)sizeof(T)> d;
+    raw_bytes<C *(int)sizeof(TIN) * (IL ? 2 : 1)> x, y;
+    raw_bytes<C *(int)sizeof(T)> d;
 };
 
 template <typename T, typename TIN, int IL, int C>
-static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const glu_args &a, int64_t t,
-                                                                        int64_t j0) {
+static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const glu_args &a,
+                                                                         int64_t t, int64_t j0) {
     enum { NI = C * (int)sizeof(TIN) * (IL ? 2 : 1), ND = C * (int)sizeof(T) };
     bwd_words<T, TIN, IL, C> r;
     r.x = load_raw<NI>((const TIN *)a.gate + t * a.gate_rs + (IL ? 2 * j0 : j0), FULL);
@@ -596,12 +626,13 @@ static __device__ __forceinline__ bwd_words<T, TIN, IL, C> bwd_load_fast(const g
 /* The bias's words for C columns (FL_BIAS; unset otherwise), loaded apart so that the tile kernel
  * reads them once per tile. */
 template <typename T, int IL, int C> struct bias_words {
-    raw_bytes<C * (int)sizeof(T) * (IL ? 2 : 1)> x, y;
+    raw_bytes<C *(int)sizeof(T) * (IL ? 2 : 1)> x, y;
 };
 template <typename T, int IL, int FL, int C>
-static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_args &a, int64_t j0) {
+static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_args &a,
+                                                                      int64_t j0) {
     bias_words<T, IL, C> b;
-    if (FL & FL_BIAS) load_bias_words<T, IL, C * (int)sizeof(T) * (IL ? 2 : 1), 0>(a, j0, b.x, b.y);
+    if (FL & FL_BIAS) load_bias_words<T, IL, C *(int)sizeof(T) * (IL ? 2 : 1), 0>(a, j0, b.x, b.y);
     return b;
 }
 
@@ -612,17 +643,18 @@ static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_
  * the flat kernel: with pairs, its split-layout quick-GeGLU / clamped-SwiGLU kernels with weights
  * spilled, 14-16 local loads and stores at their 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
 template <typename T, typename TIN, int IL, int FL, int C, int PK>
-static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0, float w,
-                                                       const bwd_words<T, TIN, IL, C> &in,
-                                                       const bias_words<T, IL, C> &bw, float (&sg)[C],
-                                                       float (&su)[C]) {
+static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0,
+                                                       float w, const bwd_words<T, TIN, IL, C> &in,
+                                                       const bias_words<T, IL, C> &bw,
+                                                       float (&sg)[C], float (&su)[C]) {
     enum { NT = C * (int)sizeof(T) * (IL ? 2 : 1) };
     const T *tag = NULL;
     const TIN *tin = NULL;
     const raw_bytes<NT> &bx = bw.x, &by = bw.y;
     const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
     raw_bytes<NT> ox, oy;
-    float part = 0.0f, dg0 = 0.0f, du0 = 0.0f; /* PK, SPLIT: column k - 1's gradients, stored with column k's */
+    float part = 0.0f, dg0 = 0.0f,
+          du0 = 0.0f; /* PK, SPLIT: column k - 1's gradients, stored with column k's */
     static_assert(!PK || C % 2 == 0, "columns are stored in pairs");
 #pragma unroll
     for (int k = 0; k < C; ++k) {
@@ -630,11 +662,14 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
         pair_at<IL>(in.x, in.y, k, tin, &g, &u);
         if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
-        const glu_grads q = glu_backward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(a.m, g, u, bg, bu, w, elem(in.d, k, tag));
+        const glu_grads q = glu_backward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(
+            a.m, g, u, bg, bu, w, elem(in.d, k, tag));
         if (!PK) {
             put(ox, IL ? 2 * k : k, q.dg, tag);
-            if (IL) put(ox, 2 * k + 1, q.du, tag);
-            else put(oy, k, q.du, tag);
+            if (IL)
+                put(ox, 2 * k + 1, q.du, tag);
+            else
+                put(oy, k, q.du, tag);
         } else if (IL) {
             put2(ox, 2 * k, q.dg, q.du, tag);
         } else if (k & 1) {
@@ -654,7 +689,8 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
 
 /* Forward of the chunk of E columns from j0 of row t (fewer where it runs past F). */
 template <typename T, int IL>
-static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0, float w) {
+static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0,
+                                                         float w) {
     enum { E = 16 / sizeof(T) };
     T *y = (T *)a.out + t * a.out_rs + j0;
     if (j0 + E <= a.F) {
@@ -663,7 +699,8 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
         if (a.fp8) store_fp8<IL, E>(a, t, j0, g, u);
         load_bias<T, IL, E>(a, j0, bg, bu);
 #pragma unroll
-        for (int k = 0; k < E; ++k) r[k] = glu_forward<MM_ANY, 1, 1>(a.m, g[k], u[k], bg[k], bu[k], w);
+        for (int k = 0; k < E; ++k)
+            r[k] = glu_forward<MM_ANY, 1, 1>(a.m, g[k], u[k], bg[k], bu[k], w);
         store_elems<T, E>(y, a.w_out, r);
     } else {
         for (int64_t j = j0; j < a.F; ++j) {
@@ -671,8 +708,10 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
             load_operand1<T, IL>(a, t, j, &g, &u);
             if (a.fp8) {
                 unsigned char *row = a.fp8 + t * a.fp8_rs;
-                row[IL ? 2 * j : j] = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g, 0), a.m.fp8_sat);
-                row[IL ? 2 * j + 1 : a.F + j] = fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u, 1), a.m.fp8_sat);
+                row[IL ? 2 * j : j] =
+                    fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, g, 0), a.m.fp8_sat);
+                row[IL ? 2 * j + 1 : a.F + j] =
+                    fastglu_f32_to_e4m3(fp8_operand<MM_ANY>(a.m, u, 1), a.m.fp8_sat);
             }
             load_bias1<T, IL>(a, j, &bg, &bu);
             from_f32(&y[j - j0], glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w));
@@ -683,8 +722,9 @@ static __device__ __forceinline__ void fwd_chunk_generic(const glu_args &a, int6
 /* Backward of the ncols <= C columns from j0 of row t: as bwd_chunk_fast, with every feature read
  * at run time (dbg / dbu always accumulate; the caller uses them or not). */
 template <typename T, typename TIN, int IL, int C>
-static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0, int ncols,
-                                                          float w, float (&dbg)[C], float (&dbu)[C]) {
+static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int64_t t, int64_t j0,
+                                                          int ncols, float w, float (&dbg)[C],
+                                                          float (&dbu)[C]) {
     float part = 0.0f;
     if (ncols == C) {
         float g[C], u[C], bg[C], bu[C], d[C], dg[C], du[C];
@@ -731,7 +771,8 @@ static __device__ __forceinline__ float token_weight(const glu_args &a, int64_t 
 }
 
 /* Row t and first column j0 of the flat kernels' chunk i (chunks of e columns, row by row). */
-static __device__ __forceinline__ void flat_chunk(const glu_args &a, uint64_t i, int e, int64_t *t, int64_t *j0) {
+static __device__ __forceinline__ void flat_chunk(const glu_args &a, uint64_t i, int e, int64_t *t,
+                                                  int64_t *j0) {
     *t = (int64_t)fastdiv_div(a.nvec, i);
     *j0 = (int64_t)(i - (uint64_t)*t * a.nvec.d) * e;
 }
@@ -741,21 +782,26 @@ static __device__ __forceinline__ void flat_chunk(const glu_args &a, uint64_t i,
 #define FWD_MIN_BLOCKS 8
 #define FWD_MIN_BLOCKS_FP8 6 /* the fp8 copy needs ~40 registers; 8 blocks spill 8-80 bytes */
 template <typename T, int IL, int FL>
-__global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? ((FL & FL_FP8) ? FWD_MIN_BLOCKS_FP8 : FWD_MIN_BLOCKS) : 1) glu_fwd_kernel(const glu_args a) {
+__global__ void __launch_bounds__(GLU_THREADS,
+                                  (FL & FL_FAST)
+                                      ? ((FL & FL_FP8) ? FWD_MIN_BLOCKS_FP8 : FWD_MIN_BLOCKS)
+                                      : 1) glu_fwd_kernel(const glu_args a) {
     enum { E = 16 / sizeof(T) };
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
         int64_t t, j0;
         flat_chunk(a, i, E, &t, &j0);
-        if (FL & FL_FAST) fwd_chunk_fast<T, IL, FL, E>(a, t, j0);
-        else fwd_chunk_generic<T, IL>(a, t, j0, token_weight<FL>(a, t));
+        if (FL & FL_FAST)
+            fwd_chunk_fast<T, IL, FL, E>(a, t, j0);
+        else
+            fwd_chunk_generic<T, IL>(a, t, j0, token_weight<FL>(a, t));
     }
 }
 
 /* dweights of row t from column tile tc (the flat kernel's): the lanes' column-ordered sums added
  * by a butterfly (xor 16, 8, 4, 2, 1; the whole warp takes part), into the workspace. */
-static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc, int64_t t,
-                                                     int lane, uint64_t pol) {
+static __device__ __forceinline__ void tile_dweights(const glu_args &a, float part, int64_t tc,
+                                                     int64_t t, int lane, uint64_t pol) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
     if (lane == 0) store_partial(&a.ws_dw[tc * a.tokens + t], part, pol, a.ws_keep);
@@ -770,8 +816,8 @@ static __device__ __forceinline__ void tile_dweights(const glu_args &a, float pa
  * clamp (bench/results/nvidia-h200/2026-12-01-28-dweights-smem-ab); it also freed the registers
  * that case had spilled. */
 #define SDW_STRIDE 34 /* 2 r + parity: the 32 threads of a warp read 32 distinct banks */
-static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, const float *sdw, int64_t slab,
-                                                          int64_t tc, uint64_t pol) {
+static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, const float *sdw,
+                                                          int64_t slab, int64_t tc, uint64_t pol) {
     const int r = threadIdx.x >> 1, par = threadIdx.x & 1;
     float w[16]; /* lanes par, par + 2, ..., par + 30 */
 #pragma unroll
@@ -781,8 +827,8 @@ static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, con
 #pragma unroll
     for (int m = 0; m < 4; ++m) w[m] = __fadd_rn(w[m], w[m + 4]); /* l + 8 */
 #pragma unroll
-    for (int m = 0; m < 2; ++m) w[m] = __fadd_rn(w[m], w[m + 2]); /* l + 4 */
-    w[0] = __fadd_rn(w[0], w[1]);                                 /* l + 2 */
+    for (int m = 0; m < 2; ++m) w[m] = __fadd_rn(w[m], w[m + 2]);           /* l + 4 */
+    w[0] = __fadd_rn(w[0], w[1]);                                           /* l + 2 */
     const float s = __fadd_rn(w[0], __shfl_xor_sync(0xffffffffu, w[0], 1)); /* l + 1 */
     const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
     if (!par && t < a.tokens) store_partial(&a.ws_dw[tc * a.tokens + t], s, pol, a.ws_keep);
@@ -795,9 +841,11 @@ static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, con
  * workspace slot, so the result is the tile kernel's to the bit. */
 #define BWD_MIN_BLOCKS 6
 template <typename T, typename TIN, int IL, int FL>
-__global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS : 1) glu_bwd_kernel(const glu_args a) {
+__global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS : 1)
+    glu_bwd_kernel(const glu_args a) {
     enum { E = 16 / sizeof(T) };
-    if (FL & FL_DW) grid_dependents_may_launch(); /* the reduction of the dweights partials follows */
+    if (FL & FL_DW)
+        grid_dependents_may_launch(); /* the reduction of the dweights partials follows */
     const uint64_t pol = (FL & FL_DW) ? l2_evict_last_policy() : 0;
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.chunks; i += step) {
@@ -806,9 +854,11 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
         const float w = token_weight<FL>(a, t);
         float unused_g[E], unused_u[E]; /* the bias-gradient sums: none in the flat kernel */
         if (FL & FL_FAST) {
-            const float part = bwd_chunk_fast<T, TIN, IL, FL, E, 0>(a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
-                                                                 bias_load_fast<T, IL, FL, E>(a, j0), unused_g, unused_u);
-            if (FL & FL_DW) tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31, pol);
+            const float part = bwd_chunk_fast<T, TIN, IL, FL, E, 0>(
+                a, t, j0, w, bwd_load_fast<T, TIN, IL, E>(a, t, j0),
+                bias_load_fast<T, IL, FL, E>(a, j0), unused_g, unused_u);
+            if (FL & FL_DW)
+                tile_dweights(a, part, j0 / FASTGLU_TILE_COLS, t, threadIdx.x & 31, pol);
         } else {
             const int ncols = a.F - j0 < E ? (int)(a.F - j0) : E;
             bwd_chunk_generic<T, TIN, IL, E>(a, t, j0, ncols, w, unused_g, unused_u);
@@ -822,14 +872,17 @@ __global__ void __launch_bounds__(GLU_THREADS, (FL & FL_FAST) ? BWD_MIN_BLOCKS :
  * 12-36 bytes in its bias cases, not measured on a GPU). */
 #define TILE_MIN_BLOCKS 4
 template <typename T, typename TIN, int IL, int FL>
-__global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLOCKS : 1) glu_bwd_tile_kernel(const glu_args a) {
+__global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLOCKS : 1)
+    glu_bwd_tile_kernel(const glu_args a) {
     enum { N = LANE_COLS, R = TILE_ROWS(T) };
-    static_assert(FASTGLU_SLAB_ROWS % (R * TILE_WARPS) == 0, "a warp's rows in flight must not run past its slab");
+    static_assert(FASTGLU_SLAB_ROWS % (R * TILE_WARPS) == 0,
+                  "a warp's rows in flight must not run past its slab");
     /* the bias-gradient sums of each warp: [gate, up][column k of the lane][lane] */
     __shared__ float sdb[TILE_WARPS][2][N][32];
     /* the dweights sums of the slab's rows: [row][lane] (FL_DW, or the general kernel) */
     __shared__ float sdw[((FL & FL_DW) || !(FL & FL_FAST)) ? FASTGLU_SLAB_ROWS * SDW_STRIDE : 1];
-    static_assert(TILE_WARPS * 32 == 2 * FASTGLU_SLAB_ROWS, "tile_dweights_rows: two threads a row");
+    static_assert(TILE_WARPS * 32 == 2 * FASTGLU_SLAB_ROWS,
+                  "tile_dweights_rows: two threads a row");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t ntc = (a.F + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
     const int64_t ntr = (a.tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
@@ -868,7 +921,9 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                 for (int i = 0; i < R; ++i) {
                     const int64_t t = tb + i * TILE_WARPS;
                     if (i == 0 || t < a.tokens) {
-                        const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N, 1>(a, t, j0, w[i], in[i], bw, dbg, dbu) : 0.0f;
+                        const float p = ncols ? bwd_chunk_fast<T, TIN, IL, FL, N, 1>(
+                                                    a, t, j0, w[i], in[i], bw, dbg, dbu)
+                                              : 0.0f;
                         if (want_dw) sdw[(t - slab * FASTGLU_SLAB_ROWS) * SDW_STRIDE + lane] = p;
                     }
                 }
@@ -877,13 +932,15 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
             for (int r = warp; r < FASTGLU_SLAB_ROWS; r += TILE_WARPS) {
                 const int64_t t = slab * FASTGLU_SLAB_ROWS + r;
                 if (t >= a.tokens) break; /* uniform over the warp */
-                const float part = bwd_chunk_generic<T, TIN, IL, N>(a, t, j0, ncols, token_weight<FL>(a, t), dbg, dbu);
+                const float part = bwd_chunk_generic<T, TIN, IL, N>(
+                    a, t, j0, ncols, token_weight<FL>(a, t), dbg, dbu);
                 if (want_dw) sdw[r * SDW_STRIDE + lane] = part;
             }
         }
         if (want_db) {
 #pragma unroll
-            for (int k = 0; k < N; ++k) sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
+            for (int k = 0; k < N; ++k)
+                sdb[warp][0][k][lane] = dbg[k], sdb[warp][1][k][lane] = dbu[k];
         }
         if (want_db || want_dw) __syncthreads(); /* the tile's sums are all in shared memory */
         if (want_dw) tile_dweights_rows(a, sdw, slab, tc, pol);
@@ -894,7 +951,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, (FL & FL_FAST) ? TILE_MIN_BLO
                 if (j < a.F) {
                     float sg = 0.0f, su = 0.0f;
 #pragma unroll
-                    for (int q = 0; q < TILE_WARPS; ++q) sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
+                    for (int q = 0; q < TILE_WARPS; ++q)
+                        sg += sdb[q][0][c % N][c / N], su += sdb[q][1][c % N][c / N];
                     store_partial(&a.ws_dbias[slab * 2 * a.F + j], sg, pol, a.ws_keep);
                     store_partial(&a.ws_dbias[slab * 2 * a.F + a.F + j], su, pol, a.ws_keep);
                 }
@@ -937,7 +995,8 @@ __global__ void __launch_bounds__(GLU_THREADS)
         const int64_t i0 = i - lane;
         if (i0 + 32 <= n) { /* the 32 outputs all exist: the block alone reads their lines; drop
                              * them (group g's rows q = g + 8 (lane + 32 k), the 128-byte-aligned ones) */
-            for (int64_t q = g + (int64_t)RED_GROUPS * lane; q < nq; q += (int64_t)RED_GROUPS * 32) {
+            for (int64_t q = g + (int64_t)RED_GROUPS * lane; q < nq;
+                 q += (int64_t)RED_GROUPS * 32) {
                 const float *line = ws + q * n + i0;
                 if (((uintptr_t)line & 127) == 0) discard_line(line);
             }
@@ -960,7 +1019,6 @@ __global__ void __launch_bounds__(GLU_THREADS)
 
 /* ---- launchers ------------------------------------------------------------------------------- */
 
-
 /* Flat decomposition: tokens x ceil(F / E) chunks; 0 if the count overflows. */
 static int plan_flat(glu_args *a, size_t esize) {
     const int64_t e = (int64_t)(16 / esize);
@@ -973,20 +1031,25 @@ static int plan_flat(glu_args *a, size_t esize) {
 
 /* Access widths: a chunk of n columns of an operand of `es`-byte elements (2n when interleaved)
  * starts at a multiple of its own size within the row. */
-static void set_widths(glu_args *a, int il, size_t es, size_t in_es, int chunk_cols, int has_up_out) {
+static void set_widths(glu_args *a, int il, size_t es, size_t in_es, int chunk_cols,
+                       int has_up_out) {
     const int in_bytes = chunk_cols * (int)in_es * (il ? 2 : 1);
     const int out_bytes = chunk_cols * (int)es * (il && has_up_out ? 2 : 1);
     const int cap_in = in_bytes < 16 ? in_bytes : 16, cap_out = out_bytes < 16 ? out_bytes : 16;
-    const int cap_es = chunk_cols * (int)es * (il ? 2 : 1) < 16 ? chunk_cols * (int)es * (il ? 2 : 1) : 16;
+    const int cap_es =
+        chunk_cols * (int)es * (il ? 2 : 1) < 16 ? chunk_cols * (int)es * (il ? 2 : 1) : 16;
     a->w_gate = access_width_cap(a->gate, a->gate_rs, a->tokens, in_es, cap_in);
     a->w_up = il ? 0 : access_width_cap(a->up, a->up_rs, a->tokens, in_es, cap_in);
     a->w_out = access_width_cap(a->out, a->out_rs, a->tokens, es, cap_out);
     a->w_out2 = a->out2 ? access_width_cap(a->out2, a->out2_rs, a->tokens, es, cap_out) : 0;
     a->w_dy = (a->dy && a->dy_cs == 1)
-                  ? access_width_cap(a->dy, a->dy_rs, a->tokens, es, chunk_cols * (int)es < 16 ? chunk_cols * (int)es : 16)
+                  ? access_width_cap(a->dy, a->dy_rs, a->tokens, es,
+                                     chunk_cols * (int)es < 16 ? chunk_cols * (int)es : 16)
                   : 0;
     a->w_bias_g = a->bias ? access_width_cap(a->bias, 0, 1, es, cap_es) : 0;
-    a->w_bias_u = (a->bias && !il) ? access_width_cap((const char *)a->bias + a->F * es, 0, 1, es, cap_es) : 0;
+    a->w_bias_u = (a->bias && !il)
+                      ? access_width_cap((const char *)a->bias + a->F * es, 0, 1, es, cap_es)
+                      : 0;
 }
 
 /* fastglu_debug_set_generic_kernels: 1 = the general path everywhere (tests compare the two). */
@@ -1005,7 +1068,8 @@ static int chunks_full_width(const glu_args *a, int il, size_t es, size_t in_es,
     if (a->bias && (a->w_bias_g != t_b || (!il && a->w_bias_u != t_b))) return 0;
     if (fwd) {
         if (a->w_out != o_b) return 0;
-        if (a->fp8 && (a->w_fp8_g != full_width(C * (il ? 2 : 1)) || (!il && a->w_fp8_u != full_width(C))))
+        if (a->fp8 &&
+            (a->w_fp8_g != full_width(C * (il ? 2 : 1)) || (!il && a->w_fp8_u != full_width(C))))
             return 0;
         return 1;
     }
@@ -1015,39 +1079,54 @@ static int chunks_full_width(const glu_args *a, int il, size_t es, size_t in_es,
 
 /* Kernel tables: [dtype: fp32, fp16, bf16][stored operands: T, fp8][layout: SPLIT, INTERLEAVED]
  * [math mode][case]; case 0 is the general kernel (the same for every math mode). */
-static int dtype_index(fastglu_dtype d) { return d == FASTGLU_DTYPE_FP32 ? 0 : d == FASTGLU_DTYPE_FP16 ? 1 : 2; }
+static int dtype_index(fastglu_dtype d) {
+    return d == FASTGLU_DTYPE_FP32 ? 0 : d == FASTGLU_DTYPE_FP16 ? 1 : 2;
+}
 typedef void (*glu_kernel)(glu_args);
 /* The math modes compiled per dtype, in MM_* order: fp32 (which LLM training rarely runs the
  * activation in) keeps MM_ANY for every mode, a quarter of the kernels. */
-#define MODES(T, CASES, ...)                                                                        \
-    {CASES(T, __VA_ARGS__, MM_ANY), CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_K),           \
-     CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_KCLAMP),                                     \
+#define MODES(T, CASES, ...)                                                                       \
+    {CASES(T, __VA_ARGS__, MM_ANY), CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_K),         \
+     CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_KCLAMP),                                   \
      CASES(T, __VA_ARGS__, sizeof(T) == 4 ? MM_ANY : MM_GELU)}
 
 /* forward cases: general; specialised: index 1 + bias + 2 weights + 4 fp8 copy */
 #define FWD_CASE(T, IL, MM, F) glu_fwd_kernel<T, IL, FL_FAST | FL_MM(MM) | (F)>
-#define FWD_CASES(T, IL, MM)                                                                        \
-    {glu_fwd_kernel<T, IL, 0>,                    FWD_CASE(T, IL, MM, 0),                           \
-     FWD_CASE(T, IL, MM, FL_BIAS),                FWD_CASE(T, IL, MM, FL_W),                        \
-     FWD_CASE(T, IL, MM, FL_BIAS | FL_W),         FWD_CASE(T, IL, MM, FL_FP8),                      \
-     FWD_CASE(T, IL, MM, FL_BIAS | FL_FP8),       FWD_CASE(T, IL, MM, FL_W | FL_FP8),               \
+#define FWD_CASES(T, IL, MM)                                                                       \
+    {glu_fwd_kernel<T, IL, 0>,                                                                     \
+     FWD_CASE(T, IL, MM, 0),                                                                       \
+     FWD_CASE(T, IL, MM, FL_BIAS),                                                                 \
+     FWD_CASE(T, IL, MM, FL_W),                                                                    \
+     FWD_CASE(T, IL, MM, FL_BIAS | FL_W),                                                          \
+     FWD_CASE(T, IL, MM, FL_FP8),                                                                  \
+     FWD_CASE(T, IL, MM, FL_BIAS | FL_FP8),                                                        \
+     FWD_CASE(T, IL, MM, FL_W | FL_FP8),                                                           \
      FWD_CASE(T, IL, MM, FL_BIAS | FL_W | FL_FP8)}
 #define FWD_TYPE(T) {MODES(T, FWD_CASES, 0), MODES(T, FWD_CASES, 1)}
-static const glu_kernel fwd_kernels[3][2][4][9] = {FWD_TYPE(float), FWD_TYPE(__half), FWD_TYPE(__nv_bfloat16)};
+static const glu_kernel fwd_kernels[3][2][4][9] = {FWD_TYPE(float), FWD_TYPE(__half),
+                                                   FWD_TYPE(__nv_bfloat16)};
 #undef FWD_TYPE
 #undef FWD_CASE
 #undef FWD_CASES
 
 /* flat backward: general; specialised: index 1 + bias + 2 weights; 5: weights + dweights (16-bit) */
 #define BWD_CASE(T, TIN, IL, MM, F) glu_bwd_kernel<T, TIN, IL, FL_FAST | FL_MM(MM) | (F)>
-#define BWD_CASES(T, TIN, IL, MM)                                                                   \
-    {glu_bwd_kernel<T, TIN, IL, 0>, BWD_CASE(T, TIN, IL, MM, 0), BWD_CASE(T, TIN, IL, MM, FL_BIAS),  \
-     BWD_CASE(T, TIN, IL, MM, FL_W), BWD_CASE(T, TIN, IL, MM, FL_BIAS | FL_W),                       \
-     sizeof(T) == 2 ? BWD_CASE(T, TIN, IL, MM, FL_W | FL_DW) : NULL} /* fp32: never chosen (a launch error if it were) */
-#define BWD_TYPE(T)                                                                                 \
-    {{MODES(T, BWD_CASES, T, 0), MODES(T, BWD_CASES, T, 1)},                                        \
-     {MODES(T, BWD_CASES, fp8e4m3, 0), MODES(T, BWD_CASES, fp8e4m3, 1)}}
-static const glu_kernel bwd_kernels[3][2][2][4][6] = {BWD_TYPE(float), BWD_TYPE(__half), BWD_TYPE(__nv_bfloat16)};
+#define BWD_CASES(T, TIN, IL, MM)                                                                  \
+    {glu_bwd_kernel<T, TIN, IL, 0>,                                                                \
+     BWD_CASE(T, TIN, IL, MM, 0),                                                                  \
+     BWD_CASE(T, TIN, IL, MM, FL_BIAS),                                                            \
+     BWD_CASE(T, TIN, IL, MM, FL_W),                                                               \
+     BWD_CASE(T, TIN, IL, MM, FL_BIAS | FL_W),                                                     \
+     sizeof(T) == 2 ? BWD_CASE(T, TIN, IL, MM, FL_W | FL_DW) : NULL}                               \
+    /* fp32: never chosen (a launch error if it were) */
+#define BWD_TYPE(T)                                                                                \
+    {                                                                                              \
+        {MODES(T, BWD_CASES, T, 0), MODES(T, BWD_CASES, T, 1)}, {                                  \
+            MODES(T, BWD_CASES, fp8e4m3, 0), MODES(T, BWD_CASES, fp8e4m3, 1)                       \
+        }                                                                                          \
+    }
+static const glu_kernel bwd_kernels[3][2][2][4][6] = {BWD_TYPE(float), BWD_TYPE(__half),
+                                                      BWD_TYPE(__nv_bfloat16)};
 #undef BWD_TYPE
 #undef BWD_CASE
 #undef BWD_CASES
@@ -1056,13 +1135,17 @@ static const glu_kernel bwd_kernels[3][2][2][4][6] = {BWD_TYPE(float), BWD_TYPE(
 #define TILE_F_DB (FL_BIAS | FL_DB)
 #define TILE_F_DW (FL_W | FL_DW)
 #define TILE_CASE(T, TIN, IL, MM, F) glu_bwd_tile_kernel<T, TIN, IL, FL_FAST | FL_MM(MM) | (F)>
-#define TILE_CASES(T, TIN, IL, MM)                                                                  \
+#define TILE_CASES(T, TIN, IL, MM)                                                                 \
     {glu_bwd_tile_kernel<T, TIN, IL, 0>, TILE_CASE(T, TIN, IL, MM, TILE_F_DB),                     \
      TILE_CASE(T, TIN, IL, MM, TILE_F_DW), TILE_CASE(T, TIN, IL, MM, TILE_F_DB | TILE_F_DW)}
-#define TILE_TYPE(T)                                                                                \
-    {{MODES(T, TILE_CASES, T, 0), MODES(T, TILE_CASES, T, 1)},                                      \
-     {MODES(T, TILE_CASES, fp8e4m3, 0), MODES(T, TILE_CASES, fp8e4m3, 1)}}
-static const glu_kernel tile_kernels[3][2][2][4][4] = {TILE_TYPE(float), TILE_TYPE(__half), TILE_TYPE(__nv_bfloat16)};
+#define TILE_TYPE(T)                                                                               \
+    {                                                                                              \
+        {MODES(T, TILE_CASES, T, 0), MODES(T, TILE_CASES, T, 1)}, {                                \
+            MODES(T, TILE_CASES, fp8e4m3, 0), MODES(T, TILE_CASES, fp8e4m3, 1)                     \
+        }                                                                                          \
+    }
+static const glu_kernel tile_kernels[3][2][2][4][4] = {TILE_TYPE(float), TILE_TYPE(__half),
+                                                       TILE_TYPE(__nv_bfloat16)};
 #undef TILE_TYPE
 #undef TILE_CASE
 #undef TILE_CASES
@@ -1071,8 +1154,10 @@ static const glu_kernel tile_kernels[3][2][2][4][4] = {TILE_TYPE(float), TILE_TY
 #undef MODES
 
 #define REDUCE_KERNEL(T) {glu_reduce_kernel<T, 0>, glu_reduce_kernel<T, 1>}
-typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int64_t, void *, int, int64_t, int64_t);
-static const reduce_kernel reduce_kernels[3][2] = {REDUCE_KERNEL(float), REDUCE_KERNEL(__half), REDUCE_KERNEL(__nv_bfloat16)};
+typedef void (*reduce_kernel)(const float *, int64_t, void *, const float *, int64_t, void *, int,
+                              int64_t, int64_t);
+static const reduce_kernel reduce_kernels[3][2] = {REDUCE_KERNEL(float), REDUCE_KERNEL(__half),
+                                                   REDUCE_KERNEL(__nv_bfloat16)};
 #undef REDUCE_KERNEL
 
 /* What the launchers ask of the current device, cached per device ordinal (queried once):
@@ -1093,7 +1178,9 @@ static const dev_info *device_info(void) {
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= DEV_CACHE) return &none;
     dev_info *di = &dev_cache[dev];
-    if (!__atomic_load_n(&di->known, __ATOMIC_ACQUIRE)) { /* two threads may both fill it in, with the same values */
+    if (!__atomic_load_n(
+            &di->known,
+            __ATOMIC_ACQUIRE)) { /* two threads may both fill it in, with the same values */
         /* a failed query's error is cleared unless another was pending already (not ours to take) */
         const int clear = cudaPeekAtLastError() == cudaSuccess;
         int l2 = 0;
@@ -1105,7 +1192,8 @@ static const dev_info *device_info(void) {
         for (int d = 0; d < 3; ++d)
             for (int il = 0; il < 2; ++il) {
                 struct cudaFuncAttributes fa;
-                const cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)reduce_kernels[d][il]);
+                const cudaError_t e =
+                    cudaFuncGetAttributes(&fa, (const void *)reduce_kernels[d][il]);
                 di->pdl[d][il] = e == cudaSuccess && fa.ptxVersion >= 90;
                 if (e != cudaSuccess && clear) (void)cudaGetLastError();
             }
@@ -1114,18 +1202,18 @@ static const dev_info *device_info(void) {
     return di;
 }
 
-static fastglu_status fwd_entry(
-    const fastglu_glu_params *params, const void *gate, int64_t gate_row_stride, const void *up,
-    int64_t up_row_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, void *output, int64_t output_row_stride, void *saved_fp8,
-    int64_t saved_fp8_row_stride, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
-    void *stream) {
+static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *gate,
+                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+                                const void *bias, const void *weights, fastglu_dtype weights_dtype,
+                                int64_t weights_stride, void *output, int64_t output_row_stride,
+                                void *saved_fp8, int64_t saved_fp8_row_stride, int64_t tokens,
+                                int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
     static const char fn[] = "fastglu_glu_fwd_cuda";
     int empty;
-    fastglu_status st = fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride,
-                                              bias, weights, weights_dtype, weights_stride, output,
-                                              output_row_stride, saved_fp8, saved_fp8_row_stride,
-                                              tokens, ffn_hidden_size, dtype, &empty);
+    fastglu_status st =
+        fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride, bias, weights,
+                              weights_dtype, weights_stride, output, output_row_stride, saved_fp8,
+                              saved_fp8_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     if (!debug_generic && swiglu_fwd_case(params, bias, weights, saved_fp8)) {
         launch_plan p;
@@ -1162,36 +1250,42 @@ static fastglu_status fwd_entry(
         c = 1 + (bias ? 1 : 0) + (weights ? 2 : 0) + (saved_fp8 ? 4 : 0);
     const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
     void *args[] = {&a};
-    return launch_status(fn, cudaLaunchKernel((const void *)fwd_kernels[dtype_index(dtype)][il][math_mode_of(params)][c],
-                                              grid, block, args, 0, (cudaStream_t)stream));
+    return launch_status(
+        fn,
+        cudaLaunchKernel((const void *)fwd_kernels[dtype_index(dtype)][il][math_mode_of(params)][c],
+                         grid, block, args, 0, (cudaStream_t)stream));
 }
 
-static fastglu_status bwd_entry(
-    const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
-    const void *gate, int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-    fastglu_dtype input_dtype, const float *input_scale_inv, int64_t input_scale_stride,
-    const void *bias, const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
-    void *d_gate, int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride, void *dbias,
-    void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
-    int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
+static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy,
+                                int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
+                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
+                                fastglu_dtype input_dtype, const float *input_scale_inv,
+                                int64_t input_scale_stride, const void *bias, const void *weights,
+                                fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
+                                int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride,
+                                void *dbias, void *dweights, void *workspace,
+                                size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size,
+                                fastglu_dtype dtype, void *stream) {
     static const char fn[] = "fastglu_glu_bwd_cuda";
     int empty;
     fastglu_status st = fastglu_check_glu_bwd(
         fn, params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride,
         input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype,
-        weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, workspace,
-        workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+        weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights,
+        workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS) return st;
     cudaStream_t cs = (cudaStream_t)stream;
     const size_t es = fastglu_dtype_size(dtype);
     if (empty) { /* sums over nothing are zero */
         cudaError_t err = cudaSuccess;
-        if (dbias && ffn_hidden_size > 0) err = cudaMemsetAsync(dbias, 0, 2 * ffn_hidden_size * es, cs);
+        if (dbias && ffn_hidden_size > 0)
+            err = cudaMemsetAsync(dbias, 0, 2 * ffn_hidden_size * es, cs);
         if (err == cudaSuccess && dweights && tokens > 0)
             err = cudaMemsetAsync(dweights, 0, tokens * fastglu_dtype_size(weights_dtype), cs);
         return launch_status(fn, err);
     }
-    if (!debug_generic && swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights)) {
+    if (!debug_generic &&
+        swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights)) {
         launch_plan p;
         if (!plan_launch(tokens, ffn_hidden_size, es, FASTGLU_THREADS, &p)) return too_large(fn);
         return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, cs, dy, dy_row_stride,
@@ -1208,10 +1302,11 @@ static fastglu_status bwd_entry(
     a.scale_inv = fp8 ? input_scale_inv : NULL, a.scale_stride = input_scale_stride;
     a.bias = bias, a.weights = weights, a.w_stride = weights_stride, a.w_dtype = (int)weights_dtype;
     a.dy = dy, a.dy_rs = dy_row_stride, a.dy_cs = dy_col_stride;
-    a.dy_mode = ((dy_col_stride == 0 || ffn_hidden_size == 1) && (dy_row_stride == 0 || tokens == 1))
-                    ? DY_SCALAR
-                : dy_col_stride == 1 ? DY_CHUNK
-                                     : DY_STRIDED;
+    a.dy_mode =
+        ((dy_col_stride == 0 || ffn_hidden_size == 1) && (dy_row_stride == 0 || tokens == 1))
+            ? DY_SCALAR
+        : dy_col_stride == 1 ? DY_CHUNK
+                             : DY_STRIDED;
     a.out = d_gate, a.out_rs = d_gate_row_stride;
     a.out2 = il ? NULL : d_up, a.out2_rs = d_up_row_stride;
     a.tokens = tokens, a.F = ffn_hidden_size;
@@ -1230,7 +1325,8 @@ static fastglu_status bwd_entry(
     if (!dbias && (!dweights || (!bias && es == 2 && ffn_hidden_size % FASTGLU_TILE_COLS == 0))) {
         const int e = (int)(16 / es);
         if (!plan_flat(&a, es))
-            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large", fn);
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: tokens * F is too large",
+                                     fn);
         set_widths(&a, il, es, in_es, e, 1);
         const int full = chunks_full_width(&a, il, es, in_es, e, 0);
         flat = !dweights || full;
@@ -1240,22 +1336,26 @@ static fastglu_status bwd_entry(
     const int64_t ntc = (ffn_hidden_size + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS;
     if (flat) {
         const dim3 grid(grid_size((a.chunks + GLU_THREADS - 1) / GLU_THREADS)), block(GLU_THREADS);
-        const cudaError_t err = cudaLaunchKernel((const void *)bwd_kernels[d][fp8][il][mm][c], grid, block, args, 0, cs);
+        const cudaError_t err = cudaLaunchKernel((const void *)bwd_kernels[d][fp8][il][mm][c], grid,
+                                                 block, args, 0, cs);
         if (!dweights || err != cudaSuccess) return launch_status(fn, err);
     } else { /* with reductions: the tile kernel into the workspace */
         set_widths(&a, il, es, in_es, LANE_COLS, 1);
         /* specialised: every given bias / weights has its gradient asked for */
-        if ((!bias || dbias) && (!weights || dweights) && chunks_full_width(&a, il, es, in_es, LANE_COLS, 0))
+        if ((!bias || dbias) && (!weights || dweights) &&
+            chunks_full_width(&a, il, es, in_es, LANE_COLS, 0))
             c = dbias && dweights ? 3 : dbias ? 1 : 2;
         const dim3 tgrid(grid_size((uint64_t)ntr * (uint64_t)ntc)), tblock(TILE_WARPS * 32);
-        const cudaError_t err = cudaLaunchKernel((const void *)tile_kernels[d][fp8][il][mm][c], tgrid, tblock, args, 0, cs);
+        const cudaError_t err = cudaLaunchKernel((const void *)tile_kernels[d][fp8][il][mm][c],
+                                                 tgrid, tblock, args, 0, cs);
         if (err != cudaSuccess) return launch_status(fn, err);
     }
     /* then the partials' reduction */
     const float *wsb = a.ws_dbias, *wsw = a.ws_dw;
     int64_t nslabs = ntr, ntiles = ntc, T_ = tokens, F_ = ffn_hidden_size;
     int wdt = (int)weights_dtype;
-    const uint64_t rblocks = (dbias ? (uint64_t)(2 * F_ + 31) / 32 : 0) + (dweights ? (uint64_t)(T_ + 31) / 32 : 0);
+    const uint64_t rblocks =
+        (dbias ? (uint64_t)(2 * F_ + 31) / 32 : 0) + (dweights ? (uint64_t)(T_ + 31) / 32 : 0);
     const dim3 rgrid(grid_size(rblocks)), rblock(GLU_THREADS);
     void *rargs[] = {&wsb, &nslabs, &dbias, &wsw, &ntiles, &dweights, &wdt, &T_, &F_};
     /* a programmatic dependent of the kernel above where its code waits for it (device_info) */
@@ -1274,14 +1374,17 @@ extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *strea
     const fastglu_status st =
         fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
     if (st != FASTGLU_SUCCESS) return st;
-    return fwd_entry(params, FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens,
-                                                    ffn_hidden_size), stream);
+    return fwd_entry(params,
+                     FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens, ffn_hidden_size),
+                     stream);
 }
 
 extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
     const fastglu_status st =
         fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
     if (st != FASTGLU_SUCCESS) return st;
-    return bwd_entry(params, FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace,
-                                                    tokens, ffn_hidden_size), stream);
+    return bwd_entry(params,
+                     FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace, tokens,
+                                            ffn_hidden_size),
+                     stream);
 }

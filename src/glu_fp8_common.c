@@ -46,12 +46,11 @@ static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const c
 }
 
 fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
-                                         const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
-                                         fastglu_tensor gate,
-                                         fastglu_tensor up, fastglu_tensor bias,
-                                         fastglu_tensor weights, fastglu_tensor y,
-                                         const fastglu_fp8_out *out, int64_t tokens, int64_t F,
-                                         int need_workspace, int *empty) {
+                                     const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
+                                     fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                     fastglu_tensor weights, fastglu_tensor y,
+                                     const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                     int need_workspace, int *empty) {
     fastglu_region in[5], o[6];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
@@ -93,12 +92,13 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
     TRY(fastglu_check_tensor(fn, &in[n_in++], "gate", gate.data, tokens, il ? 2 * F : F,
                              gate.row_stride, 1, es, 0));
     if (!il)
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "up", up.data, tokens, F, up.row_stride, 1, es, 0));
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "up", up.data, tokens, F, up.row_stride, 1, es,
+                                 0));
     if (bias.data != NULL) {
         if (bias.row_stride != 1)
             return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                     "%s: bias.row_stride = %" PRId64 " must be 1 (contiguous)",
-                                     fn, bias.row_stride);
+                                     "%s: bias.row_stride = %" PRId64 " must be 1 (contiguous)", fn,
+                                     bias.row_stride);
         TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", bias.data, 1, 2 * F, 0, 1, es, 0));
     }
     if (weights.data != NULL)
@@ -109,13 +109,14 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
             return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                      "%s: dy.dtype = %d differs from gate.dtype = %d", fn,
                                      (int)dy->dtype, (int)gate.dtype);
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy->data, tokens, F, dy->row_stride, 1,
-                                 es, 0));
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "dy", dy->data, tokens, F, dy->row_stride, 1, es,
+                                 0));
     }
     const int64_t W = dy != NULL ? 2 * F : F; /* the outputs' width: y [T, F] or dh [T, 2F] */
     const char *yname = dy != NULL ? "dh" : "y";
     if (y.data != NULL)
-        TRY(fastglu_check_tensor(fn, &o[n_out++], yname, y.data, tokens, W, y.row_stride, 1, es, 1));
+        TRY(fastglu_check_tensor(fn, &o[n_out++], yname, y.data, tokens, W, y.row_stride, 1, es,
+                                 1));
     TRY(check_fp8_data(fn, &o[n_out++], "out->data", out->data, tokens, W));
     TRY(check_scales(fn, recipe, &o[n_out++], "out->scale", out->scale, tokens,
                      fastglu_fp8_blocks(W)));
@@ -129,16 +130,18 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
         out->scale_t.data != NULL)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: out->scale_t = %p must be NULL (%s)", fn, out->scale_t.data,
-                                 out->data_t.data == NULL ? "no column-wise copy"
-                                                          : "one scale with FASTGLU_FP8_SCALING_TENSOR");
+                                 out->data_t.data == NULL
+                                     ? "no column-wise copy"
+                                     : "one scale with FASTGLU_FP8_SCALING_TENSOR");
     if (need_workspace && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR) {
         const size_t need = fastglu_glu_fwd_fp8_workspace_bytes(recipe);
         if (out->workspace == NULL || out->workspace_bytes < need ||
             (uintptr_t)out->workspace % 16 != 0)
-            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                     "%s: out->workspace = %p of %zu bytes: FASTGLU_FP8_SCALING_TENSOR "
-                                     "needs %zu bytes, 16-byte aligned",
-                                     fn, out->workspace, out->workspace_bytes, need);
+            return fastglu_set_error(
+                FASTGLU_ERROR_INVALID_VALUE,
+                "%s: out->workspace = %p of %zu bytes: FASTGLU_FP8_SCALING_TENSOR "
+                "needs %zu bytes, 16-byte aligned",
+                fn, out->workspace, out->workspace_bytes, need);
         o[n_out].name = "out->workspace";
         o[n_out].begin = (uintptr_t)out->workspace;
         o[n_out].bytes = need;

@@ -197,10 +197,13 @@ static void run(const fwd_args *A) {
             for (int64_t j0 = 0; j0 < W; j0 += TILE) {
                 const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
                 const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
-                if (A->dy) tile_dh(A, t0, nt, j0, nj, want, tile);
-                else tile_y(A, t0, nt, j0, nj, want, tile);
+                if (A->dy)
+                    tile_dh(A, t0, nt, j0, nj, want, tile);
+                else
+                    tile_y(A, t0, nt, j0, nj, want, tile);
                 for (int i = 0; i < nt; ++i)
-                    for (int k = 0; k < nj; ++k) amax = max_bits(amax, fastglu_abs_bits(tile[i][k]));
+                    for (int k = 0; k < nj; ++k)
+                        amax = max_bits(amax, fastglu_abs_bits(tile[i][k]));
             }
         ts = fastglu_fp8_scale(amax, A->r->pow2_scales);
     }
@@ -208,8 +211,10 @@ static void run(const fwd_args *A) {
         for (int64_t j0 = 0; j0 < W; j0 += TILE) {
             const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
             const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
-            if (A->dy) tile_dh(A, t0, nt, j0, nj, !tensor && want, tile);
-            else tile_y(A, t0, nt, j0, nj, !tensor && want, tile);
+            if (A->dy)
+                tile_dh(A, t0, nt, j0, nj, !tensor && want, tile);
+            else
+                tile_y(A, t0, nt, j0, nj, !tensor && want, tile);
             tile_quantise(A, t0, nt, j0, nj, tensor, ts, tile);
         }
     if (tensor) *(float *)A->out->scale.data = ts;

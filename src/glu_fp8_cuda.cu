@@ -60,7 +60,8 @@ static __device__ __forceinline__ float load_w(const void *w, int dtype, int64_t
     }
 }
 
-static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, int64_t i, int64_t b) {
+static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, int64_t i,
+                                                  int64_t b) {
     return mn ? s + b * ld + i : s + i * ld + b;
 }
 
@@ -74,7 +75,9 @@ static __device__ __forceinline__ unsigned warp_max(unsigned v) {
 }
 
 /* Shared-memory row pitch in elements: an odd number of 32-bit words. */
-template <typename E> struct pitch { enum { value = sizeof(E) == 4 ? TILE + 1 : TILE + 2 }; };
+template <typename E> struct pitch {
+    enum { value = sizeof(E) == 4 ? TILE + 1 : TILE + 2 };
+};
 
 template <typename E, int MODE, int COLWISE, int BWD>
 __global__ void __launch_bounds__(THREADS, 4) glu_fp8_kernel(const fp8_args a) {
@@ -142,11 +145,12 @@ __global__ void __launch_bounds__(THREADS, 4) glu_fp8_kernel(const fp8_args a) {
                 if (c < nj) {
                     E e;
                     if (BWD) {
-                        const glu_grads gr = glu_backward<MM_ANY, 1, 1>(a.m, g[q][k], u[q][k], bg[k],
-                                                                         bu[k], w[q], d[q][k]);
+                        const glu_grads gr = glu_backward<MM_ANY, 1, 1>(
+                            a.m, g[q][k], u[q][k], bg[k], bu[k], w[q], d[q][k]);
                         from_f32(&e, is_up[k] ? gr.du : gr.dg);
                     } else {
-                        from_f32(&e, glu_forward<MM_ANY, 1, 1>(a.m, g[q][k], u[q][k], bg[k], bu[k], w[q]));
+                        from_f32(&e, glu_forward<MM_ANY, 1, 1>(a.m, g[q][k], u[q][k], bg[k], bu[k],
+                                                               w[q]));
                     }
                     if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c] = e;
                     if (COLWISE) tile[r][c] = e;
@@ -223,7 +227,8 @@ static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t 
 }
 
 template <int BWD>
-static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int tensor, int colwise, cudaStream_t s) {
+static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int tensor, int colwise,
+                             cudaStream_t s) {
     switch (dt) {
     case FASTGLU_DTYPE_FP32: return run<float, BWD>(a, tensor, colwise, s);
     case FASTGLU_DTYPE_FP16: return run<__half, BWD>(a, tensor, colwise, s);
@@ -258,7 +263,8 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.bias = bias.data, a.weights = weights.data, a.w_stride = weights.row_stride;
     a.w_dtype = (int)weights.dtype;
     a.dy = dy ? dy->data : NULL, a.dy_rs = dy ? dy->row_stride : 0;
-    a.mn_major = recipe->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR, a.pow2 = recipe->pow2_scales != 0;
+    a.mn_major = recipe->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR,
+    a.pow2 = recipe->pow2_scales != 0;
     a.y = y.data, a.y_rs = y.row_stride;
     a.d = (unsigned char *)out->data.data, a.d_rs = out->data.row_stride;
     a.dt = (unsigned char *)out->data_t.data, a.dt_rs = out->data_t.row_stride;
@@ -273,18 +279,21 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     return launch_status(fn, err);
 }
 
-extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(
-    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
-    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
-    const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
+extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
+                                                   const fastglu_fp8_recipe *recipe,
+                                                   fastglu_tensor gate, fastglu_tensor up,
+                                                   fastglu_tensor bias, fastglu_tensor weights,
+                                                   fastglu_tensor y, const fastglu_fp8_out *out,
+                                                   int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, NULL, gate, up, bias, weights, y,
                    out, tokens, F, stream);
 }
 
-extern "C" fastglu_status fastglu_glu_bwd_fp8_cuda(
-    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
-    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
-    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
+extern "C" fastglu_status
+fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+                         fastglu_tensor dy, fastglu_tensor gate, fastglu_tensor up,
+                         fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor dh,
+                         const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_bwd_fp8_cuda", params, recipe, &dy, gate, up, bias, weights, dh,
                    out, tokens, F, stream);
 }

@@ -10,16 +10,15 @@
 #include "cuda_common.cuh"
 #include "fp8.h"
 
-
 /* ---- the math (include/fastglu.h) ---------------------------------------------------------- */
 
 typedef struct glu_math {
-    int gelu;      /* 1: GELU_TANH's argument k z (1 + 0.044715 z^2); 0: k z */
-    int clamp;     /* 1: clamp at c */
-    int fp8_sat;   /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
-    float k;       /* SILU 1, QUICK_GELU 1.702, GELU_TANH 2 * 0.79788456 */
-    float kl;      /* -k log2(e): sigmoid(k x) = 1 / (1 + 2^(kl x)) */
-    float c;       /* the clamp bound: clamp_value rounded to the operands' dtype (fastglu_glu_clamp) */
+    int gelu;    /* 1: GELU_TANH's argument k z (1 + 0.044715 z^2); 0: k z */
+    int clamp;   /* 1: clamp at c */
+    int fp8_sat; /* the fp8 copy's overflow mode (fastglu_set_fp8_saturate) */
+    float k;     /* SILU 1, QUICK_GELU 1.702, GELU_TANH 2 * 0.79788456 */
+    float kl;    /* -k log2(e): sigmoid(k x) = 1 / (1 + 2^(kl x)) */
+    float c; /* the clamp bound: clamp_value rounded to the operands' dtype (fastglu_glu_clamp) */
     float f8lo, f8hi; /* with a clamp and the fp8 copy: the e4m3 values next to c (src/fp8.h) */
     float offset, gm, dm;
 } glu_math;
@@ -49,10 +48,12 @@ enum math_mode { MM_ANY = 0, MM_K = 1, MM_KCLAMP = 2, MM_GELU = 3 };
 template <int MM>
 static __device__ __forceinline__ void activation(const glu_math &m, float z, float *a, float *da) {
     const int gelu = MM_GELU_FORM(MM);
-    const float k = MM == MM_GELU ? GELU_K : m.k, kl = MM == MM_GELU ? GELU_KL : m.kl; /* make_math's values */
+    const float k = MM == MM_GELU ? GELU_K : m.k,
+                kl = MM == MM_GELU ? GELU_KL : m.kl; /* make_math's values */
     const float z2 = __fmul_rn(z, z);
     /* -q log2(e) = kl z (times 1 + 0.044715 z^2 for GELU) */
-    const float ql = gelu ? __fmul_rn(__fmul_rn(kl, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(kl, z);
+    const float ql =
+        gelu ? __fmul_rn(__fmul_rn(kl, z), fmaf(0.044715f, z2, 1.0f)) : __fmul_rn(kl, z);
     const float dq = gelu ? __fmul_rn(k, fmaf(3.0f * 0.044715f, z2, 1.0f)) : k;
     /* the reciprocal keeps a subnormal result (rcp_sigmoid), as torch's fp32 sigmoid does (and the
      * CPU backend's division): for q < -87.3 act(z) is then a tiny nonzero, and act(z) * inf = -inf
@@ -87,7 +88,9 @@ static __device__ __forceinline__ float max_nan(float a, float b) {
 #endif
 }
 static __device__ __forceinline__ float clamp_gate(float g, float c) { return min_nan(g, c); }
-static __device__ __forceinline__ float clamp_up(float u, float c) { return max_nan(min_nan(u, c), -c); }
+static __device__ __forceinline__ float clamp_up(float u, float c) {
+    return max_nan(min_nan(u, c), -c);
+}
 
 /* The helpers below are templates on the mode and the case so that the kernels' compile-time
  * flags remove the code, not a runtime branch (a macro would spell the mode at every call). */
@@ -101,10 +104,13 @@ template <int MM> static __device__ __forceinline__ float times_dm(const glu_mat
 }
 
 /* a + b, left out where b is known to be -0 (B = 0). */
-template <int B> static __device__ __forceinline__ float plus(float a, float b) { return B ? __fadd_rn(a, b) : a; }
+template <int B> static __device__ __forceinline__ float plus(float a, float b) {
+    return B ? __fadd_rn(a, b) : a;
+}
 
 /* (m_d w) x, as m_d x where w is known to be 1 (W = 0: no weights; m_d 1 = m_d exactly). */
-template <int MM, int W> static __device__ __forceinline__ float times_dm_w(const glu_math &m, float w, float x) {
+template <int MM, int W>
+static __device__ __forceinline__ float times_dm_w(const glu_math &m, float w, float x) {
     return W ? __fmul_rn(times_dm<MM>(m, w), x) : times_dm<MM>(m, x);
 }
 
@@ -126,8 +132,8 @@ typedef struct glu_grads {
 } glu_grads;
 
 template <int MM, int B, int W>
-static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, float g, float u, float bg,
-                                                         float bu, float w, float dy) {
+static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, float g, float u,
+                                                         float bg, float bu, float w, float dy) {
     glu_grads r;
     const int clamp = MM_CLAMPS(MM);
     const float gc = clamp ? clamp_gate(g, m.c) : g, uc = clamp ? clamp_up(u, m.c) : u;
@@ -149,7 +155,8 @@ static __device__ __forceinline__ glu_grads glu_backward(const glu_math &m, floa
 template <int MM>
 static __device__ __forceinline__ float fp8_operand(const glu_math &m, float v, int is_up) {
     if (!MM_CLAMPS(MM)) return v;
-    return is_up ? fastglu_fp8_up_operand(v, m.c, m.f8lo, m.f8hi) : fastglu_fp8_gate_operand(v, m.c, m.f8lo, m.f8hi);
+    return is_up ? fastglu_fp8_up_operand(v, m.c, m.f8lo, m.f8hi)
+                 : fastglu_fp8_gate_operand(v, m.c, m.f8lo, m.f8hi);
 }
 
 /* The math mode of the parameters (host side), the one rule of the standalone kernels and the GEMM
@@ -169,9 +176,9 @@ static inline int math_mode_of(const fastglu_glu_params *p) {
 static inline glu_math make_math(const fastglu_glu_params *p, fastglu_dtype dtype, int fp8_copy) {
     glu_math m;
     m.gelu = p->activation == FASTGLU_ACT_GELU_TANH;
-    m.k = p->activation == FASTGLU_ACT_GELU_TANH ? GELU_K
+    m.k = p->activation == FASTGLU_ACT_GELU_TANH    ? GELU_K
           : p->activation == FASTGLU_ACT_QUICK_GELU ? 1.702f
-                                                      : 1.0f;
+                                                    : 1.0f;
     m.kl = -m.k * LOG2E; /* GELU_KL for GELU_TANH: the same float operations */
     m.clamp = fastglu_clamps(p);
     m.c = fastglu_glu_clamp(p, dtype);

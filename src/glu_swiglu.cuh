@@ -86,7 +86,8 @@ enum store_policy { STORE_PLAIN = 0, STORE_STREAM = 1 };
 static __device__ __forceinline__ uint4 ld_plain(const uint4 *p) {
     uint4 r;
     asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
     return r;
 }
 static __device__ __forceinline__ uint2 ld_plain(const uint2 *p) {
@@ -204,8 +205,7 @@ static __device__ __forceinline__ chunk16 swiglu_chunk_fwd(const chunk16 &g, con
 
 /* The first n < V elements of a chunk, element by element, every load issued before any use (the
  * row's last, partial chunk); the rest of the chunk is zero. */
-template <typename T>
-static __device__ __forceinline__ chunk16 load_part(const T *p, int n) {
+template <typename T> static __device__ __forceinline__ chunk16 load_part(const T *p, int n) {
     T v[ELEMS(T)];
     memset(v, 0, sizeof v);
 #pragma unroll
@@ -252,11 +252,15 @@ __global__ void __launch_bounds__(SWIGLU_MAX_THREADS, SWIGLU_FWD_MIN_BLOCKS)
         T *y = out + (int64_t)t * out_rs + col;
         const int n = (int)(F - col < V ? F - col : V); /* < V: the row's last, partial chunk */
         chunk16 g, u;
-        if (n == V) g = load16<LP>(gate, w.in), u = load16<LP>(up, w.up);
-        else g = load_part(gate, n), u = load_part(up, n);
+        if (n == V)
+            g = load16<LP>(gate, w.in), u = load16<LP>(up, w.up);
+        else
+            g = load_part(gate, n), u = load_part(up, n);
         const chunk16 r = swiglu_chunk_fwd<T>(g, u);
-        if (n == V) store16<SP>(y, r, w.out);
-        else store_part(y, r, n);
+        if (n == V)
+            store16<SP>(y, r, w.out);
+        else
+            store_part(y, r, n);
     }
 }
 
@@ -328,8 +332,10 @@ __global__ void __launch_bounds__(SWIGLU_MAX_THREADS, SWIGLU_FWD_MIN_BLOCKS)
         }
         const chunk16 r = swiglu_chunk_fwd<T>(g, u);
         T *y = out + e;
-        if (n == V) store16<SP>(y, r, w.out);
-        else store_part(y, r, n);
+        if (n == V)
+            store16<SP>(y, r, w.out);
+        else
+            store_part(y, r, n);
     }
 }
 
@@ -361,9 +367,9 @@ __global__ void __launch_bounds__(SWIGLU_MAX_THREADS)
         T dgv[V], duv[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-            float dk = DY == DY_CHUNK ? chunk_get<T>(dc, k)
-                     : DY == DY_SCALAR ? dy_scalar
-                                       : (k < n ? to_f32(d[k * dy_cs]) : 0.0f);
+            float dk = DY == DY_CHUNK    ? chunk_get<T>(dc, k)
+                       : DY == DY_SCALAR ? dy_scalar
+                                         : (k < n ? to_f32(d[k * dy_cs]) : 0.0f);
             float a, b;
             swiglu_elem_bwd(chunk_get<T>(g, k), chunk_get<T>(u, k), dk, &a, &b);
             from_f32(&dgv[k], a);
@@ -451,8 +457,8 @@ static cudaError_t launch_fwd(const launch_plan *p, cudaStream_t stream, const v
         unsigned chunks32 = (unsigned)p->chunks, nvec32 = (unsigned)p->nvec.d;
         unsigned magic = p->nvec.magic, shift = p->nvec.shift;
         void *args[] = {&g, &gate_rs, &u, &up_rs, &y, &out_rs, &chunks32, &nvec32, &magic, &shift};
-        return cudaLaunchKernel((const void *)swiglu_fwd_aligned_kernel<T, LP, SP>,
-                                dim3(p->blocks), dim3(p->threads), args, 0, stream);
+        return cudaLaunchKernel((const void *)swiglu_fwd_aligned_kernel<T, LP, SP>, dim3(p->blocks),
+                                dim3(p->threads), args, 0, stream);
     }
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
@@ -482,12 +488,13 @@ static cudaError_t launch_bwd(const launch_plan *p, cudaStream_t stream, const v
     T *dg = (T *)d_gate, *du = (T *)d_up;
     uint64_t chunks = p->chunks;
     fastdiv nvec = p->nvec;
-    void *args[] = {&d, &dy_rs, &dy_cs, &g, &gate_rs, &u, &up_rs, &dg, &dg_rs, &du, &du_rs,
-                    &F, &chunks, &nvec, &w};
+    void *args[] = {&d,     &dy_rs, &dy_cs, &g, &gate_rs, &u,    &up_rs, &dg,
+                    &dg_rs, &du,    &du_rs, &F, &chunks,  &nvec, &w};
 #define BWD_KERNEL(LOADS)                                                                          \
-    (dy_is_scalar(dy_rs, dy_cs, tokens, F) ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOADS, SP> \
-     : dy_cs == 1                          ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOADS, SP>  \
-                                           : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOADS, SP>)
+    (dy_is_scalar(dy_rs, dy_cs, tokens, F)                                                         \
+         ? (const void *)swiglu_bwd_kernel<T, DY_SCALAR, LOADS, SP>                                \
+     : dy_cs == 1 ? (const void *)swiglu_bwd_kernel<T, DY_CHUNK, LOADS, SP>                        \
+                  : (const void *)swiglu_bwd_kernel<T, DY_STRIDED, LOADS, SP>)
     /* In place, the kernel writes the memory it reads, which the read-only (.nc) path does not
      * allow for: plain loads then (equally fast, bench/PERF_NOTES.md). */
     const void *kernel = (gate == d_gate || up == d_up) ? BWD_KERNEL(LOAD_PLAIN) : BWD_KERNEL(LP);

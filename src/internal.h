@@ -66,9 +66,8 @@ typedef struct fastglu_region {
  * cols when rows > 1). Fills *r (named `name`) for the overlap tests.
  */
 fastglu_status fastglu_check_tensor(const char *fn, fastglu_region *r, const char *name,
-                                    const void *ptr, int64_t rows, int64_t cols,
-                                    int64_t row_stride, int64_t col_stride, size_t esize,
-                                    int is_output);
+                                    const void *ptr, int64_t rows, int64_t cols, int64_t row_stride,
+                                    int64_t col_stride, size_t esize, int is_output);
 
 /* Whether two regions share a byte (exact for row intervals of one common row stride; otherwise
  * by bounding ranges, which may refuse a legal interleaving but never accept an overlap). */

@@ -39,15 +39,18 @@ static fastglu_status check_mlp(const char *fc1, const char *fc2, const fastglu_
     TRY(fastglu_check_tensor(fc2, &r_out, "out", out.data, T, H, out.row_stride, 1, es, 1));
     TRY(fastglu_check_tensor(fc2, &r_w2, "w2", w2.data, H, F, w2.row_stride, 1, es, 0));
     TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "x", x.data, T, H, x.row_stride, 1, es, 0));
-    TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "w1", w1.data, 2 * F, H, w1.row_stride, 1, es, 0));
+    TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "w1", w1.data, 2 * F, H, w1.row_stride, 1, es,
+                             0));
     if (bias1.data != NULL)
-        TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "bias1", bias1.data, 1, 2 * F, 0, 1, es, 0));
+        TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "bias1", bias1.data, 1, 2 * F, 0, 1, es,
+                                 0));
     if (weights.data != NULL)
         TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "weights", weights.data, T, 1,
                                  weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
     const int first_output = n;
     if (h.data != NULL)
-        TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "h", h.data, T, 2 * F, h.row_stride, 1, es, 1));
+        TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "h", h.data, T, 2 * F, h.row_stride, 1, es,
+                                 1));
     for (int i = 0; i < n; ++i) TRY(fastglu_check_disjoint(fc2, &r_out, &fc1_regions[i]));
     /* fc1 writes h and y before fc2 reads w2 and bias2 */
     TRY(fastglu_check_tensor(fc1, &fc1_regions[n++], "y", y.data, T, F, y.row_stride, 1, es, 1));
@@ -67,9 +70,9 @@ fastglu_status fastglu_mlp_fwd_cpu(const fastglu_glu_params *params, fastglu_ten
                                    fastglu_tensor y, fastglu_tensor out, int64_t tokens,
                                    int64_t hidden, int64_t ffn_hidden_size) {
     int e1, e2;
-    TRY(check_mlp("fastglu_mlp_fwd_cpu (fc1)", "fastglu_mlp_fwd_cpu (fc2: x = y, w = w2, bias = bias2)",
-                  params, x, w1, bias1, weights, w2, bias2, h, y, out, tokens, hidden,
-                  ffn_hidden_size, &e1, &e2));
+    TRY(check_mlp("fastglu_mlp_fwd_cpu (fc1)",
+                  "fastglu_mlp_fwd_cpu (fc2: x = y, w = w2, bias = bias2)", params, x, w1, bias1,
+                  weights, w2, bias2, h, y, out, tokens, hidden, ffn_hidden_size, &e1, &e2));
     if (!e1)
         TRY(fastglu_linear_glu_fwd_cpu(params, x, w1, bias1, weights, h, y, tokens, hidden,
                                        ffn_hidden_size));

@@ -25,7 +25,8 @@ static fastglu_glu_operands fc1_operands(const void *input, int64_t row_stride, 
     o.gate = part(input, row_stride, 0, dtype), o.up = part(input, row_stride, F, dtype);
     return o;
 }
-static fastglu_glu_grads fc1_grads(void *dinput, int64_t row_stride, int64_t F, fastglu_dtype dtype) {
+static fastglu_glu_grads fc1_grads(void *dinput, int64_t row_stride, int64_t F,
+                                   fastglu_dtype dtype) {
     fastglu_glu_grads g;
     memset(&g, 0, sizeof g);
     g.d_gate = part(dinput, row_stride, 0, dtype), g.d_up = part(dinput, row_stride, F, dtype);
@@ -58,8 +59,8 @@ fastglu_status fastglu_swiglu_fwd_cuda(const void *input, int64_t input_row_stri
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
-    return fastglu_glu_fwd_cuda(&params, &o, part(output, output_row_stride, 0, dtype), none, tokens,
-                                ffn_hidden_size, stream);
+    return fastglu_glu_fwd_cuda(&params, &o, part(output, output_row_stride, 0, dtype), none,
+                                tokens, ffn_hidden_size, stream);
 }
 
 fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
@@ -68,8 +69,8 @@ fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int
                                       int64_t ffn_hidden_size, fastglu_dtype dtype) {
     int empty;
     const fastglu_status st = fastglu_check_swiglu_bwd(
-        "fastglu_swiglu_bwd_cpu", dy, dy_row_stride, dy_col_stride, input, input_row_stride,
-        dinput, dinput_row_stride, tokens, ffn_hidden_size, dtype, &empty);
+        "fastglu_swiglu_bwd_cpu", dy, dy_row_stride, dy_col_stride, input, input_row_stride, dinput,
+        dinput_row_stride, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     const fastglu_glu_operands o = fc1_operands(input, input_row_stride, ffn_hidden_size, dtype);
@@ -78,9 +79,8 @@ fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row_stride, int
                                no_workspace, tokens, ffn_hidden_size);
 }
 
-fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride,
-                                       int64_t dy_col_stride, const void *input,
-                                       int64_t input_row_stride, void *dinput,
+fastglu_status fastglu_swiglu_bwd_cuda(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+                                       const void *input, int64_t input_row_stride, void *dinput,
                                        int64_t dinput_row_stride, int64_t tokens,
                                        int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
     int empty;

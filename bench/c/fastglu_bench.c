@@ -145,8 +145,10 @@ static void usage(FILE *f) {
         "\n"
         "  --mode M[,M...]      forward, backward, full, bwd_only or all (default all)\n"
         "                         forward   y = f(x)\n"
-        "                         backward  forward + backward with a broadcast dy (strides 0, what\n"
-        "                                   y.sum().backward() passes; no sum kernel: 7TF elements,\n"
+        "                         backward  forward + backward with a broadcast dy (strides 0, "
+        "what\n"
+        "                                   y.sum().backward() passes; no sum kernel: 7TF "
+        "elements,\n"
         "                                   where the Python harness's backward moves 8TF)\n"
         "                         full      forward + backward with a full random dy [T, F]\n"
         "                         bwd_only  the backward alone with the full dy\n"
@@ -158,25 +160,35 @@ static void usage(FILE *f) {
         "  --bias               add a [2F] bias (the backward also reduces dbias)\n"
         "  --weights W          per-token weights (MoE probs) of dtype fp32 or bf16 (the backward\n"
         "                       also reduces dweights)\n"
-        "  --clamp C            clamp_value: gate clamped above at C, up to [-C, C] (C <= 0: none)\n"
+        "  --clamp C            clamp_value: gate clamped above at C, up to [-C, C] (C <= 0: "
+        "none)\n"
         "  --interleaved        gate and up interleaved on the last dimension (GPT-OSS layout)\n"
-        "  --fp8-store          Megatron's fp8_input_store in the kernel: the forward also writes the\n"
-        "                       float8_e4m3fn copy of x [T, 2F] (saved_fp8), the backward reads it\n"
-        "  --glu                call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda even for plain SwiGLU\n"
-        "                       (any variant flag above implies it; without one, plain SwiGLU calls\n"
+        "  --fp8-store          Megatron's fp8_input_store in the kernel: the forward also writes "
+        "the\n"
+        "                       float8_e4m3fn copy of x [T, 2F] (saved_fp8), the backward reads "
+        "it\n"
+        "  --glu                call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda even for plain "
+        "SwiGLU\n"
+        "                       (any variant flag above implies it; without one, plain SwiGLU "
+        "calls\n"
         "                       fastglu_swiglu_fwd_cuda / fastglu_swiglu_bwd_cuda)\n"
         "  --warmup-ms MS       warm-up time, as do_bench's warmup (default 25)\n"
         "  --rep-ms MS          timed repetitions' total, as do_bench's rep (default 100)\n"
         "  --json PATH          also write the results as JSON to PATH\n"
         "  -h, --help           print this help and exit\n"
         "\n"
-        "Each timed call is preceded by an L2 flush (a 256 MiB cudaMemsetAsync) and bracketed by CUDA\n"
-        "events; the median and the 0.2/0.8 quantiles are reported in ms, with the bytes the mode must\n"
-        "move, GB/s, and the floor: bytes over the device-to-device copy bandwidth measured in the same\n"
-        "run (a 1 GiB cudaMemcpyAsync, bytes read + written). Outputs are checked against a float64\n"
+        "Each timed call is preceded by an L2 flush (a 256 MiB cudaMemsetAsync) and bracketed by "
+        "CUDA\n"
+        "events; the median and the 0.2/0.8 quantiles are reported in ms, with the bytes the mode "
+        "must\n"
+        "move, GB/s, and the floor: bytes over the device-to-device copy bandwidth measured in the "
+        "same\n"
+        "run (a 1 GiB cudaMemcpyAsync, bytes read + written). Outputs are checked against a "
+        "float64\n"
         "reference before timing.\n"
         "\n"
-        "Exit status: 0 success; 1 CUDA/fastglu error or failed check; 2 bad options; 77 no CUDA device.\n",
+        "Exit status: 0 success; 1 CUDA/fastglu error or failed check; 2 bad options; 77 no CUDA "
+        "device.\n",
         f);
 }
 
@@ -260,26 +272,40 @@ static int uses_glu(const options *o) {
 }
 
 static void parse_options(int argc, char **argv, options *o) {
-    enum { OPT_MODE = 256, OPT_SEQ, OPT_BATCH, OPT_FFN, OPT_DTYPE, OPT_ACT, OPT_BIAS, OPT_WEIGHTS,
-           OPT_CLAMP, OPT_INTERLEAVED, OPT_FP8_STORE, OPT_GLU, OPT_WARMUP, OPT_REP, OPT_JSON };
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, OPT_MODE},
-        {"seq", required_argument, NULL, OPT_SEQ},
-        {"batch", required_argument, NULL, OPT_BATCH},
-        {"ffn", required_argument, NULL, OPT_FFN},
-        {"dtype", required_argument, NULL, OPT_DTYPE},
-        {"activation", required_argument, NULL, OPT_ACT},
-        {"bias", no_argument, NULL, OPT_BIAS},
-        {"weights", required_argument, NULL, OPT_WEIGHTS},
-        {"clamp", required_argument, NULL, OPT_CLAMP},
-        {"interleaved", no_argument, NULL, OPT_INTERLEAVED},
-        {"fp8-store", no_argument, NULL, OPT_FP8_STORE},
-        {"glu", no_argument, NULL, OPT_GLU},
-        {"warmup-ms", required_argument, NULL, OPT_WARMUP},
-        {"rep-ms", required_argument, NULL, OPT_REP},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    enum {
+        OPT_MODE = 256,
+        OPT_SEQ,
+        OPT_BATCH,
+        OPT_FFN,
+        OPT_DTYPE,
+        OPT_ACT,
+        OPT_BIAS,
+        OPT_WEIGHTS,
+        OPT_CLAMP,
+        OPT_INTERLEAVED,
+        OPT_FP8_STORE,
+        OPT_GLU,
+        OPT_WARMUP,
+        OPT_REP,
+        OPT_JSON
+    };
+    static const struct option longopts[] = {{"mode", required_argument, NULL, OPT_MODE},
+                                             {"seq", required_argument, NULL, OPT_SEQ},
+                                             {"batch", required_argument, NULL, OPT_BATCH},
+                                             {"ffn", required_argument, NULL, OPT_FFN},
+                                             {"dtype", required_argument, NULL, OPT_DTYPE},
+                                             {"activation", required_argument, NULL, OPT_ACT},
+                                             {"bias", no_argument, NULL, OPT_BIAS},
+                                             {"weights", required_argument, NULL, OPT_WEIGHTS},
+                                             {"clamp", required_argument, NULL, OPT_CLAMP},
+                                             {"interleaved", no_argument, NULL, OPT_INTERLEAVED},
+                                             {"fp8-store", no_argument, NULL, OPT_FP8_STORE},
+                                             {"glu", no_argument, NULL, OPT_GLU},
+                                             {"warmup-ms", required_argument, NULL, OPT_WARMUP},
+                                             {"rep-ms", required_argument, NULL, OPT_REP},
+                                             {"json", required_argument, NULL, OPT_JSON},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int c;
     memset(o, 0, sizeof *o);
     parse_modes(o, "all");
@@ -307,7 +333,8 @@ static void parse_options(int argc, char **argv, options *o) {
                     o->activation = (fastglu_activation)a;
                     found = 1;
                 }
-            if (!found) bad_option("--activation", optarg, "expected silu, gelu_tanh or quick_gelu");
+            if (!found)
+                bad_option("--activation", optarg, "expected silu, gelu_tanh or quick_gelu");
             break;
         }
         case OPT_BIAS: o->bias = 1; break;
@@ -337,8 +364,10 @@ static void parse_options(int argc, char **argv, options *o) {
         bad_option("--seq x --batch", "", "more than 2^31 tokens");
     if (uses_glu(o) && !FASTGLU_BENCH_HAVE_GLU) {
         fputs("fastglu-bench: the variant flags (--activation other than silu, --bias, --weights,\n"
-              "--clamp, --interleaved, --fp8-store, --glu) call fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda, which\n"
-              "this build did not find in libfastglu (configure with -DFASTGLU_BENCH_GLU=ON to force)\n",
+              "--clamp, --interleaved, --fp8-store, --glu) call fastglu_glu_fwd_cuda / "
+              "fastglu_glu_bwd_cuda, which\n"
+              "this build did not find in libfastglu (configure with -DFASTGLU_BENCH_GLU=ON to "
+              "force)\n",
               stderr);
         exit(EXIT_USAGE);
     }
@@ -404,14 +433,15 @@ static void *offset(const void *p, size_t bytes) { return (char *)(uintptr_t)p +
 
 typedef struct problem {
     int use_glu;
-    fastglu_glu_params params; /* what the reference computes (plain SwiGLU: silu, split, no clamp) */
+    fastglu_glu_params
+        params; /* what the reference computes (plain SwiGLU: silu, split, no clamp) */
     fastglu_dtype dtype, weights_dtype;
     size_t esize, wsize;
     int64_t T, F;
-    void *x, *y, *dy, *dx;                    /* device, sized for the largest F */
-    void *x8;                                 /* device [T, 2F] fp8 copy (--fp8-store), or NULL */
-    void *bias, *dbias, *weights, *dweights;  /* device; NULL when not used */
-    void *workspace;                          /* device; NULL when none is needed */
+    void *x, *y, *dy, *dx;                   /* device, sized for the largest F */
+    void *x8;                                /* device [T, 2F] fp8 copy (--fp8-store), or NULL */
+    void *bias, *dbias, *weights, *dweights; /* device; NULL when not used */
+    void *workspace;                         /* device; NULL when none is needed */
     size_t workspace_bytes;
     cudaStream_t stream;
 } problem;
@@ -433,7 +463,8 @@ static void run_fwd(const problem *p) {
     }
 #if FASTGLU_BENCH_HAVE_GLU
     {
-        const void *up = p->params.layout == FASTGLU_LAYOUT_SPLIT ? offset(p->x, F * p->esize) : NULL;
+        const void *up =
+            p->params.layout == FASTGLU_LAYOUT_SPLIT ? offset(p->x, F * p->esize) : NULL;
         const fastglu_glu_operands o = {tensor(p->x, p->dtype, 2 * F), tensor(up, p->dtype, 2 * F),
                                         tensor(p->bias, p->dtype, 1),
                                         tensor(p->weights, p->weights_dtype, 1),
@@ -451,8 +482,8 @@ static void run_fwd(const problem *p) {
 static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stride) {
     const int64_t F = p->F;
     if (!p->use_glu) {
-        fastglu_check(fastglu_swiglu_bwd_cuda(p->dy, dy_row_stride, dy_col_stride, p->x, 2 * F, p->dx,
-                                              2 * F, p->T, F, p->dtype, p->stream));
+        fastglu_check(fastglu_swiglu_bwd_cuda(p->dy, dy_row_stride, dy_col_stride, p->x, 2 * F,
+                                              p->dx, 2 * F, p->T, F, p->dtype, p->stream));
         return;
     }
 #if FASTGLU_BENCH_HAVE_GLU
@@ -464,10 +495,9 @@ static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stri
         const fastglu_dtype in_dt = p->x8 ? FASTGLU_DTYPE_FP8_E4M3 : p->dtype;
         const void *up = split ? offset(in, F * in_es) : NULL;
         void *d_up = split ? offset(p->dx, F * p->esize) : NULL;
-        const fastglu_glu_operands o = {tensor(in, in_dt, 2 * F), tensor(up, in_dt, 2 * F),
-                                        tensor(p->bias, p->dtype, 1),
-                                        tensor(p->weights, p->weights_dtype, 1),
-                                        tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+        const fastglu_glu_operands o = {
+            tensor(in, in_dt, 2 * F), tensor(up, in_dt, 2 * F), tensor(p->bias, p->dtype, 1),
+            tensor(p->weights, p->weights_dtype, 1), tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
         const fastglu_glu_grads g = {tensor(p->dx, p->dtype, 2 * F), tensor(d_up, p->dtype, 2 * F),
                                      tensor(p->dbias, p->dtype, 1),
                                      tensor(p->dweights, p->weights_dtype, 1)};
@@ -485,8 +515,14 @@ static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stri
 static void run_mode(const problem *p, mode m) {
     switch (m) {
     case MODE_FORWARD: run_fwd(p); break;
-    case MODE_BACKWARD: run_fwd(p); run_bwd(p, 0, 0); break;
-    case MODE_FULL: run_fwd(p); run_bwd(p, p->F, 1); break;
+    case MODE_BACKWARD:
+        run_fwd(p);
+        run_bwd(p, 0, 0);
+        break;
+    case MODE_FULL:
+        run_fwd(p);
+        run_bwd(p, p->F, 1);
+        break;
     default: run_bwd(p, p->F, 1); break;
     }
 }
@@ -500,8 +536,8 @@ static double mode_bytes(const problem *p, mode m) {
     const double fwd = 3 * tf * e + extra_pass + (p->x8 ? 2 * tf : 0.0);
     const double x_read = 2 * tf * (p->x8 ? 1.0 : e);
     const double bwd_extra = 2 * extra_pass; /* bias and weights read, dbias and dweights written */
-    const double bwd_full = tf * e + x_read + 2 * tf * e + bwd_extra;       /* dy, x, dx */
-    const double bwd_broadcast = e + x_read + 2 * tf * e + bwd_extra;       /* one dy element */
+    const double bwd_full = tf * e + x_read + 2 * tf * e + bwd_extra; /* dy, x, dx */
+    const double bwd_broadcast = e + x_read + 2 * tf * e + bwd_extra; /* one dy element */
     switch (m) {
     case MODE_FORWARD: return fwd;
     case MODE_BACKWARD: return fwd + bwd_broadcast;
@@ -619,7 +655,8 @@ static void run_mode_fn(const void *arg) {
 /* ---- the check against a float64 reference ----------------------------------------------------- */
 
 typedef struct host_inputs {
-    const void *x, *dy, *bias, *weights; /* as uploaded: x [T, 2Fmax], dy [T, Fmax], bias [2Fmax], weights [T] */
+    const void *x, *dy, *bias,
+        *weights; /* as uploaded: x [T, 2Fmax], dy [T, Fmax], bias [2Fmax], weights [T] */
 } host_inputs;
 
 /* float8 e4m3fn byte -> its value (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; S.1111.111
@@ -692,11 +729,12 @@ static double err_rel(const err_acc *e) {
 }
 
 typedef struct check_result {
-    double fwd, bwd, bwd_broadcast; /* relative norm errors: y; the worst of d_gate/d_up and dbias */
-    long fp8_mismatches;            /* --fp8-store: bytes of x8's sampled rows not the cast of x */
-    double dweights;                /* the worse of the two backwards' dweights (0 without weights) */
-    double tol, tol_weights;        /* the tolerances of dtype and of weights_dtype */
-    int passed;                     /* every error within its tolerance */
+    double fwd, bwd,
+        bwd_broadcast;       /* relative norm errors: y; the worst of d_gate/d_up and dbias */
+    long fp8_mismatches;     /* --fp8-store: bytes of x8's sampled rows not the cast of x */
+    double dweights;         /* the worse of the two backwards' dweights (0 without weights) */
+    double tol, tol_weights; /* the tolerances of dtype and of weights_dtype */
+    int passed;              /* every error within its tolerance */
 } check_result;
 
 static double tolerance(fastglu_dtype dt) {
@@ -713,15 +751,18 @@ static void download(void *host, const void *dev, size_t bytes) {
 static void fill_nan(const problem *p) {
     /* all-ones bytes: a NaN in bf16, fp16 and fp32 */
     CUDA_CHECK(cudaMemsetAsync(p->dx, 0xff, (size_t)(p->T * 2 * p->F) * p->esize, p->stream));
-    if (p->dbias) CUDA_CHECK(cudaMemsetAsync(p->dbias, 0xff, (size_t)(2 * p->F) * p->esize, p->stream));
-    if (p->dweights) CUDA_CHECK(cudaMemsetAsync(p->dweights, 0xff, (size_t)p->T * p->wsize, p->stream));
+    if (p->dbias)
+        CUDA_CHECK(cudaMemsetAsync(p->dbias, 0xff, (size_t)(2 * p->F) * p->esize, p->stream));
+    if (p->dweights)
+        CUDA_CHECK(cudaMemsetAsync(p->dweights, 0xff, (size_t)p->T * p->wsize, p->stream));
 }
 
 /* One backward (dy strides (rs, cs)) into NaN-filled outputs, against the reference: returns the
  * worse of the relative errors of d_gate/d_up (sampled rows) and dbias (sampled columns, all rows);
  * *dweights_err: that of dweights (sampled rows), whose dtype is weights_dtype. */
 static double check_bwd(const problem *p, const host_inputs *h, const int64_t *rows, int n_rows,
-                        const int64_t *cols, int n_cols, int64_t rs, int64_t cs, double *dweights_err) {
+                        const int64_t *cols, int n_cols, int64_t rs, int64_t cs,
+                        double *dweights_err) {
     const int64_t F = p->F, F2 = 2 * F;
     void *row = host_alloc((size_t)F2 * p->esize);
     void *dbias = host_alloc((size_t)F2 * p->esize);
@@ -760,12 +801,12 @@ static double check_bwd(const problem *p, const host_inputs *h, const int64_t *r
             const size_t gi = gate_col(p, j), ui = up_col(p, j);
             double sa = 0.0, sv = 0.0;
             for (int64_t t = 0; t < p->T; ++t) {
-                const ref_point ref = reference(
-                    &p->params, bwd_operand(p, h->x, (size_t)(t * F2) + gi),
-                    bwd_operand(p, h->x, (size_t)(t * F2) + ui), load_elem(h->bias, p->dtype, gi),
-                    load_elem(h->bias, p->dtype, ui),
-                    p->weights ? load_elem(h->weights, p->weights_dtype, (size_t)t) : 1.0,
-                    load_elem(h->dy, p->dtype, (size_t)(t * rs + j * cs)));
+                const ref_point ref =
+                    reference(&p->params, bwd_operand(p, h->x, (size_t)(t * F2) + gi),
+                              bwd_operand(p, h->x, (size_t)(t * F2) + ui),
+                              load_elem(h->bias, p->dtype, gi), load_elem(h->bias, p->dtype, ui),
+                              p->weights ? load_elem(h->weights, p->weights_dtype, (size_t)t) : 1.0,
+                              load_elem(h->dy, p->dtype, (size_t)(t * rs + j * cs)));
                 sa += ref.d_a;
                 sv += ref.d_v;
             }
@@ -807,10 +848,12 @@ static check_result check_problem(const problem *p, const host_inputs *h) {
             const int64_t t = rows[k];
             download(row8, offset(p->x8, (size_t)(t * 2 * F)), (size_t)(2 * F));
             for (int64_t c = 0; c < 2 * F; ++c) {
-                const unsigned char want = fastglu_f32_to_e4m3(
-                    (float)load_elem(h->x, p->dtype, (size_t)(t * 2 * F + c)), fastglu_fp8_saturate());
+                const unsigned char want =
+                    fastglu_f32_to_e4m3((float)load_elem(h->x, p->dtype, (size_t)(t * 2 * F + c)),
+                                        fastglu_fp8_saturate());
                 /* two NaNs match: a GPU's fp16 -> fp32 conversion drops a NaN's sign */
-                r.fp8_mismatches += row8[c] != want && !((row8[c] & 0x7f) == 0x7f && (want & 0x7f) == 0x7f);
+                r.fp8_mismatches +=
+                    row8[c] != want && !((row8[c] & 0x7f) == 0x7f && (want & 0x7f) == 0x7f);
             }
         }
         free(row8);
@@ -821,11 +864,11 @@ static check_result check_problem(const problem *p, const host_inputs *h) {
         download(yrow, offset(p->y, (size_t)(t * F) * p->esize), (size_t)F * p->esize);
         for (int64_t j = 0; j < F; ++j) {
             const size_t xrow = (size_t)(t * 2 * F);
-            const ref_point ref = reference(
-                &p->params, load_elem(h->x, p->dtype, xrow + gate_col(p, j)),
-                load_elem(h->x, p->dtype, xrow + up_col(p, j)),
-                p->bias ? load_elem(h->bias, p->dtype, gate_col(p, j)) : 0.0,
-                p->bias ? load_elem(h->bias, p->dtype, up_col(p, j)) : 0.0, w, 0.0);
+            const ref_point ref =
+                reference(&p->params, load_elem(h->x, p->dtype, xrow + gate_col(p, j)),
+                          load_elem(h->x, p->dtype, xrow + up_col(p, j)),
+                          p->bias ? load_elem(h->bias, p->dtype, gate_col(p, j)) : 0.0,
+                          p->bias ? load_elem(h->bias, p->dtype, up_col(p, j)) : 0.0, w, 0.0);
             err_add(&ey, load_elem(yrow, p->dtype, (size_t)j), ref.y);
         }
     }
@@ -901,7 +944,8 @@ typedef struct run_info {
     char utc[32];
 } run_info;
 
-static int write_json(const char *path, const run_info *info, const problem *p, const row *rows, int n) {
+static int write_json(const char *path, const run_info *info, const problem *p, const row *rows,
+                      int n) {
     const options *o = info->o;
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -909,15 +953,15 @@ static int write_json(const char *path, const run_info *info, const problem *p, 
         return 0;
     }
     fputs("{\n \"tool\": \"fastglu-bench\",\n \"fastglu_version\": ", f);
-    fprintf(f, "\"%d.%d.%d\",\n \"utc\": ", fastglu_version() / 10000, fastglu_version() / 100 % 100,
-            fastglu_version() % 100);
+    fprintf(f, "\"%d.%d.%d\",\n \"utc\": ", fastglu_version() / 10000,
+            fastglu_version() / 100 % 100, fastglu_version() % 100);
     json_string(f, info->utc);
     fputs(",\n \"gpu\": ", f);
     json_string(f, info->prop->name);
     fprintf(f, ",\n \"compute_capability\": \"%d.%d\",\n \"sm_count\": %d,\n", info->prop->major,
             info->prop->minor, info->prop->multiProcessorCount);
-    fprintf(f, " \"cuda_runtime_version\": %d,\n \"cuda_driver_version\": %d,\n", info->runtime_version,
-            info->driver_version);
+    fprintf(f, " \"cuda_runtime_version\": %d,\n \"cuda_driver_version\": %d,\n",
+            info->runtime_version, info->driver_version);
     fprintf(f, " \"copy_bytes\": %zu,\n \"copy_ms\": ", COPY_BYTES);
     json_number(f, info->copy_ms);
     fputs(",\n \"copy_TBps\": ", f);
@@ -926,14 +970,19 @@ static int write_json(const char *path, const run_info *info, const problem *p, 
     json_number(f, o->warmup_ms);
     fputs(",\n \"rep_ms\": ", f);
     json_number(f, o->rep_ms);
-    fputs(",\n \"timer\": \"cuda_events, triton.testing.do_bench schedule, quantiles 0.5/0.2/0.8\",\n", f);
+    fputs(",\n \"timer\": \"cuda_events, triton.testing.do_bench schedule, quantiles "
+          "0.5/0.2/0.8\",\n",
+          f);
     fputs(" \"rows\": [", f);
     for (int i = 0; i < n; ++i) {
         const row *r = &rows[i];
-        fprintf(f, "%s\n  {\"provider\": \"fastglu-c\", \"api\": \"%s\", \"mode\": \"%s\", ", i ? "," : "",
-                p->use_glu ? "fastglu_glu" : "fastglu_swiglu", mode_names[r->m]);
-        fprintf(f, "\"seq\": %lld, \"batch\": %lld, \"tokens\": %lld, \"ffn\": %lld, \"dtype\": \"%s\", ",
-                (long long)o->seq, (long long)o->batch, (long long)p->T, (long long)r->F, dtype_name(p->dtype));
+        fprintf(f, "%s\n  {\"provider\": \"fastglu-c\", \"api\": \"%s\", \"mode\": \"%s\", ",
+                i ? "," : "", p->use_glu ? "fastglu_glu" : "fastglu_swiglu", mode_names[r->m]);
+        fprintf(
+            f,
+            "\"seq\": %lld, \"batch\": %lld, \"tokens\": %lld, \"ffn\": %lld, \"dtype\": \"%s\", ",
+            (long long)o->seq, (long long)o->batch, (long long)p->T, (long long)r->F,
+            dtype_name(p->dtype));
         fprintf(f, "\"activation\": \"%s\", \"layout\": \"%s\", \"bias\": %s, \"weights_dtype\": ",
                 activation_names[p->params.activation],
                 p->params.layout == FASTGLU_LAYOUT_INTERLEAVED ? "interleaved" : "split",
@@ -1000,10 +1049,10 @@ int main(int argc, char **argv) {
 
     err = cudaGetDeviceCount(&n_devices);
     if (err != cudaSuccess || n_devices == 0 || !fastglu_cuda_available()) {
-        printf("fastglu-bench: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err)
-               : n_devices == 0  ? "none found"
-                                 : "libfastglu reports none usable");
+        printf("fastglu-bench: no CUDA device (%s)\n", err != cudaSuccess ? cudaGetErrorString(err)
+                                                       : n_devices == 0
+                                                           ? "none found"
+                                                           : "libfastglu reports none usable");
         return EXIT_NO_DEVICE;
     }
     CUDA_CHECK(cudaGetDevice(&device));
@@ -1038,8 +1087,8 @@ int main(int argc, char **argv) {
     p.T = o.seq * o.batch;
     for (int i = 0; i < o.n_ffn; ++i) Fmax = o.ffn[i] > Fmax ? o.ffn[i] : Fmax;
     if ((double)p.T * 2.0 * (double)Fmax * (double)p.esize > (double)prop.totalGlobalMem)
-        die(EXIT_ERROR, "x alone ([%lld, %lld] %s) is larger than the device's memory", (long long)p.T,
-            (long long)(2 * Fmax), dtype_name(o.dtype));
+        die(EXIT_ERROR, "x alone ([%lld, %lld] %s) is larger than the device's memory",
+            (long long)p.T, (long long)(2 * Fmax), dtype_name(o.dtype));
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
     env.stream = p.stream;
@@ -1056,15 +1105,16 @@ int main(int argc, char **argv) {
     if (!p.use_glu)
         printf("SwiGLU via fastglu_swiglu_fwd_cuda / fastglu_swiglu_bwd_cuda\n");
     else {
-        printf("%s via fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda (%s", activation_names[o.activation],
-               o.interleaved ? "interleaved" : "split");
+        printf("%s via fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda (%s",
+               activation_names[o.activation], o.interleaved ? "interleaved" : "split");
         if (o.bias) printf(", bias + dbias");
         if (o.weights) printf(", %s weights + dweights", dtype_name(o.weights_dtype));
         if (o.clamp_given) printf(", clamp_value %g", (double)o.clamp_value);
         if (o.fp8_store) printf(", fp8 copy written by the forward and read by the backward");
         printf(")\n");
     }
-    printf("timing: do_bench schedule, warmup %g ms, rep %g ms, L2 flushed (256 MiB memset) before each call\n",
+    printf("timing: do_bench schedule, warmup %g ms, rep %g ms, L2 flushed (256 MiB memset) before "
+           "each call\n",
            o.warmup_ms, o.rep_ms);
     fflush(stdout);
 
@@ -1126,12 +1176,14 @@ int main(int argc, char **argv) {
         chk = check_problem(&p, &h);
         all_passed &= chk.passed;
         if (!chk.passed)
-            fprintf(stderr,
-                    "fastglu-bench: check F=%lld FAILED (tolerance %.0e): relative errors forward %.3e, "
-                    "backward %.3e, backward with a broadcast dy %.3e, dweights %.3e (tolerance %.0e); "
-                    "fp8 copy: %ld bytes of the sampled rows wrong\n",
-                    (long long)p.F, chk.tol, chk.fwd, chk.bwd, chk.bwd_broadcast, chk.dweights,
-                    chk.tol_weights, chk.fp8_mismatches);
+            fprintf(
+                stderr,
+                "fastglu-bench: check F=%lld FAILED (tolerance %.0e): relative errors forward "
+                "%.3e, "
+                "backward %.3e, backward with a broadcast dy %.3e, dweights %.3e (tolerance %.0e); "
+                "fp8 copy: %ld bytes of the sampled rows wrong\n",
+                (long long)p.F, chk.tol, chk.fwd, chk.bwd, chk.bwd_broadcast, chk.dweights,
+                chk.tol_weights, chk.fp8_mismatches);
         for (int k = 0; k < o.n_modes; ++k) {
             row *r = &rows[n_rows++];
             mode_arg a;
@@ -1175,7 +1227,8 @@ int main(int argc, char **argv) {
     free((void *)(uintptr_t)h.bias);
     free((void *)(uintptr_t)h.weights);
     if (!all_passed) {
-        fprintf(stderr, "fastglu-bench: a check against the float64 reference failed (see above)\n");
+        fprintf(stderr,
+                "fastglu-bench: a check against the float64 reference failed (see above)\n");
         return EXIT_ERROR;
     }
     return 0;

@@ -13,6 +13,7 @@ Each: triton.testing.do_bench median (rep=100) when triton is installed, else th
 event-timed calls; rounds rotate the providers' order; the report is the median over rounds in ms
 and the fused path's ratio to the others. No assertions: a measurement, not a test.
 """
+
 import argparse
 import statistics
 
@@ -21,15 +22,22 @@ import torch
 import fastglu
 from fastglu import linear_dglu_bwd
 
-WORKLOADS = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584),
-             (1024, 4096, 14336)]
+WORKLOADS = [
+    (8192, 4096, 8192),
+    (8192, 4096, 14336),
+    (16384, 2880, 2880),
+    (4096, 8192, 3584),
+    (1024, 4096, 14336),
+]
 
 
 def timer():
     try:
         from triton.testing import do_bench
+
         return lambda f: do_bench(f, rep=100, quantiles=[0.5])
     except ImportError:
+
         def bench(f):
             f()
             torch.cuda.synchronize()
@@ -42,6 +50,7 @@ def timer():
                 b.synchronize()
                 times.append(a.elapsed_time(b))
             return statistics.median(times)
+
         return bench
 
 
@@ -60,11 +69,13 @@ def main():
     args = ap.parse_args()
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     bench = timer()
-    print(f"{'T':>6} {'H':>6} {'F':>6}  {'fused':>8} {'fused+dw':>9} {'unfused':>8} {'cublas':>8}  "
-          f"{'unfused/fused':>13} {'cublas/fused':>12}")
+    print(
+        f"{'T':>6} {'H':>6} {'F':>6}  {'fused':>8} {'fused+dw':>9} {'unfused':>8} {'cublas':>8}  "
+        f"{'unfused/fused':>13} {'cublas/fused':>12}"
+    )
     for T, H, F in WORKLOADS:
         d_out = torch.randn(T, H, device="cuda", dtype=dt)
-        w2 = (torch.randn(H, F, device="cuda") / H ** 0.5).to(dt)
+        w2 = (torch.randn(H, F, device="cuda") / H**0.5).to(dt)
         h = torch.randn(T, 2 * F, device="cuda", dtype=dt)
         wt = torch.rand(T, device="cuda") + 0.1
         providers = {
@@ -76,12 +87,14 @@ def main():
         names = list(providers)
         res = {n: [] for n in names}
         for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for n in order:
                 res[n].append(bench(providers[n]))
         med = {n: statistics.median(v) for n, v in res.items()}
-        print(f"{T:>6} {H:>6} {F:>6}  {med['fused']:8.3f} {med['fused+dw']:9.3f} {med['unfused']:8.3f} "
-              f"{med['cublas']:8.3f}  {med['unfused'] / med['fused']:13.2f} {med['cublas'] / med['fused']:12.2f}")
+        print(
+            f"{T:>6} {H:>6} {F:>6}  {med['fused']:8.3f} {med['fused+dw']:9.3f} {med['unfused']:8.3f} "
+            f"{med['cublas']:8.3f}  {med['unfused'] / med['fused']:13.2f} {med['cublas'] / med['fused']:12.2f}"
+        )
 
 
 if __name__ == "__main__":

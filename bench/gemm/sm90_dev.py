@@ -16,10 +16,10 @@ rounds, median of the rounds; each round rotates the providers' order and every 
 it, so that no provider always follows the same one (a kernel timed right after a lighter one, or
 first, ran up to 3% faster than the same kernel timed after a heavy GEMM).
 """
+
 import argparse
 import ctypes
 import json
-import math
 import os
 import sys
 
@@ -32,20 +32,41 @@ SPLIT, INTERLEAVED = 0, 1
 
 
 class GluParams(ctypes.Structure):
-    _fields_ = [("activation", ctypes.c_int), ("layout", ctypes.c_int), ("clamp_value", ctypes.c_float),
-                ("glu_linear_offset", ctypes.c_float), ("gate_multiplier", ctypes.c_float),
-                ("down_multiplier", ctypes.c_float)]
+    _fields_ = [
+        ("activation", ctypes.c_int),
+        ("layout", ctypes.c_int),
+        ("clamp_value", ctypes.c_float),
+        ("glu_linear_offset", ctypes.c_float),
+        ("gate_multiplier", ctypes.c_float),
+        ("down_multiplier", ctypes.c_float),
+    ]
 
 
 class Problem(ctypes.Structure):
-    _fields_ = [("glu", ctypes.POINTER(GluParams)), ("x", ctypes.c_void_p), ("x_row_stride", ctypes.c_int64),
-                ("w", ctypes.c_void_p), ("w_row_stride", ctypes.c_int64), ("bias", ctypes.c_void_p),
-                ("weights", ctypes.c_void_p), ("weights_dtype", ctypes.c_int), ("weights_stride", ctypes.c_int64),
-                ("h", ctypes.c_void_p), ("h_row_stride", ctypes.c_int64), ("y", ctypes.c_void_p),
-                ("y_row_stride", ctypes.c_int64), ("dglu", ctypes.c_int), ("dh", ctypes.c_void_p),
-                ("dh_row_stride", ctypes.c_int64), ("dweights", ctypes.c_void_p),
-                ("dweights_stride", ctypes.c_int64), ("M", ctypes.c_int64), ("N", ctypes.c_int64),
-                ("K", ctypes.c_int64), ("dtype", ctypes.c_int)]
+    _fields_ = [
+        ("glu", ctypes.POINTER(GluParams)),
+        ("x", ctypes.c_void_p),
+        ("x_row_stride", ctypes.c_int64),
+        ("w", ctypes.c_void_p),
+        ("w_row_stride", ctypes.c_int64),
+        ("bias", ctypes.c_void_p),
+        ("weights", ctypes.c_void_p),
+        ("weights_dtype", ctypes.c_int),
+        ("weights_stride", ctypes.c_int64),
+        ("h", ctypes.c_void_p),
+        ("h_row_stride", ctypes.c_int64),
+        ("y", ctypes.c_void_p),
+        ("y_row_stride", ctypes.c_int64),
+        ("dglu", ctypes.c_int),
+        ("dh", ctypes.c_void_p),
+        ("dh_row_stride", ctypes.c_int64),
+        ("dweights", ctypes.c_void_p),
+        ("dweights_stride", ctypes.c_int64),
+        ("M", ctypes.c_int64),
+        ("N", ctypes.c_int64),
+        ("K", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+    ]
 
 
 def dt_code(dt):
@@ -65,12 +86,25 @@ class Lib:
         self.glu = None
         if glu_path:
             self.glu = ctypes.CDLL(glu_path)
-            self.glu.fastglu_glu_fwd_cuda.argtypes = [ctypes.POINTER(GluParams), ctypes.c_void_p, ctypes.c_int64,
-                                                      ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                                                      ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
-                                                      ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                                                      ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                                      ctypes.c_int, ctypes.c_void_p]
+            self.glu.fastglu_glu_fwd_cuda.argtypes = [
+                ctypes.POINTER(GluParams),
+                ctypes.c_void_p,
+                ctypes.c_int64,
+                ctypes.c_void_p,
+                ctypes.c_int64,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_int,
+                ctypes.c_int64,
+                ctypes.c_void_p,
+                ctypes.c_int64,
+                ctypes.c_void_p,
+                ctypes.c_int64,
+                ctypes.c_int64,
+                ctypes.c_int64,
+                ctypes.c_int,
+                ctypes.c_void_p,
+            ]
 
     def problem(self, x, w, h, y=None, bias=None, params=None, weights=None, F_=None):
         p = Problem()
@@ -91,8 +125,13 @@ class Lib:
 
     def run(self, p, check=True):
         if check:
-            assert self.lib.fastglu_gemm_sm90_supported(ctypes.byref(p), torch.cuda.current_device()) == 1, "not supported"
-        st = self.lib.fastglu_gemm_sm90_launch(ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            assert (
+                self.lib.fastglu_gemm_sm90_supported(ctypes.byref(p), torch.cuda.current_device())
+                == 1
+            ), "not supported"
+        st = self.lib.fastglu_gemm_sm90_launch(
+            ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        )
         if st != 0:
             raise RuntimeError(self.lib.fastglu_last_error_message().decode())
 
@@ -100,19 +139,33 @@ class Lib:
         lay = params.layout
         gate, gs = h.data_ptr(), h.stride(0)
         up, us = (h.data_ptr() + F_ * h.element_size(), h.stride(0)) if lay == SPLIT else (None, 0)
-        st = self.glu.fastglu_glu_fwd_cuda(ctypes.byref(params), gate, gs, up, us, None, ptr(weights),
-                                           dt_code(weights.dtype) if weights is not None else FP32,
-                                           weights.stride(0) if weights is not None else 0, y.data_ptr(),
-                                           y.stride(0), None, 0, h.shape[0], F_, dt_code(h.dtype),
-                                           torch.cuda.current_stream().cuda_stream)
+        st = self.glu.fastglu_glu_fwd_cuda(
+            ctypes.byref(params),
+            gate,
+            gs,
+            up,
+            us,
+            None,
+            ptr(weights),
+            dt_code(weights.dtype) if weights is not None else FP32,
+            weights.stride(0) if weights is not None else 0,
+            y.data_ptr(),
+            y.stride(0),
+            None,
+            0,
+            h.shape[0],
+            F_,
+            dt_code(h.dtype),
+            torch.cuda.current_stream().cuda_stream,
+        )
         assert st == 0, "glu_fwd failed"
 
 
 def gemm_ref_check(name, out, ref, bound_scale, dtype, K):
-    tol_rel = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    tol_rel = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
     o = out.double()
     err = (o - ref).abs()
-    bound = tol_rel * ref.abs() + K * 2.0 ** -22 * bound_scale + 1e-30
+    bound = tol_rel * ref.abs() + K * 2.0**-22 * bound_scale + 1e-30
     ok_el = bool(torch.isfinite(o).all()) and bool((err <= bound).all())
     rel = (torch.linalg.norm(o - ref) / torch.linalg.norm(ref)).item()
     ok = ok_el and rel <= (1e-2 if dtype == torch.bfloat16 else 1e-3)
@@ -131,7 +184,7 @@ def act_ref(z, act):
 def glu_ref(hd, F_, params, wts):
     """The family's forward in float64 from h (bias already inside), split or interleaved."""
     if params.layout == SPLIT:
-        g, u = hd[:, :F_], hd[:, F_:2 * F_]
+        g, u = hd[:, :F_], hd[:, F_ : 2 * F_]
     else:
         g, u = hd[:, 0::2], hd[:, 1::2]
     c = params.clamp_value
@@ -173,10 +226,16 @@ def check_all_once(lib, log, plain_only=False):
 
     # plain GEMM
     for dtype in (torch.bfloat16, torch.float16):
-        for (M, K, N, with_bias) in [(1, 4096, 1408, False), (3, 2880, 5632, True), (8193, 2880, 2880, False),
-                                     (129, 1408, 264, True), (300, 72, 4104, False), (8192, 4096, 8192, False)]:
+        for M, K, N, with_bias in [
+            (1, 4096, 1408, False),
+            (3, 2880, 5632, True),
+            (8193, 2880, 2880, False),
+            (129, 1408, 264, True),
+            (300, 72, 4104, False),
+            (8192, 4096, 8192, False),
+        ]:
             x = torch.randn(M, K, device=dev, dtype=dtype)
-            w = torch.randn(N, K, device=dev, dtype=dtype) * K ** -0.5
+            w = torch.randn(N, K, device=dev, dtype=dtype) * K**-0.5
             b = torch.randn(N, device=dev, dtype=dtype) if with_bias else None
             out = torch.full((M, N), float("nan"), device=dev, dtype=dtype)
             lib.run(lib.problem(x, w, out, bias=b))
@@ -185,7 +244,14 @@ def check_all_once(lib, log, plain_only=False):
             if b is not None:
                 ref += b.double()
             scale = x.double().abs() @ w.double().abs().T
-            ok, msg = gemm_ref_check(f"gemm {str(dtype)[6:]} M={M} K={K} N={N} bias={with_bias}", out, ref, scale, dtype, K)
+            ok, msg = gemm_ref_check(
+                f"gemm {str(dtype)[6:]} M={M} K={K} N={N} bias={with_bias}",
+                out,
+                ref,
+                scale,
+                dtype,
+                K,
+            )
             rec(ok, msg)
             del ref, scale
     # determinism
@@ -197,7 +263,10 @@ def check_all_once(lib, log, plain_only=False):
     lib.run(lib.problem(x, w, o1))
     lib.run(lib.problem(x, w, o2))
     torch.cuda.synchronize()
-    rec(torch.equal(o1, o2), f"determinism gemm 8192x4096x8192: {'ok' if torch.equal(o1, o2) else 'FAIL'}")
+    rec(
+        torch.equal(o1, o2),
+        f"determinism gemm 8192x4096x8192: {'ok' if torch.equal(o1, o2) else 'FAIL'}",
+    )
     del x, w, o1, o2
     if plain_only:
         return fails, results
@@ -208,15 +277,63 @@ def check_all_once(lib, log, plain_only=False):
         for layout in (SPLIT, INTERLEAVED):
             cases += [
                 (dtype, layout, SILU, 0.0, 0.0, 1.0, 1.0, False, None, True, (1, 2880, 1408)),
-                (dtype, layout, GELU_TANH, 0.0, 0.0, 1.0, 1.0, True, None, True, (8193, 2880, 2880)),
-                (dtype, layout, QUICK_GELU, 7.0, 1.0, 1.0, 1.0, True, torch.float32, True, (3, 4096, 5632)),
-                (dtype, layout, SILU, 7.0, 0.5, 0.5, 2.0, True, torch.bfloat16, False, (1000, 1408, 1408)),
-                (dtype, layout, SILU, 0.0, 0.0, 1.0, 1.0, False, torch.float32, True, (4096, 4096, 1416)),
+                (
+                    dtype,
+                    layout,
+                    GELU_TANH,
+                    0.0,
+                    0.0,
+                    1.0,
+                    1.0,
+                    True,
+                    None,
+                    True,
+                    (8193, 2880, 2880),
+                ),
+                (
+                    dtype,
+                    layout,
+                    QUICK_GELU,
+                    7.0,
+                    1.0,
+                    1.0,
+                    1.0,
+                    True,
+                    torch.float32,
+                    True,
+                    (3, 4096, 5632),
+                ),
+                (
+                    dtype,
+                    layout,
+                    SILU,
+                    7.0,
+                    0.5,
+                    0.5,
+                    2.0,
+                    True,
+                    torch.bfloat16,
+                    False,
+                    (1000, 1408, 1408),
+                ),
+                (
+                    dtype,
+                    layout,
+                    SILU,
+                    0.0,
+                    0.0,
+                    1.0,
+                    1.0,
+                    False,
+                    torch.float32,
+                    True,
+                    (4096, 4096, 1416),
+                ),
             ]
-    for (dtype, layout, act, clamp, off, gm, dm, with_bias, wdt, with_h, (M, K, F_)) in cases:
+    for dtype, layout, act, clamp, off, gm, dm, with_bias, wdt, with_h, (M, K, F_) in cases:
         params = GluParams(act, layout, clamp, off, gm, dm)
         x = torch.randn(M, K, device=dev, dtype=dtype)
-        w = torch.randn(2 * F_, K, device=dev, dtype=dtype) * K ** -0.5
+        w = torch.randn(2 * F_, K, device=dev, dtype=dtype) * K**-0.5
         b = torch.randn(2 * F_, device=dev, dtype=dtype) if with_bias else None
         wts = torch.rand(M, device=dev, dtype=wdt) if wdt is not None else None
         h = torch.full((M, 2 * F_), float("nan"), device=dev, dtype=dtype)
@@ -224,8 +341,10 @@ def check_all_once(lib, log, plain_only=False):
         p = lib.problem(x, w, h if with_h else None, y=y, bias=b, params=params, weights=wts, F_=F_)
         lib.run(p)
         torch.cuda.synchronize()
-        name = (f"glu {str(dtype)[6:]} {'split' if layout == SPLIT else 'inter'} act={act} c={clamp} o={off} "
-                f"gm={gm} dm={dm} bias={with_bias} w={wdt and str(wdt)[6:]} h={with_h} M={M} K={K} F={F_}")
+        name = (
+            f"glu {str(dtype)[6:]} {'split' if layout == SPLIT else 'inter'} act={act} c={clamp} o={off} "
+            f"gm={gm} dm={dm} bias={with_bias} w={wdt and str(wdt)[6:]} h={with_h} M={M} K={K} F={F_}"
+        )
         if with_h:
             ref = x.double() @ w.double().T
             if b is not None:
@@ -240,28 +359,39 @@ def check_all_once(lib, log, plain_only=False):
             y2 = torch.empty_like(y)
             lib.run(lib.problem(x, w, hk, y=y2, bias=b, params=params, weights=wts, F_=F_))
             torch.cuda.synchronize()
-            rec(torch.equal(y, y2), name + f" [y without h == y with h]: {'ok' if torch.equal(y, y2) else 'FAIL'}")
+            rec(
+                torch.equal(y, y2),
+                name + f" [y without h == y with h]: {'ok' if torch.equal(y, y2) else 'FAIL'}",
+            )
         yr = glu_ref(hk.double(), F_, params, wts)
-        eps = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+        eps = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
         err = (y.double() - yr).abs()
         # the family's sigmoid flushes to 0 deep in the tail and fp16 y has subnormals: an absolute
         # floor of 2^-24 + 1e-6 max|y| (the bitwise comparison with the standalone kernel is exact)
-        bound = (eps + 1e-5) * yr.abs() + 2.0 ** -24 + 1e-6 * yr.abs().max()
+        bound = (eps + 1e-5) * yr.abs() + 2.0**-24 + 1e-6 * yr.abs().max()
         fin = bool(torch.isfinite(y).all())
         ok = fin and bool((err <= bound).all())
-        rec(ok, name + f" [y vs float64 family math]: worst {(err / bound).max().item() if fin else float('nan'):.3f} {'ok' if ok else 'FAIL'}")
+        rec(
+            ok,
+            name
+            + f" [y vs float64 family math]: worst {(err / bound).max().item() if fin else float('nan'):.3f} {'ok' if ok else 'FAIL'}",
+        )
         if lib.glu is not None:
             ys = torch.full_like(y, float("nan"))
             lib.glu_fwd(params, hk, F_, ys, wts)
             torch.cuda.synchronize()
             same = torch.equal(y.view(torch.int16), ys.view(torch.int16))
             nd = (y.view(torch.int16) != ys.view(torch.int16)).sum().item()
-            rec(same, name + f" [y bitwise == standalone fastglu_glu_fwd_cuda(h)]: {'ok' if same else f'FAIL ({nd} differ)'}")
+            rec(
+                same,
+                name
+                + f" [y bitwise == standalone fastglu_glu_fwd_cuda(h)]: {'ok' if same else f'FAIL ({nd} differ)'}",
+            )
     # GLU determinism
     M, K, F_ = 8192, 4096, 8192
     params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
     x = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
-    w = torch.randn(2 * F_, K, device=dev, dtype=torch.bfloat16) * K ** -0.5
+    w = torch.randn(2 * F_, K, device=dev, dtype=torch.bfloat16) * K**-0.5
     outs = []
     for _ in range(2):
         h = torch.full((M, 2 * F_), float("nan"), device=dev, dtype=torch.bfloat16)
@@ -276,18 +406,26 @@ def check_all_once(lib, log, plain_only=False):
 
 BNS = (0,)
 FUSED_ONLY = False
-SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
+SHAPES = [
+    (8192, 4096, 8192),
+    (8192, 4096, 14336),
+    (16384, 2880, 2880),
+    (4096, 8192, 3584),
+    (1024, 4096, 14336),
+]
 
 
 def time_rounds(provs, rounds=4):
     """Median over the rounds of each provider's do_bench median (ms). Round r starts at provider
     r and runs backwards when r is odd: each provider follows different ones."""
     import statistics
+
     import triton.testing as tt
+
     names = list(provs)
     meas = {n: [] for n in names}
     for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for n in order[::-1] if r % 2 else order:
             meas[n].append(tt.do_bench(provs[n], rep=100, quantiles=[0.5, 0.2, 0.8])[0])
     return {n: statistics.median(v) for n, v in meas.items()}
@@ -297,25 +435,33 @@ def time_all(lib, log, group_ms, alts=()):
     dev = "cuda"
     dtype = torch.bfloat16
     rows = []
-    for (T, H, F_) in SHAPES if not FUSED_ONLY else ():
+    for T, H, F_ in SHAPES if not FUSED_ONLY else ():
         for kind, (M, K, N) in (("fc1", (T, H, 2 * F_)), ("fc2", (T, F_, H))):
             x = torch.randn(M, K, device=dev, dtype=dtype)
-            w = torch.randn(N, K, device=dev, dtype=dtype) * K ** -0.5
+            w = torch.randn(N, K, device=dev, dtype=dtype) * K**-0.5
             out = torch.empty(M, N, device=dev, dtype=dtype)
             p = lib.problem(x, w, out)
             provs = {"cublas": lambda: F.linear(x, w)}
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
                     for bn in BNS:
+
                         def mine(g=g, vlib=vlib, bn=bn):
                             vlib.lib.fastglu_gemm_sm90_set_group_m(g)
                             vlib.lib.fastglu_gemm_sm90_set_bn(bn)
                             vlib.run(p, check=False)
+
                         provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"] = mine
             res = time_rounds(provs)
             flop = 2.0 * M * N * K
-            row = {"shape": f"{kind} T={T} H={H} F={F_}", "M": M, "K": K, "N": N,
-                   "ms": res, "tflops": {n: flop / (v * 1e-3) / 1e12 for n, v in res.items()}}
+            row = {
+                "shape": f"{kind} T={T} H={H} F={F_}",
+                "M": M,
+                "K": K,
+                "N": N,
+                "ms": res,
+                "tflops": {n: flop / (v * 1e-3) / 1e12 for n, v in res.items()},
+            }
             row["ratio"] = {n: res["cublas"] / v for n, v in res.items() if n != "cublas"}
             rows.append(row)
             log(json.dumps(row))
@@ -324,32 +470,44 @@ def time_all(lib, log, group_ms, alts=()):
     lib.lib.fastglu_gemm_sm90_set_bn(0)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
-    for (T, H, F_) in SHAPES:
+    for T, H, F_ in SHAPES:
         M, K = T, H
         x = torch.randn(M, K, device=dev, dtype=dtype)
-        w = torch.randn(2 * F_, K, device=dev, dtype=dtype) * K ** -0.5
+        w = torch.randn(2 * F_, K, device=dev, dtype=dtype) * K**-0.5
         h = torch.empty(M, 2 * F_, device=dev, dtype=dtype)
         y = torch.empty(M, F_, device=dev, dtype=dtype)
         params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
         p = lib.problem(x, w, h, y=y, params=params, F_=F_)
         pp = lib.problem(x, w, h)
         hc = F.linear(x, w)
+
         def fused_run(ts):
             lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
             lib.run(p, check=False)
-        provs = {"cublas_fc1": lambda: F.linear(x, w), "sm90_fused": lambda: fused_run(1),
-                 "sm90_plain_fc1": lambda: lib.run(pp, check=False),
-                 "sm90_fused_mmany": lambda: (lib.lib.fastglu_gemm_sm90_set_math_mode(0), lib.run(p, check=False),
-                                              lib.lib.fastglu_gemm_sm90_set_math_mode(-1)),
-                 "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:]}
+
+        provs = {
+            "cublas_fc1": lambda: F.linear(x, w),
+            "sm90_fused": lambda: fused_run(1),
+            "sm90_plain_fc1": lambda: lib.run(pp, check=False),
+            "sm90_fused_mmany": lambda: (
+                lib.lib.fastglu_gemm_sm90_set_math_mode(0),
+                lib.run(p, check=False),
+                lib.lib.fastglu_gemm_sm90_set_math_mode(-1),
+            ),
+            "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:],
+        }
         for vname, vlib in alts:
             provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
         res = time_rounds(provs)
         act = res["fastglu_act"] if "fastglu_act" in res else res["torch_act"]
-        row = {"shape": f"fc1+glu T={T} H={H} F={F_}", "ms": res,
-               "budget_ms": res["cublas_fc1"] + 0.2 * act, "act_used": "fastglu" if "fastglu_act" in res else "torch"}
+        row = {
+            "shape": f"fc1+glu T={T} H={H} F={F_}",
+            "ms": res,
+            "budget_ms": res["cublas_fc1"] + 0.2 * act,
+            "act_used": "fastglu" if "fastglu_act" in res else "torch",
+        }
         row["fused_over_budget"] = res["sm90_fused"] / row["budget_ms"]
         fused.append(row)
         log(json.dumps(row))
@@ -369,7 +527,11 @@ def small(lib):
         w2 = torch.randn(272, 136, device="cuda", dtype=dt)
         h = torch.empty(130, 272, device="cuda", dtype=dt)
         y = torch.empty(130, 136, device="cuda", dtype=dt)
-        lib.run(lib.problem(x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136))
+        lib.run(
+            lib.problem(
+                x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136
+            )
+        )
     torch.cuda.synchronize()
     print("small: done")
     return 0
@@ -383,10 +545,16 @@ def main():
     ap.add_argument("--skip-correct", action="store_true")
     ap.add_argument("--skip-time", action="store_true")
     ap.add_argument("--group-m", default="16")
-    ap.add_argument("--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside")
-    ap.add_argument("--bn", default="0", help="tile widths to time: 0 (the library's choice), 192, 256")
+    ap.add_argument(
+        "--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside"
+    )
+    ap.add_argument(
+        "--bn", default="0", help="tile widths to time: 0 (the library's choice), 192, 256"
+    )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
-    ap.add_argument("--small", action="store_true", help="a few small problems only (for compute-sanitizer)")
+    ap.add_argument(
+        "--small", action="store_true", help="a few small problems only (for compute-sanitizer)"
+    )
     args = ap.parse_args()
     lib = Lib(args.lib, args.glu_lib)
     logf = open(os.path.join(args.out, "sm90_dev.log"), "a")
@@ -421,11 +589,16 @@ def main():
                 print("  " + r)
     if not args.skip_time:
         for r in summary["gemm"]:
-            print(f"{r['shape']:32s} cublas {r['tflops']['cublas']:6.1f} | " +
-                  " ".join(f"{n} {r['tflops'][n]:6.1f} ({r['ratio'][n]:.3f})" for n in r["ratio"]))
+            print(
+                f"{r['shape']:32s} cublas {r['tflops']['cublas']:6.1f} | "
+                + " ".join(f"{n} {r['tflops'][n]:6.1f} ({r['ratio'][n]:.3f})" for n in r["ratio"])
+            )
         for r in summary["fused"]:
-            print(f"{r['shape']:32s} " + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items()) +
-                  f" budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f} ({r['act_used']})")
+            print(
+                f"{r['shape']:32s} "
+                + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items())
+                + f" budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f} ({r['act_used']})"
+            )
     return 1 if fails else 0
 
 

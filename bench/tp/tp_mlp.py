@@ -30,6 +30,7 @@ block is timed too, on rank 0 alone.
 Writes ``tp_mlp.json`` to ``--out`` (default ``$OUT`` or ``./tp-out``); the log is rank 0's stdout.
 Exits 1 if a relative-norm difference exceeds the tolerance (bf16 1e-2, fp16 1e-3, fp32 1e-5).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,11 @@ import time
 import traceback
 from pathlib import Path
 
-for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+for _k, _v in (
+    ("NCCL_NVLS_ENABLE", "0"),
+    ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+    ("NVSHMEM_DISABLE_NVLS", "1"),
+):
     os.environ.setdefault(_k, _v)
 
 import torch  # noqa: E402
@@ -64,7 +69,9 @@ def torch_swiglu(h):
 class MLP(torch.nn.Module):
     def __init__(self, hidden, ffn_hidden_size, activation, device=None, dtype=None):
         super().__init__()
-        self.fc1 = torch.nn.Linear(hidden, 2 * ffn_hidden_size, bias=False, device=device, dtype=dtype)
+        self.fc1 = torch.nn.Linear(
+            hidden, 2 * ffn_hidden_size, bias=False, device=device, dtype=dtype
+        )
         self.fc2 = torch.nn.Linear(ffn_hidden_size, hidden, bias=False, device=device, dtype=dtype)
         self.activation = activation
 
@@ -76,8 +83,12 @@ def megatron_row_order(F, tp):
     """Row indices that reorder fc1's weight [gate ; up] (2F rows) into [gate_0 ; up_0 ; gate_1 ; up_1 ...]:
     an even split of the result in tp parts gives rank r its gate and up slices."""
     f = F // tp
-    return torch.cat([torch.cat((torch.arange(r * f, (r + 1) * f), F + torch.arange(r * f, (r + 1) * f)))
-                      for r in range(tp)])
+    return torch.cat(
+        [
+            torch.cat((torch.arange(r * f, (r + 1) * f), F + torch.arange(r * f, (r + 1) * f)))
+            for r in range(tp)
+        ]
+    )
 
 
 # ---- the two tensor-parallel implementations -------------------------------------------------------
@@ -95,23 +106,46 @@ class MegatronTP:
 
         tp, rank = dist.get_world_size(), dist.get_rank()
         if not parallel_state.model_parallel_is_initialized():
-            parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, create_gloo_process_groups=False)
-        config = ModelParallelConfig(tensor_model_parallel_size=tp, params_dtype=W1.dtype,
-                                     use_cpu_initialization=device.type == "cpu", perform_initialization=False,
-                                     gradient_accumulation_fusion=False, sequence_parallel=False)
+            parallel_state.initialize_model_parallel(
+                tensor_model_parallel_size=tp, create_gloo_process_groups=False
+            )
+        config = ModelParallelConfig(
+            tensor_model_parallel_size=tp,
+            params_dtype=W1.dtype,
+            use_cpu_initialization=device.type == "cpu",
+            perform_initialization=False,
+            gradient_accumulation_fusion=False,
+            sequence_parallel=False,
+        )
         F, H = W2.shape[1], W2.shape[0]
         f = F // tp
 
         def no_init(w):
             return None
 
-        self.fc1 = ColumnParallelLinear(H, 2 * F, config=config, init_method=no_init, bias=False, gather_output=False,
-                                        skip_bias_add=True)
-        self.fc2 = RowParallelLinear(F, H, config=config, init_method=no_init, bias=False, input_is_parallel=True,
-                                     skip_bias_add=True)
+        self.fc1 = ColumnParallelLinear(
+            H,
+            2 * F,
+            config=config,
+            init_method=no_init,
+            bias=False,
+            gather_output=False,
+            skip_bias_add=True,
+        )
+        self.fc2 = RowParallelLinear(
+            F,
+            H,
+            config=config,
+            init_method=no_init,
+            bias=False,
+            input_is_parallel=True,
+            skip_bias_add=True,
+        )
         with torch.no_grad():
-            self.fc1.weight.copy_(torch.cat((W1[rank * f:(rank + 1) * f], W1[F + rank * f:F + (rank + 1) * f])))
-            self.fc2.weight.copy_(W2[:, rank * f:(rank + 1) * f])
+            self.fc1.weight.copy_(
+                torch.cat((W1[rank * f : (rank + 1) * f], W1[F + rank * f : F + (rank + 1) * f]))
+            )
+            self.fc2.weight.copy_(W2[:, rank * f : (rank + 1) * f])
         self.activation, self.F, self.tp = activation, F, tp
 
     def parameters(self):
@@ -139,7 +173,11 @@ class DTensorTP:
 
     def __init__(self, W1, W2, activation, device):
         from torch.distributed.tensor import init_device_mesh
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
 
         tp = dist.get_world_size()
         F, H = W2.shape[1], W2.shape[0]
@@ -149,7 +187,11 @@ class DTensorTP:
             self.model.fc1.weight.copy_(W1[self.order])
             self.model.fc2.weight.copy_(W2)
         mesh = init_device_mesh(device.type, (tp,), mesh_dim_names=("tp",))
-        parallelize_module(self.model, mesh, {"fc1": ColwiseParallel(use_local_output=False), "fc2": RowwiseParallel()})
+        parallelize_module(
+            self.model,
+            mesh,
+            {"fc1": ColwiseParallel(use_local_output=False), "fc2": RowwiseParallel()},
+        )
 
     def parameters(self):
         return list(self.model.parameters())
@@ -190,7 +232,10 @@ def time_steps(fn, steps, warmup, device):
         fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)]
+        ev = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(steps)
+        ]
         for a, b in ev:
             a.record()
             fn()
@@ -211,31 +256,50 @@ def diff(got, want):
     d = got.double() - want.double()
     ref_max = want.double().abs().max().item()
     max_abs = d.abs().max().item()
-    return {"max_abs": max_abs, "max_rel": max_abs / max(ref_max, 1e-30),
-            "rel_norm": d.norm().item() / max(want.double().norm().item(), 1e-30)}
+    return {
+        "max_abs": max_abs,
+        "max_rel": max_abs / max(ref_max, 1e-30),
+        "rel_norm": d.norm().item() / max(want.double().norm().item(), 1e-30),
+    }
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--ffn", type=int, default=14336, help="F, ffn_hidden_size (fc1 has 2F outputs)")
-    p.add_argument("--dtype", choices=DTYPES, default=None, help="default bf16 (fp32 with --dry-run)")
+    p.add_argument(
+        "--dtype", choices=DTYPES, default=None, help="default bf16 (fp32 with --dry-run)"
+    )
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--impl", nargs="+", choices=("megatron", "dtensor"), default=["megatron", "dtensor"],
-                   help="megatron is skipped, with a note, when megatron.core does not import")
-    p.add_argument("--providers", nargs="+", choices=("fastglu", "torch"), default=["fastglu", "torch"])
+    p.add_argument(
+        "--impl",
+        nargs="+",
+        choices=("megatron", "dtensor"),
+        default=["megatron", "dtensor"],
+        help="megatron is skipped, with a note, when megatron.core does not import",
+    )
+    p.add_argument(
+        "--providers", nargs="+", choices=("fastglu", "torch"), default=["fastglu", "torch"]
+    )
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "tp-out")))
-    p.add_argument("--dry-run", action="store_true",
-                   help="CPU + gloo, S=8 B=2 hidden=64 F=96 fp32, 3 timed steps: checks the logic without a GPU")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="CPU + gloo, S=8 B=2 hidden=64 F=96 fp32, 3 timed steps: checks the logic without a GPU",
+    )
     args = p.parse_args()
     if args.dry_run:
         args.seq, args.batch, args.hidden, args.ffn, args.steps, args.warmup = 8, 2, 64, 96, 3, 1
     args.dtype = args.dtype or ("fp32" if args.dry_run else "bf16")
     if "RANK" not in os.environ:
-        p.error("run under torchrun, e.g. torchrun --standalone --nproc_per_node=2 bench/tp/tp_mlp.py --dry-run")
+        p.error(
+            "run under torchrun, e.g. torchrun --standalone --nproc_per_node=2 bench/tp/tp_mlp.py --dry-run"
+        )
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if args.dry_run:
@@ -255,25 +319,51 @@ def main():
         if rank == 0:
             print(*a, flush=True)
 
-    log(f"tensor-parallel MLP: tp={tp} S={S} B={B} hidden={H} F={F} {args.dtype} on "
+    log(
+        f"tensor-parallel MLP: tp={tp} S={S} B={B} hidden={H} F={F} {args.dtype} on "
         f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; torch {torch.__version__}, "
-        f"fastglu {fastglu.__version__}")
+        f"fastglu {fastglu.__version__}"
+    )
 
     # The same global weights and data on every rank (a CPU generator, then moved).
     g = torch.Generator().manual_seed(1234)
-    W1 = (torch.randn(2 * F, H, generator=g) / H ** 0.5).to(device, dtype)
-    W2 = (torch.randn(H, F, generator=g) / F ** 0.5).to(device, dtype)
+    W1 = (torch.randn(2 * F, H, generator=g) / H**0.5).to(device, dtype)
+    W2 = (torch.randn(H, F, generator=g) / F**0.5).to(device, dtype)
     x = torch.randn(S, B, H, generator=g).to(device, dtype).requires_grad_()
     probe = torch.randn(S, B, H, generator=g).to(device)
 
-    record = {"config": {"tp": tp, "seq": S, "batch": B, "hidden": H, "ffn_hidden_size": F, "dtype": args.dtype,
-                         "steps": args.steps, "warmup": args.warmup, "dry_run": args.dry_run,
-                         "loss": "(out.float() * probe).sum()", "tolerance_rel_norm": tol},
-              "env": {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                      "torch": torch.__version__, "fastglu": fastglu.__version__,
-                      **{k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                                                        "NVSHMEM_DISABLE_NVLS", "CUDA_DEVICE_MAX_CONNECTIONS")}},
-              "single_device": {}, "tp": [], "notes": []}
+    record = {
+        "config": {
+            "tp": tp,
+            "seq": S,
+            "batch": B,
+            "hidden": H,
+            "ffn_hidden_size": F,
+            "dtype": args.dtype,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "dry_run": args.dry_run,
+            "loss": "(out.float() * probe).sum()",
+            "tolerance_rel_norm": tol,
+        },
+        "env": {
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "fastglu": fastglu.__version__,
+            **{
+                k: os.environ.get(k)
+                for k in (
+                    "NCCL_NVLS_ENABLE",
+                    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+                    "NVSHMEM_DISABLE_NVLS",
+                    "CUDA_DEVICE_MAX_CONNECTIONS",
+                )
+            },
+        },
+        "single_device": {},
+        "tp": [],
+        "notes": [],
+    }
 
     # Single-device references (rank 0): values kept for the comparisons, then timed.
     ref = {}
@@ -285,12 +375,19 @@ def main():
                 model.fc1.weight.copy_(W1)
                 model.fc2.weight.copy_(W2)
             out, loss = step(model, x, probe)
-            ref[provider] = {"out": out.detach(), "loss": loss.detach(), "fc1.weight": model.fc1.weight.grad,
-                             "fc2.weight": model.fc2.weight.grad, "input": x.grad}
+            ref[provider] = {
+                "out": out.detach(),
+                "loss": loss.detach(),
+                "fc1.weight": model.fc1.weight.grad,
+                "fc2.weight": model.fc2.weight.grad,
+                "input": x.grad,
+            }
             timing = time_steps(lambda: step(model, x, probe), args.steps, args.warmup, device)
             record["single_device"][provider] = timing
-            log(f"single device, {provider:8s} step {timing['median_ms']:9.3f} ms "
-                f"(p20-p80 {timing['p20_ms']:.3f}-{timing['p80_ms']:.3f})")
+            log(
+                f"single device, {provider:8s} step {timing['median_ms']:9.3f} ms "
+                f"(p20-p80 {timing['p20_ms']:.3f}-{timing['p80_ms']:.3f})"
+            )
             del model
         if len(args.providers) > 1:
             a, b = args.providers[:2]
@@ -303,12 +400,16 @@ def main():
         if impl == "megatron":
             try:
                 import megatron.core.tensor_parallel  # noqa: F401
-            except Exception as e:  # any import-time failure of the wheel: report it, run the others
+            except (
+                Exception
+            ) as e:  # any import-time failure of the wheel: report it, run the others
                 note = f"megatron: megatron.core.tensor_parallel does not import here ({type(e).__name__}: {e})"
                 log("note: " + note)
                 record["notes"].append(note)
                 continue
-            record["env"]["megatron_core"] = getattr(sys.modules.get("megatron.core"), "__version__", "?")
+            record["env"]["megatron_core"] = getattr(
+                sys.modules.get("megatron.core"), "__version__", "?"
+            )
         impls.append(impl)
     for impl in impls:
         cls = MegatronTP if impl == "megatron" else DTensorTP
@@ -319,33 +420,68 @@ def main():
             entry = {"impl": impl, "provider": provider}
             if rank == 0:
                 want = ref[provider]
-                got = {"out": out.detach(), "loss": loss.detach(), "fc1.weight": g1, "fc2.weight": g2, "input": x.grad}
+                got = {
+                    "out": out.detach(),
+                    "loss": loss.detach(),
+                    "fc1.weight": g1,
+                    "fc2.weight": g2,
+                    "input": x.grad,
+                }
                 entry["vs_single_device"] = {k: diff(got[k], want[k]) for k in want}
-                entry["pass"] = all(d["rel_norm"] <= tol for d in entry["vs_single_device"].values())
+                entry["pass"] = all(
+                    d["rel_norm"] <= tol for d in entry["vs_single_device"].values()
+                )
                 failed |= not entry["pass"]
-                log(f"\n{impl} tp={tp}, {provider}: tensor parallel vs single device "
-                    f"({'PASS' if entry['pass'] else 'FAIL'}, rel_norm <= {tol:g})")
+                log(
+                    f"\n{impl} tp={tp}, {provider}: tensor parallel vs single device "
+                    f"({'PASS' if entry['pass'] else 'FAIL'}, rel_norm <= {tol:g})"
+                )
                 for k, d in entry["vs_single_device"].items():
-                    log(f"  {k:12s} max_abs {d['max_abs']:.3e}  max_rel {d['max_rel']:.3e}  rel_norm {d['rel_norm']:.3e}")
+                    log(
+                        f"  {k:12s} max_abs {d['max_abs']:.3e}  max_rel {d['max_rel']:.3e}  rel_norm {d['rel_norm']:.3e}"
+                    )
             del out, loss, g1, g2
             timing = time_steps(lambda: step(model, x, probe), args.steps, args.warmup, device)
             per_rank = [None] * tp
             dist.all_gather_object(per_rank, timing)
             entry["per_rank"] = per_rank
-            log(f"  step per rank: " + ", ".join(f"rank {r} {t['median_ms']:.3f} ms (p20-p80 {t['p20_ms']:.3f}-"
-                                                 f"{t['p80_ms']:.3f})" for r, t in enumerate(per_rank)))
+            log(
+                "  step per rank: "
+                + ", ".join(
+                    f"rank {r} {t['median_ms']:.3f} ms (p20-p80 {t['p20_ms']:.3f}-"
+                    f"{t['p80_ms']:.3f})"
+                    for r, t in enumerate(per_rank)
+                )
+            )
             record["tp"].append(entry)
             del model
 
     if rank == 0:
         log("\nsummary: median step ms (slowest rank)")
         for impl in impls:
-            row = {e["provider"]: max(t["median_ms"] for t in e["per_rank"]) for e in record["tp"] if e["impl"] == impl}
+            row = {
+                e["provider"]: max(t["median_ms"] for t in e["per_rank"])
+                for e in record["tp"]
+                if e["impl"] == impl
+            }
             if row:
-                log(f"  {impl:9s} " + "  ".join(f"{k} {v:.3f}" for k, v in row.items())
-                    + (f"  torch/fastglu {row['torch'] / row['fastglu']:.3f}x" if {"torch", "fastglu"} <= row.keys() else ""))
-        log("  single    " + "  ".join(f"{k} {v['median_ms']:.3f}" for k, v in record["single_device"].items()
-                                       if "median_ms" in v))
+                log(
+                    f"  {impl:9s} "
+                    + "  ".join(f"{k} {v:.3f}" for k, v in row.items())
+                    + (
+                        f"  torch/fastglu {row['torch'] / row['fastglu']:.3f}x"
+                        if {"torch", "fastglu"} <= row.keys()
+                        else ""
+                    )
+                )
+        log(
+            "  single    "
+            + "  ".join(
+                f"{k} {v['median_ms']:.3f}"
+                for k, v in record["single_device"].items()
+                if "median_ms" in v
+            )
+        )
         record["pass"] = not failed
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tp_mlp.json").write_text(json.dumps(record, indent=1))

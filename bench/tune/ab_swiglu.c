@@ -70,9 +70,12 @@ typedef struct bufs {
 static void run(const lib *l, const bufs *b, int mode) {
     const int64_t T = b->T, F = b->F;
     fastglu_status st;
-    if (mode == 0) st = l->fwd(b->x, 2 * F, b->y, F, T, F, FASTGLU_DTYPE_BF16, NULL);
-    else if (mode == 1) st = l->bwd(b->dy, F, 1, b->x, 2 * F, b->dx, 2 * F, T, F, FASTGLU_DTYPE_BF16, NULL);
-    else st = l->bwd(b->dy, 0, 0, b->x, 2 * F, b->dx, 2 * F, T, F, FASTGLU_DTYPE_BF16, NULL);
+    if (mode == 0)
+        st = l->fwd(b->x, 2 * F, b->y, F, T, F, FASTGLU_DTYPE_BF16, NULL);
+    else if (mode == 1)
+        st = l->bwd(b->dy, F, 1, b->x, 2 * F, b->dx, 2 * F, T, F, FASTGLU_DTYPE_BF16, NULL);
+    else
+        st = l->bwd(b->dy, 0, 0, b->x, 2 * F, b->dx, 2 * F, T, F, FASTGLU_DTYPE_BF16, NULL);
     if (st != FASTGLU_SUCCESS) {
         fprintf(stderr, "%s: status %d\n", l->path, (int)st);
         exit(1);
@@ -90,7 +93,8 @@ static float median(float *v, int n) {
 
 #define FLUSH_BYTES (256u << 20)
 
-static float time_one(const lib *l, const bufs *b, int mode, int iters, cudaEvent_t e0, cudaEvent_t e1) {
+static float time_one(const lib *l, const bufs *b, int mode, int iters, cudaEvent_t e0,
+                      cudaEvent_t e1) {
     float *t = (float *)malloc(sizeof(float) * (size_t)iters);
     for (int i = 0; i < 3; ++i) run(l, b, mode); /* warm-up */
     for (int i = 0; i < iters; ++i) {
@@ -145,7 +149,7 @@ int main(int argc, char **argv) {
     load(&libs[0], argv[1]);
     load(&libs[1], argv[2]);
     const int rounds = argc > 3 ? atoi(argv[3]) : 5, iters = argc > 4 ? atoi(argv[4]) : 30;
-    static const int64_t sweep[] = {1024, 1408, 2048, 3420, 3584, 4096, 5632,
+    static const int64_t sweep[] = {1024, 1408,  2048,  3420,  3584,  4096, 5632,
                                     8192, 11008, 14336, 16384, 28672, 32768};
     int64_t widths[64];
     int nw = 0;
@@ -180,7 +184,8 @@ int main(int argc, char **argv) {
             if (!same) printf("bits differ: %s F = %lld\n", mode_names[m], (long long)b.F);
         }
     }
-    printf("A = %s\nB = %s\nbits: %s\n", argv[1], argv[2], all_same ? "the same for every cell" : "DIFFER (above)");
+    printf("A = %s\nB = %s\nbits: %s\n", argv[1], argv[2],
+           all_same ? "the same for every cell" : "DIFFER (above)");
     for (int r = 0; r < rounds; ++r)
         for (int w = 0; w < nw; ++w) {
             b.F = widths[w];
@@ -190,10 +195,12 @@ int main(int argc, char **argv) {
                     MS(m, w, l, r) = time_one(&libs[l], &b, m, iters, e0, e1);
                 }
         }
-    printf("bf16, tokens %lld, %d rounds x %d launches (median of the launches per round; median and "
-           "spread (max - min) / median over the rounds)\n",
-           (long long)T, rounds, iters);
-    printf("%-10s %6s %10s %7s %10s %7s %7s\n", "mode", "F", "A ms", "spread", "B ms", "spread", "B/A");
+    printf(
+        "bf16, tokens %lld, %d rounds x %d launches (median of the launches per round; median and "
+        "spread (max - min) / median over the rounds)\n",
+        (long long)T, rounds, iters);
+    printf("%-10s %6s %10s %7s %10s %7s %7s\n", "mode", "F", "A ms", "spread", "B ms", "spread",
+           "B/A");
     for (int m = 0; m < MODES; ++m)
         for (int w = 0; w < nw; ++w) {
             float med[2], spread[2];

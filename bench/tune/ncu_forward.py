@@ -12,6 +12,7 @@ With ``--dirty-mib N`` each provider's forward follows a zero_() of an N MiB buf
 profiled range, as in triton's do_bench (256 MiB there), so that ``ncu --cache-control none`` times
 the kernel with the L2 full of dirty lines, as the benchmark does (the zero_ kernel is listed too).
 """
+
 import argparse
 
 import torch
@@ -23,7 +24,9 @@ p.add_argument("ffn", type=int, nargs="+")
 p.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=PROVIDERS)
 p.add_argument("--dirty-mib", type=int, default=0, help="zero_() this many MiB before each forward")
 args = p.parse_args()
-cache = torch.empty(args.dirty_mib << 18, dtype=torch.int32, device="cuda") if args.dirty_mib else None
+cache = (
+    torch.empty(args.dirty_mib << 18, dtype=torch.int32, device="cuda") if args.dirty_mib else None
+)
 fns = {}
 for name in args.providers:
     try:

@@ -12,6 +12,7 @@ element and is counted all the same), 16-byte global loads and stores, and local
 (spills: LDL / STL). Counts are of instructions in the code, not of instructions executed.
 bench/PERF_NOTES.md (tenth version) reads it.
 """
+
 import argparse
 import csv
 import re
@@ -64,8 +65,12 @@ def main(argv=None):
     ap.add_argument("sass", help="cuobjdump -sass output ('-': stdin)")
     ap.add_argument("--match", default="", help="only kernels whose mangled name contains this")
     ap.add_argument("--csv", help="also write the rows to this CSV file")
-    ap.add_argument("--same-as", metavar="OTHER", help="instead: list the kernels whose instructions "
-                    "differ from OTHER's (another cuobjdump -sass output)")
+    ap.add_argument(
+        "--same-as",
+        metavar="OTHER",
+        help="instead: list the kernels whose instructions "
+        "differ from OTHER's (another cuobjdump -sass output)",
+    )
     args = ap.parse_args(argv)
     text = sys.stdin.read() if args.sass == "-" else open(args.sass).read()
     if args.same_as:
@@ -75,9 +80,11 @@ def main(argv=None):
         differ = [n for n in names if n in other and mine[n] != other[n]]
         only_here = [n for n in names if n not in other]
         only_there = [n for n in theirs if n not in mine]
-        print(f"kernels: {len(names)} in {args.sass}, {len(theirs)} in {args.same_as}; "
-              f"the same instructions: {len(names) - len(differ) - len(only_here)}; different: {len(differ)}; "
-              f"only in {args.sass}: {len(only_here)}; only in {args.same_as}: {len(only_there)}")
+        print(
+            f"kernels: {len(names)} in {args.sass}, {len(theirs)} in {args.same_as}; "
+            f"the same instructions: {len(names) - len(differ) - len(only_here)}; different: {len(differ)}; "
+            f"only in {args.sass}: {len(only_here)}; only in {args.same_as}: {len(only_there)}"
+        )
         for n in differ:
             print("differs:", n)
         for n in only_here:

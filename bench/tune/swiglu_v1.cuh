@@ -63,10 +63,18 @@ template <typename T, int V> struct __align__(sizeof(T) * V) pack {
 
 /* The integer word of a pack's size, for the cache-hinted load/store intrinsics. */
 template <int BYTES> struct word_of;
-template <> struct word_of<16> { typedef uint4 type; };
-template <> struct word_of<8> { typedef uint2 type; };
-template <> struct word_of<4> { typedef unsigned int type; };
-template <> struct word_of<2> { typedef unsigned short type; };
+template <> struct word_of<16> {
+    typedef uint4 type;
+};
+template <> struct word_of<8> {
+    typedef uint2 type;
+};
+template <> struct word_of<4> {
+    typedef unsigned int type;
+};
+template <> struct word_of<2> {
+    typedef unsigned short type;
+};
 
 /* Cache policy of global loads and stores: default (loads through the read-only path),
  * streaming (ld.cs/st.cs: evict first), or L2 only (ld.cg/st.cg). */
@@ -75,9 +83,9 @@ enum cache_hint { HINT_DEFAULT = 0, HINT_STREAM = 1, HINT_L2ONLY = 2 };
 template <int HINT, typename T, int V>
 static __device__ __forceinline__ pack<T, V> load_pack(const T *p) {
     typedef typename word_of<sizeof(T) * V>::type W;
-    W w = HINT == HINT_STREAM ? __ldcs((const W *)p)
-        : HINT == HINT_L2ONLY ? __ldcg((const W *)p)
-                              : __ldg((const W *)p);
+    W w = HINT == HINT_STREAM   ? __ldcs((const W *)p)
+          : HINT == HINT_L2ONLY ? __ldcg((const W *)p)
+                                : __ldg((const W *)p);
     pack<T, V> r;
     memcpy(&r, &w, sizeof r);
     return r;
@@ -140,9 +148,8 @@ __global__ void __launch_bounds__(MAX_THREADS)
 
 template <typename T, int V, int DY, int ROWS, int HINT>
 __global__ void __launch_bounds__(MAX_THREADS)
-    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs,
-                      const T *input, int64_t in_rs, T *dinput, int64_t din_rs,
-                      int64_t tokens, int64_t F) {
+    swiglu_bwd_kernel(const T *__restrict__ dy, int64_t dy_rs, int64_t dy_cs, const T *input,
+                      int64_t in_rs, T *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
     /* input and dinput are not __restrict__: the in-place backward passes the same storage (each
      * thread reads its elements before it writes them, and no element is read twice). */
     typedef pack<T, V> P;
@@ -248,8 +255,9 @@ static void launch_fwd(int v, launch_shape s, cudaStream_t stream, const void *i
                        void *out, int64_t out_rs, int64_t tokens, int64_t F) {
 #define FWD_CASE(V)                                                                                \
     case V:                                                                                        \
-        swiglu_fwd_kernel<T, WIDTH(T, V), FASTGLU_FWD_ROWS, FASTGLU_FWD_HINT><<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, \
-                                                                out_rs, tokens, F);                \
+        swiglu_fwd_kernel<T, WIDTH(T, V), FASTGLU_FWD_ROWS, FASTGLU_FWD_HINT>                      \
+            <<<s.grid, s.block, 0, stream>>>((const T *)input, in_rs, (T *)out, out_rs, tokens,    \
+                                             F);                                                   \
         break;
     switch (v) {
         FWD_CASE(8)
@@ -266,8 +274,9 @@ static void launch_bwd_mode(int v, launch_shape s, cudaStream_t stream, const vo
                             void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
 #define BWD_CASE(V)                                                                                \
     case V:                                                                                        \
-        swiglu_bwd_kernel<T, WIDTH(T, V), DY, FASTGLU_BWD_ROWS, FASTGLU_BWD_HINT><<<s.grid, s.block, 0, stream>>>(                              \
-            (const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, (T *)dinput, din_rs, tokens, F); \
+        swiglu_bwd_kernel<T, WIDTH(T, V), DY, FASTGLU_BWD_ROWS, FASTGLU_BWD_HINT>                  \
+            <<<s.grid, s.block, 0, stream>>>((const T *)dy, dy_rs, dy_cs, (const T *)input, in_rs, \
+                                             (T *)dinput, din_rs, tokens, F);                      \
         break;
     switch (v) {
         BWD_CASE(8)
@@ -280,8 +289,8 @@ static void launch_bwd_mode(int v, launch_shape s, cudaStream_t stream, const vo
 
 template <typename T>
 static void launch_bwd(int v, int mode, launch_shape s, cudaStream_t stream, const void *dy,
-                       int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs,
-                       void *dinput, int64_t din_rs, int64_t tokens, int64_t F) {
+                       int64_t dy_rs, int64_t dy_cs, const void *input, int64_t in_rs, void *dinput,
+                       int64_t din_rs, int64_t tokens, int64_t F) {
     if (mode == DY_PACKED)
         launch_bwd_mode<T, DY_PACKED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
                                       tokens, F);
@@ -289,7 +298,6 @@ static void launch_bwd(int v, int mode, launch_shape s, cudaStream_t stream, con
         launch_bwd_mode<T, DY_SCALAR>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
                                       tokens, F);
     else
-        launch_bwd_mode<T, DY_STRIDED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput,
-                                       din_rs, tokens, F);
+        launch_bwd_mode<T, DY_STRIDED>(v, s, stream, dy, dy_rs, dy_cs, input, in_rs, dinput, din_rs,
+                                       tokens, F);
 }
-

@@ -76,14 +76,16 @@ static const variant variants[] = {{"fwd", 3, POLICIES(run_fwd)},
 /* Version 1 through its own launch plan (2D grid, vector width from the common alignment). */
 static void run_v1(const problem *p, int dir) {
     int64_t counts = p->F | 2 * p->F;
-    int v = v1::pick_vector_width(sizeof(bf16), (uintptr_t)p->x | (uintptr_t)p->y | (uintptr_t)p->dx, counts);
+    int v = v1::pick_vector_width(sizeof(bf16),
+                                  (uintptr_t)p->x | (uintptr_t)p->y | (uintptr_t)p->dx, counts);
     v1::launch_shape s;
     v1::shape_for(p->T, p->F, v, 256, 1, &s);
     if (dir == 0)
         v1::launch_fwd<bf16>(v, s, 0, p->x, 2 * p->F, p->y, p->F, p->T, p->F);
     else
-        v1::launch_bwd<bf16>(v, dir == 1 ? v1::DY_PACKED : v1::DY_SCALAR, s, 0, p->dy, dir == 1 ? p->F : 0,
-                             dir == 1 ? 1 : 0, p->x, 2 * p->F, p->dx, 2 * p->F, p->T, p->F);
+        v1::launch_bwd<bf16>(v, dir == 1 ? v1::DY_PACKED : v1::DY_SCALAR, s, 0, p->dy,
+                             dir == 1 ? p->F : 0, dir == 1 ? 1 : 0, p->x, 2 * p->F, p->dx, 2 * p->F,
+                             p->T, p->F);
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -147,7 +149,8 @@ int main(int argc, char **argv) {
 
     /* copy bandwidth: bytes read + written over the median of a large device-to-device copy */
     size_t cbytes = T * 2 * Fmax * sizeof(bf16);
-    float cms = time_median([&] { CHECK(cudaMemcpyAsync(p.dx, p.x, cbytes, cudaMemcpyDeviceToDevice)); });
+    float cms =
+        time_median([&] { CHECK(cudaMemcpyAsync(p.dx, p.x, cbytes, cudaMemcpyDeviceToDevice)); });
     double copy_tbps = 2.0 * cbytes / (cms * 1e-3) / 1e12;
     printf("device %s, %d SMs; copy %.3f TB/s over %.0f MB\n", prop.name, prop.multiProcessorCount,
            copy_tbps, cbytes / 1e6);
@@ -165,15 +168,18 @@ int main(int argc, char **argv) {
                 /* A device-to-device copy moving the same bytes (read + written) as this direction:
                  * what a single pass over this many bytes costs, fixed overheads included. */
                 size_t half = (size_t)(bytes / 2);
-                float ms = time_median([&] { CHECK(cudaMemcpyAsync(copy_dst, copy_src, half, cudaMemcpyDeviceToDevice)); });
-                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", "copy_same_bytes", (long long)p.F, "-", "-",
-                       ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
+                float ms = time_median([&] {
+                    CHECK(cudaMemcpyAsync(copy_dst, copy_src, half, cudaMemcpyDeviceToDevice));
+                });
+                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", "copy_same_bytes",
+                       (long long)p.F, "-", "-", ms * 1e3, bytes / (ms * 1e-3) / 1e12,
+                       ms / floor_ms);
             }
             {
                 const int dir = (int)v;
                 float ms = time_median([&] { run_v1(&p, dir); });
-                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F, "256",
-                       "v1", ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
+                printf("%-15s %6lld %7s %12s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F,
+                       "256", "v1", ms * 1e3, bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
             }
             for (int ti = 0; ti < 2; ++ti)
                 for (int pol = 0; pol < 5; ++pol) {
@@ -181,9 +187,9 @@ int main(int argc, char **argv) {
                     if (!plan_launch(T, p.F, sizeof(bf16), threads[ti], &lp)) continue;
                     const run_fn fn = variants[v].fn[pol];
                     float ms = time_median([&] { fn(&lp, &p); });
-                    printf("%-15s %6lld %7d %12s %10.2f %8.3f %8.3f\n", variants[v].dir, (long long)p.F,
-                           threads[ti], policy_name[pol], ms * 1e3, bytes / (ms * 1e-3) / 1e12,
-                           ms / floor_ms);
+                    printf("%-15s %6lld %7d %12s %10.2f %8.3f %8.3f\n", variants[v].dir,
+                           (long long)p.F, threads[ti], policy_name[pol], ms * 1e3,
+                           bytes / (ms * 1e-3) / 1e12, ms / floor_ms);
                 }
         }
     }

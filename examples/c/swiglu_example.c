@@ -69,14 +69,17 @@ int main(void) {
             double g = from_bf16(input[t][j]), u = from_bf16(input[t][F + j]);
             double s = 1 / (1 + exp(-g));
             double want[3] = {g * s * u, s * (1 + g * (1 - s)) * u, g * s};
-            double got[3] = {from_bf16(y[t][j]), from_bf16(dinput[t][j]), from_bf16(dinput[t][F + j])};
+            double got[3] = {from_bf16(y[t][j]), from_bf16(dinput[t][j]),
+                             from_bf16(dinput[t][F + j])};
             for (int k = 0; k < 3; ++k) {
                 double err = fabs(got[k] - want[k]) / (fabs(want[k]) + 1e-3);
                 worst = err > worst ? err : worst;
             }
         }
     int v = fastglu_version();
-    printf("fastglu %d.%d.%d, CUDA backend built: %s; %d tokens x F=%d bf16: worst relative error %.2e\n",
-           v / 10000, v / 100 % 100, v % 100, fastglu_cuda_built() ? "yes" : "no", TOKENS, F, worst);
+    printf("fastglu %d.%d.%d, CUDA backend built: %s; %d tokens x F=%d bf16: worst relative error "
+           "%.2e\n",
+           v / 10000, v / 100 % 100, v % 100, fastglu_cuda_built() ? "yes" : "no", TOKENS, F,
+           worst);
     return worst < 1e-2 ? 0 : 1;
 }

@@ -26,20 +26,27 @@ def plot(result: dict, path: Path):
         return None
     runs, cfg = result["runs"], result["config"]
     steps = range(1, len(runs["torch"]["loss"]) + 1)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True, gridspec_kw={"height_ratios": (3, 2)})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(8, 8), sharex=True, gridspec_kw={"height_ratios": (3, 2)}
+    )
     fused = cfg.get("mlp", "fused") == "fused"
     top.plot(steps, runs["torch"]["loss"], label="torch: silu(gate) * up", lw=2.5, alpha=0.6)
     fastglu_label = "fastglu.swiglu([gate | up])" if fused else "fastglu.silu_mul(gate, up)"
     top.plot(steps, runs["fastglu"]["loss"], label=fastglu_label, lw=1, ls="--")
     top.set_ylabel("training loss (nats / character)")
-    top.set_title(f"Llama-style decoder, {cfg['device']} {cfg['dtype']}: dim {cfg['dim']}, {cfg['layers']} layers, "
-                  f"ffn {cfg['ffn']} ({cfg.get('mlp', 'fused')}), {cfg['batch']}x{cfg['seq']} characters / step",
-                  fontsize=10)
+    top.set_title(
+        f"Llama-style decoder, {cfg['device']} {cfg['dtype']}: dim {cfg['dim']}, {cfg['layers']} layers, "
+        f"ffn {cfg['ffn']} ({cfg.get('mlp', 'fused')}), {cfg['batch']}x{cfg['seq']} characters / step",
+        fontsize=10,
+    )
     top.legend()
     top.grid(alpha=0.3)
     ref = runs["torch"]["loss"]
-    labels = {"fastglu": "fastglu - torch", "rounding": "rounding control (gate * sigmoid(gate) * up) - torch",
-              "control": "control (torch again) - torch"}
+    labels = {
+        "fastglu": "fastglu - torch",
+        "rounding": "rounding control (gate * sigmoid(gate) * up) - torch",
+        "control": "control (torch again) - torch",
+    }
     for name, label in labels.items():
         if name not in runs:
             continue
@@ -48,17 +55,33 @@ def plot(result: dict, path: Path):
             bottom.plot([], [], " ", label=f"{label}: 0 at every step")
             continue
         zeros = d.count(0.0)
-        bottom.plot(steps, [v if v > 0 else float("nan") for v in d], marker=".", ms=3 if name == "fastglu" else 2,
-                    lw=0.5, alpha=1.0 if name == "fastglu" else 0.6,
-                    label=label + (f" (0 at {zeros} steps, not drawn)" if zeros else ""))
-    bottom.hlines(cfg["tol_early"], 1, cfg["early"], color="r", lw=1, ls="--",
-                  label=f"tolerance over the first {cfg['early']} steps")
+        bottom.plot(
+            steps,
+            [v if v > 0 else float("nan") for v in d],
+            marker=".",
+            ms=3 if name == "fastglu" else 2,
+            lw=0.5,
+            alpha=1.0 if name == "fastglu" else 0.6,
+            label=label + (f" (0 at {zeros} steps, not drawn)" if zeros else ""),
+        )
+    bottom.hlines(
+        cfg["tol_early"],
+        1,
+        cfg["early"],
+        color="r",
+        lw=1,
+        ls="--",
+        label=f"tolerance over the first {cfg['early']} steps",
+    )
     bottom.set_yscale("log")
     bottom.set_xlabel("step")
     bottom.set_ylabel("|delta loss|")
-    bottom.set_title(f"fastglu vs torch: max |delta loss| {result['max_abs_dloss']:.2g} (step "
-                     f"{result['max_abs_dloss_step']}), {result['early_max_abs_dloss']:.2g} over the first "
-                     f"{cfg['early']} steps", fontsize=10)
+    bottom.set_title(
+        f"fastglu vs torch: max |delta loss| {result['max_abs_dloss']:.2g} (step "
+        f"{result['max_abs_dloss_step']}), {result['early_max_abs_dloss']:.2g} over the first "
+        f"{cfg['early']} steps",
+        fontsize=10,
+    )
     bottom.legend(fontsize=8)
     bottom.grid(alpha=0.3)
     fig.tight_layout()

@@ -76,13 +76,40 @@ log = logging.getLogger("llama")
 # ---------------------------------------------------------------------------------------------
 
 # (singular, plural) nouns; (plural/base form, third-person singular) verbs.
-NOUNS = [("cat", "cats"), ("dog", "dogs"), ("bird", "birds"), ("fox", "foxes"), ("horse", "horses"),
-         ("mouse", "mice"), ("child", "children"), ("teacher", "teachers"), ("farmer", "farmers"),
-         ("queen", "queens"), ("robot", "robots"), ("wolf", "wolves"), ("sheep", "sheep"), ("baker", "bakers")]
+NOUNS = [
+    ("cat", "cats"),
+    ("dog", "dogs"),
+    ("bird", "birds"),
+    ("fox", "foxes"),
+    ("horse", "horses"),
+    ("mouse", "mice"),
+    ("child", "children"),
+    ("teacher", "teachers"),
+    ("farmer", "farmers"),
+    ("queen", "queens"),
+    ("robot", "robots"),
+    ("wolf", "wolves"),
+    ("sheep", "sheep"),
+    ("baker", "bakers"),
+]
 ADJECTIVES = ["small", "big", "red", "quiet", "old", "happy", "green", "clever", "lazy", "brave"]
-TRANSITIVE = [("see", "sees"), ("chase", "chases"), ("find", "finds"), ("like", "likes"), ("watch", "watches"),
-              ("follow", "follows"), ("help", "helps"), ("carry", "carries")]
-INTRANSITIVE = [("sleep", "sleeps"), ("run", "runs"), ("sing", "sings"), ("wait", "waits"), ("cry", "cries")]
+TRANSITIVE = [
+    ("see", "sees"),
+    ("chase", "chases"),
+    ("find", "finds"),
+    ("like", "likes"),
+    ("watch", "watches"),
+    ("follow", "follows"),
+    ("help", "helps"),
+    ("carry", "carries"),
+]
+INTRANSITIVE = [
+    ("sleep", "sleeps"),
+    ("run", "runs"),
+    ("sing", "sings"),
+    ("wait", "waits"),
+    ("cry", "cries"),
+]
 PLACES = ["the river", "the garden", "the house", "the hill", "the market", "the old bridge"]
 PREPOSITIONS = ["near", "behind", "under", "beside", "across"]
 ADVERBS = ["slowly", "today", "again", "quietly", "at night"]
@@ -106,7 +133,9 @@ def _noun_phrase(rng: random.Random, plural: bool, depth: int) -> str:
 def _verb_phrase(rng: random.Random, plural: bool, depth: int) -> str:
     form = 0 if plural else 1
     if rng.random() < 0.6:
-        return " ".join([_zipf(rng, TRANSITIVE)[form], _noun_phrase(rng, rng.random() < 0.4, depth + 1)])
+        return " ".join(
+            [_zipf(rng, TRANSITIVE)[form], _noun_phrase(rng, rng.random() < 0.4, depth + 1)]
+        )
     return _zipf(rng, INTRANSITIVE)[form]
 
 
@@ -192,9 +221,18 @@ def rounding_silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 # torch curve exactly (the pipeline is deterministic, so any difference elsewhere comes from the
 # activation alone). fastglu.silu_mul (two tensors) is newer than fastglu.swiglu: None where missing.
 ACTIVATIONS = {
-    "fused": {"torch": torch_swiglu, "fastglu": fastglu.swiglu, "control": torch_swiglu, "rounding": rounding_swiglu},
-    "separate": {"torch": torch_silu_mul, "fastglu": getattr(fastglu, "silu_mul", None), "control": torch_silu_mul,
-                 "rounding": rounding_silu_mul},
+    "fused": {
+        "torch": torch_swiglu,
+        "fastglu": fastglu.swiglu,
+        "control": torch_swiglu,
+        "rounding": rounding_swiglu,
+    },
+    "separate": {
+        "torch": torch_silu_mul,
+        "fastglu": getattr(fastglu, "silu_mul", None),
+        "control": torch_silu_mul,
+        "rounding": rounding_silu_mul,
+    },
 }
 
 
@@ -286,23 +324,37 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab: int, dim: int, layers: int, heads: int, ffn_hidden_size: int, seq: int,
-                 layout: str = "fused"):
+    def __init__(
+        self,
+        vocab: int,
+        dim: int,
+        layers: int,
+        heads: int,
+        ffn_hidden_size: int,
+        seq: int,
+        layout: str = "fused",
+    ):
         super().__init__()
         if dim % heads or (dim // heads) % 2:
             raise ValueError(f"dim ({dim}) must split into {heads} heads of an even head_dim")
         self.embed = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, ffn_hidden_size, layout) for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            Block(dim, heads, ffn_hidden_size, layout) for _ in range(layers)
+        )
         self.norm = RMSNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
         cos, sin = rope_tables(seq, dim // heads)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
+        self.register_buffer(
+            "mask", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False
+        )
         # GPT-2-style init: N(0, 0.02), the residual-branch outputs scaled by 1/sqrt(2 * layers).
         for name, p in self.named_parameters():
             if p.dim() == 2:
-                residual_out = name.endswith(("attn.proj.weight", "mlp.fc2.weight", "mlp.down_proj.weight"))
+                residual_out = name.endswith(
+                    ("attn.proj.weight", "mlp.fc2.weight", "mlp.down_proj.weight")
+                )
                 std = 0.02 / math.sqrt(2 * layers) if residual_out else 0.02
                 nn.init.normal_(p, 0.0, std)
 
@@ -354,8 +406,12 @@ def train(model0: Llama, act, train_tokens, offsets, args, val_tokens=None, labe
     model.set_activation(act)
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
     losses = []
     skip = min(3, args.steps - 1)
     _sync(args.device)
@@ -373,12 +429,21 @@ def train(model0: Llama, act, train_tokens, offsets, args, val_tokens=None, labe
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.detach())
-        if step + 1 == skip:  # per-step time without the first steps' one-time costs (allocations, kernel loads)
+        if (
+            step + 1 == skip
+        ):  # per-step time without the first steps' one-time costs (allocations, kernel loads)
             _sync(args.device)
             after_skip = time.perf_counter()
         if (step + 1) % args.log_every == 0 or step == 0 or step + 1 == args.steps:
-            log.info("%-8s step %4d/%d  loss %.4f  lr %.2e  %.1f s", label, step + 1, args.steps, losses[-1].item(),
-                     opt.param_groups[0]["lr"], time.perf_counter() - start)
+            log.info(
+                "%-8s step %4d/%d  loss %.4f  lr %.2e  %.1f s",
+                label,
+                step + 1,
+                args.steps,
+                losses[-1].item(),
+                opt.param_groups[0]["lr"],
+                time.perf_counter() - start,
+            )
     _sync(args.device)
     seconds = time.perf_counter() - start
     losses = torch.stack(losses).double().cpu().tolist()
@@ -387,7 +452,13 @@ def train(model0: Llama, act, train_tokens, offsets, args, val_tokens=None, labe
     # The machine's 1-minute load average at the end of the run: the times above are only meaningful
     # when it is below the core count (other jobs on the cores stretch them, not the activation).
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"loss": losses, "val_loss": val, "seconds": seconds, "ms_per_step": ms_per_step, "load_avg": load}
+    return {
+        "loss": losses,
+        "val_loss": val,
+        "seconds": seconds,
+        "ms_per_step": ms_per_step,
+        "load_avg": load,
+    }
 
 
 @torch.no_grad()
@@ -401,8 +472,11 @@ def evaluate(model: Llama, tokens: torch.Tensor, args) -> float:
         x, y = windows(tokens, chunk, args.seq)
         with _autocast(args.device, args.torch_dtype):
             logits = model(x.to(args.device))
-        total += F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.to(args.device).reshape(-1),
-                                 reduction="sum").item()
+        total += F.cross_entropy(
+            logits.float().view(-1, logits.shape[-1]),
+            y.to(args.device).reshape(-1),
+            reduction="sum",
+        ).item()
         count += y.numel()
     model.train()
     return total / count
@@ -414,8 +488,20 @@ def evaluate(model: Llama, tokens: torch.Tensor, args) -> float:
 
 # Defaults per device: the CPU one finishes in a few minutes on 2 cores; the GPU one is larger.
 PRESETS = {
-    "cpu": dict(dtype="float32", steps=300, dim=128, layers=4, heads=4, ffn=352, seq=128, batch=16, lr=3e-3),
-    "cuda": dict(dtype="bfloat16", steps=600, dim=512, layers=8, heads=8, ffn=1408, seq=256, batch=32, lr=1e-3),
+    "cpu": dict(
+        dtype="float32", steps=300, dim=128, layers=4, heads=4, ffn=352, seq=128, batch=16, lr=3e-3
+    ),
+    "cuda": dict(
+        dtype="bfloat16",
+        steps=600,
+        dim=512,
+        layers=8,
+        heads=8,
+        ffn=1408,
+        seq=256,
+        batch=32,
+        lr=1e-3,
+    ),
 }
 # Default tolerances per dtype on |loss(fastglu) - loss(torch)| (measured: see README.md): over the first
 # --early steps, while rounding differences are still rounding-sized, and over the whole curve, which
@@ -426,38 +512,75 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Defaults: "
-                                + "; ".join(f"{d}: {v}" for d, v in PRESETS.items()))
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Defaults: " + "; ".join(f"{d}: {v}" for d, v in PRESETS.items()),
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--dtype", choices=list(DTYPES), help="float32, or bfloat16 autocast (fp32 master weights)")
+    p.add_argument(
+        "--dtype", choices=list(DTYPES), help="float32, or bfloat16 autocast (fp32 master weights)"
+    )
     p.add_argument("--steps", type=int, help="optimizer steps per run")
     p.add_argument("--dim", type=int, help="model width d_model")
     p.add_argument("--layers", type=int, help="decoder blocks")
     p.add_argument("--heads", type=int, help="attention heads (dim / heads must be even)")
     p.add_argument("--ffn", type=int, help="ffn_hidden_size F (fc1 writes 2F: [gate | up])")
-    p.add_argument("--mlp", choices=list(ACTIVATIONS), default="fused",
-                   help="fused: Megatron's fc1 -> [gate | up], fastglu.swiglu (default); separate: Hugging Face's "
-                   "gate_proj / up_proj, fastglu.silu_mul")
+    p.add_argument(
+        "--mlp",
+        choices=list(ACTIVATIONS),
+        default="fused",
+        help="fused: Megatron's fc1 -> [gate | up], fastglu.swiglu (default); separate: Hugging Face's "
+        "gate_proj / up_proj, fastglu.silu_mul",
+    )
     p.add_argument("--seq", type=int, help="sequence length in characters")
     p.add_argument("--batch", type=int, help="sequences per step")
-    p.add_argument("--lr", type=float, help="peak learning rate (AdamW, warmup then cosine to lr/10)")
+    p.add_argument(
+        "--lr", type=float, help="peak learning rate (AdamW, warmup then cosine to lr/10)"
+    )
     p.add_argument("--warmup", type=int, default=None, help="warmup steps (default: steps // 10)")
-    p.add_argument("--seed", type=int, default=1234, help="seeds the corpus, the init and the batch order")
-    p.add_argument("--val-chars", type=int, default=32768, help="size of the held-out text (another seed)")
-    p.add_argument("--early", type=int, help="steps checked against --tol-early (default: steps // 10)")
-    p.add_argument("--tol-early", type=float, help="largest accepted |delta loss| in the first --early steps "
-                   "(default: " + ", ".join(f"{k} {v:g}" for k, v in TOL_EARLY.items()) + ")")
-    p.add_argument("--tol", type=float, help="largest accepted |delta loss| over the whole curve (default: "
-                   + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items()) + ")")
-    p.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
-                   help="also train the torch activation a second time: on the CPU its curve must be the torch "
-                   "curve exactly (default: on)")
-    p.add_argument("--rounding", action=argparse.BooleanOptionalAction, default=True,
-                   help="also train with gate * sigmoid(gate) * up in fp32 math: how far a rounding-level change "
-                   "moves the curve (default: on)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument(
+        "--seed", type=int, default=1234, help="seeds the corpus, the init and the batch order"
+    )
+    p.add_argument(
+        "--val-chars", type=int, default=32768, help="size of the held-out text (another seed)"
+    )
+    p.add_argument(
+        "--early", type=int, help="steps checked against --tol-early (default: steps // 10)"
+    )
+    p.add_argument(
+        "--tol-early",
+        type=float,
+        help="largest accepted |delta loss| in the first --early steps "
+        "(default: " + ", ".join(f"{k} {v:g}" for k, v in TOL_EARLY.items()) + ")",
+    )
+    p.add_argument(
+        "--tol",
+        type=float,
+        help="largest accepted |delta loss| over the whole curve (default: "
+        + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items())
+        + ")",
+    )
+    p.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train the torch activation a second time: on the CPU its curve must be the torch "
+        "curve exactly (default: on)",
+    )
+    p.add_argument(
+        "--rounding",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train with gate * sigmoid(gate) * up in fp32 math: how far a rounding-level change "
+        "moves the curve (default: on)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
     p.add_argument("--log-every", type=int, default=25)
-    p.add_argument("--out", type=Path, required=True, help="directory for results.json, loss.png, train.log")
+    p.add_argument(
+        "--out", type=Path, required=True, help="directory for results.json, loss.png, train.log"
+    )
     args = p.parse_args(argv)
     for key, value in PRESETS[args.device].items():
         if getattr(args, key) is None:
@@ -471,7 +594,19 @@ def parse_args(argv=None):
     if args.early is None:
         args.early = max(1, args.steps // 10)
     args.early = min(args.early, args.steps)
-    for key in ("steps", "dim", "layers", "heads", "ffn", "seq", "batch", "warmup", "early", "log_every", "val_chars"):
+    for key in (
+        "steps",
+        "dim",
+        "layers",
+        "heads",
+        "ffn",
+        "seq",
+        "batch",
+        "warmup",
+        "early",
+        "log_every",
+        "val_chars",
+    ):
         if getattr(args, key) < 1:
             p.error(f"--{key.replace('_', '-')} must be positive, got {getattr(args, key)}")
     if args.dim % args.heads or (args.dim // args.heads) % 2:
@@ -481,8 +616,10 @@ def parse_args(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch sees no CUDA GPU")
     if args.device == "cuda" and not fastglu.cuda_available():
-        p.error("--device cuda: fastglu was built without its CUDA backend (fastglu.cuda_built() is "
-                f"{fastglu.cuda_built()})")
+        p.error(
+            "--device cuda: fastglu was built without its CUDA backend (fastglu.cuda_built() is "
+            f"{fastglu.cuda_built()})"
+        )
     args.torch_dtype = DTYPES[args.dtype]
     return args
 
@@ -504,7 +641,10 @@ def setup_logging(out: Path):
     log.handlers.clear()
     log.propagate = False
     fmt = logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
-    for handler in (logging.StreamHandler(sys.stdout), logging.FileHandler(out / "train.log", mode="w")):
+    for handler in (
+        logging.StreamHandler(sys.stdout),
+        logging.FileHandler(out / "train.log", mode="w"),
+    ):
         handler.setFormatter(fmt)
         log.addHandler(handler)
 
@@ -518,7 +658,9 @@ def compare(a: list[float], b: list[float]):
 
 def _plot_module():
     """examples/llama/plot.py, loaded by path (it sits next to this file, not on sys.path)."""
-    spec = importlib.util.spec_from_file_location("llama_example_plot", Path(__file__).resolve().parent / "plot.py")
+    spec = importlib.util.spec_from_file_location(
+        "llama_example_plot", Path(__file__).resolve().parent / "plot.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -528,9 +670,13 @@ def _plot_module():
 def torch_settings(args):
     """--threads, and on the GPU deterministic kernels without TF32, restored on exit (main() may run
     inside a test session)."""
-    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cuda.matmul.allow_tf32,
-             torch.backends.cudnn.allow_tf32)
+    saved = (
+        torch.get_num_threads(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+    )
     try:
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -560,8 +706,14 @@ def main(argv=None) -> int:
 def run(args) -> int:
     """Train every run, compare, write results.json / loss.png; returns the exit status."""
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else cpu_name()
-    log.info("fastglu %s, torch %s, %s (%s), %d CPU threads", fastglu.__version__, torch.__version__, args.device,
-             device_name, torch.get_num_threads())
+    log.info(
+        "fastglu %s, torch %s, %s (%s), %d CPU threads",
+        fastglu.__version__,
+        torch.__version__,
+        args.device,
+        device_name,
+        torch.get_num_threads(),
+    )
 
     chars = vocabulary()
     train_chars = args.steps * args.batch * args.seq // 2 + 10 * args.seq  # each character seen ~2x
@@ -569,34 +721,66 @@ def run(args) -> int:
     train_tokens = encode(train_text, chars)
     val_tokens = encode(make_corpus(max(2 * args.seq, args.val_chars), args.seed + 1), chars)
     offsets = batch_offsets(len(train_tokens), args.seq, args.batch, args.steps, args.seed)
-    log.info("corpus: %d train / %d held-out characters, vocabulary %d (ln V = %.3f); sample: %r", len(train_tokens),
-             len(val_tokens), len(chars), math.log(len(chars)), train_text[:120])
+    log.info(
+        "corpus: %d train / %d held-out characters, vocabulary %d (ln V = %.3f); sample: %r",
+        len(train_tokens),
+        len(val_tokens),
+        len(chars),
+        math.log(len(chars)),
+        train_text[:120],
+    )
 
     torch.manual_seed(args.seed)
-    model0 = Llama(len(chars), args.dim, args.layers, args.heads, args.ffn, args.seq, args.mlp).to(args.device)
+    model0 = Llama(len(chars), args.dim, args.layers, args.heads, args.ffn, args.seq, args.mlp).to(
+        args.device
+    )
     n_params = sum(p.numel() for p in model0.parameters())
-    log.info("model: dim %d, %d layers, %d heads, ffn_hidden_size %d (%s MLP), seq %d, batch %d, %.2fM parameters; "
-             "%s, %d steps, lr %.1e", args.dim, args.layers, args.heads, args.ffn, args.mlp, args.seq, args.batch,
-             n_params / 1e6, args.dtype, args.steps, args.lr)
+    log.info(
+        "model: dim %d, %d layers, %d heads, ffn_hidden_size %d (%s MLP), seq %d, batch %d, %.2fM parameters; "
+        "%s, %d steps, lr %.1e",
+        args.dim,
+        args.layers,
+        args.heads,
+        args.ffn,
+        args.mlp,
+        args.seq,
+        args.batch,
+        n_params / 1e6,
+        args.dtype,
+        args.steps,
+        args.lr,
+    )
 
     order = ["torch", "fastglu"] + [name for name in ("control", "rounding") if getattr(args, name)]
     runs = {}
     for name in order:
-        runs[name] = train(model0, ACTIVATIONS[args.mlp][name], train_tokens, offsets, args, val_tokens, label=name)
+        runs[name] = train(
+            model0, ACTIVATIONS[args.mlp][name], train_tokens, offsets, args, val_tokens, label=name
+        )
         load = runs[name]["load_avg"]
-        log.info("%s: %.1f s (%.1f ms/step; load average %s on %d cores), final loss %.4f, held-out loss %.4f", name,
-                 runs[name]["seconds"], runs[name]["ms_per_step"], "n/a" if load is None else f"{load:.1f}",
-                 os.cpu_count(), runs[name]["loss"][-1], runs[name]["val_loss"])
+        log.info(
+            "%s: %.1f s (%.1f ms/step; load average %s on %d cores), final loss %.4f, held-out loss %.4f",
+            name,
+            runs[name]["seconds"],
+            runs[name]["ms_per_step"],
+            "n/a" if load is None else f"{load:.1f}",
+            os.cpu_count(),
+            runs[name]["loss"][-1],
+            runs[name]["val_loss"],
+        )
 
     ref = runs["torch"]["loss"]
     vs_torch = {}
     for name in order[1:]:
         loss = runs[name]["loss"]
         worst, worst_step = compare(loss, ref)
-        vs_torch[name] = {"max_abs_dloss": worst, "max_abs_dloss_step": worst_step,
-                          "early_max_abs_dloss": compare(loss[:args.early], ref[:args.early])[0],
-                          "abs_dloss_step1": abs(loss[0] - ref[0]),
-                          "abs_dval_loss": abs(runs[name]["val_loss"] - runs["torch"]["val_loss"])}
+        vs_torch[name] = {
+            "max_abs_dloss": worst,
+            "max_abs_dloss_step": worst_step,
+            "early_max_abs_dloss": compare(loss[: args.early], ref[: args.early])[0],
+            "abs_dloss_step1": abs(loss[0] - ref[0]),
+            "abs_dval_loss": abs(runs[name]["val_loss"] - runs["torch"]["val_loss"]),
+        }
     fg = vs_torch["fastglu"]
     tail = max(1, args.steps // 10)
     # learning: the last tenth of the curve averages at least 10% below the first loss (the tiny bf16
@@ -609,17 +793,33 @@ def run(args) -> int:
     if args.dtype == "bfloat16" and "rounding" in vs_torch:
         tol_early = max(tol_early, 2 * vs_torch["rounding"]["early_max_abs_dloss"])
         tol = max(tol, 2 * vs_torch["rounding"]["max_abs_dloss"])
-    checks = {"early": fg["early_max_abs_dloss"] <= tol_early, "whole": fg["max_abs_dloss"] <= tol,
-              "loss_fell": fell}
+    checks = {
+        "early": fg["early_max_abs_dloss"] <= tol_early,
+        "whole": fg["max_abs_dloss"] <= tol,
+        "loss_fell": fell,
+    }
     if "control" in vs_torch and args.device == "cpu":  # on the GPU reported, not required
         checks["control_identical"] = vs_torch["control"]["max_abs_dloss"] == 0.0
     result = {
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "torch_dtype"},
-        "environment": {"fastglu": fastglu.__version__, "torch": torch.__version__, "device": device_name,
-                        "cpu_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-                        "python": platform.python_version()},
-        "model": {"parameters": n_params, "vocab": len(chars), "train_chars": len(train_tokens),
-                  "val_chars": len(val_tokens)},
+        "config": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k != "torch_dtype"
+        },
+        "environment": {
+            "fastglu": fastglu.__version__,
+            "torch": torch.__version__,
+            "device": device_name,
+            "cpu_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "model": {
+            "parameters": n_params,
+            "vocab": len(chars),
+            "train_chars": len(train_tokens),
+            "val_chars": len(val_tokens),
+        },
         "max_abs_dloss": fg["max_abs_dloss"],  # fastglu against torch, over the whole curve
         "max_abs_dloss_step": fg["max_abs_dloss_step"],
         "early_max_abs_dloss": fg["early_max_abs_dloss"],  # the same over the first --early steps
@@ -632,14 +832,30 @@ def run(args) -> int:
     (args.out / "results.json").write_text(json.dumps(result, indent=1) + "\n")
 
     for name, v in vs_torch.items():
-        log.info("%-8s vs torch: max |delta loss| %.3g (step %d); first %d steps %.3g; step 1 %.3g; held-out %.3g",
-                 name, v["max_abs_dloss"], v["max_abs_dloss_step"], args.early, v["early_max_abs_dloss"],
-                 v["abs_dloss_step1"], v["abs_dval_loss"])
-    log.info("tolerances: first %d steps %.3g, whole curve %.3g; loss %.3f -> %.3f (torch), %.3f -> %.3f (fastglu)",
-             args.early, tol_early, tol, ref[0], ref[-1], runs["fastglu"]["loss"][0],
-             runs["fastglu"]["loss"][-1])
+        log.info(
+            "%-8s vs torch: max |delta loss| %.3g (step %d); first %d steps %.3g; step 1 %.3g; held-out %.3g",
+            name,
+            v["max_abs_dloss"],
+            v["max_abs_dloss_step"],
+            args.early,
+            v["early_max_abs_dloss"],
+            v["abs_dloss_step1"],
+            v["abs_dval_loss"],
+        )
+    log.info(
+        "tolerances: first %d steps %.3g, whole curve %.3g; loss %.3f -> %.3f (torch), %.3f -> %.3f (fastglu)",
+        args.early,
+        tol_early,
+        tol,
+        ref[0],
+        ref[-1],
+        runs["fastglu"]["loss"][0],
+        runs["fastglu"]["loss"][-1],
+    )
     png = _plot_module().plot(result, args.out / "loss.png")
-    log.info("wrote %s%s", args.out / "results.json", f", {png}" if png else " (no matplotlib: no plot)")
+    log.info(
+        "wrote %s%s", args.out / "results.json", f", {png}" if png else " (no matplotlib: no plot)"
+    )
     if not result["ok"]:
         log.error("FAILED: %s", ", ".join(k for k, v in checks.items() if not v))
     return 0 if result["ok"] else 1

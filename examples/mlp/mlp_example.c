@@ -15,10 +15,11 @@ int main(void) {
     const fastglu_dtype f32 = FASTGLU_DTYPE_FP32;
     const fastglu_tensor none = {NULL, f32, 0};
     const fastglu_glu_params params = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    fastglu_status st = fastglu_mlp_fwd_cpu(
-        &params, (fastglu_tensor){x, f32, H}, (fastglu_tensor){w1, f32, H}, none, none,
-        (fastglu_tensor){w2, f32, F}, none, (fastglu_tensor){h, f32, 2 * F} /* kept for a backward */,
-        (fastglu_tensor){y, f32, F}, (fastglu_tensor){out, f32, H}, T, H, F);
+    fastglu_status st =
+        fastglu_mlp_fwd_cpu(&params, (fastglu_tensor){x, f32, H}, (fastglu_tensor){w1, f32, H},
+                            none, none, (fastglu_tensor){w2, f32, F}, none,
+                            (fastglu_tensor){h, f32, 2 * F} /* kept for a backward */,
+                            (fastglu_tensor){y, f32, F}, (fastglu_tensor){out, f32, H}, T, H, F);
     if (st != FASTGLU_SUCCESS) {
         fprintf(stderr, "%s\n", fastglu_last_error_message());
         return 1;

@@ -35,13 +35,16 @@ static int get_i64(PyObject *o, int64_t *out) {
 static int get_dtype_upto(PyObject *o, int64_t *out, int64_t max) {
     if (!get_i64(o, out)) return 0;
     if (*out < FASTGLU_DTYPE_FP32 || *out > max) {
-        PyErr_Format(PyExc_TypeError, "fastglu: dtype code %lld is not a fastglu_dtype", (long long)*out);
+        PyErr_Format(PyExc_TypeError, "fastglu: dtype code %lld is not a fastglu_dtype",
+                     (long long)*out);
         return 0;
     }
     return 1;
 }
 
-static int get_dtype(PyObject *o, int64_t *out) { return get_dtype_upto(o, out, FASTGLU_DTYPE_BF16); }
+static int get_dtype(PyObject *o, int64_t *out) {
+    return get_dtype_upto(o, out, FASTGLU_DTYPE_BF16);
+}
 
 static int get_f32(PyObject *o, float *out) {
     double v = PyFloat_AsDouble(o);
@@ -97,7 +100,7 @@ static PyObject *status_result(fastglu_status st) {
 
 #define CHECK_NARGS(name, want)                                                                    \
     if (nargs != (want)) {                                                                         \
-        PyErr_Format(PyExc_TypeError, name "() takes %d arguments (%zd given)", (want), nargs);   \
+        PyErr_Format(PyExc_TypeError, name "() takes %d arguments (%zd given)", (want), nargs);    \
         return NULL;                                                                               \
     }
 
@@ -117,8 +120,8 @@ static PyObject *py_swiglu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t
         st = fastglu_swiglu_fwd_cuda(in, in_rs, out, out_rs, tokens, F, (fastglu_dtype)dtype,
                                      stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_swiglu_fwd_cpu(in, in_rs, out, out_rs, tokens, F, (fastglu_dtype)dtype);
+        Py_BEGIN_ALLOW_THREADS st =
+            fastglu_swiglu_fwd_cpu(in, in_rs, out, out_rs, tokens, F, (fastglu_dtype)dtype);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -141,9 +144,8 @@ static PyObject *py_swiglu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t
         st = fastglu_swiglu_bwd_cuda(dy, dy_rs, dy_cs, in, in_rs, din, din_rs, tokens, F,
                                      (fastglu_dtype)dtype, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_swiglu_bwd_cpu(dy, dy_rs, dy_cs, in, in_rs, din, din_rs, tokens, F,
-                                    (fastglu_dtype)dtype);
+        Py_BEGIN_ALLOW_THREADS st = fastglu_swiglu_bwd_cpu(dy, dy_rs, dy_cs, in, in_rs, din, din_rs,
+                                                           tokens, F, (fastglu_dtype)dtype);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -184,8 +186,7 @@ static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (on_cuda) {
         st = fastglu_glu_fwd_cuda(&p, &o, output, saved_fp8, tokens, F, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_glu_fwd_cpu(&p, &o, output, saved_fp8, tokens, F);
+        Py_BEGIN_ALLOW_THREADS st = fastglu_glu_fwd_cpu(&p, &o, output, saved_fp8, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -229,8 +230,8 @@ static PyObject *py_glu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (on_cuda) {
         st = fastglu_glu_bwd_cuda(&p, dyt, dy_cs, &o, &grads, workspace, tokens, F, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_glu_bwd_cpu(&p, dyt, dy_cs, &o, &grads, workspace, tokens, F);
+        Py_BEGIN_ALLOW_THREADS st =
+            fastglu_glu_bwd_cpu(&p, dyt, dy_cs, &o, &grads, workspace, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -245,11 +246,11 @@ static PyObject *py_glu_bwd_workspace_bytes(PyObject *self, PyObject *const *arg
     if (!get_i64(args[0], &tokens) || !get_i64(args[1], &F) || !get_i64(args[2], &want_db) ||
         !get_i64(args[3], &want_dw))
         return NULL;
-    return PyLong_FromSize_t(fastglu_glu_bwd_workspace_bytes(tokens, F, want_db != 0, want_dw != 0));
+    return PyLong_FromSize_t(
+        fastglu_glu_bwd_workspace_bytes(tokens, F, want_db != 0, want_dw != 0));
 }
 
 /* ---- the linear layers (fastglu_linear_*, fastglu_linear_glu_fwd_*) ------------------------- */
-
 
 /* linear(on_cuda, dtype, x, x_row_stride, w, w_row_stride, bias, out, out_row_stride, tokens,
  *        in_features, out_features, stream) */
@@ -270,8 +271,7 @@ static PyObject *py_linear(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (on_cuda) {
         st = fastglu_linear_cuda(tx, tw, tb, to, tokens, k, n, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_linear_cpu(tx, tw, tb, to, tokens, k, n);
+        Py_BEGIN_ALLOW_THREADS st = fastglu_linear_cpu(tx, tw, tb, to, tokens, k, n);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -290,20 +290,21 @@ static PyObject *py_linear_glu_fwd(PyObject *self, PyObject *const *args, Py_ssi
     if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_dtype(args[7], &dtype) ||
         !get_ptr(args[8], &x) || !get_i64(args[9], &x_rs) || !get_ptr(args[10], &w1) ||
         !get_i64(args[11], &w_rs) || !get_ptr(args[12], &bias) || !get_ptr(args[13], &wts) ||
-        !get_dtype(args[14], &w_dtype) || !get_i64(args[15], &w_stride) ||
-        !get_ptr(args[16], &h) || !get_i64(args[17], &h_rs) || !get_ptr(args[18], &y) ||
-        !get_i64(args[19], &y_rs) || !get_i64(args[20], &tokens) || !get_i64(args[21], &hidden) ||
-        !get_i64(args[22], &F) || !get_ptr(args[23], &stream))
+        !get_dtype(args[14], &w_dtype) || !get_i64(args[15], &w_stride) || !get_ptr(args[16], &h) ||
+        !get_i64(args[17], &h_rs) || !get_ptr(args[18], &y) || !get_i64(args[19], &y_rs) ||
+        !get_i64(args[20], &tokens) || !get_i64(args[21], &hidden) || !get_i64(args[22], &F) ||
+        !get_ptr(args[23], &stream))
         return NULL;
     const fastglu_tensor tx = make_tensor(x, dtype, x_rs), tw = make_tensor(w1, dtype, w_rs),
-                         tb = make_tensor(bias, dtype, 1), twt = make_tensor(wts, w_dtype, w_stride),
+                         tb = make_tensor(bias, dtype, 1),
+                         twt = make_tensor(wts, w_dtype, w_stride),
                          th = make_tensor(h, dtype, h_rs), ty = make_tensor(y, dtype, y_rs);
     fastglu_status st;
     if (on_cuda) {
         st = fastglu_linear_glu_fwd_cuda(&p, tx, tw, tb, twt, th, ty, tokens, hidden, F, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_linear_glu_fwd_cpu(&p, tx, tw, tb, twt, th, ty, tokens, hidden, F);
+        Py_BEGIN_ALLOW_THREADS st =
+            fastglu_linear_glu_fwd_cpu(&p, tx, tw, tb, twt, th, ty, tokens, hidden, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -329,8 +330,9 @@ static PyObject *py_linear_dglu_bwd(PyObject *self, PyObject *const *args, Py_ss
         !get_i64(args[22], &dw_stride) || !get_i64(args[23], &tokens) ||
         !get_i64(args[24], &hidden) || !get_i64(args[25], &F) || !get_ptr(args[26], &stream))
         return NULL;
-    const fastglu_tensor tdo = make_tensor(d_out, dtype, do_rs), tw2 = make_tensor(w2, dtype, w2_rs),
-                         th = make_tensor(h, dtype, h_rs), twt = make_tensor(wts, w_dtype, w_stride),
+    const fastglu_tensor tdo = make_tensor(d_out, dtype, do_rs),
+                         tw2 = make_tensor(w2, dtype, w2_rs), th = make_tensor(h, dtype, h_rs),
+                         twt = make_tensor(wts, w_dtype, w_stride),
                          tdh = make_tensor(dh, dtype, dh_rs), ty = make_tensor(y, dtype, y_rs),
                          tdw = make_tensor(dw, w_dtype, dw_stride);
     fastglu_status st;
@@ -338,8 +340,8 @@ static PyObject *py_linear_dglu_bwd(PyObject *self, PyObject *const *args, Py_ss
         st = fastglu_linear_dglu_bwd_cuda(&p, tdo, tw2, th, twt, tdh, ty, tdw, tokens, hidden, F,
                                           stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fastglu_linear_dglu_bwd_cpu(&p, tdo, tw2, th, twt, tdh, ty, tdw, tokens, hidden, F);
+        Py_BEGIN_ALLOW_THREADS st =
+            fastglu_linear_dglu_bwd_cpu(&p, tdo, tw2, th, twt, tdh, ty, tdw, tokens, hidden, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(st);
@@ -389,7 +391,8 @@ static PyMethodDef methods[] = {
      "glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
      "down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride, "
      "input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype, "
-     "weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, workspace, "
+     "weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, "
+     "workspace, "
      "workspace_bytes, tokens, F, dtype, stream): fastglu_glu_bwd_{cpu,cuda}."},
     {"glu_bwd_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_workspace_bytes,
      METH_FASTCALL,
@@ -420,9 +423,15 @@ static PyMethodDef methods[] = {
     {"version", py_version, METH_NOARGS, "libfastglu's version as MAJOR*10000+MINOR*100+PATCH."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastglu._C",
-                                    "Binding of the libfastglu C API.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,
+                                    "fastglu._C",
+                                    "Binding of the libfastglu C API.",
+                                    -1,
+                                    methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 static int add_fp8_functions(PyObject *m); /* the FP8-quantised forward, below */
 
@@ -492,12 +501,13 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
     o.workspace = ws, o.workspace_bytes = ws_bytes;
     fastglu_status status;
     if (on_cuda) {
-        status = dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F, stream)
-                    : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+        status =
+            dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F, stream)
+               : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        status = dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F)
-                    : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
+        Py_BEGIN_ALLOW_THREADS status =
+            dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F)
+               : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(status);
@@ -542,12 +552,14 @@ static PyMethodDef fp8_methods[] = {
 
 static int add_fp8_functions(PyObject *m) {
     if (PyModule_AddFunctions(m, fp8_methods) < 0) return -1;
-    if (PyModule_AddIntConstant(m, "FP8_SCALING_BLOCK_1X128", FASTGLU_FP8_SCALING_BLOCK_1X128) < 0 ||
+    if (PyModule_AddIntConstant(m, "FP8_SCALING_BLOCK_1X128", FASTGLU_FP8_SCALING_BLOCK_1X128) <
+            0 ||
         PyModule_AddIntConstant(m, "FP8_SCALING_TENSOR", FASTGLU_FP8_SCALING_TENSOR) < 0 ||
         PyModule_AddIntConstant(m, "FP8_SCALES_MN_MAJOR", FASTGLU_FP8_SCALES_MN_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "FP8_SCALES_ROW_MAJOR", FASTGLU_FP8_SCALES_ROW_MAJOR) < 0)
         return -1;
-    return PyModule_AddIntConstant(m, "FP8_WORKSPACE_BYTES_TENSOR",
-                                   (long)fastglu_glu_fwd_fp8_workspace_bytes(&(fastglu_fp8_recipe){
-                                       FASTGLU_FP8_SCALING_TENSOR, FASTGLU_FP8_SCALES_MN_MAJOR, 0}));
+    return PyModule_AddIntConstant(
+        m, "FP8_WORKSPACE_BYTES_TENSOR",
+        (long)fastglu_glu_fwd_fp8_workspace_bytes(
+            &(fastglu_fp8_recipe){FASTGLU_FP8_SCALING_TENSOR, FASTGLU_FP8_SCALES_MN_MAJOR, 0}));
 }

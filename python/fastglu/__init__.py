@@ -51,9 +51,11 @@ except ImportError as _e:
     if "libcudart" not in str(_e):
         raise
     # The portable wheel's libfastglu loads libcudart.so.13 from the nvidia-cuda-runtime wheel.
-    raise ImportError(f"fastglu: {_e}; install the CUDA runtime it needs: "
-                      "pip install 'nvidia-cuda-runtime>=13.0,<14'") from _e
-from . import ops
+    raise ImportError(
+        f"fastglu: {_e}; install the CUDA runtime it needs: "
+        "pip install 'nvidia-cuda-runtime>=13.0,<14'"
+    ) from _e
+from . import fp8, megatron, modules, ops
 from .functional import (
     GLUFunction,
     SwiGLUFunction,
@@ -66,10 +68,8 @@ from .functional import (
     weighted_bias_quick_geglu_impl,
     weighted_bias_swiglu_impl,
 )
-from . import megatron, modules
 from .gemm import linear, linear_dglu_bwd, linear_glu
 from .mlp_block import mlp
-from . import fp8
 
 # The fp8 copy of fp8_input_store overflows as the installed torch's float8_e4m3fn cast does
 # (saturating at +-448 from torch 2.12 on, NaN before), so that it equals Megatron's .to(float8).
@@ -90,8 +90,25 @@ def cuda_built() -> bool:
 
 
 __all__ = [
-    "swiglu", "bias_swiglu_impl", "SwiGLUFunction", "ops", "cuda_available", "cuda_built", "__version__",
-    "glu", "glu_mul", "silu_mul", "GLUFunction", "weighted_bias_swiglu_impl", "bias_geglu_impl",
-    "weighted_bias_quick_geglu_impl", "megatron", "modules", "linear", "linear_glu", "linear_dglu_bwd",
-    "mlp", "fp8",
+    "swiglu",
+    "bias_swiglu_impl",
+    "SwiGLUFunction",
+    "ops",
+    "cuda_available",
+    "cuda_built",
+    "__version__",
+    "glu",
+    "glu_mul",
+    "silu_mul",
+    "GLUFunction",
+    "weighted_bias_swiglu_impl",
+    "bias_geglu_impl",
+    "weighted_bias_quick_geglu_impl",
+    "megatron",
+    "modules",
+    "linear",
+    "linear_glu",
+    "linear_dglu_bwd",
+    "mlp",
+    "fp8",
 ]

@@ -77,11 +77,14 @@ class GLUFunction(torch.autograd.Function):
         # an fp8 copy has no storage to reuse; an input that takes no gradient is never overwritten
         # (its gradient is not asked for: the bias / weights gradients are computed out of place)
         layout_check = in_place and not fp8
-        in_place = (layout_check and ctx.needs_input_grad[0]
-                    and (up is None or ctx.needs_input_grad[1]))
+        in_place = (
+            layout_check and ctx.needs_input_grad[0] and (up is None or ctx.needs_input_grad[1])
+        )
         scale_inv = None
         if fp8:
-            ops._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark, before anything runs
+            ops._fp8_clamp(
+                params, x.dtype, fp8, fn
+            )  # a clamp the copy can mark, before anything runs
         if fp8 is True:
             # Megatron's plain cast, written by the forward kernel in the same pass: one [..., 2F]
             # buffer in the operands' layout; two tensors get its gate and up halves
@@ -120,15 +123,21 @@ class GLUFunction(torch.autograd.Function):
         if _grad_enabled():  # (create_graph=True: ops.refuse_create_graph raises, unless traced)
             ops.refuse_create_graph(fn + ".backward")
         if in_place and ctx.backward_done:
-            _fail(RuntimeError, fn + ".backward", "in_place=True: backward can run only once per forward: the saved "
-                                    "input was overwritten by its gradient. Use in_place=False for "
-                                    "retain_graph=True or a second backward.")
+            _fail(
+                RuntimeError,
+                fn + ".backward",
+                "in_place=True: backward can run only once per forward: the saved "
+                "input was overwritten by its gradient. Use in_place=False for "
+                "retain_graph=True or a second backward.",
+            )
         x, up, bias, weights, scale_inv = ctx.saved_tensors
         need = ctx.needs_input_grad
         want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
         # dy sharing the operands' memory cannot be read while their gradients are written over
         # them (e.g. grad_outputs given as a view of the input): out of place
-        in_place = in_place and not (_may_overlap(dy, x) or (up is not None and _may_overlap(dy, up)))
+        in_place = in_place and not (
+            _may_overlap(dy, x) or (up is not None and _may_overlap(dy, up))
+        )
         if not in_place and up is None and scale_inv is None:
             g = ops._bwd_common(params, dy, x, bias, weights, want_db, want_dw)
             if g is not None:
@@ -136,8 +145,19 @@ class GLUFunction(torch.autograd.Function):
         out = None
         if in_place:
             out = x if up is None else (x, up)
-        g = ops.backward(params, dy, x, up, bias, weights, input_scale_inv=scale_inv,
-                         want_dbias=want_db, want_dweights=want_dw, out=out, fn=fn + ".backward")
+        g = ops.backward(
+            params,
+            dy,
+            x,
+            up,
+            bias,
+            weights,
+            input_scale_inv=scale_inv,
+            want_dbias=want_db,
+            want_dweights=want_dw,
+            out=out,
+            fn=fn + ".backward",
+        )
         if in_place:
             ctx.backward_done = True  # (after the call: a refused call has written nothing)
             if _increment_version is not None:
@@ -153,15 +173,29 @@ class GLUFunction(torch.autograd.Function):
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 _unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
 _c_apply = getattr(torch._C, "_FunctionBase", object).__dict__.get("apply")
-_glu_c_apply = (_c_apply.__get__(None, GLUFunction)
-                if _functorch_active is not None and _unwrap_if_dead is not None and _c_apply is not None else None)
+_glu_c_apply = (
+    _c_apply.__get__(None, GLUFunction)
+    if _functorch_active is not None and _unwrap_if_dead is not None and _c_apply is not None
+    else None
+)
 
 
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
-    in_place = in_place is not False and bool(in_place) and _grad_enabled()  # without grad mode no backward runs
+    in_place = (
+        in_place is not False and bool(in_place) and _grad_enabled()
+    )  # without grad mode no backward runs
     if _is_compiling():  # torch.compile / torch.export: the torch.library ops (glu_traced)
-        return glu_traced(x, up, bias, weights, params, _fp8_mode(fp8_input_store, fn),
-                          bool(cpu_offload_input), in_place, fn)
+        return glu_traced(
+            x,
+            up,
+            bias,
+            weights,
+            params,
+            _fp8_mode(fp8_input_store, fn),
+            bool(cpu_offload_input),
+            in_place,
+            fn,
+        )
     if fp8_input_store is False and cpu_offload_input is False and not in_place:
         options = _PLAIN_OPTIONS.get(fn) or _PLAIN_OPTIONS.setdefault(fn, (False, False, False, fn))
     else:
@@ -192,7 +226,9 @@ def _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params, 
 # torch.compiler.disable imports torch._dynamo (about 1.5 s) at once; torch._disable_dynamo, the
 # same wrapper, imports it on the first call (under torch.compile, where it is loaded already).
 _disable_dynamo = getattr(torch, "_disable_dynamo", None) or torch.compiler.disable
-_cpu_offload_input_runs_the_eager_GLUFunction = _disable_dynamo(_cpu_offload_input_runs_the_eager_GLUFunction)
+_cpu_offload_input_runs_the_eager_GLUFunction = _disable_dynamo(
+    _cpu_offload_input_runs_the_eager_GLUFunction
+)
 
 
 def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, fn):
@@ -212,8 +248,9 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
       dynamo cannot trace through (a graph break).
     """
     if not library.SUPPORTED or cpu_offload_input:
-        return _cpu_offload_input_runs_the_eager_GLUFunction(x, up, bias, weights, params,
-                                                             (fp8, cpu_offload_input, in_place, fn))
+        return _cpu_offload_input_runs_the_eager_GLUFunction(
+            x, up, bias, weights, params, (fp8, cpu_offload_input, in_place, fn)
+        )
     if in_place and not fp8:  # refused as in eager mode, where the backward would overwrite them
         ops.refuse_leaves_in_place(x, up, fn)
     if fp8:
@@ -261,17 +298,27 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
             ops.check_input(x, "swiglu")  # Megatron's layout: 2D or 3D (raises naming the call)
         if in_place and _grad_enabled():  # (without grad mode there is no backward to run in place)
             return _apply(x, None, None, None, SILU, False, False, True, "swiglu")
-        if _glu_c_apply is None or _functorch_active():  # vmap / grad / jvp: Function.apply's own path
+        if (
+            _glu_c_apply is None or _functorch_active()
+        ):  # vmap / grad / jvp: Function.apply's own path
             return GLUFunction.apply(x, None, None, None, SILU, _SWIGLU_OPTIONS)
         x = _unwrap_if_dead(x)
-        if ((not x.requires_grad or not _grad_enabled()) and _forward_ad._current_level < 0
-                and _tracing_state() is None):  # (the JIT tracer records the Function, not a raw call)
+        if (
+            (not x.requires_grad or not _grad_enabled())
+            and _forward_ad._current_level < 0
+            and _tracing_state() is None
+        ):  # (the JIT tracer records the Function, not a raw call)
             return ops.swiglu_fwd(x, fn="swiglu")  # no gradient to record: the op alone
         return _glu_c_apply(x, None, None, None, SILU, _SWIGLU_OPTIONS)
     return _swiglu_dispatched(x, in_place and _grad_enabled())
 
 
-_SWIGLU_OPTIONS = (False, False, False, "swiglu")  # GLUFunction's options of a plain fastglu.swiglu call
+_SWIGLU_OPTIONS = (
+    False,
+    False,
+    False,
+    "swiglu",
+)  # GLUFunction's options of a plain fastglu.swiglu call
 
 
 class SwiGLUFunction:
@@ -283,7 +330,10 @@ class SwiGLUFunction:
 
     @staticmethod
     def apply(input, fp8_input_store=False, cpu_offload_input=False, in_place=False):
-        return _apply(input, None, None, None, SILU, fp8_input_store, cpu_offload_input, in_place, "swiglu")
+        return _apply(
+            input, None, None, None, SILU, fp8_input_store, cpu_offload_input, in_place, "swiglu"
+        )
+
 
 def _swiglu_dispatched(x, in_place):
     """``fastglu.swiglu`` for everything but a plain tensor in eager mode: while torch.compile or
@@ -306,6 +356,7 @@ def _swiglu_dispatched(x, in_place):
     if not library._dtensor_registered and "torch.distributed.tensor" in sys.modules:
         library.register_dtensor_rules()
     if in_place:
+
         def local(t):
             return _apply(t, None, None, None, SILU, False, False, True, "swiglu")
 
@@ -323,11 +374,21 @@ def _swiglu_dispatched(x, in_place):
         raise r from None
 
 
-
-
-def glu(x, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
-        gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, fp8_input_store=False,
-        cpu_offload_input=False, in_place=False):
+def glu(
+    x,
+    activation="silu",
+    *,
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    fp8_input_store=False,
+    cpu_offload_input=False,
+    in_place=False,
+):
     """A gated linear unit on ``x[..., 2F]``, autograd-aware: ``y = m_d * w * act(m_g * a) * (v + o)``.
 
     Args:
@@ -357,21 +418,45 @@ def glu(x, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_
         TypeError, ValueError: see ``glu_fwd``; RuntimeError: a second in-place backward, or
         create_graph=True.
     """
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
-                   fn="glu")
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn="glu",
+    )
     return _apply(x, None, bias, weights, p, fp8_input_store, cpu_offload_input, in_place, "glu")
 
 
-def glu_mul(gate, up, activation="silu", *, bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
-            gate_multiplier=1.0, down_multiplier=1.0, fp8_input_store=False, in_place=False):
+def glu_mul(
+    gate,
+    up,
+    activation="silu",
+    *,
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    fp8_input_store=False,
+    in_place=False,
+):
     """``act(gate) * up`` on two tensors ``[..., F]`` (Hugging Face's gate_proj / up_proj outputs),
     with gradients for both. Options as ``glu``; bias, if any, is one ``[2F]`` = [b_gate | b_up].
     ``in_place`` writes d_gate over gate and d_up over up: gate and up sharing memory (the same
     tensor, or overlapping views) cannot take both, and are refused with ValueError at the forward
     (as are ``glu``'s other in-place refusals)."""
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="glu_mul")
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        fn="glu_mul",
+    )
     if up is None:
         _fail(TypeError, "glu_mul", "up must be a torch.Tensor, got NoneType")
     return _apply(gate, up, bias, weights, p, fp8_input_store, False, in_place, "glu_mul")
@@ -388,7 +473,9 @@ def silu_mul(gate, up, *, gate_multiplier=1.0, down_multiplier=1.0, in_place=Fal
     gradient of t is the sum of both), or a leaf that requires grad (an nn.Parameter).
     Raises TypeError / ValueError as ``glu_fwd`` (mismatched shapes, dtypes, devices).
     """
-    p = glu_params("silu", gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="silu_mul")
+    p = glu_params(
+        "silu", gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="silu_mul"
+    )
     if up is None:
         _fail(TypeError, "silu_mul", "up must be a torch.Tensor, got NoneType")
     return _apply(gate, up, None, None, p, False, False, in_place, "silu_mul")
@@ -406,14 +493,20 @@ def _megatron_params(activation, clamp_value, linear_offset, fn):
     """glu_params of a Megatron entry point, remembered for plain-number options (they are checked
     once; a tensor or any other option type is checked on every call). Not while torch.compile
     traces: dynamo would guard on the dict's contents and compile again once it changed."""
-    if (type(clamp_value) in _PLAIN_NUMBERS and type(linear_offset) in _PLAIN_NUMBERS[1:]
-            and clamp_value == clamp_value and linear_offset == linear_offset  # (not NaN: never equal)
-            and not _is_compiling()):
+    if (
+        type(clamp_value) in _PLAIN_NUMBERS
+        and type(linear_offset) in _PLAIN_NUMBERS[1:]
+        and clamp_value == clamp_value
+        and linear_offset == linear_offset  # (not NaN: never equal)
+        and not _is_compiling()
+    ):
         # -0.0 == 0.0 as dict keys: the offset's sign goes into the key (v + o keeps it for v = -0.0)
         key = (activation, clamp_value, linear_offset, _copysign(1.0, linear_offset))
         p = _MEGATRON_PARAMS.get(key)
         if p is None:
-            p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn)
+            p = glu_params(
+                activation, clamp_value=clamp_value, glu_linear_offset=linear_offset, fn=fn
+            )
             if len(_MEGATRON_PARAMS) < 256:
                 _MEGATRON_PARAMS[key] = p
         return p
@@ -427,8 +520,12 @@ def _megatron_input(input, fn):
     if not isinstance(input, torch.Tensor):
         _fail(TypeError, fn, f"input must be a torch.Tensor, got {type(input).__name__}")
     if input.dim() not in (2, 3):
-        _fail(ValueError, fn, f"input must be 2D [tokens, 2F] or 3D [S, B, 2F] (Megatron asserts), got shape "
-                              f"{tuple(input.shape)}")
+        _fail(
+            ValueError,
+            fn,
+            f"input must be 2D [tokens, 2F] or 3D [S, B, 2F] (Megatron asserts), got shape "
+            f"{tuple(input.shape)}",
+        )
 
 
 def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False, clamp_value=None):
@@ -474,8 +571,10 @@ def weighted_bias_swiglu_impl(input, bias, weights, fp8_input_store=False, clamp
     fn = "weighted_bias_swiglu_impl"
     _megatron_input(input, fn)
     if bias is not None:
-        raise NotImplementedError("fastglu.weighted_bias_swiglu_impl: Bias is not supported for weighted swiglu "
-                                  "fusion (as Megatron-Core)")
+        raise NotImplementedError(
+            "fastglu.weighted_bias_swiglu_impl: Bias is not supported for weighted swiglu "
+            "fusion (as Megatron-Core)"
+        )
     if weights is None:
         _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
     p = SILU if clamp_value is None else _megatron_params("silu", clamp_value, 0.0, fn)
@@ -494,8 +593,9 @@ def bias_geglu_impl(input, bias):
     return _apply(input, None, bias, None, _GELU_TANH, False, False, False, fn)
 
 
-def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, linear_offset=0.0,
-                                   clamp_value=None):
+def weighted_bias_quick_geglu_impl(
+    input, bias, weights, fp8_input_store=False, linear_offset=0.0, clamp_value=None
+):
     """Megatron-Core ``weighted_bias_quick_geglu_impl`` (GPT-OSS experts):
     ``quick_gelu(g' + b_gate) * (u' + b_up + linear_offset) * weights`` with g' = min(g, c),
     u' = clamp(u, -c, c) when clamp_value c > 0.
@@ -524,9 +624,16 @@ def weighted_bias_quick_geglu_impl(input, bias, weights, fp8_input_store=False, 
     return _apply(input, None, bias, weights, p, fp8_input_store, False, False, fn)
 
 
-
-
 __all__ = [
-    "GLUFunction", "SwiGLUFunction", "swiglu", "glu", "glu_mul", "silu_mul", "bias_swiglu_impl",
-    "weighted_bias_swiglu_impl", "bias_geglu_impl", "weighted_bias_quick_geglu_impl", "glu_traced",
+    "GLUFunction",
+    "SwiGLUFunction",
+    "swiglu",
+    "glu",
+    "glu_mul",
+    "silu_mul",
+    "bias_swiglu_impl",
+    "weighted_bias_swiglu_impl",
+    "bias_geglu_impl",
+    "weighted_bias_quick_geglu_impl",
+    "glu_traced",
 ]

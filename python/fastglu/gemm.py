@@ -26,11 +26,23 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
-from . import library  # noqa: F401  (fastglu::glu_bwd, which linear_glu's backward calls)
-from .ops import (ACTIVATIONS, _COMPUTE_CODES, _COMPUTE_WHAT, _check_tensor, _fail, _flat_stride, _launch,
-                  _row_stride, check_dense, check_storage, glu_params)
-
+from . import (
+    _C,
+    library,  # noqa: F401  (fastglu::glu_bwd, which linear_glu's backward calls)
+)
+from .ops import (
+    _COMPUTE_CODES,
+    _COMPUTE_WHAT,
+    ACTIVATIONS,
+    _check_tensor,
+    _fail,
+    _flat_stride,
+    _launch,
+    _row_stride,
+    check_dense,
+    check_storage,
+    glu_params,
+)
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
 
@@ -40,8 +52,12 @@ def _check_meta(t, fn, name, dims):
     # kernels' wrapper checks storage itself)
     _check_tensor(t, fn, name, _COMPUTE_CODES, _COMPUTE_WHAT, zero_ok=True)
     if t.dim() not in dims:
-        _fail(ValueError, fn, f"{name} must have {' or '.join(str(d) for d in dims)} dimensions, "
-                              f"got shape {tuple(t.shape)}")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} must have {' or '.join(str(d) for d in dims)} dimensions, "
+            f"got shape {tuple(t.shape)}",
+        )
 
 
 def _check_like(t, x, fn, name):
@@ -60,12 +76,20 @@ def _check_linear(x, w, bias, weights, fn, glu):
     _check_like(w, x, fn, wname)
     lead, K = tuple(x.shape[:-1]), x.shape[-1]
     if w.shape[1] != K:
-        _fail(ValueError, fn, f"{wname} has shape {tuple(w.shape)}: its in_features {w.shape[1]} does not match "
-                              f"x's last dimension (hidden) {K} (mismatched K)")
+        _fail(
+            ValueError,
+            fn,
+            f"{wname} has shape {tuple(w.shape)}: its in_features {w.shape[1]} does not match "
+            f"x's last dimension (hidden) {K} (mismatched K)",
+        )
     rows = w.shape[0]
     if glu and rows % 2:
-        _fail(ValueError, fn, f"w1 has shape {tuple(w.shape)}: its {rows} rows must be even ([2F, hidden]: "
-                              "gate and up rows)")
+        _fail(
+            ValueError,
+            fn,
+            f"w1 has shape {tuple(w.shape)}: its {rows} rows must be even ([2F, hidden]: "
+            "gate and up rows)",
+        )
     N = rows // 2 if glu else rows
     tokens = 1
     for n in lead:
@@ -74,15 +98,23 @@ def _check_linear(x, w, bias, weights, fn, glu):
         _check_meta(bias, fn, "bias", (1,))
         _check_like(bias, x, fn, "bias")
         if tuple(bias.shape) != (rows,):
-            _fail(ValueError, fn, f"bias has shape {tuple(bias.shape)}; expected ({rows},) "
-                                  f"({'[2F]' if glu else '[out_features]'})")
+            _fail(
+                ValueError,
+                fn,
+                f"bias has shape {tuple(bias.shape)}; expected ({rows},) "
+                f"({'[2F]' if glu else '[out_features]'})",
+            )
     if weights is not None:
         _check_meta(weights, fn, "weights", (1, 2, 3, 4))
         if weights.device != x.device:
             _fail(ValueError, fn, f"weights is on {weights.device} but x is on {x.device}")
         if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
-            _fail(ValueError, fn, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] "
-                                  f"or [tokens, 1] with tokens = {tokens} (x's leading shape {lead})")
+            _fail(
+                ValueError,
+                fn,
+                f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] "
+                f"or [tokens, 1] with tokens = {tokens} (x's leading shape {lead})",
+            )
     return lead, tokens, K, N
 
 
@@ -129,8 +161,23 @@ def _linear_impl(x, w, bias):
     wr, w_rs = _w_rows(w)
     b = _vector(bias)
     out = torch.empty(lead + (N,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear, x.get_device(), (_COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs, _ptr(b),
-            out.data_ptr(), N, T, K, N))
+    _launch(
+        _C.linear,
+        x.get_device(),
+        (
+            _COMPUTE_CODES[x.dtype],
+            _ptr(xr),
+            x_rs,
+            wr.data_ptr(),
+            w_rs,
+            _ptr(b),
+            out.data_ptr(),
+            N,
+            T,
+            K,
+            N,
+        ),
+    )
     return out
 
 
@@ -139,13 +186,30 @@ def _linear_fake(x, w, bias):
     return x.new_empty(lead + (N,))
 
 
-def _linear_glu_impl(x, w1, bias, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
-                     down_multiplier, store_h):
+def _linear_glu_impl(
+    x,
+    w1,
+    bias,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    store_h,
+):
     fn = "linear_glu"
     lead, T, K, F = _check_linear(x, w1, bias, weights, fn, glu=True)
-    p = glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
-                   interleaved=layout == _C.LAYOUT_INTERLEAVED, fn=fn)
+    p = glu_params(
+        _ACT_NAMES.get(activation, activation),
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=layout == _C.LAYOUT_INTERLEAVED,
+        fn=fn,
+    )
     for name, t in (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)):
         if t is not None:
             check_storage(t, fn, name)
@@ -155,21 +219,63 @@ def _linear_glu_impl(x, w1, bias, weights, activation, layout, clamp_value, glu_
     wt, w_code, w_stride = None, _C.DTYPE_FP32, 0
     if weights is not None:
         s = _flat_stride(weights)
-        wt = weights if s is not None and not weights.is_neg() else weights.resolve_neg().contiguous()
+        wt = (
+            weights
+            if s is not None and not weights.is_neg()
+            else weights.resolve_neg().contiguous()
+        )
         w_stride = s if wt is weights else 1
         w_code = _COMPUTE_CODES[wt.dtype]
     y = torch.empty(lead + (F,), dtype=x.dtype, device=x.device)
     h = torch.empty(lead + (2 * F,) if store_h else (0,), dtype=x.dtype, device=x.device)
-    _launch(_C.linear_glu_fwd, x.get_device(), (*p, _COMPUTE_CODES[x.dtype], _ptr(xr), x_rs, wr.data_ptr(), w_rs,
-            _ptr(b), _ptr(wt), w_code, w_stride, h.data_ptr() if store_h else 0, 2 * F, y.data_ptr(), F, T, K, F))
+    _launch(
+        _C.linear_glu_fwd,
+        x.get_device(),
+        (
+            *p,
+            _COMPUTE_CODES[x.dtype],
+            _ptr(xr),
+            x_rs,
+            wr.data_ptr(),
+            w_rs,
+            _ptr(b),
+            _ptr(wt),
+            w_code,
+            w_stride,
+            h.data_ptr() if store_h else 0,
+            2 * F,
+            y.data_ptr(),
+            F,
+            T,
+            K,
+            F,
+        ),
+    )
     return y, h
 
 
-def _linear_glu_fake(x, w1, bias, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
-                     down_multiplier, store_h):
+def _linear_glu_fake(
+    x,
+    w1,
+    bias,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    store_h,
+):
     lead, T, K, F = _check_linear(x, w1, bias, weights, "linear_glu", glu=True)
-    glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-               gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn="linear_glu")
+    glu_params(
+        _ACT_NAMES.get(activation, activation),
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        fn="linear_glu",
+    )
     return x.new_empty(lead + (F,)), x.new_empty(lead + (2 * F,) if store_h else (0,))
 
 
@@ -188,12 +294,20 @@ def _check_dglu(d_out, w2, h, weights, fn):
             _fail(ValueError, fn, f"{name} is on {t.device} but d_out is on {d_out.device}")
     lead, H = tuple(d_out.shape[:-1]), d_out.shape[-1]
     if w2.shape[0] != H:
-        _fail(ValueError, fn, f"w2 has shape {tuple(w2.shape)}: its {w2.shape[0]} rows do not match d_out's last "
-                              f"dimension (hidden) {H} (w2 is fc2's weight [hidden, F])")
+        _fail(
+            ValueError,
+            fn,
+            f"w2 has shape {tuple(w2.shape)}: its {w2.shape[0]} rows do not match d_out's last "
+            f"dimension (hidden) {H} (w2 is fc2's weight [hidden, F])",
+        )
     F = w2.shape[1]
     if tuple(h.shape) != lead + (2 * F,):
-        _fail(ValueError, fn, f"h has shape {tuple(h.shape)}; expected {lead + (2 * F,)} (d_out's leading shape, "
-                              f"2F with F = {F} from w2)")
+        _fail(
+            ValueError,
+            fn,
+            f"h has shape {tuple(h.shape)}; expected {lead + (2 * F,)} (d_out's leading shape, "
+            f"2F with F = {F} from w2)",
+        )
     tokens = 1
     for n in lead:
         tokens *= n
@@ -201,19 +315,46 @@ def _check_dglu(d_out, w2, h, weights, fn):
         _check_meta(weights, fn, "weights", (1, 2, 3, 4))
         if weights.device != d_out.device:
             _fail(ValueError, fn, f"weights is on {weights.device} but d_out is on {d_out.device}")
-        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:  # a list: SymInts do not hash
-            _fail(ValueError, fn, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] "
-                                  f"or [tokens, 1] with tokens = {tokens} (d_out's leading shape {lead})")
+        if tuple(weights.shape) not in [
+            (tokens,),
+            (tokens, 1),
+            lead,
+            lead + (1,),
+        ]:  # a list: SymInts do not hash
+            _fail(
+                ValueError,
+                fn,
+                f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] "
+                f"or [tokens, 1] with tokens = {tokens} (d_out's leading shape {lead})",
+            )
     return lead, tokens, H, F
 
 
-def _linear_dglu_impl(d_out, w2, h, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
-                      down_multiplier, want_y, want_dweights):
+def _linear_dglu_impl(
+    d_out,
+    w2,
+    h,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    want_y,
+    want_dweights,
+):
     fn = "linear_dglu_bwd"
     lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
-    p = glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
-                   interleaved=layout == _C.LAYOUT_INTERLEAVED, fn=fn)
+    p = glu_params(
+        _ACT_NAMES.get(activation, activation),
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=layout == _C.LAYOUT_INTERLEAVED,
+        fn=fn,
+    )
     if want_dweights and weights is None:
         _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
     for name, t in (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)):
@@ -225,31 +366,82 @@ def _linear_dglu_impl(d_out, w2, h, weights, activation, layout, clamp_value, gl
     wt, w_code, w_stride = None, _C.DTYPE_FP32, 0
     if weights is not None:
         s = _flat_stride(weights)
-        wt = weights if s is not None and not weights.is_neg() else weights.resolve_neg().contiguous()
+        wt = (
+            weights
+            if s is not None and not weights.is_neg()
+            else weights.resolve_neg().contiguous()
+        )
         w_stride = s if wt is weights else 1
         w_code = _COMPUTE_CODES[wt.dtype]
     dev = d_out.device
     dh = torch.empty(lead + (2 * F,), dtype=d_out.dtype, device=dev)
     y = torch.empty(lead + (F,) if want_y else (0,), dtype=d_out.dtype, device=dev)
-    dw = torch.empty(tuple(weights.shape) if want_dweights else (0,),
-                     dtype=weights.dtype if weights is not None else d_out.dtype, device=dev)
-    _launch(_C.linear_dglu_bwd, d_out.get_device(),
-            (*p, _COMPUTE_CODES[d_out.dtype], _ptr(dr), d_rs, wr.data_ptr(), w_rs, _ptr(hr), h_rs, _ptr(wt),
-             w_code, w_stride, dh.data_ptr(), 2 * F, y.data_ptr() if want_y else 0, F,
-             dw.data_ptr() if want_dweights else 0, 1, T, H, F))
+    dw = torch.empty(
+        tuple(weights.shape) if want_dweights else (0,),
+        dtype=weights.dtype if weights is not None else d_out.dtype,
+        device=dev,
+    )
+    _launch(
+        _C.linear_dglu_bwd,
+        d_out.get_device(),
+        (
+            *p,
+            _COMPUTE_CODES[d_out.dtype],
+            _ptr(dr),
+            d_rs,
+            wr.data_ptr(),
+            w_rs,
+            _ptr(hr),
+            h_rs,
+            _ptr(wt),
+            w_code,
+            w_stride,
+            dh.data_ptr(),
+            2 * F,
+            y.data_ptr() if want_y else 0,
+            F,
+            dw.data_ptr() if want_dweights else 0,
+            1,
+            T,
+            H,
+            F,
+        ),
+    )
     return dh, y, dw
 
 
-def _linear_dglu_fake(d_out, w2, h, weights, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
-                      down_multiplier, want_y, want_dweights):
+def _linear_dglu_fake(
+    d_out,
+    w2,
+    h,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    want_y,
+    want_dweights,
+):
     fn = "linear_dglu_bwd"
     lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
-    glu_params(_ACT_NAMES.get(activation, activation), clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-               gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, fn=fn)
+    glu_params(
+        _ACT_NAMES.get(activation, activation),
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        fn=fn,
+    )
     if want_dweights and weights is None:
         _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
-    return (d_out.new_empty(lead + (2 * F,)), d_out.new_empty(lead + (F,) if want_y else (0,)),
-            (weights.new_empty(tuple(weights.shape)) if want_dweights else d_out.new_empty((0,))))
+    return (
+        d_out.new_empty(lead + (2 * F,)),
+        d_out.new_empty(lead + (F,) if want_y else (0,)),
+        (weights.new_empty(tuple(weights.shape)) if want_dweights else d_out.new_empty((0,))),
+    )
+
 
 # ---- autograd -----------------------------------------------------------------------------------
 
@@ -281,11 +473,15 @@ def _linear_glu_setup(ctx, inputs, output):
 def _linear_glu_backward(ctx, dy, dh_out):
     x, w1, weights, h = ctx.saved_tensors
     if not ctx.stored:
-        raise RuntimeError("fastglu.linear_glu: the backward needs h; call the op with store_h=True "
-                           "(fastglu.linear_glu stores it whenever a gradient is required)")
+        raise RuntimeError(
+            "fastglu.linear_glu: the backward needs h; call the op with store_h=True "
+            "(fastglu.linear_glu stores it whenever a gradient is required)"
+        )
     need = ctx.needs_input_grad
     want_dw = weights is not None and need[3]
-    dh, _, _, dweights = torch.ops.fastglu.glu_bwd(dy, h, None, None, weights, None, *ctx.scalars, False, want_dw)
+    dh, _, _, dweights = torch.ops.fastglu.glu_bwd(
+        dy, h, None, None, weights, None, *ctx.scalars, False, want_dw
+    )
     if dh_out is not None:
         dh = dh + dh_out
     d2 = dh.flatten(0, -2) if dh.dim() > 1 else dh.reshape(1, -1)
@@ -299,20 +495,31 @@ def _linear_glu_backward(ctx, dy, dh_out):
 
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
 LINEAR_SCHEMA = "(Tensor x, Tensor w, Tensor? bias) -> Tensor"
-LINEAR_GLU_SCHEMA = ("(Tensor x, Tensor w1, Tensor? bias, Tensor? weights, int activation, int layout, "
-                     "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
-                     "bool store_h) -> (Tensor y, Tensor h)")
+LINEAR_GLU_SCHEMA = (
+    "(Tensor x, Tensor w1, Tensor? bias, Tensor? weights, int activation, int layout, "
+    "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
+    "bool store_h) -> (Tensor y, Tensor h)"
+)
 for _name, _schema, _impl, _fake, _setup, _bwd in (
-        ("linear", LINEAR_SCHEMA, _linear_impl, _linear_fake, _linear_setup, _linear_backward),
-        ("linear_glu_fwd", LINEAR_GLU_SCHEMA, _linear_glu_impl, _linear_glu_fake, _linear_glu_setup,
-         _linear_glu_backward)):
+    ("linear", LINEAR_SCHEMA, _linear_impl, _linear_fake, _linear_setup, _linear_backward),
+    (
+        "linear_glu_fwd",
+        LINEAR_GLU_SCHEMA,
+        _linear_glu_impl,
+        _linear_glu_fake,
+        _linear_glu_setup,
+        _linear_glu_backward,
+    ),
+):
     torch.library.define(f"fastglu::{_name}", _schema, lib=_LIB)
     torch.library.impl(f"fastglu::{_name}", ("cpu", "cuda"), _impl, lib=_LIB)
     torch.library.register_fake(f"fastglu::{_name}", _fake, lib=_LIB)
     torch.library.register_autograd(f"fastglu::{_name}", _bwd, setup_context=_setup, lib=_LIB)
-LINEAR_DGLU_SCHEMA = ("(Tensor d_out, Tensor w2, Tensor h, Tensor? weights, int activation, int layout, "
-                      "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
-                      "bool want_y, bool want_dweights) -> (Tensor dh, Tensor y, Tensor dweights)")
+LINEAR_DGLU_SCHEMA = (
+    "(Tensor d_out, Tensor w2, Tensor h, Tensor? weights, int activation, int layout, "
+    "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier, "
+    "bool want_y, bool want_dweights) -> (Tensor dh, Tensor y, Tensor dweights)"
+)
 torch.library.define("fastglu::linear_dglu_bwd", LINEAR_DGLU_SCHEMA, lib=_LIB)
 torch.library.impl("fastglu::linear_dglu_bwd", ("cpu", "cuda"), _linear_dglu_impl, lib=_LIB)
 torch.library.register_fake("fastglu::linear_dglu_bwd", _linear_dglu_fake, lib=_LIB)
@@ -339,8 +546,20 @@ def linear(x, w, bias=None):
     return torch.ops.fastglu.linear(x, w, bias)
 
 
-def linear_glu(x, w1, bias=None, activation="silu", *, weights=None, clamp_value=None, glu_linear_offset=0.0,
-               gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, return_preact=True):
+def linear_glu(
+    x,
+    w1,
+    bias=None,
+    activation="silu",
+    *,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    return_preact=True,
+):
     """fc1 with the gated activation in its epilogue.
 
     Args:
@@ -360,22 +579,43 @@ def linear_glu(x, w1, bias=None, activation="silu", *, weights=None, clamp_value
         ValueError: mismatched shapes (e.g. w1's in_features against x's hidden), devices, an
             unknown activation, a non-finite offset or multiplier.
     """
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
-                   fn="linear_glu")
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn="linear_glu",
+    )
     _check_types("linear_glu", x=x, w1=w1, bias=bias, weights=weights)
     for name, t in (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)):
         if t is not None:
-            check_dense(t, "linear_glu", name)  # before the dispatcher, which knows no sparse kernel
+            check_dense(
+                t, "linear_glu", name
+            )  # before the dispatcher, which knows no sparse kernel
     grad = torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w1, bias, weights))
+        isinstance(t, torch.Tensor) and t.requires_grad for t in (x, w1, bias, weights)
+    )
     y, h = torch.ops.fastglu.linear_glu_fwd(x, w1, bias, weights, *p, bool(return_preact or grad))
     return (y, h) if return_preact else y
 
 
-def linear_dglu_bwd(d_out, w2, h, activation="silu", *, weights=None, clamp_value=None, glu_linear_offset=0.0,
-                    gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, return_y=True,
-                    return_dweights=False):
+def linear_dglu_bwd(
+    d_out,
+    w2,
+    h,
+    activation="silu",
+    *,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    return_y=True,
+    return_dweights=False,
+):
     """fc2's dgrad with the GLU backward in the GEMM's epilogue: ``dY = d_out @ w2`` (fp32, unrounded)
     and the family's backward of dY with respect to h.
 
@@ -401,15 +641,24 @@ def linear_dglu_bwd(d_out, w2, h, activation="silu", *, weights=None, clamp_valu
             unknown activation, return_dweights without weights.
     """
     fn = "linear_dglu_bwd"
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved, fn=fn)
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=fn,
+    )
     _check_types(fn, d_out=d_out, w2=w2, h=h, weights=weights)
     for name, t in (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)):
         if t is not None:
             check_dense(t, fn, name)
     if return_dweights and weights is None:
         _fail(ValueError, fn, "return_dweights=True needs weights")
-    dh, y, dw = torch.ops.fastglu.linear_dglu_bwd(d_out, w2, h, weights, *p, bool(return_y), bool(return_dweights))
+    dh, y, dw = torch.ops.fastglu.linear_dglu_bwd(
+        d_out, w2, h, weights, *p, bool(return_y), bool(return_dweights)
+    )
     y = y if return_y else None
     return (dh, y, dw) if return_dweights else (dh, y)
 

@@ -67,10 +67,17 @@ NAMESPACE = "fastglu"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: it owns every registration below
 # torch.library's Python registration API (torch >= 2.5); without it the ops are not registered and
 # fastglu.swiglu keeps its eager path everywhere (torch.compile then graph-breaks around it).
-SUPPORTED = all(hasattr(torch.library, n) for n in ("register_fake", "register_autograd", "register_torch_dispatch"))
+SUPPORTED = all(
+    hasattr(torch.library, n)
+    for n in ("register_fake", "register_autograd", "register_torch_dispatch")
+)
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
-_TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch, "Tag") and hasattr(torch.Tag, "pt2_compliant_tag") else ()
+_TAGS = (
+    (torch.Tag.pt2_compliant_tag,)
+    if hasattr(torch, "Tag") and hasattr(torch.Tag, "pt2_compliant_tag")
+    else ()
+)
 _DTENSOR_RULES: list = []  # (qualname, rule), registered by register_dtensor_rules()
 _dtensor_registered = False
 
@@ -86,8 +93,20 @@ def _contiguous_strides(shape):
 # ---- the generic registration helper -----------------------------------------------------------
 
 
-def register_glu_ops(name: str, *, fwd_schema: str, bwd_schema: str, fwd_impl, bwd_impl, fwd_fake, bwd_fake,
-                     setup_context, backward, dtensor_fwd=None, dtensor_bwd=None):
+def register_glu_ops(
+    name: str,
+    *,
+    fwd_schema: str,
+    bwd_schema: str,
+    fwd_impl,
+    bwd_impl,
+    fwd_fake,
+    bwd_fake,
+    setup_context,
+    backward,
+    dtensor_fwd=None,
+    dtensor_bwd=None,
+):
     """Define ``fastglu::{name}_fwd`` and ``fastglu::{name}_bwd`` with kernels, fakes and autograd.
 
     Args:
@@ -109,17 +128,24 @@ def register_glu_ops(name: str, *, fwd_schema: str, bwd_schema: str, fwd_impl, b
         ``(fwd, bwd)``: the two ``torch._ops.OpOverload`` objects.
     """
     fwd_q, bwd_q = f"{NAMESPACE}::{name}_fwd", f"{NAMESPACE}::{name}_bwd"
-    for qualname, schema, impl, fake in ((fwd_q, fwd_schema, fwd_impl, fwd_fake), (bwd_q, bwd_schema, bwd_impl, bwd_fake)):
+    for qualname, schema, impl, fake in (
+        (fwd_q, fwd_schema, fwd_impl, fwd_fake),
+        (bwd_q, bwd_schema, bwd_impl, bwd_fake),
+    ):
         torch.library.define(qualname, schema, lib=_LIB, tags=_TAGS)
         torch.library.impl(qualname, ("cpu", "cuda"), impl, lib=_LIB)
         torch.library.register_fake(qualname, fake, lib=_LIB)
     torch.library.register_autograd(fwd_q, backward, setup_context=setup_context, lib=_LIB)
 
     def refuse_double_backward(ctx, *grads):
-        raise RuntimeError(f"fastglu.{name}: double backward is not supported; the {name} backward "
-                           "kernel is not differentiable")
+        raise RuntimeError(
+            f"fastglu.{name}: double backward is not supported; the {name} backward "
+            "kernel is not differentiable"
+        )
 
-    torch.library.register_autograd(bwd_q, refuse_double_backward, setup_context=_no_context, lib=_LIB)
+    torch.library.register_autograd(
+        bwd_q, refuse_double_backward, setup_context=_no_context, lib=_LIB
+    )
     for qualname, rule in ((fwd_q, dtensor_fwd), (bwd_q, dtensor_bwd)):
         if rule is not None:
             _DTENSOR_RULES.append((qualname, rule))
@@ -140,12 +166,18 @@ def check_glu_meta(x, fn: str, name: str = "input"):
     """The checks of ``ops.check_input`` that need no data nor device: dtype, rank, even last
     dimension. Raises TypeError / ValueError as the kernels do. Returns F (maybe symbolic)."""
     if x.dtype not in ops._COMPUTE_CODES:
-        raise TypeError(f"fastglu.{fn}: {name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 "
-                        "or torch.float32")
+        raise TypeError(
+            f"fastglu.{fn}: {name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 "
+            "or torch.float32"
+        )
     if x.dim() not in (2, 3):
-        raise ValueError(f"fastglu.{fn}: {name} must be 2D [tokens, 2F] or 3D [S, B, 2F], got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"fastglu.{fn}: {name} must be 2D [tokens, 2F] or 3D [S, B, 2F], got shape {tuple(x.shape)}"
+        )
     if x.shape[-1] % 2:
-        raise ValueError(f"fastglu.{fn}: {name}'s last dimension (gate | up) must be even, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"fastglu.{fn}: {name}'s last dimension (gate | up) must be even, got shape {tuple(x.shape)}"
+        )
     return x.shape[-1] // 2
 
 
@@ -162,12 +194,16 @@ def _swiglu_fwd_fake(input):
 def _swiglu_bwd_fake(dy, input):
     F = check_glu_meta(input, "swiglu_bwd")
     if dy.dtype != input.dtype:
-        raise TypeError(f"fastglu.swiglu_bwd: dy has dtype {dy.dtype} but input has dtype {input.dtype}")
+        raise TypeError(
+            f"fastglu.swiglu_bwd: dy has dtype {dy.dtype} but input has dtype {input.dtype}"
+        )
     if dy.device != input.device:
         raise ValueError(f"fastglu.swiglu_bwd: dy is on {dy.device} but input is on {input.device}")
     if tuple(dy.shape) != (*input.shape[:-1], F):
-        raise ValueError(f"fastglu.swiglu_bwd: dy has shape {tuple(dy.shape)}; expected "
-                         f"{(*input.shape[:-1], F)} for input {tuple(input.shape)}")
+        raise ValueError(
+            f"fastglu.swiglu_bwd: dy has shape {tuple(dy.shape)}; expected "
+            f"{(*input.shape[:-1], F)} for input {tuple(input.shape)}"
+        )
     return glu_output_like(input, input.shape[-1])
 
 
@@ -186,23 +222,30 @@ def check_glu_dtensor(x, fn: str, name: str = "input"):
     bad = [p for p in placements if type(p) is not Shard and type(p) is not Replicate]
     if bad or not last:
         if bad:
-            why = (f"{', '.join(map(repr, bad))} is not supported (a partial sum, or any placement other than "
-                   "Shard and Replicate, cannot go through the activation)")
+            why = (
+                f"{', '.join(map(repr, bad))} is not supported (a partial sum, or any placement other than "
+                "Shard and Replicate, cannot go through the activation)"
+            )
         else:
-            why = (f"{', '.join(map(repr, placements))} does not shard the last dimension, and the [gate | up] "
-                   "split of such a global tensor is not the tensor-parallel one (redistribute it to Shard(-1) in "
-                   "that layout, or call fastglu on x.full_tensor())")
+            why = (
+                f"{', '.join(map(repr, placements))} does not shard the last dimension, and the [gate | up] "
+                "split of such a global tensor is not the tensor-parallel one (redistribute it to Shard(-1) in "
+                "that layout, or call fastglu on x.full_tensor())"
+            )
         raise ValueError(
             f"fastglu.{fn}: a DTensor {name} must be sharded on its last dimension, Shard(-1) (Megatron's "
             f"tensor-parallel layout: each rank's local [..., 2F/tp] holds its own gate and up slices); got "
-            f"placements {placements}: {why}")
+            f"placements {placements}: {why}"
+        )
     mesh = x.device_mesh
     shards = math.prod(mesh.size(i) for i in last)
     width = x.shape[-1]
     if width % (2 * shards):
-        raise ValueError(f"fastglu.{fn}: a DTensor {name} of global shape {tuple(x.shape)} is sharded {shards} ways "
-                         f"on its last dimension; its width {width} must be a multiple of 2 x {shards} so that "
-                         "every rank holds an even, equal [gate | up] slice")
+        raise ValueError(
+            f"fastglu.{fn}: a DTensor {name} of global shape {tuple(x.shape)} is sharded {shards} ways "
+            f"on its last dimension; its width {width} must be a multiple of 2 x {shards} so that "
+            "every rank holds an even, equal [gate | up] slice"
+        )
     return mesh, placements
 
 
@@ -210,8 +253,9 @@ def _from_local(local, x, mesh, placements, width):
     from torch.distributed.tensor import DTensor
 
     shape = torch.Size((*x.shape[:-1], width))
-    return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape,
-                              stride=_contiguous_strides(shape))
+    return DTensor.from_local(
+        local, mesh, placements, run_check=False, shape=shape, stride=_contiguous_strides(shape)
+    )
 
 
 def glu_dtensor_rule(fn: str, *, input_arg: int, out_width, dy_arg: int | None = None):
@@ -227,22 +271,30 @@ def glu_dtensor_rule(fn: str, *, input_arg: int, out_width, dy_arg: int | None =
         args = list(args)
         x = args[input_arg]
         if not isinstance(x, DTensor):
-            raise TypeError(f"fastglu.{fn}: input must be a DTensor when other arguments are DTensors "
-                            f"(got {type(x).__name__})")
+            raise TypeError(
+                f"fastglu.{fn}: input must be a DTensor when other arguments are DTensors "
+                f"(got {type(x).__name__})"
+            )
         mesh, placements = check_glu_dtensor(x, fn)
         args[input_arg] = x.to_local()
         if dy_arg is not None:
             dy = args[dy_arg]
             if not isinstance(dy, DTensor):
-                raise TypeError(f"fastglu.{fn}: dy must be a DTensor when input is one (got {type(dy).__name__})")
+                raise TypeError(
+                    f"fastglu.{fn}: dy must be a DTensor when input is one (got {type(dy).__name__})"
+                )
             if dy.device_mesh != mesh:
-                raise ValueError(f"fastglu.{fn}: dy is on device mesh {dy.device_mesh} but input is on {mesh}")
+                raise ValueError(
+                    f"fastglu.{fn}: dy is on device mesh {dy.device_mesh} but input is on {mesh}"
+                )
             if tuple(dy.placements) != placements:
                 dy = dy.redistribute(mesh, placements)
             args[dy_arg] = dy.to_local()
         for i, a in enumerate(args):
             if isinstance(a, DTensor):
-                raise TypeError(f"fastglu.{fn}: argument {i} is a DTensor; this rule takes only the input and dy")
+                raise TypeError(
+                    f"fastglu.{fn}: argument {i} is a DTensor; this rule takes only the input and dy"
+                )
         return _from_local(func(*args, **kwargs), x, mesh, placements, out_width(x.shape[-1]))
 
     return rule
@@ -321,7 +373,9 @@ if SUPPORTED:
     )
 
 
-if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program imported it first: no extra cost
+if (
+    SUPPORTED and "torch.distributed.tensor" in sys.modules
+):  # a DTensor program imported it first: no extra cost
     register_dtensor_rules()
 
 
@@ -346,34 +400,49 @@ if SUPPORTED and "torch.distributed.tensor" in sys.modules:  # a DTensor program
 # ``input`` / ``up`` of glu_bwd may be the saved input as torch.float8_e4m3fn, then decoded as
 # fp8 * input_scale_inv (None: scale 1; one float32 value, or one per token).
 
-GLU_FWD_SCHEMA = ("(Tensor input, Tensor? up, Tensor? bias, Tensor? weights, int activation, int layout, "
-                  "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier) "
-                  "-> Tensor")
-GLU_BWD_SCHEMA = ("(Tensor dy, Tensor input, Tensor? up, Tensor? bias, Tensor? weights, Tensor? input_scale_inv, "
-                  "int activation, int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
-                  "float down_multiplier, bool want_dbias, bool want_dweights) "
-                  "-> (Tensor d_input, Tensor? d_up, Tensor? dbias, Tensor? dweights)")
+GLU_FWD_SCHEMA = (
+    "(Tensor input, Tensor? up, Tensor? bias, Tensor? weights, int activation, int layout, "
+    "float clamp_value, float glu_linear_offset, float gate_multiplier, float down_multiplier) "
+    "-> Tensor"
+)
+GLU_BWD_SCHEMA = (
+    "(Tensor dy, Tensor input, Tensor? up, Tensor? bias, Tensor? weights, Tensor? input_scale_inv, "
+    "int activation, int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
+    "float down_multiplier, bool want_dbias, bool want_dweights) "
+    "-> (Tensor d_input, Tensor? d_up, Tensor? dbias, Tensor? dweights)"
+)
 
 _GLU_ACTIVATION_CODES = frozenset(ops.ACTIVATIONS.values())
 _GLU_LAYOUT_CODES = frozenset((_C.LAYOUT_SPLIT, _C.LAYOUT_INTERLEAVED))
 _GLU_COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _op_params(fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier):
+def _op_params(
+    fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
+):
     """The op's scalars as an ops.GLUParams; ValueError for an unknown activation / layout code, a
     non-finite offset or multiplier, or a positive clamp_value that float32 turns into 0 or inf
     (what ops.glu_params refuses). Shared by kernels and fakes."""
     if activation not in _GLU_ACTIVATION_CODES:
-        raise ValueError(f"fastglu.{fn}: activation code {activation} is not one of "
-                         f"{dict(sorted((v, k) for k, v in ops.ACTIVATIONS.items()))}")
+        raise ValueError(
+            f"fastglu.{fn}: activation code {activation} is not one of "
+            f"{dict(sorted((v, k) for k, v in ops.ACTIVATIONS.items()))}"
+        )
     if layout not in _GLU_LAYOUT_CODES:
         raise ValueError(f"fastglu.{fn}: layout code {layout} is not 0 (split) or 1 (interleaved)")
-    for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
-                    ("down_multiplier", down_multiplier)):
+    for name, v in (
+        ("glu_linear_offset", glu_linear_offset),
+        ("gate_multiplier", gate_multiplier),
+        ("down_multiplier", down_multiplier),
+    ):
         if not math.isfinite(v):
             raise ValueError(f"fastglu.{fn}: {name} must be finite, got {v}")
-    ops._check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
-    return ops.GLUParams(activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+    ops._check_clamp(
+        clamp_value, fn
+    )  # a positive clamp that float32 turns into 0 (no clamp) or inf
+    return ops.GLUParams(
+        activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
+    )
 
 
 def _glu_fwd_impl(input, up, bias, weights, *scalars):
@@ -382,18 +451,31 @@ def _glu_fwd_impl(input, up, bias, weights, *scalars):
 
 def _glu_bwd_impl(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
-    g = ops.backward(_op_params("glu_bwd", *scalars), dy, input, up, bias, weights,
-                       input_scale_inv=input_scale_inv, want_dbias=want_dbias, want_dweights=want_dweights,
-                       fn="glu_bwd")
+    g = ops.backward(
+        _op_params("glu_bwd", *scalars),
+        dy,
+        input,
+        up,
+        bias,
+        weights,
+        input_scale_inv=input_scale_inv,
+        want_dbias=want_dbias,
+        want_dweights=want_dweights,
+        fn="glu_bwd",
+    )
     return g.dx, g.d_up, g.dbias, g.dweights
 
 
 def _glu_meta_tensor(t, fn, name, dtypes):
     if t.layout != torch.strided:
-        raise TypeError(f"fastglu.{fn}: {name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+        raise TypeError(
+            f"fastglu.{fn}: {name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor"
+        )
     if t.dtype not in dtypes:
-        raise TypeError(f"fastglu.{fn}: {name} has dtype {t.dtype}; expected "
-                        f"{' / '.join(str(d) for d in dtypes)}")
+        raise TypeError(
+            f"fastglu.{fn}: {name} has dtype {t.dtype}; expected "
+            f"{' / '.join(str(d) for d in dtypes)}"
+        )
 
 
 def _glu_meta_operands(input, up, layout, fn, dtypes):
@@ -401,19 +483,29 @@ def _glu_meta_operands(input, up, layout, fn, dtypes):
     if up is None:
         _glu_meta_tensor(input, fn, "input", dtypes)
         if input.dim() < 1:
-            raise ValueError(f"fastglu.{fn}: input must have at least one dimension [..., 2F], got a 0-dim tensor")
+            raise ValueError(
+                f"fastglu.{fn}: input must have at least one dimension [..., 2F], got a 0-dim tensor"
+            )
         if input.shape[-1] % 2:
-            raise ValueError(f"fastglu.{fn}: input's last dimension (gate | up) must be even, got shape "
-                             f"{tuple(input.shape)}")
+            raise ValueError(
+                f"fastglu.{fn}: input's last dimension (gate | up) must be even, got shape "
+                f"{tuple(input.shape)}"
+            )
         return tuple(input.shape[:-1]), input.shape[-1] // 2
     if layout == _C.LAYOUT_INTERLEAVED:
-        raise ValueError(f"fastglu.{fn}: interleaved=True takes one [..., 2F] input, not separate gate and up tensors")
+        raise ValueError(
+            f"fastglu.{fn}: interleaved=True takes one [..., 2F] input, not separate gate and up tensors"
+        )
     _glu_meta_tensor(input, fn, "gate", dtypes)
     _glu_meta_tensor(up, fn, "up", dtypes)
     if input.dim() < 1:
-        raise ValueError(f"fastglu.{fn}: gate must have at least one dimension [..., F], got a 0-dim tensor")
+        raise ValueError(
+            f"fastglu.{fn}: gate must have at least one dimension [..., F], got a 0-dim tensor"
+        )
     if up.shape != input.shape:
-        raise ValueError(f"fastglu.{fn}: up has shape {tuple(up.shape)} but gate has shape {tuple(input.shape)}")
+        raise ValueError(
+            f"fastglu.{fn}: up has shape {tuple(up.shape)} but gate has shape {tuple(input.shape)}"
+        )
     if up.dtype != input.dtype:
         raise TypeError(f"fastglu.{fn}: up has dtype {up.dtype} but gate has dtype {input.dtype}")
     if up.device != input.device:
@@ -426,20 +518,28 @@ def _glu_meta_extras(bias, weights, lead, F, dtype, device, fn):
     if bias is not None:
         _glu_meta_tensor(bias, fn, "bias", _GLU_COMPUTE_DTYPES)
         if bias.dtype != dtype:
-            raise TypeError(f"fastglu.{fn}: bias has dtype {bias.dtype} but the input has dtype {dtype}")
+            raise TypeError(
+                f"fastglu.{fn}: bias has dtype {bias.dtype} but the input has dtype {dtype}"
+            )
         if bias.device != device:
             raise ValueError(f"fastglu.{fn}: bias is on {bias.device} but the input is on {device}")
         if tuple(bias.shape) != (2 * F,):
-            raise ValueError(f"fastglu.{fn}: bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * F},) "
-                             f"([b_gate | b_up]) for F = {F}")
+            raise ValueError(
+                f"fastglu.{fn}: bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * F},) "
+                f"([b_gate | b_up]) for F = {F}"
+            )
     if weights is not None:
         _glu_meta_tensor(weights, fn, "weights", _GLU_COMPUTE_DTYPES)
         if weights.device != device:
-            raise ValueError(f"fastglu.{fn}: weights is on {weights.device} but the input is on {device}")
+            raise ValueError(
+                f"fastglu.{fn}: weights is on {weights.device} but the input is on {device}"
+            )
         tokens = math.prod(lead)
         if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
-            raise ValueError(f"fastglu.{fn}: weights has shape {tuple(weights.shape)}; expected per-token weights "
-                             f"[tokens, 1] or [tokens] with tokens = {tokens} (input leading shape {lead})")
+            raise ValueError(
+                f"fastglu.{fn}: weights has shape {tuple(weights.shape)}; expected per-token weights "
+                f"[tokens, 1] or [tokens] with tokens = {tokens} (input leading shape {lead})"
+            )
 
 
 def _glu_fwd_fake(input, up, bias, weights, *scalars):
@@ -453,35 +553,54 @@ def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
     fn = "glu_bwd"
     p = _op_params(fn, *scalars)
-    lead, F = _glu_meta_operands(input, up, p.layout, fn, _GLU_COMPUTE_DTYPES + (torch.float8_e4m3fn,))
+    lead, F = _glu_meta_operands(
+        input, up, p.layout, fn, _GLU_COMPUTE_DTYPES + (torch.float8_e4m3fn,)
+    )
     _glu_meta_tensor(dy, fn, "dy", _GLU_COMPUTE_DTYPES)
     if dy.device != input.device:
         raise ValueError(f"fastglu.{fn}: dy is on {dy.device} but the input is on {input.device}")
     if input.dtype != torch.float8_e4m3fn and dy.dtype != input.dtype:
-        raise TypeError(f"fastglu.{fn}: dy has dtype {dy.dtype} but the input has dtype {input.dtype}")
+        raise TypeError(
+            f"fastglu.{fn}: dy has dtype {dy.dtype} but the input has dtype {input.dtype}"
+        )
     if tuple(dy.shape) != (*lead, F):
-        raise ValueError(f"fastglu.{fn}: dy has shape {tuple(dy.shape)}; expected {(*lead, F)} for the input's shape")
+        raise ValueError(
+            f"fastglu.{fn}: dy has shape {tuple(dy.shape)}; expected {(*lead, F)} for the input's shape"
+        )
     _glu_meta_extras(bias, weights, lead, F, dy.dtype, input.device, fn)
     if input_scale_inv is not None:
         if input.dtype != torch.float8_e4m3fn:
-            raise ValueError(f"fastglu.{fn}: input_scale_inv is given but the saved input has dtype {input.dtype}, "
-                             "not torch.float8_e4m3fn (a scale only applies to an fp8 input)")
+            raise ValueError(
+                f"fastglu.{fn}: input_scale_inv is given but the saved input has dtype {input.dtype}, "
+                "not torch.float8_e4m3fn (a scale only applies to an fp8 input)"
+            )
         _glu_meta_tensor(input_scale_inv, fn, "input_scale_inv", (torch.float32,))
         if input_scale_inv.device != input.device:
-            raise ValueError(f"fastglu.{fn}: input_scale_inv is on {input_scale_inv.device} but the input is on "
-                             f"{input.device}")
+            raise ValueError(
+                f"fastglu.{fn}: input_scale_inv is on {input_scale_inv.device} but the input is on "
+                f"{input.device}"
+            )
         tokens = math.prod(lead)
-        if input_scale_inv.numel() != 1 and tuple(input_scale_inv.shape) not in [(tokens,), (tokens, 1), lead,
-                                                                                 lead + (1,)]:
-            raise ValueError(f"fastglu.{fn}: input_scale_inv has shape {tuple(input_scale_inv.shape)}; expected one "
-                             f"value or one per token ({tokens})")
+        if input_scale_inv.numel() != 1 and tuple(input_scale_inv.shape) not in [
+            (tokens,),
+            (tokens, 1),
+            lead,
+            lead + (1,),
+        ]:
+            raise ValueError(
+                f"fastglu.{fn}: input_scale_inv has shape {tuple(input_scale_inv.shape)}; expected one "
+                f"value or one per token ({tokens})"
+            )
     if want_dbias and bias is None:
         raise ValueError(f"fastglu.{fn}: want_dbias=True needs a bias")
     if want_dweights and weights is None:
         raise ValueError(f"fastglu.{fn}: want_dweights=True needs weights")
-    return (dy.new_empty(input.shape), None if up is None else dy.new_empty(up.shape),
-            dy.new_empty((2 * F,)) if want_dbias else None,
-            weights.new_empty(weights.shape) if want_dweights else None)
+    return (
+        dy.new_empty(input.shape),
+        None if up is None else dy.new_empty(up.shape),
+        dy.new_empty((2 * F,)) if want_dbias else None,
+        weights.new_empty(weights.shape) if want_dweights else None,
+    )
 
 
 def _glu_setup_context(ctx, inputs, output):
@@ -494,7 +613,16 @@ def _glu_backward(ctx, dy):
     x, up, bias, weights = ctx.saved_tensors
     need = ctx.needs_input_grad
     dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
-        dy, x, up, bias, weights, None, *ctx.scalars, bias is not None and need[2], weights is not None and need[3])
+        dy,
+        x,
+        up,
+        bias,
+        weights,
+        None,
+        *ctx.scalars,
+        bias is not None and need[2],
+        weights is not None and need[3],
+    )
     return (dx, d_up, dbias, dweights) + (None,) * 6
 
 
@@ -522,7 +650,9 @@ class GLUSavedFp8(torch.autograd.Function):
     def forward(ctx, x, up, bias, weights, scalars, fp8):
         y = torch.ops.fastglu.glu_fwd(x, up, bias, weights, *scalars)
         params = ops.GLUParams(*scalars)
-        if fp8 is True:  # the bytes the eager forward kernel writes (with a clamp: ops._fp8_operands)
+        if (
+            fp8 is True
+        ):  # the bytes the eager forward kernel writes (with a clamp: ops._fp8_operands)
             (x8, up8), scale_inv = ops._fp8_cast(params, x, up, "glu"), None
         else:
             x8, up8, scale_inv = ops._fp8_store(fp8, x, up, params, "glu")
@@ -536,6 +666,14 @@ class GLUSavedFp8(torch.autograd.Function):
         x8, up8, bias, weights, scale_inv = ctx.saved_tensors
         need = ctx.needs_input_grad
         dx, d_up, dbias, dweights = torch.ops.fastglu.glu_bwd(
-            dy, x8, up8, bias, weights, scale_inv, *ctx.scalars, bias is not None and need[2],
-            weights is not None and need[3])
+            dy,
+            x8,
+            up8,
+            bias,
+            weights,
+            scale_inv,
+            *ctx.scalars,
+            bias is not None and need[2],
+            weights is not None and need[3],
+        )
         return dx, d_up, dbias, dweights, None, None

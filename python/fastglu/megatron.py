@@ -39,7 +39,12 @@ import re
 import sys
 import warnings
 
-from .functional import bias_geglu_impl, bias_swiglu_impl, weighted_bias_quick_geglu_impl, weighted_bias_swiglu_impl
+from .functional import (
+    bias_geglu_impl,
+    bias_swiglu_impl,
+    weighted_bias_quick_geglu_impl,
+    weighted_bias_swiglu_impl,
+)
 
 # The replacement for each Megatron function name.
 REPLACEMENTS = {
@@ -53,9 +58,16 @@ REPLACEMENTS = {
 TARGETS = {
     "megatron.core.fusions.fused_bias_swiglu": ("bias_swiglu_impl", "weighted_bias_swiglu_impl"),
     "megatron.core.fusions.fused_bias_geglu": ("bias_geglu_impl", "weighted_bias_quick_geglu_impl"),
-    "megatron.core.transformer.mlp": ("bias_swiglu_impl", "weighted_bias_swiglu_impl", "bias_geglu_impl",
-                                      "weighted_bias_quick_geglu_impl"),
-    "megatron.core.transformer.moe.experts": ("weighted_bias_swiglu_impl", "weighted_bias_quick_geglu_impl"),
+    "megatron.core.transformer.mlp": (
+        "bias_swiglu_impl",
+        "weighted_bias_swiglu_impl",
+        "bias_geglu_impl",
+        "weighted_bias_quick_geglu_impl",
+    ),
+    "megatron.core.transformer.moe.experts": (
+        "weighted_bias_swiglu_impl",
+        "weighted_bias_quick_geglu_impl",
+    ),
     "megatron.core.transformer.moe.shared_experts": ("bias_swiglu_impl", "bias_geglu_impl"),
 }
 
@@ -108,8 +120,10 @@ def apply(mlp: bool = False) -> list:
                 setattr(mod, name, new)
             routed.append(f"{modname}.{name}")
     if not found:
-        raise ImportError("fastglu.megatron.apply: megatron-core is not importable (none of "
-                          f"{', '.join(TARGETS)} could be imported)")
+        raise ImportError(
+            "fastglu.megatron.apply: megatron-core is not importable (none of "
+            f"{', '.join(TARGETS)} could be imported)"
+        )
     _check_version()
     if mlp:
         from . import megatron_mlp
@@ -133,9 +147,13 @@ def _check_version():
         return
     lo, hi = SUPPORTED
     if not lo <= (int(m[1]), int(m[2])) < hi:
-        warnings.warn(f"fastglu.megatron.apply: megatron-core {version} is outside the tested range "
-                      f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]} (pip install \"fastglu[megatron]\"); the "
-                      "functions were routed, but check the model's outputs", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"fastglu.megatron.apply: megatron-core {version} is outside the tested range "
+            f'>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]} (pip install "fastglu[megatron]"); the '
+            "functions were routed, but check the model's outputs",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def undo() -> list:
@@ -162,4 +180,12 @@ def is_applied() -> bool:
     return any(getattr(sys.modules.get(m), n, None) is REPLACEMENTS[n] for (m, n) in _originals)
 
 
-__all__ = ["apply", "undo", "is_applied", "megatron_version", "REPLACEMENTS", "TARGETS", "SUPPORTED"]
+__all__ = [
+    "apply",
+    "undo",
+    "is_applied",
+    "megatron_version",
+    "REPLACEMENTS",
+    "TARGETS",
+    "SUPPORTED",
+]

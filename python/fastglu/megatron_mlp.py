@@ -61,8 +61,10 @@ def _activation(mlp, per_token_scale):
                 return "silu", 0.0, None
             if quick_gelu is not None and act is quick_gelu:
                 if clamp and mlp.linear_fc1.bias is not None:
-                    return ("weighted_bias_quick_geglu_impl clamps before adding fc1's bias; fastglu.mlp adds the "
-                            "bias in fc1's GEMM, before the clamp")
+                    return (
+                        "weighted_bias_quick_geglu_impl clamps before adding fc1's bias; fastglu.mlp adds the "
+                        "bias in fc1's GEMM, before the clamp"
+                    )
                 return "quick_gelu", float(offset), clamp
             return f"the fused activation {act!r} with per_token_scale (Megatron refuses it too)"
         if act is F_.gelu:
@@ -90,11 +92,20 @@ def why_not(mlp, hidden_states, per_token_scale=None, kwargs=None):
     if getattr(cfg, "fp8", None) or getattr(cfg, "fp4", None):
         return "fp8 / fp4 training (config.fp8 / config.fp4)"
     if type(fc1) is not ColumnParallelLinear or type(fc2) is not RowParallelLinear:
-        return (f"linear_fc1 / linear_fc2 are {type(fc1).__name__} / {type(fc2).__name__}, not Megatron's "
-                "ColumnParallelLinear / RowParallelLinear (a Transformer Engine or other spec)")
-    for flag in ("gradient_accumulation_fusion", "use_te_activation_func", "activation_func_fp8_input_store",
-                 "defer_embedding_wgrad_compute", "delay_wgrad_compute", "tp_comm_overlap", "cpu_offloading",
-                 "use_kitchen"):
+        return (
+            f"linear_fc1 / linear_fc2 are {type(fc1).__name__} / {type(fc2).__name__}, not Megatron's "
+            "ColumnParallelLinear / RowParallelLinear (a Transformer Engine or other spec)"
+        )
+    for flag in (
+        "gradient_accumulation_fusion",
+        "use_te_activation_func",
+        "activation_func_fp8_input_store",
+        "defer_embedding_wgrad_compute",
+        "delay_wgrad_compute",
+        "tp_comm_overlap",
+        "cpu_offloading",
+        "use_kitchen",
+    ):
         if getattr(cfg, flag, False):
             return f"config.{flag} is set"
     if getattr(cfg, "_cpu_offloading_context", None) is not None:
@@ -115,13 +126,22 @@ def why_not(mlp, hidden_states, per_token_scale=None, kwargs=None):
         return "linear_fc2.input_is_parallel is False"
     if kwargs:
         return f"forward arguments {sorted(kwargs)}"
-    if not isinstance(hidden_states, torch.Tensor) or hidden_states.device.type not in ("cpu", "cuda"):
+    if not isinstance(hidden_states, torch.Tensor) or hidden_states.device.type not in (
+        "cpu",
+        "cuda",
+    ):
         return "hidden_states is not a CPU or CUDA tensor"
-    if torch.is_autocast_enabled() if hidden_states.device.type == "cuda" else torch.is_autocast_enabled("cpu"):
+    if (
+        torch.is_autocast_enabled()
+        if hidden_states.device.type == "cuda"
+        else torch.is_autocast_enabled("cpu")
+    ):
         return "autocast is enabled"
     if hidden_states.dtype != fc1.weight.dtype or fc2.weight.dtype != fc1.weight.dtype:
-        return (f"hidden_states ({hidden_states.dtype}) and the weights ({fc1.weight.dtype}, {fc2.weight.dtype}) "
-                "differ in dtype")
+        return (
+            f"hidden_states ({hidden_states.dtype}) and the weights ({fc1.weight.dtype}, {fc2.weight.dtype}) "
+            "differ in dtype"
+        )
     if hidden_states.dtype not in (torch.bfloat16, torch.float16, torch.float32):
         return f"dtype {hidden_states.dtype}"
     a = _activation(mlp, per_token_scale)
@@ -135,11 +155,21 @@ def fused_forward(mlp, hidden_states, per_token_scale=None):
     activation, offset, clamp = _activation(mlp, per_token_scale)
     x = hidden_states
     if fc1.sequence_parallel:
-        x = maps.gather_from_sequence_parallel_region(x, tensor_parallel_output_grad=True, group=fc1.tp_group)
+        x = maps.gather_from_sequence_parallel_region(
+            x, tensor_parallel_output_grad=True, group=fc1.tp_group
+        )
     else:
         x = maps.copy_to_tensor_model_parallel_region(x, group=fc1.tp_group)
-    out = _fastglu_mlp(x, fc1.weight, fc2.weight, activation=activation, bias1=fc1.bias, weights=per_token_scale,
-                       clamp_value=clamp, glu_linear_offset=offset)
+    out = _fastglu_mlp(
+        x,
+        fc1.weight,
+        fc2.weight,
+        activation=activation,
+        bias1=fc1.bias,
+        weights=per_token_scale,
+        clamp_value=clamp,
+        glu_linear_offset=offset,
+    )
     if fc2.sequence_parallel:
         out = maps.reduce_scatter_to_sequence_parallel_region(out, group=fc2.tp_group)
     else:
@@ -161,9 +191,16 @@ def _forward(self, hidden_states, per_token_scale=None, **kwargs):
     counts["megatron"] += 1
     if reason not in _warned:
         _warned.add(reason)
-        warnings.warn(f"fastglu.megatron: Megatron's MLP keeps its own forward: {reason}", UserWarning, stacklevel=2)
-    return _original(self, hidden_states, per_token_scale, **kwargs) if per_token_scale is not None \
+        warnings.warn(
+            f"fastglu.megatron: Megatron's MLP keeps its own forward: {reason}",
+            UserWarning,
+            stacklevel=2,
+        )
+    return (
+        _original(self, hidden_states, per_token_scale, **kwargs)
+        if per_token_scale is not None
         else _original(self, hidden_states, **kwargs)
+    )
 
 
 def route() -> str:

@@ -39,11 +39,19 @@ import math
 import torch
 import torch.nn.functional as F_
 
-from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
+from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
 from .ops import glu_params
 
-__all__ = ["mlp", "GLUMLP", "check_mlp", "mlp_fused_default", "PATH_AUTO", "PATH_FUSED", "PATH_UNFUSED"]
+__all__ = [
+    "mlp",
+    "GLUMLP",
+    "check_mlp",
+    "mlp_fused_default",
+    "PATH_AUTO",
+    "PATH_FUSED",
+    "PATH_UNFUSED",
+]
 
 PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -68,13 +76,22 @@ def _check_tensor(t, name, dims, dtypes=_DTYPES):
     if not isinstance(t, torch.Tensor):
         _fail(TypeError, f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout != torch.strided:
-        _fail(TypeError, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+        _fail(
+            TypeError, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor"
+        )
     if t.dtype not in dtypes:
-        _fail(TypeError, f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}")
+        _fail(
+            TypeError, f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}"
+        )
     if t.device.type not in ("cpu", "cuda", "meta"):
-        _fail(ValueError, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+        _fail(
+            ValueError, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors"
+        )
     if t.dim() not in dims:
-        _fail(ValueError, f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}")
+        _fail(
+            ValueError,
+            f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}",
+        )
 
 
 def _check_like(t, x, name, dtype=True):
@@ -98,15 +115,24 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     _check_like(w2, x, "w2")
     lead, H = tuple(x.shape[:-1]), x.shape[-1]
     if w1.shape[1] != H:
-        _fail(ValueError, f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
-                          f"last dimension (hidden) {H}")
+        _fail(
+            ValueError,
+            f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
+            f"last dimension (hidden) {H}",
+        )
     if w1.shape[0] % 2:
-        _fail(ValueError, f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even ([2F, hidden]: "
-                          "gate rows and up rows)")
+        _fail(
+            ValueError,
+            f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even ([2F, hidden]: "
+            "gate rows and up rows)",
+        )
     F = w1.shape[0] // 2
     if tuple(w2.shape) != (H, F):
-        _fail(ValueError, f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x {tuple(x.shape)} "
-                          f"and w1 {tuple(w1.shape)}")
+        _fail(
+            ValueError,
+            f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x {tuple(x.shape)} "
+            f"and w1 {tuple(w1.shape)}",
+        )
     for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
         if b is not None:
             _check_tensor(b, name, (1,))
@@ -118,8 +144,11 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
         _check_tensor(weights, "weights", (1, 2, 3, 4), _WEIGHT_DTYPES)
         _check_like(weights, x, "weights", dtype=False)
         if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
-            _fail(ValueError, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
-                              f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})")
+            _fail(
+                ValueError,
+                f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
+                f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})",
+            )
     return lead, tokens, H, F
 
 
@@ -144,7 +173,11 @@ def mlp_fused_default(x, w1) -> bool:
     H, F = w1.shape[1], w1.shape[0] // 2
     # the offset into the storage, not data_ptr(): fake tensors (torch.compile traces the backward
     # with them) have no data pointer, and PyTorch's allocations start 16-byte aligned
-    aligned = all(t.storage_offset() * t.element_size() % 16 == 0 for t in (x, w1)) and H % 8 == 0 and F % 8 == 0
+    aligned = (
+        all(t.storage_offset() * t.element_size() % 16 == 0 for t in (x, w1))
+        and H % 8 == 0
+        and F % 8 == 0
+    )
     return aligned and F >= FUSED_MIN_F
 
 
@@ -175,7 +208,9 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
         dh, y_new, _ = torch.ops.fastglu.linear_dglu_bwd(do, w2, h, weights, *p, y is None, False)
         return dh, (y_new if y is None else y), None
     dy = torch.matmul(do, w2)
-    dh, _, _, dweights = torch.ops.fastglu.glu_bwd(dy, h, None, None, weights, None, *p, False, want_dweights)
+    dh, _, _, dweights = torch.ops.fastglu.glu_bwd(
+        dy, h, None, None, weights, None, *p, False, want_dweights
+    )
     if y is None:
         y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
     return dh, y, dweights
@@ -184,8 +219,22 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
 # ---- the op -----------------------------------------------------------------------------------------
 
 
-def _mlp_impl(x, w1, w2, bias1, bias2, weights, activation, layout, clamp_value, glu_linear_offset,
-              gate_multiplier, down_multiplier, path, save_h):
+def _mlp_impl(
+    x,
+    w1,
+    w2,
+    bias1,
+    bias2,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    path,
+    save_h,
+):
     check_mlp(x, w1, w2, bias1, bias2, weights)
     p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
     y, h = _fc1_glu(x, w1, bias1, weights, p, _use_fused(path, x, w1), save_h)
@@ -193,8 +242,22 @@ def _mlp_impl(x, w1, w2, bias1, bias2, weights, activation, layout, clamp_value,
     return out, h
 
 
-def _mlp_fake(x, w1, w2, bias1, bias2, weights, activation, layout, clamp_value, glu_linear_offset,
-              gate_multiplier, down_multiplier, path, save_h):
+def _mlp_fake(
+    x,
+    w1,
+    w2,
+    bias1,
+    bias2,
+    weights,
+    activation,
+    layout,
+    clamp_value,
+    glu_linear_offset,
+    gate_multiplier,
+    down_multiplier,
+    path,
+    save_h,
+):
     lead, _, H, F = check_mlp(x, w1, w2, bias1, bias2, weights)
     return x.new_empty(lead + (H,)), x.new_empty(lead + (2 * F,) if save_h else (0,))
 
@@ -221,8 +284,12 @@ def _mlp_backward(ctx, dout, dh_out):
     fused = _use_fused(ctx.path, x, w1)
     if ctx.recompute:
         y, h = _fc1_glu(x, w1, bias1, weights, p, fused, True)
-    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused and (FUSED_DGRAD or ctx.path == PATH_FUSED))
-    if dh_out is not None and dh_out.shape == dh.shape:  # h is an output of the op, not of fastglu.mlp
+    dh, y, dweights = _fc2_dgrad_dglu(
+        dout, w2, h, weights, p, want_dw, y, fused and (FUSED_DGRAD or ctx.path == PATH_FUSED)
+    )
+    if (
+        dh_out is not None and dh_out.shape == dh.shape
+    ):  # h is an output of the op, not of fastglu.mlp
         dh = dh + dh_out
     do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
     dw2 = do2.t() @ _rows(y) if need[2] else None
@@ -233,24 +300,42 @@ def _mlp_backward(ctx, dout, dh_out):
     return (dx, dw1, dw2, db1, db2, dweights if want_dw else None) + (None,) * 8
 
 
-MLP_SCHEMA = ("(Tensor x, Tensor w1, Tensor w2, Tensor? bias1, Tensor? bias2, Tensor? weights, int activation, "
-              "int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
-              "float down_multiplier, int path, bool save_h) -> (Tensor out, Tensor h)")
+MLP_SCHEMA = (
+    "(Tensor x, Tensor w1, Tensor w2, Tensor? bias1, Tensor? bias2, Tensor? weights, int activation, "
+    "int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
+    "float down_multiplier, int path, bool save_h) -> (Tensor out, Tensor h)"
+)
 
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
 _TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch.Tag, "pt2_compliant_tag") else ()
 torch.library.define("fastglu::mlp_fwd", MLP_SCHEMA, lib=_LIB, tags=_TAGS)
 torch.library.impl("fastglu::mlp_fwd", ("cpu", "cuda"), _mlp_impl, lib=_LIB)
 torch.library.register_fake("fastglu::mlp_fwd", _mlp_fake, lib=_LIB)
-torch.library.register_autograd("fastglu::mlp_fwd", _mlp_backward, setup_context=_mlp_setup, lib=_LIB)
+torch.library.register_autograd(
+    "fastglu::mlp_fwd", _mlp_backward, setup_context=_mlp_setup, lib=_LIB
+)
 
 
 # ---- the public function ------------------------------------------------------------------------------
 
 
-def mlp(x, w1, w2, *, activation="silu", bias1=None, bias2=None, weights=None, clamp_value=None,
-        glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False, recompute=False,
-        fused=None):
+def mlp(
+    x,
+    w1,
+    w2,
+    *,
+    activation="silu",
+    bias1=None,
+    bias2=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    recompute=False,
+    fused=None,
+):
     """The gated MLP block ``fc2(glu(fc1(x)))`` as one differentiable op.
 
     Args:
@@ -278,16 +363,25 @@ def mlp(x, w1, w2, *, activation="silu", bias1=None, bias2=None, weights=None, c
         ValueError: shapes that do not fit together (named, with the shapes), mixed devices, an
             unknown activation, a non-finite offset or multiplier.
     """
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
-                   fn="mlp")
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn="mlp",
+    )
     if not isinstance(recompute, bool):
         _fail(TypeError, f"recompute must be True or False, got {recompute!r}")
     path = _path_code(fused)
     check_mlp(x, w1, w2, bias1, bias2, weights)
     grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights))
-    out, _ = torch.ops.fastglu.mlp_fwd(x, w1, w2, bias1, bias2, weights, *p, path, grad and not recompute)
+        t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights)
+    )
+    out, _ = torch.ops.fastglu.mlp_fwd(
+        x, w1, w2, bias1, bias2, weights, *p, path, grad and not recompute
+    )
     return out
 
 
@@ -324,19 +418,43 @@ class GLUMLP(torch.nn.Module):
         device, dtype: of the parameters.
     """
 
-    def __init__(self, hidden_size, ffn_hidden_size, *, activation="silu", bias=False, clamp_value=None,
-                 glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
-                 recompute=False, fused=None, device=None, dtype=None):
+    def __init__(
+        self,
+        hidden_size,
+        ffn_hidden_size,
+        *,
+        activation="silu",
+        bias=False,
+        clamp_value=None,
+        glu_linear_offset=0.0,
+        gate_multiplier=1.0,
+        down_multiplier=1.0,
+        interleaved=False,
+        recompute=False,
+        fused=None,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         for name, v in (("hidden_size", hidden_size), ("ffn_hidden_size", ffn_hidden_size)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"fastglu.GLUMLP: {name} must be a positive int, got {v!r}")
-        glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
-                   fn="GLUMLP")  # validate now, not at the first forward
+        glu_params(
+            activation,
+            clamp_value=clamp_value,
+            glu_linear_offset=glu_linear_offset,
+            gate_multiplier=gate_multiplier,
+            down_multiplier=down_multiplier,
+            interleaved=interleaved,
+            fn="GLUMLP",
+        )  # validate now, not at the first forward
         _path_code(fused)
         self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
-        self.activation, self.clamp_value, self.glu_linear_offset = activation, clamp_value, glu_linear_offset
+        self.activation, self.clamp_value, self.glu_linear_offset = (
+            activation,
+            clamp_value,
+            glu_linear_offset,
+        )
         self.gate_multiplier, self.down_multiplier = gate_multiplier, down_multiplier
         self.interleaved, self.recompute, self.fused = bool(interleaved), bool(recompute), fused
         kw = {"device": device, "dtype": dtype}
@@ -361,24 +479,43 @@ class GLUMLP(torch.nn.Module):
 
     def forward(self, x, weights=None):
         """``x [..., hidden]`` (2D or 3D), optional per-token ``weights`` -> ``[..., hidden]``."""
-        return mlp(x, self.w1, self.w2, activation=self.activation, bias1=self.bias1, bias2=self.bias2,
-                   weights=weights, clamp_value=self.clamp_value, glu_linear_offset=self.glu_linear_offset,
-                   gate_multiplier=self.gate_multiplier, down_multiplier=self.down_multiplier,
-                   interleaved=self.interleaved, recompute=self.recompute, fused=self.fused)
+        return mlp(
+            x,
+            self.w1,
+            self.w2,
+            activation=self.activation,
+            bias1=self.bias1,
+            bias2=self.bias2,
+            weights=weights,
+            clamp_value=self.clamp_value,
+            glu_linear_offset=self.glu_linear_offset,
+            gate_multiplier=self.gate_multiplier,
+            down_multiplier=self.down_multiplier,
+            interleaved=self.interleaved,
+            recompute=self.recompute,
+            fused=self.fused,
+        )
 
     def _fc1(self, gate, up):
         return _interleave(gate, up) if self.interleaved else torch.cat((gate, up), dim=0)
 
     def _convert_checkpoint(self, state_dict, prefix, *_):
         """load_state_dict pre-hook: Hugging Face's and Megatron's keys into w1 / w2 / bias1 / bias2."""
+
         def pop(name):
             return state_dict.pop(prefix + name, None)
 
         for kind, target in (("weight", ("w1", "w2")), ("bias", ("bias1", "bias2"))):
-            gate, up, down = pop(f"gate_proj.{kind}"), pop(f"up_proj.{kind}"), pop(f"down_proj.{kind}")
+            gate, up, down = (
+                pop(f"gate_proj.{kind}"),
+                pop(f"up_proj.{kind}"),
+                pop(f"down_proj.{kind}"),
+            )
             if (gate is None) != (up is None):
-                raise ValueError(f"fastglu.GLUMLP: the checkpoint has {prefix}gate_proj.{kind} or "
-                                 f"{prefix}up_proj.{kind} without the other")
+                raise ValueError(
+                    f"fastglu.GLUMLP: the checkpoint has {prefix}gate_proj.{kind} or "
+                    f"{prefix}up_proj.{kind} without the other"
+                )
             if gate is not None:
                 state_dict[prefix + target[0]] = self._fc1(gate, up)
             if down is not None:
@@ -387,7 +524,9 @@ class GLUMLP(torch.nn.Module):
                 w = pop(f"{fc1}.{kind}")
                 if w is not None:
                     F = w.shape[0] // 2
-                    state_dict[prefix + target[0]] = self._fc1(w[:F], w[F:]) if self.interleaved else w
+                    state_dict[prefix + target[0]] = (
+                        self._fc1(w[:F], w[F:]) if self.interleaved else w
+                    )
                 w = pop(f"{fc2}.{kind}")
                 if w is not None:
                     state_dict[prefix + target[1]] = w
@@ -399,18 +538,40 @@ class GLUMLP(torch.nn.Module):
         """A GLUMLP holding a copy of a Hugging Face MLP's ``gate_proj`` / ``up_proj`` /
         ``down_proj`` (``nn.Linear`` each; a bias if they have one), on their device and dtype."""
         gate = module.gate_proj
-        m = cls(gate.in_features, gate.out_features, activation=activation, bias=gate.bias is not None,
-                device=gate.weight.device, dtype=gate.weight.dtype, **options)
-        m.load_state_dict({k: v.detach() for k, v in module.state_dict().items()
-                           if k.split(".")[0] in ("gate_proj", "up_proj", "down_proj")})
+        m = cls(
+            gate.in_features,
+            gate.out_features,
+            activation=activation,
+            bias=gate.bias is not None,
+            device=gate.weight.device,
+            dtype=gate.weight.dtype,
+            **options,
+        )
+        m.load_state_dict(
+            {
+                k: v.detach()
+                for k, v in module.state_dict().items()
+                if k.split(".")[0] in ("gate_proj", "up_proj", "down_proj")
+            }
+        )
         return m
 
     def extra_repr(self) -> str:
-        opts = [f"hidden_size={self.hidden_size}", f"ffn_hidden_size={self.ffn_hidden_size}",
-                f"activation={self.activation!r}", f"bias={self.bias1 is not None}"]
-        for name, default in (("clamp_value", None), ("glu_linear_offset", 0.0), ("gate_multiplier", 1.0),
-                              ("down_multiplier", 1.0), ("interleaved", False), ("recompute", False),
-                              ("fused", None)):
+        opts = [
+            f"hidden_size={self.hidden_size}",
+            f"ffn_hidden_size={self.ffn_hidden_size}",
+            f"activation={self.activation!r}",
+            f"bias={self.bias1 is not None}",
+        ]
+        for name, default in (
+            ("clamp_value", None),
+            ("glu_linear_offset", 0.0),
+            ("gate_multiplier", 1.0),
+            ("down_multiplier", 1.0),
+            ("interleaved", False),
+            ("recompute", False),
+            ("fused", None),
+        ):
             v = getattr(self, name)
             if v != default:
                 opts.append(f"{name}={v!r}")

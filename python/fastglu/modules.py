@@ -41,14 +41,30 @@ class GLU(torch.nn.Module):
 
     activation = "silu"
 
-    def __init__(self, activation=None, *, clamp_value=None, glu_linear_offset=0.0, gate_multiplier=1.0,
-                 down_multiplier=1.0, interleaved=False, fp8_input_store=False, in_place=False):
+    def __init__(
+        self,
+        activation=None,
+        *,
+        clamp_value=None,
+        glu_linear_offset=0.0,
+        gate_multiplier=1.0,
+        down_multiplier=1.0,
+        interleaved=False,
+        fp8_input_store=False,
+        in_place=False,
+    ):
         super().__init__()
         if activation is not None:
             self.activation = activation
-        glu_params(self.activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier, interleaved=interleaved,
-                   fn=type(self).__name__)  # validate now, not at the first forward
+        glu_params(
+            self.activation,
+            clamp_value=clamp_value,
+            glu_linear_offset=glu_linear_offset,
+            gate_multiplier=gate_multiplier,
+            down_multiplier=down_multiplier,
+            interleaved=interleaved,
+            fn=type(self).__name__,
+        )  # validate now, not at the first forward
         _fp8_mode(fp8_input_store, type(self).__name__)
         self.clamp_value = clamp_value
         self.glu_linear_offset = glu_linear_offset
@@ -58,19 +74,38 @@ class GLU(torch.nn.Module):
         self.fp8_input_store = fp8_input_store
         self.in_place = in_place
 
-    def forward(self, input: torch.Tensor, bias: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        weights: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """``input [..., 2F]`` (optional ``bias [2F]``, ``weights [tokens, 1]``) -> ``[..., F]``."""
-        return glu(input, self.activation, bias=bias, weights=weights, clamp_value=self.clamp_value,
-                   glu_linear_offset=self.glu_linear_offset, gate_multiplier=self.gate_multiplier,
-                   down_multiplier=self.down_multiplier, interleaved=self.interleaved,
-                   fp8_input_store=self.fp8_input_store, in_place=self.in_place)
+        return glu(
+            input,
+            self.activation,
+            bias=bias,
+            weights=weights,
+            clamp_value=self.clamp_value,
+            glu_linear_offset=self.glu_linear_offset,
+            gate_multiplier=self.gate_multiplier,
+            down_multiplier=self.down_multiplier,
+            interleaved=self.interleaved,
+            fp8_input_store=self.fp8_input_store,
+            in_place=self.in_place,
+        )
 
     def extra_repr(self) -> str:
         opts = [f"activation={self.activation!r}"]
-        for name, default in (("clamp_value", None), ("glu_linear_offset", 0.0), ("gate_multiplier", 1.0),
-                              ("down_multiplier", 1.0), ("interleaved", False), ("fp8_input_store", False),
-                              ("in_place", False)):
+        for name, default in (
+            ("clamp_value", None),
+            ("glu_linear_offset", 0.0),
+            ("gate_multiplier", 1.0),
+            ("down_multiplier", 1.0),
+            ("interleaved", False),
+            ("fp8_input_store", False),
+            ("in_place", False),
+        ):
             v = getattr(self, name)
             if v != default:
                 opts.append(f"{name}={v!r}")
@@ -103,7 +138,9 @@ class QuickGeGLU(GLU):
     activation = "quick_gelu"
 
     def __init__(self, *, glu_linear_offset=0.0, clamp_value=None, **options):
-        super().__init__(None, glu_linear_offset=glu_linear_offset, clamp_value=clamp_value, **options)
+        super().__init__(
+            None, glu_linear_offset=glu_linear_offset, clamp_value=clamp_value, **options
+        )
 
 
 def activation_name(activation_func) -> str:
@@ -134,8 +171,10 @@ def activation_name(activation_func) -> str:
             return "quick_gelu"
     except Exception:  # pragma: no cover
         pass
-    raise ValueError(f"fastglu.FastGLUActivation: activation_func {activation_func!r} is not F.silu, F.gelu or "
-                     "Megatron's quick_gelu")
+    raise ValueError(
+        f"fastglu.FastGLUActivation: activation_func {activation_func!r} is not F.silu, F.gelu or "
+        "Megatron's quick_gelu"
+    )
 
 
 class FastGLUActivation(GLU):
@@ -155,8 +194,10 @@ class FastGLUActivation(GLU):
     def __init__(self, config=None, *, activation=None, **options):
         if config is not None:
             if not getattr(config, "gated_linear_unit", False):
-                raise ValueError("fastglu.FastGLUActivation: config.gated_linear_unit is False; fastglu computes "
-                                 "gated activations only")
+                raise ValueError(
+                    "fastglu.FastGLUActivation: config.gated_linear_unit is False; fastglu computes "
+                    "gated activations only"
+                )
             if activation is None:
                 activation = activation_name(getattr(config, "activation_func", F.silu))
             from_config = {
@@ -169,6 +210,6 @@ class FastGLUActivation(GLU):
         super().__init__(activation_name(activation or "silu"), **options)
 
 
-from .mlp_block import GLUMLP  # noqa: E402  (the gated MLP block's module, beside its op)
+from .mlp_block import GLUMLP  # noqa: E402, F401  (the gated MLP block's module, beside its op)
 
 __all__.append("GLUMLP")

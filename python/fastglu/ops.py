@@ -133,7 +133,7 @@ def renamed(e, fn: str, *callees: str):
     for callee in callees:
         prefix = f"fastglu.{callee}:"
         if msg.startswith(prefix):
-            return type(e)(f"fastglu.{fn}:{msg[len(prefix):]}")
+            return type(e)(f"fastglu.{fn}:{msg[len(prefix) :]}")
     return None
 
 
@@ -144,8 +144,12 @@ def refuse_create_graph(fn: str):
     drops its dependence on the input. While torch.compile traces the joint graph (which uses
     create_graph) it passes."""
     if torch.is_grad_enabled() and not _is_compiling():
-        _fail(RuntimeError, fn, "double backward (create_graph=True) is not supported; the backward kernel "
-                                "is not differentiable")
+        _fail(
+            RuntimeError,
+            fn,
+            "double backward (create_graph=True) is not supported; the backward kernel "
+            "is not differentiable",
+        )
 
 
 # ---- parameters -------------------------------------------------------------------------------
@@ -168,8 +172,12 @@ def _number(v, fn, name):
         try:
             return float(v)
         except OverflowError:  # an int beyond the float range
-            _fail(ValueError, fn, f"{name} must be within the float range, got {type(v).__name__} of "
-                                  f"{v.bit_length() if isinstance(v, int) else '?'} bits")
+            _fail(
+                ValueError,
+                fn,
+                f"{name} must be within the float range, got {type(v).__name__} of "
+                f"{v.bit_length() if isinstance(v, int) else '?'} bits",
+            )
         except (TypeError, ValueError, RuntimeError):
             pass
     _fail(TypeError, fn, f"{name} must be a real number, got {type(v).__name__}")
@@ -184,7 +192,11 @@ def _round_to(v, mant_bits, min_exp, max_exp):
     m, e = math.frexp(v)
     q = math.ldexp(1.0, max(e, min_exp) - mant_bits)  # the spacing of the format around v
     r = round(v / q) * q  # v / q is exact (a power-of-two scaling); round(): ties to even
-    return r if abs(r) <= math.ldexp(1.0 - math.ldexp(1.0, -mant_bits), max_exp) else math.copysign(math.inf, v)
+    return (
+        r
+        if abs(r) <= math.ldexp(1.0 - math.ldexp(1.0, -mant_bits), max_exp)
+        else math.copysign(math.inf, v)
+    )
 
 
 def _f32(v):
@@ -208,8 +220,10 @@ def _clamp_in(clamp_value, dtype):
 
 # float8_e4m3fn's non-negative finite values, ascending (codes 0x00 .. 0x7e): m 2^-9 (subnormals),
 # (1 + m / 8) 2^(e - 7)
-_E4M3_VALUES = tuple([m * 2.0 ** -9 for m in range(8)] +
-                     [(1.0 + m / 8.0) * 2.0 ** (e - 7) for e in range(1, 16) for m in range(8)][:-1])
+_E4M3_VALUES = tuple(
+    [m * 2.0**-9 for m in range(8)]
+    + [(1.0 + m / 8.0) * 2.0 ** (e - 7) for e in range(1, 16) for m in range(8)][:-1]
+)
 
 
 def _e4m3_bounds(c):
@@ -227,16 +241,32 @@ def _check_clamp(clamp, fn):
     if clamp > 0.0:
         c32 = _f32(clamp)
         if c32 == 0.0:
-            _fail(ValueError, fn, f"clamp_value = {clamp!r} is positive but rounds to 0 in float32 (a clamp must "
-                                  "stay positive; None, 0 or a negative value mean no clamp)")
+            _fail(
+                ValueError,
+                fn,
+                f"clamp_value = {clamp!r} is positive but rounds to 0 in float32 (a clamp must "
+                "stay positive; None, 0 or a negative value mean no clamp)",
+            )
         if clamp != math.inf and clamp > _FLT32_MAX:  # (also where it would round down to it)
-            _fail(ValueError, fn, f"clamp_value = {clamp!r} is beyond the float32 range (torch.clamp refuses "
-                                  "such a bound)")
+            _fail(
+                ValueError,
+                fn,
+                f"clamp_value = {clamp!r} is beyond the float32 range (torch.clamp refuses "
+                "such a bound)",
+            )
     return clamp
 
 
-def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, gate_multiplier=1.0,
-               down_multiplier=1.0, interleaved=False, fn="glu") -> GLUParams:
+def glu_params(
+    activation="silu",
+    *,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    fn="glu",
+) -> GLUParams:
     """Validate the options and pack them as the binding takes them.
 
     Args:
@@ -260,20 +290,31 @@ def glu_params(activation="silu", *, clamp_value=None, glu_linear_offset=0.0, ga
     """
     code = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
     if code is None:
-        _fail(ValueError, fn, f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    clamp = 0.0 if clamp_value is None else _check_clamp(_number(clamp_value, fn, "clamp_value"), fn)
+        _fail(
+            ValueError, fn, f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}"
+        )
+    clamp = (
+        0.0 if clamp_value is None else _check_clamp(_number(clamp_value, fn, "clamp_value"), fn)
+    )
     vals = []
-    for name, v in (("glu_linear_offset", glu_linear_offset), ("gate_multiplier", gate_multiplier),
-                    ("down_multiplier", down_multiplier)):
+    for name, v in (
+        ("glu_linear_offset", glu_linear_offset),
+        ("gate_multiplier", gate_multiplier),
+        ("down_multiplier", down_multiplier),
+    ):
         f = _number(v, fn, name)
-        if f - f != 0.0:  # inf or NaN; math.isfinite would refuse the SymFloat torch.compile(dynamic=True) passes
+        if (
+            f - f != 0.0
+        ):  # inf or NaN; math.isfinite would refuse the SymFloat torch.compile(dynamic=True) passes
             _fail(ValueError, fn, f"{name} must be finite, got {f}")
         vals.append(f)
     layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
     return GLUParams(code, layout, clamp, vals[0], vals[1], vals[2])
 
 
-SILU = GLUParams(_C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0)  # plain SwiGLU: fastglu.swiglu's params
+SILU = GLUParams(
+    _C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0
+)  # plain SwiGLU: fastglu.swiglu's params
 
 
 def _fp8_mode(fp8_input_store, fn):
@@ -281,8 +322,12 @@ def _fp8_mode(fp8_input_store, fn):
         return False
     if fp8_input_store is True or fp8_input_store in ("per_row", "per_tensor"):
         return fp8_input_store
-    _fail(ValueError, fn, f"fp8_input_store must be False, True (plain cast), 'per_row' or 'per_tensor'; "
-                          f"got {fp8_input_store!r}")
+    _fail(
+        ValueError,
+        fn,
+        f"fp8_input_store must be False, True (plain cast), 'per_row' or 'per_tensor'; "
+        f"got {fp8_input_store!r}",
+    )
 
 
 # GLUFunction applied as functional.py applies fastglu.swiglu's Function: what Function.apply does
@@ -294,10 +339,18 @@ def _fp8_mode(fp8_input_store, fn):
 def check_dense(t, fn: str, name: str):
     """TypeError unless the tensor t is dense (torch.strided and not nested)."""
     if t.is_nested:
-        _fail(TypeError, fn, f"{name} is a nested tensor (layout {t.layout}); fastglu needs a dense "
-                             f"(torch.strided) tensor")
+        _fail(
+            TypeError,
+            fn,
+            f"{name} is a nested tensor (layout {t.layout}); fastglu needs a dense "
+            f"(torch.strided) tensor",
+        )
     if t.layout != torch.strided:
-        _fail(TypeError, fn, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor")
+        _fail(
+            TypeError,
+            fn,
+            f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor",
+        )
 
 
 def check_storage(t, fn: str, name: str):
@@ -312,10 +365,18 @@ def check_storage(t, fn: str, name: str):
             ptr = 0
         if ptr == 0:
             if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
-                _fail(TypeError, fn, f"{name} is a {type(t).__name__} with no storage of its own; pass a plain "
-                                     f"tensor (e.g. a DTensor's to_local())")
-            _fail(ValueError, fn, f"{name} has {t.numel()} elements but no memory (data_ptr() is 0: a storage "
-                                  f"resized to 0, e.g. a sharded FSDP parameter, or an efficient zero tensor)")
+                _fail(
+                    TypeError,
+                    fn,
+                    f"{name} is a {type(t).__name__} with no storage of its own; pass a plain "
+                    f"tensor (e.g. a DTensor's to_local())",
+                )
+            _fail(
+                ValueError,
+                fn,
+                f"{name} has {t.numel()} elements but no memory (data_ptr() is 0: a storage "
+                f"resized to 0, e.g. a sharded FSDP parameter, or an efficient zero tensor)",
+            )
 
 
 def check_input(x, fn: str, name: str = "input"):
@@ -325,14 +386,30 @@ def check_input(x, fn: str, name: str = "input"):
         _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(x).__name__}")
     check_dense(x, fn, name)
     if x.dtype not in _COMPUTE_CODES:
-        _fail(TypeError, fn, f"{name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 or torch.float32")
+        _fail(
+            TypeError,
+            fn,
+            f"{name} has dtype {x.dtype}; expected torch.bfloat16, torch.float16 or torch.float32",
+        )
     if x.device.type not in ("cpu", "cuda"):
-        _fail(ValueError, fn, f"{name} is on device {x.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} is on device {x.device}; fastglu runs on 'cpu' and 'cuda' tensors",
+        )
     if x.dim() not in (2, 3):
-        _fail(ValueError, fn, f"{name} must be 2D [tokens, 2F] or 3D [S, B, 2F], got shape {tuple(x.shape)}")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} must be 2D [tokens, 2F] or 3D [S, B, 2F], got shape {tuple(x.shape)}",
+        )
     width = x.shape[-1]
     if width % 2:
-        _fail(ValueError, fn, f"{name}'s last dimension (gate | up) must be even, got shape {tuple(x.shape)}")
+        _fail(
+            ValueError,
+            fn,
+            f"{name}'s last dimension (gate | up) must be even, got shape {tuple(x.shape)}",
+        )
     return width // 2
 
 
@@ -342,10 +419,14 @@ def refuse_out_requiring_grad(out, fn: str, name: str):
     the middle of a graph). torch refuses such out= arguments too ("functions with out=...
     arguments don't support automatic differentiation, but one of the arguments requires grad")."""
     if out.requires_grad and torch.is_grad_enabled():
-        _fail(ValueError, fn, f"{name} requires grad ({'a leaf' if out.is_leaf else 'a non-leaf'} tensor of shape "
-                              f"{tuple(out.shape)}); an out= argument is written with no autograd record, as "
-                              "torch refuses for its own out= functions. Pass a tensor that does not require "
-                              "grad, or call it under torch.no_grad()")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} requires grad ({'a leaf' if out.is_leaf else 'a non-leaf'} tensor of shape "
+            f"{tuple(out.shape)}); an out= argument is written with no autograd record, as "
+            "torch refuses for its own out= functions. Pass a tensor that does not require "
+            "grad, or call it under torch.no_grad()",
+        )
 
 
 def refuse_leaf_in_place(t: torch.Tensor, fn: str, name: str):
@@ -362,10 +443,14 @@ def refuse_leaf_in_place(t: torch.Tensor, fn: str, name: str):
         if base is None or not (base.is_leaf and base.requires_grad):
             return
         what = "a view of a leaf tensor that requires grad"
-    _fail(ValueError, fn, f"in_place=True: {name} ({type(t).__name__} of shape {tuple(t.shape)}) is {what} "
-                          "(e.g. an nn.Parameter), which the backward would overwrite with its gradient; torch "
-                          "refuses this too (a leaf Variable that requires grad is being used in an in-place "
-                          "operation). Pass in_place=False, or a non-leaf tensor (a layer's output).")
+    _fail(
+        ValueError,
+        fn,
+        f"in_place=True: {name} ({type(t).__name__} of shape {tuple(t.shape)}) is {what} "
+        "(e.g. an nn.Parameter), which the backward would overwrite with its gradient; torch "
+        "refuses this too (a leaf Variable that requires grad is being used in an in-place "
+        "operation). Pass in_place=False, or a non-leaf tensor (a layer's output).",
+    )
 
 
 def _never_zero(t) -> bool:  # pragma: no cover - a torch without efficient zero tensors
@@ -431,7 +516,11 @@ def _check_tensor(t, fn, name, codes, what, zero_ok=False):
     if t.dtype not in codes:
         _fail(TypeError, fn, f"{name} has dtype {t.dtype}; expected {what}")
     if t.device.type not in ("cpu", "cuda"):
-        _fail(ValueError, fn, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors",
+        )
     if not zero_ok:
         check_storage(t, fn, name)
 
@@ -448,8 +537,22 @@ def _rows(t):
 class _Operands:
     """The validated gate/up operands of one call."""
 
-    __slots__ = ("x", "up", "x_given", "up_given", "code", "dtype", "lead", "F", "tokens", "x_rs",
-                 "up_rs", "layout", "device", "two")
+    __slots__ = (
+        "x",
+        "up",
+        "x_given",
+        "up_given",
+        "code",
+        "dtype",
+        "lead",
+        "F",
+        "tokens",
+        "x_rs",
+        "up_rs",
+        "layout",
+        "device",
+        "two",
+    )
 
     def pointers(self):
         """(gate pointer, gate row stride, up pointer, up row stride) for the C call."""
@@ -457,7 +560,12 @@ class _Operands:
             return self.x.data_ptr(), self.x_rs, self.up.data_ptr(), self.up_rs
         if self.layout == _C.LAYOUT_INTERLEAVED:
             return self.x.data_ptr(), self.x_rs, 0, 0
-        return self.x.data_ptr(), self.x_rs, self.x.data_ptr() + self.F * self.x.element_size(), self.x_rs
+        return (
+            self.x.data_ptr(),
+            self.x_rs,
+            self.x.data_ptr() + self.F * self.x.element_size(),
+            self.x_rs,
+        )
 
     def copies(self):
         """The given inputs that had to be copied (the C overlap check sees only the copies)."""
@@ -470,27 +578,48 @@ class _Operands:
 
 
 def _operands(x, up, layout, fn, allow_fp8=False):
-    codes, what = (_INPUT_CODES, _COMPUTE_WHAT + " (or torch.float8_e4m3fn, a saved input)") if allow_fp8 \
+    codes, what = (
+        (_INPUT_CODES, _COMPUTE_WHAT + " (or torch.float8_e4m3fn, a saved input)")
+        if allow_fp8
         else (_COMPUTE_CODES, _COMPUTE_WHAT)
+    )
     op = _Operands()
     op.layout = layout
     op.two = up is not None
     if not op.two:
         _check_tensor(x, fn, "input", codes, what)
         if x.dim() < 1:
-            _fail(ValueError, fn, "input must have at least one dimension [..., 2F], got a 0-dim tensor")
+            _fail(
+                ValueError,
+                fn,
+                "input must have at least one dimension [..., 2F], got a 0-dim tensor",
+            )
         if x.shape[-1] % 2:
-            _fail(ValueError, fn, f"input's last dimension (gate | up) must be even, got shape {tuple(x.shape)}")
+            _fail(
+                ValueError,
+                fn,
+                f"input's last dimension (gate | up) must be even, got shape {tuple(x.shape)}",
+            )
         op.F = x.shape[-1] // 2
     else:
         if layout == _C.LAYOUT_INTERLEAVED:
-            _fail(ValueError, fn, "interleaved=True takes one [..., 2F] input, not separate gate and up tensors")
+            _fail(
+                ValueError,
+                fn,
+                "interleaved=True takes one [..., 2F] input, not separate gate and up tensors",
+            )
         _check_tensor(x, fn, "gate", codes, what)
         _check_tensor(up, fn, "up", codes, what)
         if x.dim() < 1:
-            _fail(ValueError, fn, "gate must have at least one dimension [..., F], got a 0-dim tensor")
+            _fail(
+                ValueError, fn, "gate must have at least one dimension [..., F], got a 0-dim tensor"
+            )
         if up.shape != x.shape:
-            _fail(ValueError, fn, f"up has shape {tuple(up.shape)} but gate has shape {tuple(x.shape)}")
+            _fail(
+                ValueError,
+                fn,
+                f"up has shape {tuple(up.shape)} but gate has shape {tuple(x.shape)}",
+            )
         if up.dtype != x.dtype:
             _fail(TypeError, fn, f"up has dtype {up.dtype} but gate has dtype {x.dtype}")
         if up.device != x.device:
@@ -519,8 +648,12 @@ def _check_bias(bias, op, dtype, fn):
     if bias.device != op.device:
         _fail(ValueError, fn, f"bias is on {bias.device} but the input is on {op.device}")
     if tuple(bias.shape) != (2 * op.F,):
-        _fail(ValueError, fn, f"bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * op.F},) "
-                              f"([b_gate | b_up]) for F = {op.F}")
+        _fail(
+            ValueError,
+            fn,
+            f"bias has shape {tuple(bias.shape)}; expected [2F] = ({2 * op.F},) "
+            f"([b_gate | b_up]) for F = {op.F}",
+        )
     if (op.F and bias.stride()[0] != 1) or bias.is_neg():
         return bias.resolve_neg().contiguous(), bias
     return bias, None
@@ -540,8 +673,12 @@ def _check_weights(weights, op, fn):
     if weights.device != op.device:
         _fail(ValueError, fn, f"weights is on {weights.device} but the input is on {op.device}")
     if tuple(weights.shape) not in _weights_shapes(op):
-        _fail(ValueError, fn, f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens, 1] "
-                              f"or [tokens] with tokens = {op.tokens} (input leading shape {op.lead})")
+        _fail(
+            ValueError,
+            fn,
+            f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens, 1] "
+            f"or [tokens] with tokens = {op.tokens} (input leading shape {op.lead})",
+        )
     s = _flat_stride(weights)
     if s is None or weights.is_neg():
         w = weights.resolve_neg().contiguous()
@@ -559,12 +696,20 @@ def _check_out(out, shape, dtype, device, fn, name):
     if out.dtype != dtype:
         _fail(TypeError, fn, f"{name} has dtype {out.dtype}; expected {dtype}")
     if tuple(out.shape) != tuple(shape) or out.device != device or out.layout != _STRIDED:
-        _fail(ValueError, fn, f"{name} must be a dense tensor of shape {tuple(shape)} on device {device}; got "
-                              f"shape {tuple(out.shape)} on device {out.device} (layout {out.layout})")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} must be a dense tensor of shape {tuple(shape)} on device {device}; got "
+            f"shape {tuple(out.shape)} on device {out.device} (layout {out.layout})",
+        )
     _, rs = _row_stride(out.shape, out.stride())
     if rs is None or (shape[-1] > 1 and out.stride()[-1] != 1) or out.is_neg():
-        _fail(ValueError, fn, f"{name} (strides {out.stride()}) must have evenly strided rows with unit column "
-                              "stride and no negation flag")
+        _fail(
+            ValueError,
+            fn,
+            f"{name} (strides {out.stride()}) must have evenly strided rows with unit column "
+            "stride and no negation flag",
+        )
     return rs
 
 
@@ -616,14 +761,21 @@ _SPLIT = _C.LAYOUT_SPLIT
 
 def _fast_operand(t, cuda, dev):
     """Whether t is a plain (or Parameter) dense tensor, not negated, on x's device."""
-    return (type(t) in _DENSE and t.layout is _STRIDED and not t.is_nested and not t.is_neg()
-            and (t.is_cuda and t.get_device() == dev if cuda else t.is_cpu))
+    return (
+        type(t) in _DENSE
+        and t.layout is _STRIDED
+        and not t.is_nested
+        and not t.is_neg()
+        and (t.is_cuda and t.get_device() == dev if cuda else t.is_cpu)
+    )
 
 
 def _fast_case(x, bias, weights):
     """(dtype code, x's shape, tokens, row stride, F, on_cuda, device index, weights' dtype code) of
     the common case, or None."""
-    if type(x) not in _DENSE or x.layout is not _STRIDED or x.is_nested:  # (a nested tensor has no .shape)
+    if (
+        type(x) not in _DENSE or x.layout is not _STRIDED or x.is_nested
+    ):  # (a nested tensor has no .shape)
         return None
     code = _COMPUTE_CODES.get(x.dtype)
     shape = x.shape
@@ -640,16 +792,25 @@ def _fast_case(x, bias, weights):
         return None
     dev = x.get_device()
     F = width >> 1
-    if bias is not None and not (_fast_operand(bias, cuda, dev) and bias.dtype is x.dtype
-                                 and bias.shape == (width,) and bias.stride(0) == 1 and bias.data_ptr()):
+    if bias is not None and not (
+        _fast_operand(bias, cuda, dev)
+        and bias.dtype is x.dtype
+        and bias.shape == (width,)
+        and bias.stride(0) == 1
+        and bias.data_ptr()
+    ):
         return None
     w_code = 0
     if weights is not None:
         if not _fast_operand(weights, cuda, dev):
             return None
         w_code = _COMPUTE_CODES.get(weights.dtype)
-        if (w_code is None or not weights.is_contiguous() or weights.shape not in ((tokens, 1), (tokens,))
-                or not weights.data_ptr()):
+        if (
+            w_code is None
+            or not weights.is_contiguous()
+            or weights.shape not in ((tokens, 1), (tokens,))
+            or not weights.data_ptr()
+        ):
             return None
     return code, shape, tokens, rs, F, cuda, dev, w_code
 
@@ -660,13 +821,39 @@ def _fwd_common(p, x, bias, weights):
     if c is None:
         return None
     code, shape, tokens, rs, F, cuda, dev, w_code = c
-    y = x.new_empty((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F))  # a tuple: parsed faster than a Size
+    y = x.new_empty(
+        (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
+    )  # a tuple: parsed faster than a Size
     g_ptr = x.data_ptr()
     act, layout, clamp, offset, m_g, m_d = p
     u_ptr, u_rs = (g_ptr + int(F) * x.element_size(), rs) if layout == _SPLIT else (0, 0)
-    _launch(_C.glu_fwd, dev, (act, layout, clamp, offset, m_g, m_d, g_ptr, rs, u_ptr, u_rs,
-                              0 if bias is None else bias.data_ptr(), 0 if weights is None else weights.data_ptr(),
-                              w_code, 1, y.data_ptr(), F, 0, 0, tokens, F, code))
+    _launch(
+        _C.glu_fwd,
+        dev,
+        (
+            act,
+            layout,
+            clamp,
+            offset,
+            m_g,
+            m_d,
+            g_ptr,
+            rs,
+            u_ptr,
+            u_rs,
+            0 if bias is None else bias.data_ptr(),
+            0 if weights is None else weights.data_ptr(),
+            w_code,
+            1,
+            y.data_ptr(),
+            F,
+            0,
+            0,
+            tokens,
+            F,
+            code,
+        ),
+    )
     return y
 
 
@@ -680,7 +867,9 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
     if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev) or is_zero_tensor(dy):
         return None
     dshape = dy.shape
-    if dy.dtype is not x.dtype or dshape != ((shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)):
+    if dy.dtype is not x.dtype or dshape != (
+        (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
+    ):
         return None
     dy_stride = dy.stride()
     _, dy_rs = _row_stride(dshape, dy_stride)
@@ -699,11 +888,43 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
         u_ptr, u_rs, du_ptr, du_rs = g_ptr + int(F) * es, rs, dg_ptr + int(F) * es, 2 * F
     else:
         u_ptr = u_rs = du_ptr = du_rs = 0
-    _launch(_C.glu_bwd, dev, (act, layout, clamp, offset, m_g, m_d, dy.data_ptr(), dy_rs, dy_cs, g_ptr, rs,
-                              u_ptr, u_rs, code, 0, 0, 0 if bias is None else bias.data_ptr(),
-                              0 if weights is None else weights.data_ptr(), w_code, 1, dg_ptr, 2 * F, du_ptr, du_rs,
-                              0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(),
-                              0 if ws is None else ws.data_ptr(), ws_bytes, tokens, F, code))
+    _launch(
+        _C.glu_bwd,
+        dev,
+        (
+            act,
+            layout,
+            clamp,
+            offset,
+            m_g,
+            m_d,
+            dy.data_ptr(),
+            dy_rs,
+            dy_cs,
+            g_ptr,
+            rs,
+            u_ptr,
+            u_rs,
+            code,
+            0,
+            0,
+            0 if bias is None else bias.data_ptr(),
+            0 if weights is None else weights.data_ptr(),
+            w_code,
+            1,
+            dg_ptr,
+            2 * F,
+            du_ptr,
+            du_rs,
+            0 if dbias is None else dbias.data_ptr(),
+            0 if dw is None else dw.data_ptr(),
+            0 if ws is None else ws.data_ptr(),
+            ws_bytes,
+            tokens,
+            F,
+            code,
+        ),
+    )
     if dw is not None:
         dw = dw.view(weights.shape)
     return dx, dbias, dw
@@ -737,13 +958,34 @@ def _fwd_checked(p: GLUParams, x, up, bias, weights, out, saved_fp8, fn):
         _refuse_overlaps((s8,), copies, fn)
     if op.tokens and op.F:
         g_ptr, g_rs, u_ptr, u_rs = op.pointers()
-        _launch(_C.glu_fwd, op.x.get_device(), (*p, g_ptr, g_rs, u_ptr, u_rs,
-                0 if b is None else b.data_ptr(), 0 if w is None else w.data_ptr(), w_code, w_stride,
-                y.data_ptr(), y_rs, 0 if s8 is None else s8.data_ptr(), s8_rs, op.tokens, op.F, op.code))
+        _launch(
+            _C.glu_fwd,
+            op.x.get_device(),
+            (
+                *p,
+                g_ptr,
+                g_rs,
+                u_ptr,
+                u_rs,
+                0 if b is None else b.data_ptr(),
+                0 if w is None else w.data_ptr(),
+                w_code,
+                w_stride,
+                y.data_ptr(),
+                y_rs,
+                0 if s8 is None else s8.data_ptr(),
+                s8_rs,
+                op.tokens,
+                op.F,
+                op.code,
+            ),
+        )
     return y, s8
 
 
-def forward(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, saved_fp8=None, fn="glu_fwd"):
+def forward(
+    p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, saved_fp8=None, fn="glu_fwd"
+):
     """``glu_fwd`` with prepared parameters (``glu_params``): the common case's short path, else the
     checked one."""
     if out is None and saved_fp8 is None and up is None:
@@ -751,13 +993,30 @@ def forward(p: GLUParams, x, up=None, bias=None, weights=None, *, out=None, save
         if y is not None:
             return y
     if saved_fp8 is not None and not isinstance(saved_fp8, torch.Tensor):
-        _fail(TypeError, fn, f"saved_fp8 must be None or a torch.Tensor, got {type(saved_fp8).__name__}")
+        _fail(
+            TypeError,
+            fn,
+            f"saved_fp8 must be None or a torch.Tensor, got {type(saved_fp8).__name__}",
+        )
     return _fwd_checked(p, x, up, bias, weights, out, saved_fp8, fn)[0]
 
 
-def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None,
-            glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
-            out=None, saved_fp8=None, fn="glu_fwd"):
+def glu_fwd(
+    x,
+    up=None,
+    *,
+    activation="silu",
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    out=None,
+    saved_fp8=None,
+    fn="glu_fwd",
+):
     """The gated activation's forward, without autograd.
 
     Args:
@@ -791,9 +1050,15 @@ def glu_fwd(x, up=None, *, activation="silu", bias=None, weights=None, clamp_val
             ``out`` or ``saved_fp8`` of the wrong shape/device/strides or overlapping an input, bad
             options.
     """
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
-                   interleaved=interleaved, fn=fn)
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=fn,
+    )
     return forward(p, x, up, bias, weights, out=out, saved_fp8=saved_fp8, fn=fn)
 
 
@@ -813,29 +1078,56 @@ def _check_scale_inv(scale_inv, op, fn):
     if scale_inv is None:
         return None, 0, None
     if op.dtype != _FP8:
-        _fail(ValueError, fn, f"input_scale_inv is given but the saved input has dtype {op.dtype}, not "
-                              "torch.float8_e4m3fn (a scale only applies to an fp8 input)")
+        _fail(
+            ValueError,
+            fn,
+            f"input_scale_inv is given but the saved input has dtype {op.dtype}, not "
+            "torch.float8_e4m3fn (a scale only applies to an fp8 input)",
+        )
     _check_tensor(scale_inv, fn, "input_scale_inv", {torch.float32: 0}, "torch.float32")
     if scale_inv.device != op.device:
-        _fail(ValueError, fn, f"input_scale_inv is on {scale_inv.device} but the input is on {op.device}")
+        _fail(
+            ValueError,
+            fn,
+            f"input_scale_inv is on {scale_inv.device} but the input is on {op.device}",
+        )
     if scale_inv.numel() == 1 and op.tokens != 1:
         return scale_inv, 0, None
     if tuple(scale_inv.shape) not in _weights_shapes(op) and scale_inv.numel() != 1:
-        _fail(ValueError, fn, f"input_scale_inv has shape {tuple(scale_inv.shape)}; expected one value or one per "
-                              f"token ({op.tokens})")
+        _fail(
+            ValueError,
+            fn,
+            f"input_scale_inv has shape {tuple(scale_inv.shape)}; expected one value or one per "
+            f"token ({op.tokens})",
+        )
     s = _flat_stride(scale_inv)
     if s is None or scale_inv.is_neg():
         return scale_inv.resolve_neg().contiguous(), 1, scale_inv
     return scale_inv, s, None
 
 
-def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_scale_inv=None,
-             want_dbias=None, want_dweights=None, out=None, fn="glu_bwd", out_name="out (dinput)") -> GLUGrads:
+def backward(
+    p: GLUParams,
+    dy,
+    x,
+    up=None,
+    bias=None,
+    weights=None,
+    *,
+    input_scale_inv=None,
+    want_dbias=None,
+    want_dweights=None,
+    out=None,
+    fn="glu_bwd",
+    out_name="out (dinput)",
+) -> GLUGrads:
     """``glu_bwd`` with prepared parameters (``glu_params``)."""
     op = _operands(x, up, p.layout, fn, allow_fp8=True)
     if not isinstance(dy, torch.Tensor):
         _fail(TypeError, fn, f"dy must be a torch.Tensor, got {type(dy).__name__}")
-    dy_zero = is_zero_tensor(dy)  # an efficient zero tensor: every gradient is zero, nothing is launched
+    dy_zero = is_zero_tensor(
+        dy
+    )  # an efficient zero tensor: every gradient is zero, nothing is launched
     _check_tensor(dy, fn, "dy", _COMPUTE_CODES, _COMPUTE_WHAT, zero_ok=dy_zero)
     if dy.device != op.device:
         _fail(ValueError, fn, f"dy is on {dy.device} but the input is on {op.device}")
@@ -845,7 +1137,11 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
     code = _COMPUTE_CODES[dtype]
     dy_shape = op.lead + (op.F,)
     if tuple(dy.shape) != dy_shape:
-        _fail(ValueError, fn, f"dy has shape {tuple(dy.shape)}; expected {dy_shape} for the input's shape")
+        _fail(
+            ValueError,
+            fn,
+            f"dy has shape {tuple(dy.shape)}; expected {dy_shape} for the input's shape",
+        )
     b, b_orig = _check_bias(bias, op, dtype, fn)
     w, w_code, w_stride, w_orig = _check_weights(weights, op, fn)
     s, s_stride, s_orig = _check_scale_inv(input_scale_inv, op, fn)
@@ -859,12 +1155,20 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
     if out is None:
         dx = torch.empty(x_shape, dtype=dtype, device=op.device)
         dx_rs = x_shape[-1]
-        d_up, d_up_rs = (torch.empty(x_shape, dtype=dtype, device=op.device), x_shape[-1]) if op.two else (None, 0)
+        d_up, d_up_rs = (
+            (torch.empty(x_shape, dtype=dtype, device=op.device), x_shape[-1])
+            if op.two
+            else (None, 0)
+        )
         outs = ()
     else:
         if op.two:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                _fail(TypeError, fn, "out must be a pair (d_gate, d_up) when gate and up are separate tensors")
+                _fail(
+                    TypeError,
+                    fn,
+                    "out must be a pair (d_gate, d_up) when gate and up are separate tensors",
+                )
             dx, d_up = out
             dx_rs = _check_out(dx, x_shape, dtype, op.device, fn, "out[0] (d_gate)")
             d_up_rs = _check_out(d_up, x_shape, dtype, op.device, fn, "out[1] (d_up)")
@@ -883,9 +1187,17 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
             dy = dy.resolve_neg().contiguous()
             dy_rs, dy_cs = op.F, 1
         if outs:
-            _refuse_overlaps(outs, [("input", t) for t in op.copies()] + [
-                ("dy", dy_given if dy is not dy_given else None), ("bias", b_orig), ("weights", w_orig),
-                ("input_scale_inv", s_orig)], fn)
+            _refuse_overlaps(
+                outs,
+                [("input", t) for t in op.copies()]
+                + [
+                    ("dy", dy_given if dy is not dy_given else None),
+                    ("bias", b_orig),
+                    ("weights", w_orig),
+                    ("input_scale_inv", s_orig),
+                ],
+                fn,
+            )
         ws_bytes = _C.glu_bwd_workspace_bytes(op.tokens, op.F, want_db, want_dw)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=op.device) if ws_bytes else None
         g_ptr, g_rs, u_ptr, u_rs = op.pointers()
@@ -895,11 +1207,38 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
             dg_ptr, du_ptr = dx.data_ptr(), 0
         else:  # d_gate | d_up in one [..., 2F] gradient
             dg_ptr, du_ptr, d_up_rs = dx.data_ptr(), dx.data_ptr() + op.F * dx.element_size(), dx_rs
-        _launch(_C.glu_bwd, op.x.get_device(), (*p, dy.data_ptr(), dy_rs, dy_cs, g_ptr, g_rs, u_ptr, u_rs, op.code,
-                0 if s is None else s.data_ptr(), s_stride, 0 if b is None else b.data_ptr(),
-                0 if w is None else w.data_ptr(), w_code, w_stride, dg_ptr, dx_rs, du_ptr, d_up_rs,
-                0 if dbias is None else dbias.data_ptr(), 0 if dw is None else dw.data_ptr(), 0 if ws is None else ws.data_ptr(), ws_bytes,
-                op.tokens, op.F, code))
+        _launch(
+            _C.glu_bwd,
+            op.x.get_device(),
+            (
+                *p,
+                dy.data_ptr(),
+                dy_rs,
+                dy_cs,
+                g_ptr,
+                g_rs,
+                u_ptr,
+                u_rs,
+                op.code,
+                0 if s is None else s.data_ptr(),
+                s_stride,
+                0 if b is None else b.data_ptr(),
+                0 if w is None else w.data_ptr(),
+                w_code,
+                w_stride,
+                dg_ptr,
+                dx_rs,
+                du_ptr,
+                d_up_rs,
+                0 if dbias is None else dbias.data_ptr(),
+                0 if dw is None else dw.data_ptr(),
+                0 if ws is None else ws.data_ptr(),
+                ws_bytes,
+                op.tokens,
+                op.F,
+                code,
+            ),
+        )
     else:
         if dy_zero:
             dx.zero_()
@@ -914,9 +1253,25 @@ def backward(p: GLUParams, dy, x, up=None, bias=None, weights=None, *, input_sca
     return GLUGrads(dx, d_up, dbias, dw)
 
 
-def glu_bwd(dy, x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None,
-            glu_linear_offset=0.0, gate_multiplier=1.0, down_multiplier=1.0, interleaved=False,
-            input_scale_inv=None, want_dbias=None, want_dweights=None, out=None, fn="glu_bwd") -> GLUGrads:
+def glu_bwd(
+    dy,
+    x,
+    up=None,
+    *,
+    activation="silu",
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    input_scale_inv=None,
+    want_dbias=None,
+    want_dweights=None,
+    out=None,
+    fn="glu_bwd",
+) -> GLUGrads:
     """The gated activation's backward, without autograd.
 
     Args:
@@ -937,17 +1292,38 @@ def glu_bwd(dy, x, up=None, *, activation="silu", bias=None, weights=None, clamp
     Raises:
         TypeError / ValueError: as the forward, and for dy of the wrong shape/dtype/device.
     """
-    p = glu_params(activation, clamp_value=clamp_value, glu_linear_offset=glu_linear_offset,
-                   gate_multiplier=gate_multiplier, down_multiplier=down_multiplier,
-                   interleaved=interleaved, fn=fn)
-    return backward(p, dy, x, up, bias, weights, input_scale_inv=input_scale_inv, want_dbias=want_dbias,
-                     want_dweights=want_dweights, out=out, fn=fn)
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=fn,
+    )
+    return backward(
+        p,
+        dy,
+        x,
+        up,
+        bias,
+        weights,
+        input_scale_inv=input_scale_inv,
+        want_dbias=want_dbias,
+        want_dweights=want_dweights,
+        out=out,
+        fn=fn,
+    )
 
 
-def glu_bwd_workspace_bytes(tokens: int, ffn_hidden_size: int, want_dbias: bool, want_dweights: bool) -> int:
+def glu_bwd_workspace_bytes(
+    tokens: int, ffn_hidden_size: int, want_dbias: bool, want_dweights: bool
+) -> int:
     """Bytes of workspace the backward needs (fastglu_glu_bwd_workspace_bytes); glu_bwd allocates it
     itself as a uint8 tensor on the input's device."""
-    return _C.glu_bwd_workspace_bytes(tokens, ffn_hidden_size, bool(want_dbias), bool(want_dweights))
+    return _C.glu_bwd_workspace_bytes(
+        tokens, ffn_hidden_size, bool(want_dbias), bool(want_dweights)
+    )
 
 
 # ---- fp8 saved input ---------------------------------------------------------------------------
@@ -961,9 +1337,13 @@ def _fp8_clamp(p, dtype, fp8, fn):
     if c == math.inf:
         return 0.0
     if c >= FP8_E4M3_MAX:
-        _fail(ValueError, fn, f"clamp_value = {p.clamp_value!r} ({c!r} in {dtype}) with fp8_input_store={fp8!r}: "
-                              f"the fp8 copy needs a clamp below {FP8_E4M3_MAX:g}, float8_e4m3fn's largest "
-                              "value, to mark the elements the clamp cuts")
+        _fail(
+            ValueError,
+            fn,
+            f"clamp_value = {p.clamp_value!r} ({c!r} in {dtype}) with fp8_input_store={fp8!r}: "
+            f"the fp8 copy needs a clamp below {FP8_E4M3_MAX:g}, float8_e4m3fn's largest "
+            "value, to mark the elements the clamp cuts",
+        )
     return c
 
 
@@ -981,14 +1361,22 @@ def _fp8_operands(p, c, lo, hi, x, up, xs, ups):
         r = raw.float()
         lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
         hi_t = torch.as_tensor(hi, dtype=v.dtype, device=v.device)
-        return torch.where(r > c, hi_t, torch.where(r < -c, -hi_t, torch.where(
-            v > lo_t, lo_t, torch.where(v < -lo_t, -lo_t, v))))
+        return torch.where(
+            r > c,
+            hi_t,
+            torch.where(
+                r < -c, -hi_t, torch.where(v > lo_t, lo_t, torch.where(v < -lo_t, -lo_t, v))
+            ),
+        )
 
     if up is not None:
         return gate(x, xs), upv(up, ups)
     out = xs.clone()
     if p.layout == _C.LAYOUT_INTERLEAVED:
-        out[..., 0::2], out[..., 1::2] = gate(x[..., 0::2], xs[..., 0::2]), upv(x[..., 1::2], xs[..., 1::2])
+        out[..., 0::2], out[..., 1::2] = (
+            gate(x[..., 0::2], xs[..., 0::2]),
+            upv(x[..., 1::2], xs[..., 1::2]),
+        )
     else:
         F = x.shape[-1] // 2
         out[..., :F], out[..., F:] = gate(x[..., :F], xs[..., :F]), upv(x[..., F:], xs[..., F:])
@@ -1018,7 +1406,9 @@ def _fp8_store(mode, x, up, p=None, fn="glu"):
 
     def amax_of(t):  # an empty tensor (no tokens, or F = 0) has amax 0: scale 1
         if t.numel() == 0:
-            return torch.zeros(t.shape[:-1] if per_row else (), dtype=torch.float32, device=t.device)
+            return torch.zeros(
+                t.shape[:-1] if per_row else (), dtype=torch.float32, device=t.device
+            )
         return (t.abs().amax(dim=-1) if per_row else t.abs().amax()).float()
 
     amax = amax_of(x)
@@ -1039,14 +1429,19 @@ def _fp8_store(mode, x, up, p=None, fn="glu"):
 
     if not c:
         return enc(x), (None if up is None else enc(up)), scale_inv.reshape(-1).contiguous()
-    scale_inv = torch.where(ok & (scale_inv * FP8_E4M3_MAX < amax),
-                            torch.nextafter(scale_inv, torch.full_like(scale_inv, math.inf)), scale_inv)
+    scale_inv = torch.where(
+        ok & (scale_inv * FP8_E4M3_MAX < amax),
+        torch.nextafter(scale_inv, torch.full_like(scale_inv, math.inf)),
+        scale_inv,
+    )
     vals = torch.arange(127, dtype=torch.uint8, device=amax.device).view(_FP8).float()  # ascending
     n_le = ((vals * scale_inv.unsqueeze(-1)) <= c).sum(-1, keepdim=True)  # codes decoding to <= c
     lo, hi = vals[n_le - 1], vals[n_le.clamp(max=126)]  # [..., 1] (per_row) or [1, 1]
     if not per_row:
         lo, hi = lo.reshape(1), hi.reshape(1)
-    xv, upv = _fp8_operands(p, c, lo, hi, x, up, x.float() * sc, None if up is None else up.float() * sc)
+    xv, upv = _fp8_operands(
+        p, c, lo, hi, x, up, x.float() * sc, None if up is None else up.float() * sc
+    )
     return xv.to(_FP8), None if upv is None else upv.to(_FP8), scale_inv.reshape(-1).contiguous()
 
 
@@ -1058,10 +1453,22 @@ def check_in_place(t, fn, name="input"):
     overlap, unit column stride, no negation flag."""
     tokens, rs = _row_stride(t.shape, t.stride())
     width = t.shape[-1]
-    if tokens and width and (rs is None or (width > 1 and t.stride()[-1] != 1) or (tokens > 1 and rs < width)
-                             or t.is_neg()):
-        _fail(ValueError, fn, f"in_place=True needs {name} with evenly strided, non-overlapping rows and unit "
-                              f"column stride; got shape {tuple(t.shape)}, strides {t.stride()}")
+    if (
+        tokens
+        and width
+        and (
+            rs is None
+            or (width > 1 and t.stride()[-1] != 1)
+            or (tokens > 1 and rs < width)
+            or t.is_neg()
+        )
+    ):
+        _fail(
+            ValueError,
+            fn,
+            f"in_place=True needs {name} with evenly strided, non-overlapping rows and unit "
+            f"column stride; got shape {tuple(t.shape)}, strides {t.stride()}",
+        )
 
 
 def _region(t):
@@ -1095,8 +1502,12 @@ def refuse_leaves_in_place(x, up, fn):
     """The leaf check of an in-place call where the backward would write over x (and up): a leaf
     that requires grad (an nn.Parameter) or a view of one raises ValueError (``ops``). For the
     traced path, which ignores in_place but refuses what eager mode refuses."""
-    if (isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
-            and (up is None or isinstance(up, torch.Tensor) and up.requires_grad)):
+    if (
+        isinstance(x, torch.Tensor)
+        and x.requires_grad
+        and torch.is_grad_enabled()
+        and (up is None or isinstance(up, torch.Tensor) and up.requires_grad)
+    ):
         refuse_leaf_in_place(x, fn, "input" if up is None else "gate")
         if up is not None:
             refuse_leaf_in_place(up, fn, "up")
@@ -1108,22 +1519,32 @@ def _refuse_in_place_overlaps(x, up, bias, weights, fn):
     backward reads those while it writes)."""
     operands = [("input" if up is None else "gate", x)] + ([] if up is None else [("up", up)])
     if up is not None and _overlaps(x, up):
-        _fail(ValueError, fn, f"in_place=True: gate and up share memory (gate shape {tuple(x.shape)}, strides "
-                              f"{x.stride()}; up shape {tuple(up.shape)}, strides {up.stride()}), so d_gate and "
-                              "d_up cannot both be written over them; pass in_place=False (out of place the "
-                              "gradients are summed as usual)")
+        _fail(
+            ValueError,
+            fn,
+            f"in_place=True: gate and up share memory (gate shape {tuple(x.shape)}, strides "
+            f"{x.stride()}; up shape {tuple(up.shape)}, strides {up.stride()}), so d_gate and "
+            "d_up cannot both be written over them; pass in_place=False (out of place the "
+            "gradients are summed as usual)",
+        )
     for name, t in (("bias", bias), ("weights", weights)):
         if isinstance(t, torch.Tensor):
             for oname, o in operands:
                 if _overlaps(o, t):
-                    _fail(ValueError, fn, f"in_place=True: {name} shares memory with {oname}, which the backward "
-                                          f"would overwrite while it reads {name}; pass in_place=False")
+                    _fail(
+                        ValueError,
+                        fn,
+                        f"in_place=True: {name} shares memory with {oname}, which the backward "
+                        f"would overwrite while it reads {name}; pass in_place=False",
+                    )
 
 
 # ---- SwiGLU: the family's plain SiLU member ------------------------------------------------------
 
 
-def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "swiglu_fwd") -> torch.Tensor:
+def swiglu_fwd(
+    x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "swiglu_fwd"
+) -> torch.Tensor:
     """y = silu(x[..., :F]) * x[..., F:] for x of shape [..., 2F] (2D or 3D); returns [..., F]:
     ``forward(SILU, x)``, with Megatron's 2D / 3D input check.
 
@@ -1138,8 +1559,9 @@ def swiglu_fwd(x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "s
     return _fwd_checked(SILU, x, None, None, None, out, None, fn)[0]
 
 
-def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = None,
-               fn: str = "swiglu_bwd") -> torch.Tensor:
+def swiglu_bwd(
+    dy: torch.Tensor, x: torch.Tensor, *, out: torch.Tensor | None = None, fn: str = "swiglu_bwd"
+) -> torch.Tensor:
     """The input gradient [..., 2F] of ``swiglu_fwd`` for upstream gradient ``dy`` [..., F]:
     ``backward(SILU, dy, x).dx``, with Megatron's 2D / 3D input check.
 

@@ -46,8 +46,12 @@ static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
 static float put(fastglu_dtype dt, void *p, int64_t i, double v) {
     switch (dt) {
     case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; return (float)v;
-    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); return fp16_to_f32(((uint16_t *)p)[i]);
-    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); return bf16_to_f32(((uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_FP16:
+        ((uint16_t *)p)[i] = f32_to_fp16((float)v);
+        return fp16_to_f32(((uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16:
+        ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+        return bf16_to_f32(((uint16_t *)p)[i]);
     default: return NAN;
     }
 }
@@ -129,7 +133,8 @@ static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double act(fastglu_activation a, double z) {
     switch (a) {
     case FASTGLU_ACT_SILU: return z * sigmoid(z);
-    case FASTGLU_ACT_GELU_TANH: return 0.5 * z * (1.0 + tanh(0.79788456 * z * (1.0 + 0.044715 * z * z)));
+    case FASTGLU_ACT_GELU_TANH:
+        return 0.5 * z * (1.0 + tanh(0.79788456 * z * (1.0 + 0.044715 * z * z)));
     case FASTGLU_ACT_QUICK_GELU: return z * sigmoid(1.702 * z);
     }
     return NAN;
@@ -222,7 +227,8 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
     double *wtf = (double *)malloc((size_t)T * sizeof(double) + 8);
     const double wscale = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t k = 0; k < H; ++k) xf[t * H + k] = put(dt, x.host, off + t * x_rs + k, uniform(-1, 1));
+        for (int64_t k = 0; k < H; ++k)
+            xf[t * H + k] = put(dt, x.host, off + t * x_rs + k, uniform(-1, 1));
     for (int64_t c = 0; c < NW; ++c)
         for (int64_t k = 0; k < H; ++k)
             wf[c * H + k] = put(dt, w.host, off + c * w_rs + k, uniform(-1, 1) * wscale);
@@ -233,15 +239,19 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
     buf_up(b, &x), buf_up(b, &w), buf_up(b, &bias), buf_up(b, &wt), buf_up(b, &h), buf_up(b, &y),
         buf_up(b, &y2);
 
-    const fastglu_tensor tx = tensor(at(&x, off * es), dt, x_rs), tw = tensor(at(&w, off * es), dt, w_rs);
+    const fastglu_tensor tx = tensor(at(&x, off * es), dt, x_rs),
+                         tw = tensor(at(&w, off * es), dt, w_rs);
     const fastglu_tensor tb = tensor(v->bias ? at(&bias, off * es) : NULL, dt, 1);
     const fastglu_tensor twt = tensor(v->weights ? at(&wt, off * esize(wdt)) : NULL, wdt, wst);
-    const fastglu_tensor th = tensor(at(&h, off * es), dt, h_rs), ty = tensor(at(&y, off * es), dt, y_rs);
+    const fastglu_tensor th = tensor(at(&h, off * es), dt, h_rs),
+                         ty = tensor(at(&y, off * es), dt, y_rs);
     const fastglu_tensor ty2 = tensor(at(&y2, off * es), dt, y_rs), none = tensor(NULL, dt, 0);
     const fastglu_glu_params p = params_of(v);
     fastglu_status st;
-    if (v->glu) st = b->linear_glu(&p, tx, tw, tb, twt, th, ty, T, H, F);
-    else st = b->linear(tx, tw, tb, th, T, H, F);
+    if (v->glu)
+        st = b->linear_glu(&p, tx, tw, tb, twt, th, ty, T, H, F);
+    else
+        st = b->linear(tx, tw, tb, th, T, H, F);
     if (st != FASTGLU_SUCCESS) {
         printf("  FAIL %s: status %d: %s\n", label, (int)st, fastglu_last_error_message());
         failed++;
@@ -252,7 +262,8 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
         st = b->linear_glu(&p, tx, tw, tb, twt, none, ty2, T, H, F);
         b->sync();
         if (st != FASTGLU_SUCCESS) {
-            printf("  FAIL %s (h not stored): status %d: %s\n", label, (int)st, fastglu_last_error_message());
+            printf("  FAIL %s (h not stored): status %d: %s\n", label, (int)st,
+                   fastglu_last_error_message());
             failed++;
             goto done;
         }
@@ -282,8 +293,8 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
         b->sync();
         buf_down(b, &y2);
         if (st != FASTGLU_SUCCESS || memcmp(y.host, y2.host, y.bytes) != 0) {
-            printf("  FAIL %s: y differs from fastglu_glu_fwd on the stored h (status %d)\n",
-                   label, (int)st);
+            printf("  FAIL %s: y differs from fastglu_glu_fwd on the stored h (status %d)\n", label,
+                   (int)st);
             failed++;
         }
     }
@@ -294,7 +305,10 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
         double eh = 0, nh = 0, ey = 0, ny = 0;
         double *href = (double *)malloc((size_t)(NW + 1) * sizeof(double));
         for (int64_t r = 0; r < n_rows; ++r) {
-            const int64_t t = !sample ? r : r == 0 ? 0 : r == 1 ? T - 1 : (int64_t)(next_u64() % (uint64_t)T);
+            const int64_t t = !sample  ? r
+                              : r == 0 ? 0
+                              : r == 1 ? T - 1
+                                       : (int64_t)(next_u64() % (uint64_t)T);
             for (int64_t c = 0; c < NW; ++c) {
                 double acc = 0;
                 const float *xr = xf + t * H, *wr = wf + c * H;
@@ -318,7 +332,8 @@ static int run_case(const gemm_backend *b, const variant *v, gemm_shape s, fastg
         const double tol = tolerance(dt);
         const double rh = nh > 0 ? sqrt(eh / nh) : sqrt(eh), ry = ny > 0 ? sqrt(ey / ny) : sqrt(ey);
         if (!(rh <= tol) || !(ry <= tol)) {
-            printf("  FAIL %s: relative error h %.3g, y %.3g (tolerance %.0e)\n", label, rh, ry, tol);
+            printf("  FAIL %s: relative error h %.3g, y %.3g (tolerance %.0e)\n", label, rh, ry,
+                   tol);
             failed++;
         }
     }
@@ -332,7 +347,8 @@ done:
 
 int run_gemm_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
                    unsigned variants_mask) {
-    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_BF16};
+    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16,
+                                         FASTGLU_DTYPE_BF16};
     int failed = 0, cases = 0;
     for (int s = 0; s < n_shapes; ++s)
         for (int d = 0; d < 3; ++d) {
@@ -405,8 +421,9 @@ int run_gemm_errors(const gemm_backend *b) {
     buf_up(b, &e.all);
 
     t = w1, t.dtype = FASTGLU_DTYPE_FP16;
-    failed += expect_error(&e, "w1 fp16 with x bf16", b->linear_glu(&p, x, t, bias, wts, h, y, T, H, F),
-                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w1.dtype 1 differs from x.dtype 2");
+    failed +=
+        expect_error(&e, "w1 fp16 with x bf16", b->linear_glu(&p, x, t, bias, wts, h, y, T, H, F),
+                     FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w1.dtype 1 differs from x.dtype 2");
     t = x, t.dtype = FASTGLU_DTYPE_FP8_E4M3;
     failed += expect_error(&e, "x fp8", b->linear_glu(&p, t, w1, bias, wts, h, y, T, H, F),
                            FASTGLU_ERROR_UNSUPPORTED_DTYPE, "x.dtype 3");
@@ -429,20 +446,25 @@ int run_gemm_errors(const gemm_backend *b) {
     failed += expect_error(&e, "y aliasing x", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "y overlaps x");
     t = h, t.data = (char *)w1.data + 2 * es;
-    failed += expect_error(&e, "h overlapping w1", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "h overlaps w1");
+    failed +=
+        expect_error(&e, "h overlapping w1", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "h overlaps w1");
     t = y, t.data = (char *)h.data + 3 * es;
-    failed += expect_error(&e, "y overlapping h", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps h");
+    failed +=
+        expect_error(&e, "y overlapping h", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "y overlaps h");
     t = y, t.data = bias.data;
-    failed += expect_error(&e, "y aliasing bias", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps bias");
+    failed +=
+        expect_error(&e, "y aliasing bias", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "y overlaps bias");
     t = h, t.data = wts.data;
-    failed += expect_error(&e, "h aliasing weights", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "h overlaps weights");
+    failed +=
+        expect_error(&e, "h aliasing weights", b->linear_glu(&p, x, w1, bias, wts, t, y, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "h overlaps weights");
     t = y, t.row_stride = F - 1;
-    failed += expect_error(&e, "y rows overlapping", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "y");
+    failed +=
+        expect_error(&e, "y rows overlapping", b->linear_glu(&p, x, w1, bias, wts, h, t, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "y");
     t = bias, t.row_stride = 2;
     failed += expect_error(&e, "bias strided", b->linear_glu(&p, x, w1, t, wts, h, y, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "bias.row_stride = 2");
@@ -459,8 +481,9 @@ int run_gemm_errors(const gemm_backend *b) {
     failed += expect_error(&e, "activation 7", b->linear_glu(&q, x, w1, bias, wts, h, y, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "params->activation = 7");
     q = p, q.gate_multiplier = NAN;
-    failed += expect_error(&e, "gate_multiplier NaN", b->linear_glu(&q, x, w1, bias, wts, h, y, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "gate_multiplier");
+    failed +=
+        expect_error(&e, "gate_multiplier NaN", b->linear_glu(&q, x, w1, bias, wts, h, y, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "gate_multiplier");
     /* the plain linear */
     t = h, t.data = (char *)w1.data + es, t.row_stride = F;
     failed += expect_error(&e, "linear: out overlapping w", b->linear(x, w1, bias, t, T, H, F),
@@ -471,10 +494,12 @@ int run_gemm_errors(const gemm_backend *b) {
     failed += expect_error(&e, "linear: in_features -1", b->linear(x, w1, none, h, T, -1, F),
                            FASTGLU_ERROR_INVALID_VALUE, "in_features = -1");
     /* empty problems: legal, nothing touched, pointers not looked at */
-    failed += expect_error(&e, "tokens 0", b->linear_glu(&p, none, none, none, none, none, none, 0, H, F),
-                           FASTGLU_SUCCESS, "");
-    failed += expect_error(&e, "F 0", b->linear_glu(&p, none, none, none, none, none, none, T, H, 0),
-                           FASTGLU_SUCCESS, "");
+    failed +=
+        expect_error(&e, "tokens 0", b->linear_glu(&p, none, none, none, none, none, none, 0, H, F),
+                     FASTGLU_SUCCESS, "");
+    failed +=
+        expect_error(&e, "F 0", b->linear_glu(&p, none, none, none, none, none, none, T, H, 0),
+                     FASTGLU_SUCCESS, "");
     printf("%s: gemm errors: %d failed\n", b->name, failed);
     buf_free(b, &e.all);
     free(e.before);
@@ -494,7 +519,8 @@ int run_gemm_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
         buf x = buf_new(b, (size_t)(T * H) * es), w = buf_new(b, (size_t)(2 * F * H) * es);
         buf bias = buf_new(b, (size_t)(2 * F) * es), wt = buf_new(b, (size_t)T * 2);
         buf h = buf_new(b, (size_t)(T * 2 * F) * es), y = buf_new(b, (size_t)(T * F) * es);
-        unsigned char *h0 = (unsigned char *)malloc(h.bytes), *y0 = (unsigned char *)malloc(y.bytes);
+        unsigned char *h0 = (unsigned char *)malloc(h.bytes),
+                      *y0 = (unsigned char *)malloc(y.bytes);
         const double ws = 1.0 / sqrt((double)H);
         for (int64_t i = 0; i < T * H; ++i) put(dt, x.host, i, uniform(-1, 1));
         for (int64_t i = 0; i < 2 * F * H; ++i) put(dt, w.host, i, uniform(-1, 1) * ws);
@@ -507,10 +533,9 @@ int run_gemm_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
                 if (set_config) set_config(k);
                 memset(h.host, 0xff, h.bytes), memset(y.host, 0xff, y.bytes);
                 buf_up(b, &h), buf_up(b, &y);
-                fastglu_status st = b->linear_glu(&p, tensor(x.dev, dt, H), tensor(w.dev, dt, H),
-                                                  tensor(bias.dev, dt, 1), tensor(wt.dev, dt, 1),
-                                                  tensor(h.dev, dt, 2 * F), tensor(y.dev, dt, F),
-                                                  T, H, F);
+                fastglu_status st = b->linear_glu(
+                    &p, tensor(x.dev, dt, H), tensor(w.dev, dt, H), tensor(bias.dev, dt, 1),
+                    tensor(wt.dev, dt, 1), tensor(h.dev, dt, 2 * F), tensor(y.dev, dt, F), T, H, F);
                 b->sync();
                 buf_down(b, &h), buf_down(b, &y);
                 if (st != FASTGLU_SUCCESS) {
@@ -582,7 +607,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     const size_t es = esize(dt);
     const int64_t off = odd ? 1 : 0;
     const int64_t do_rs = H + (odd ? 3 : 8), w_rs = F + (odd ? 5 : 8);
-    const int64_t h_rs = 2 * F + (odd ? 7 : 8), dh_rs = 2 * F + (odd ? 3 : 8), y_rs = F + (odd ? 2 : 8);
+    const int64_t h_rs = 2 * F + (odd ? 7 : 8), dh_rs = 2 * F + (odd ? 3 : 8),
+                  y_rs = F + (odd ? 2 : 8);
     const fastglu_dtype wdt = v->weights ? (fastglu_dtype)(v->weights - 1) : FASTGLU_DTYPE_FP32;
     const int64_t wst = v->weights ? v->wstride : 0, dws = odd ? 2 : 1;
     const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
@@ -604,10 +630,12 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     double *wf = (double *)malloc((size_t)(H * F + 1) * sizeof(double));
     double *wtf = (double *)malloc((size_t)(T + 1) * sizeof(double));
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t k = 0; k < H; ++k) dof[t * H + k] = put(dt, d_o.host, off + t * do_rs + k, uniform(-1, 1));
+        for (int64_t k = 0; k < H; ++k)
+            dof[t * H + k] = put(dt, d_o.host, off + t * do_rs + k, uniform(-1, 1));
     const double wscale = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
     for (int64_t k = 0; k < H; ++k)
-        for (int64_t j = 0; j < F; ++j) wf[k * F + j] = put(dt, w2.host, off + k * w_rs + j, uniform(-1, 1) * wscale);
+        for (int64_t j = 0; j < F; ++j)
+            wf[k * F + j] = put(dt, w2.host, off + k * w_rs + j, uniform(-1, 1) * wscale);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t c = 0; c < 2 * F; ++c) put(dt, h.host, off + t * h_rs + c, uniform(-1.5, 1.5));
     for (int64_t t = 0; t < T; ++t)
@@ -615,10 +643,12 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt), buf_up(b, &dh), buf_up(b, &dh2),
         buf_up(b, &y), buf_up(b, &y2), buf_up(b, &dw);
 
-    const fastglu_tensor tdo = tensor(at(&d_o, off * es), dt, do_rs), tw = tensor(at(&w2, off * es), dt, w_rs);
+    const fastglu_tensor tdo = tensor(at(&d_o, off * es), dt, do_rs),
+                         tw = tensor(at(&w2, off * es), dt, w_rs);
     const fastglu_tensor th = tensor(at(&h, off * es), dt, h_rs);
     const fastglu_tensor twt = tensor(v->weights ? at(&wt, off * esize(wdt)) : NULL, wdt, wst);
-    const fastglu_tensor tdh = tensor(at(&dh, off * es), dt, dh_rs), tdh2 = tensor(at(&dh2, off * es), dt, dh_rs);
+    const fastglu_tensor tdh = tensor(at(&dh, off * es), dt, dh_rs),
+                         tdh2 = tensor(at(&dh2, off * es), dt, dh_rs);
     const fastglu_tensor ty = tensor(at(&y, off * es), dt, y_rs);
     /* dweights on the odd cases (aligned ones without it are the sm_90a kernel's on CUDA) */
     const int want_dw = v->weights && odd;
@@ -637,7 +667,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     st = b->linear_dglu(&p, tdo, tw, th, twt, tdh2, none, none_w, T, H, F);
     b->sync();
     if (st != FASTGLU_SUCCESS) {
-        printf("  FAIL %s (no y, no dweights): status %d: %s\n", label, (int)st, fastglu_last_error_message());
+        printf("  FAIL %s (no y, no dweights): status %d: %s\n", label, (int)st,
+               fastglu_last_error_message());
         failed++;
         goto done;
     }
@@ -652,8 +683,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     if (b->glu_fwd != NULL && F > 0) { /* y: the forward's value for this h, bit for bit */
         memset(y2.host, 0xff, y2.bytes);
         buf_up(b, &y2);
-        st = b->glu_fwd(&p, th.data, h_rs, il ? NULL : (char *)th.data + F * es, h_rs, NULL, twt.data,
-                        wdt, wst, at(&y2, off * es), y_rs, NULL, 0, T, F, dt);
+        st = b->glu_fwd(&p, th.data, h_rs, il ? NULL : (char *)th.data + F * es, h_rs, NULL,
+                        twt.data, wdt, wst, at(&y2, off * es), y_rs, NULL, 0, T, F, dt);
         b->sync();
         buf_down(b, &y2);
         if (st != FASTGLU_SUCCESS || memcmp(y.host, y2.host, y.bytes) != 0) {
@@ -666,15 +697,20 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
         const int sample = (double)T * (double)F * (double)H > 268435456.0;
         const int64_t n_rows = sample ? 48 : T;
         for (int64_t r = 0; r < n_rows; ++r) {
-            const int64_t t = !sample ? r : r == 0 ? 0 : r == 1 ? T - 1 : (int64_t)(next_u64() % (uint64_t)T);
+            const int64_t t = !sample  ? r
+                              : r == 0 ? 0
+                              : r == 1 ? T - 1
+                                       : (int64_t)(next_u64() % (uint64_t)T);
             double dwr = 0;
             for (int64_t j = 0; j < F; ++j) {
                 double dy = 0;
                 for (int64_t k = 0; k < H; ++k) dy += dof[t * H + k] * wf[k * F + j];
                 const int64_t gi = il ? 2 * j : j, ui = il ? 2 * j + 1 : F + j;
-                const double g = get(dt, h.host, off + t * h_rs + gi), u = get(dt, h.host, off + t * h_rs + ui);
+                const double g = get(dt, h.host, off + t * h_rs + gi),
+                             u = get(dt, h.host, off + t * h_rs + ui);
                 const dglu_ref ref = dglu_ref_of(v, c, g, u, wtf[t], dy);
-                const double gg = get(dt, dh.host, off + t * dh_rs + gi), gu = get(dt, dh.host, off + t * dh_rs + ui);
+                const double gg = get(dt, dh.host, off + t * dh_rs + gi),
+                             gu = get(dt, dh.host, off + t * dh_rs + ui);
                 const double gy = get(dt, y.host, off + t * y_rs + j);
                 e_dh += (gg - ref.dg) * (gg - ref.dg) + (gu - ref.du) * (gu - ref.du);
                 n_dh += ref.dg * ref.dg + ref.du * ref.du;
@@ -687,11 +723,13 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
             }
         }
         const double tol = tolerance(dt), tolw = tolerance(wdt) > tol ? tolerance(wdt) : tol;
-        const double rdh = n_dh > 0 ? sqrt(e_dh / n_dh) : sqrt(e_dh), ry = n_y > 0 ? sqrt(e_y / n_y) : sqrt(e_y);
+        const double rdh = n_dh > 0 ? sqrt(e_dh / n_dh) : sqrt(e_dh),
+                     ry = n_y > 0 ? sqrt(e_y / n_y) : sqrt(e_y);
         const double rdw = n_dw > 0 ? sqrt(e_dw / n_dw) : sqrt(e_dw);
         if (!(rdh <= tol) || !(ry <= tol) || !(rdw <= tolw)) {
-            printf("  FAIL %s: relative error dh %.3g, y %.3g, dweights %.3g (tolerance %.0e, %.0e)\n",
-                   label, rdh, ry, rdw, tol, tolw);
+            printf(
+                "  FAIL %s: relative error dh %.3g, y %.3g, dweights %.3g (tolerance %.0e, %.0e)\n",
+                label, rdh, ry, rdw, tol, tolw);
             failed++;
         }
     }
@@ -705,7 +743,8 @@ done:
 
 int run_dglu_suite(const gemm_backend *b, const gemm_shape *shapes, int n_shapes, int dtype_mask,
                    unsigned variants_mask) {
-    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_BF16};
+    static const fastglu_dtype dts[3] = {FASTGLU_DTYPE_FP32, FASTGLU_DTYPE_FP16,
+                                         FASTGLU_DTYPE_BF16};
     int failed = 0, cases = 0;
     for (int s = 0; s < n_shapes; ++s)
         for (int d = 0; d < 3; ++d) {
@@ -737,7 +776,8 @@ int run_dglu_errors(const gemm_backend *b) {
                          h = tensor(base + oh * es, dt, 2 * F),
                          wts = tensor(base + owt * es, FASTGLU_DTYPE_BF16, 1),
                          dh = tensor(base + odh * es, dt, 2 * F), y = tensor(base + oy * es, dt, F),
-                         dw = tensor(base + odw * es, FASTGLU_DTYPE_BF16, 1), none = tensor(NULL, dt, 0);
+                         dw = tensor(base + odw * es, FASTGLU_DTYPE_BF16, 1),
+                         none = tensor(NULL, dt, 0);
     const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     fastglu_tensor t;
     int failed = 0;
@@ -749,8 +789,9 @@ int run_dglu_errors(const gemm_backend *b) {
     b->sync();
     buf_up(b, &e.all);
     t = w2, t.dtype = FASTGLU_DTYPE_FP16;
-    failed += expect_error(&e, "dglu: w2 fp16 with d_out bf16", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
-                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w2.dtype 1 differs from d_out.dtype 2");
+    failed += expect_error(
+        &e, "dglu: w2 fp16 with d_out bf16", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
+        FASTGLU_ERROR_UNSUPPORTED_DTYPE, "w2.dtype 1 differs from d_out.dtype 2");
     t = h, t.dtype = FASTGLU_DTYPE_FP32;
     failed += expect_error(&e, "dglu: h fp32", DGLU(&p, d_o, w2, t, wts, dh, y, dw, T, H, F),
                            FASTGLU_ERROR_UNSUPPORTED_DTYPE, "h.dtype 0 differs");
@@ -758,9 +799,11 @@ int run_dglu_errors(const gemm_backend *b) {
     failed += expect_error(&e, "dglu: d_out fp8", DGLU(&p, t, w2, h, wts, dh, y, dw, T, H, F),
                            FASTGLU_ERROR_UNSUPPORTED_DTYPE, "d_out.dtype 3");
     t = dw, t.dtype = FASTGLU_DTYPE_FP32;
-    failed += expect_error(&e, "dglu: dweights fp32 with weights bf16", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
-                           FASTGLU_ERROR_UNSUPPORTED_DTYPE, "dweights.dtype 0 differs from weights.dtype 2");
-    failed += expect_error(&e, "dglu: dweights without weights", DGLU(&p, d_o, w2, h, none, dh, y, dw, T, H, F),
+    failed += expect_error(
+        &e, "dglu: dweights fp32 with weights bf16", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+        FASTGLU_ERROR_UNSUPPORTED_DTYPE, "dweights.dtype 0 differs from weights.dtype 2");
+    failed += expect_error(&e, "dglu: dweights without weights",
+                           DGLU(&p, d_o, w2, h, none, dh, y, dw, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "dweights is given without weights");
     t = dh, t.data = (char *)dh.data + 1;
     failed += expect_error(&e, "dglu: misaligned dh", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
@@ -778,23 +821,29 @@ int run_dglu_errors(const gemm_backend *b) {
     failed += expect_error(&e, "dglu: dh aliasing h", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "dh overlaps h");
     t = y, t.data = (char *)dh.data + 4 * es;
-    failed += expect_error(&e, "dglu: y overlapping dh", DGLU(&p, d_o, w2, h, wts, dh, t, dw, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "y overlaps dh");
+    failed +=
+        expect_error(&e, "dglu: y overlapping dh", DGLU(&p, d_o, w2, h, wts, dh, t, dw, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "y overlaps dh");
     t = dh, t.data = (char *)w2.data + 2 * es;
-    failed += expect_error(&e, "dglu: dh overlapping w2", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "dh overlaps w2");
+    failed +=
+        expect_error(&e, "dglu: dh overlapping w2", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "dh overlaps w2");
     t = dw, t.data = wts.data;
-    failed += expect_error(&e, "dglu: dweights aliasing weights", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+    failed += expect_error(&e, "dglu: dweights aliasing weights",
+                           DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "dweights overlaps weights");
     t = dw, t.row_stride = 0;
-    failed += expect_error(&e, "dglu: dweights stride 0", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "dweights row stride 0");
+    failed +=
+        expect_error(&e, "dglu: dweights stride 0", DGLU(&p, d_o, w2, h, wts, dh, y, t, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "dweights row stride 0");
     t = dh, t.row_stride = 2 * F - 1;
-    failed += expect_error(&e, "dglu: dh rows overlapping", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "dh row stride");
+    failed +=
+        expect_error(&e, "dglu: dh rows overlapping", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "dh row stride");
     t = w2, t.row_stride = -1;
-    failed += expect_error(&e, "dglu: w2 negative stride", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
-                           FASTGLU_ERROR_INVALID_VALUE, "w2 has a negative stride");
+    failed +=
+        expect_error(&e, "dglu: w2 negative stride", DGLU(&p, d_o, t, h, wts, dh, y, dw, T, H, F),
+                     FASTGLU_ERROR_INVALID_VALUE, "w2 has a negative stride");
     failed += expect_error(&e, "dglu: tokens -1", DGLU(&p, d_o, w2, h, wts, dh, y, dw, -1, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "tokens = -1");
     failed += expect_error(&e, "dglu: hidden -2", DGLU(&p, d_o, w2, h, wts, dh, y, dw, T, -2, F),
@@ -807,9 +856,11 @@ int run_dglu_errors(const gemm_backend *b) {
     q.layout = (fastglu_layout)5;
     failed += expect_error(&e, "dglu: layout 5", DGLU(&q, d_o, w2, h, wts, dh, y, dw, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "layout");
-    failed += expect_error(&e, "dglu: tokens 0", DGLU(&p, none, none, none, none, none, none, none, 0, H, F),
+    failed += expect_error(&e, "dglu: tokens 0",
+                           DGLU(&p, none, none, none, none, none, none, none, 0, H, F),
                            FASTGLU_SUCCESS, "");
-    failed += expect_error(&e, "dglu: F 0 without dweights", DGLU(&p, none, none, none, none, none, none, none, T, H, 0),
+    failed += expect_error(&e, "dglu: F 0 without dweights",
+                           DGLU(&p, none, none, none, none, none, none, none, T, H, 0),
                            FASTGLU_SUCCESS, "");
 #undef DGLU
     printf("%s: dglu errors: %d failed\n", b->name, failed);
@@ -830,7 +881,8 @@ int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
         buf h = buf_new(b, (size_t)(T * 2 * F) * es), wt = buf_new(b, (size_t)T * 2);
         buf dh = buf_new(b, (size_t)(T * 2 * F) * es), y = buf_new(b, (size_t)(T * F) * es);
         buf dw = buf_new(b, (size_t)T * 2);
-        unsigned char *dh0 = (unsigned char *)malloc(dh.bytes), *y0 = (unsigned char *)malloc(y.bytes),
+        unsigned char *dh0 = (unsigned char *)malloc(dh.bytes),
+                      *y0 = (unsigned char *)malloc(y.bytes),
                       *dw0 = (unsigned char *)malloc(dw.bytes);
         const double ws = H > 0 ? 1.0 / sqrt((double)H) : 1.0;
         for (int64_t i = 0; i < T * H; ++i) put(dt, d_o.host, i, uniform(-1, 1));
@@ -844,23 +896,26 @@ int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
         for (int k = 0; k < 2 * (set_config ? n_configs : 1); ++k)
             for (int rep = 0; rep < 2; ++rep) {
                 if (set_config) set_config(k / 2);
-                memset(dh.host, 0xff, dh.bytes), memset(y.host, 0xff, y.bytes), memset(dw.host, 0xff, dw.bytes);
+                memset(dh.host, 0xff, dh.bytes), memset(y.host, 0xff, y.bytes),
+                    memset(dw.host, 0xff, dw.bytes);
                 buf_up(b, &dh), buf_up(b, &y), buf_up(b, &dw);
-                fastglu_status st = b->linear_dglu(&p, tensor(d_o.dev, dt, H), tensor(w2.dev, dt, F),
-                                                   tensor(h.dev, dt, 2 * F), tensor(wt.dev, dt, 1),
-                                                   tensor(dh.dev, dt, 2 * F), tensor(y.dev, dt, F),
-                                                   tensor(k % 2 ? dw.dev : NULL, dt, 1), T, H, F);
+                fastglu_status st = b->linear_dglu(
+                    &p, tensor(d_o.dev, dt, H), tensor(w2.dev, dt, F), tensor(h.dev, dt, 2 * F),
+                    tensor(wt.dev, dt, 1), tensor(dh.dev, dt, 2 * F), tensor(y.dev, dt, F),
+                    tensor(k % 2 ? dw.dev : NULL, dt, 1), T, H, F);
                 b->sync();
                 buf_down(b, &dh), buf_down(b, &y), buf_down(b, &dw);
                 if (st != FASTGLU_SUCCESS) {
                     printf("  FAIL dglu determinism: %s\n", fastglu_last_error_message());
                     failed++;
                 } else if (rep == 0) {
-                    memcpy(dh0, dh.host, dh.bytes), memcpy(y0, y.host, y.bytes), memcpy(dw0, dw.host, dw.bytes);
+                    memcpy(dh0, dh.host, dh.bytes), memcpy(y0, y.host, y.bytes),
+                        memcpy(dw0, dw.host, dw.bytes);
                 } else if (memcmp(dh0, dh.host, dh.bytes) || memcmp(y0, y.host, y.bytes) ||
                            memcmp(dw0, dw.host, dw.bytes)) {
-                    printf("  FAIL dglu determinism T=%lld H=%lld F=%lld: config %d run %d differs\n",
-                           (long long)T, (long long)H, (long long)F, k, rep);
+                    printf(
+                        "  FAIL dglu determinism T=%lld H=%lld F=%lld: config %d run %d differs\n",
+                        (long long)T, (long long)H, (long long)F, k, rep);
                     failed++;
                 }
             }

@@ -20,8 +20,8 @@ typedef struct gemm_backend {
                              int64_t out_features);
     fastglu_status (*linear_glu)(const fastglu_glu_params *params, fastglu_tensor x,
                                  fastglu_tensor w1, fastglu_tensor bias, fastglu_tensor weights,
-                                 fastglu_tensor h, fastglu_tensor y, int64_t tokens,
-                                 int64_t hidden, int64_t F);
+                                 fastglu_tensor h, fastglu_tensor y, int64_t tokens, int64_t hidden,
+                                 int64_t F);
     fastglu_status (*glu_fwd)(const fastglu_glu_params *params, const void *gate, int64_t gate_rs,
                               const void *up, int64_t up_rs, const void *bias, const void *weights,
                               fastglu_dtype weights_dtype, int64_t weights_stride, void *output,

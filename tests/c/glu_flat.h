@@ -16,12 +16,12 @@ static inline fastglu_tensor glu_flat_tensor(const void *data, fastglu_dtype dty
     return t;
 }
 
-static inline fastglu_glu_operands glu_flat_operands(const void *gate, int64_t gate_rs, const void *up,
-                                                     int64_t up_rs, fastglu_dtype in_dtype,
-                                                     const float *scale_inv, int64_t scale_stride,
-                                                     const void *bias, fastglu_dtype dtype,
-                                                     const void *weights, fastglu_dtype wdt,
-                                                     int64_t w_stride) {
+static inline fastglu_glu_operands glu_flat_operands(const void *gate, int64_t gate_rs,
+                                                     const void *up, int64_t up_rs,
+                                                     fastglu_dtype in_dtype, const float *scale_inv,
+                                                     int64_t scale_stride, const void *bias,
+                                                     fastglu_dtype dtype, const void *weights,
+                                                     fastglu_dtype wdt, int64_t w_stride) {
     fastglu_glu_operands o;
     o.gate = glu_flat_tensor(gate, in_dtype, gate_rs);
     o.up = glu_flat_tensor(up, in_dtype, up_rs);
@@ -34,13 +34,12 @@ static inline fastglu_glu_operands glu_flat_operands(const void *gate, int64_t g
 #define GLU_FLAT_FWD_PARAMS                                                                        \
     const fastglu_glu_params *params, const void *gate, int64_t gate_rs, const void *up,           \
         int64_t up_rs, const void *bias, const void *weights, fastglu_dtype wdt, int64_t w_stride, \
-        void *output, int64_t output_rs, void *saved_fp8, int64_t saved_fp8_rs, int64_t tokens,   \
+        void *output, int64_t output_rs, void *saved_fp8, int64_t saved_fp8_rs, int64_t tokens,    \
         int64_t F, fastglu_dtype dtype
 #define GLU_FLAT_FWD_BODY                                                                          \
-    const fastglu_glu_operands o =                                                                 \
-        glu_flat_operands(gate, gate_rs, up, up_rs, dtype, NULL, 0, bias, dtype, weights, wdt,     \
-                          w_stride);                                                               \
-    const fastglu_tensor out = glu_flat_tensor(output, dtype, output_rs);                         \
+    const fastglu_glu_operands o = glu_flat_operands(gate, gate_rs, up, up_rs, dtype, NULL, 0,     \
+                                                     bias, dtype, weights, wdt, w_stride);         \
+    const fastglu_tensor out = glu_flat_tensor(output, dtype, output_rs);                          \
     const fastglu_tensor s8 = glu_flat_tensor(saved_fp8, FASTGLU_DTYPE_FP8_E4M3, saved_fp8_rs);
 
 static inline fastglu_status glu_fwd_cpu_flat(GLU_FLAT_FWD_PARAMS) {
@@ -53,7 +52,7 @@ static inline fastglu_status glu_fwd_cuda_flat(GLU_FLAT_FWD_PARAMS, void *stream
 }
 
 #define GLU_FLAT_BWD_PARAMS                                                                        \
-    const fastglu_glu_params *params, const void *dy, int64_t dy_rs, int64_t dy_cs,               \
+    const fastglu_glu_params *params, const void *dy, int64_t dy_rs, int64_t dy_cs,                \
         const void *gate, int64_t gate_rs, const void *up, int64_t up_rs, fastglu_dtype in_dtype,  \
         const float *scale_inv, int64_t scale_stride, const void *bias, const void *weights,       \
         fastglu_dtype wdt, int64_t w_stride, void *d_gate, int64_t d_gate_rs, void *d_up,          \
@@ -64,10 +63,10 @@ static inline fastglu_status glu_fwd_cuda_flat(GLU_FLAT_FWD_PARAMS, void *stream
         glu_flat_operands(gate, gate_rs, up, up_rs, in_dtype, scale_inv, scale_stride, bias,       \
                           dtype, weights, wdt, w_stride);                                          \
     fastglu_glu_grads g;                                                                           \
-    g.d_gate = glu_flat_tensor(d_gate, dtype, d_gate_rs);                                         \
-    g.d_up = glu_flat_tensor(d_up, dtype, d_up_rs);                                               \
-    g.dbias = glu_flat_tensor(dbias, dtype, 1);                                                   \
-    g.dweights = glu_flat_tensor(dweights, wdt, 1);                                               \
+    g.d_gate = glu_flat_tensor(d_gate, dtype, d_gate_rs);                                          \
+    g.d_up = glu_flat_tensor(d_up, dtype, d_up_rs);                                                \
+    g.dbias = glu_flat_tensor(dbias, dtype, 1);                                                    \
+    g.dweights = glu_flat_tensor(dweights, wdt, 1);                                                \
     fastglu_workspace ws;                                                                          \
     ws.data = workspace, ws.bytes = workspace_bytes;                                               \
     const fastglu_tensor d = glu_flat_tensor(dy, dtype, dy_rs);

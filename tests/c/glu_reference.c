@@ -335,9 +335,8 @@ static void describe(const glu_case *c, char *s, size_t n) {
              "act=%d layout=%s bias=%d weights=%d clamp=%g off=%g mg=%g md=%g fp8=%d store8=%d "
              "geo=%d in_place=%d dbias=%d dweights=%d %s T=%lld F=%lld",
              (int)c->p.activation, c->p.layout ? "interleaved" : "split", c->bias, c->weights,
-             (double)c->p.clamp_value, (double)c->p.glu_linear_offset,
-             (double)c->p.gate_multiplier, (double)c->p.down_multiplier, c->fp8,
-             c->store8 || c->fp8 == FP8_STORED, c->geo,
+             (double)c->p.clamp_value, (double)c->p.glu_linear_offset, (double)c->p.gate_multiplier,
+             (double)c->p.down_multiplier, c->fp8, c->store8 || c->fp8 == FP8_STORED, c->geo,
              c->in_place, c->want_dbias, c->want_dweights, dtype_name(c->dt), (long long)c->T,
              (long long)c->F);
 }
@@ -351,7 +350,7 @@ static void fail(const glu_backend *b, const glu_case *c, const char *what, doub
 
 /* Smallest positive (subnormal) value of dt: a result below it may legitimately round to 0. */
 static double underflow(fastglu_dtype dt) {
-    return dt == FASTGLU_DTYPE_FP32 ? ldexp(1.0, -149)
+    return dt == FASTGLU_DTYPE_FP32   ? ldexp(1.0, -149)
            : dt == FASTGLU_DTYPE_FP16 ? ldexp(1.0, -24)
                                       : ldexp(1.0, -133);
 }
@@ -459,8 +458,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     const int store8 = c->store8 || c->fp8 == FP8_STORED;
     const int clamp = p->clamp_value > 0;
     const float cv = p->clamp_value;
-    const double ce = ref_clamp(cv, dt);   /* the bound in the operands' dtype */
-    fastglu_glu_params pr = *p;            /* the reference's params: that bound */
+    const double ce = ref_clamp(cv, dt); /* the bound in the operands' dtype */
+    fastglu_glu_params pr = *p;          /* the reference's params: that bound */
     pr.clamp_value = (float)ce;
 
     /* ---- geometry ---- */
@@ -581,16 +580,18 @@ static void run_case(const glu_backend *b, const glu_case *c) {
 
     /* ---- the calls ---- */
     const void *gate = (char *)G.d + g_off * es;
-    const void *up = il ? NULL : combined ? (const void *)((char *)G.d + u_off * es)
-                                          : (const void *)((char *)U.d + u_off * es);
+    const void *up = il         ? NULL
+                     : combined ? (const void *)((char *)G.d + u_off * es)
+                                : (const void *)((char *)U.d + u_off * es);
     const void *gate_in = gate, *up_in = up;
     fastglu_dtype in_dt = dt;
     int64_t g_rs_in = g_rs, u_rs_in = u_rs;
     if (random8) {
         in_dt = FASTGLU_DTYPE_FP8_E4M3;
         gate_in = (char *)G8.d + g_off;
-        up_in = il ? NULL : combined ? (const void *)((char *)G8.d + u_off)
-                                     : (const void *)((char *)U8.d + u_off);
+        up_in = il         ? NULL
+                : combined ? (const void *)((char *)G8.d + u_off)
+                           : (const void *)((char *)U8.d + u_off);
     }
     void *saved8 = store8 ? (char *)S8.d + s8_off : NULL;
     if (c->fp8 == FP8_STORED) { /* the backward reads the forward's copy, as the header says */
@@ -636,8 +637,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
         const int64_t step = il ? 2 : 1;
         for (int64_t t = 0; t < T; ++t) {
             const double w = c->weights ? load(wdt, WT.before, t * wst) : 1.0;
-            const double sinv = c->fp8 == FP8_TOKEN ? ((const float *)SC.before)[t * sc_stride]
-                                                    : scale_tensor;
+            const double sinv =
+                c->fp8 == FP8_TOKEN ? ((const float *)SC.before)[t * sc_stride] : scale_tensor;
             for (int64_t j = 0; j < F; ++j) {
                 const int64_t gi = g_off + t * g_rs + j * step;
                 const int64_t ui = il ? gi + 1 : u_off + t * u_rs + j;
@@ -647,12 +648,14 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                 const double bu = c->bias ? load(dt, BI.before, bui) : 0.0;
                 const double dyv = load(dt, DY.before, t * dy_rs + j * dy_cs);
                 /* forward operands */
-                ref_point r = ref_eval(&pr, load(dt, G.before, gi), load(dt, ub, ui), bg, bu, w, dyv);
+                ref_point r =
+                    ref_eval(&pr, load(dt, G.before, gi), load(dt, ub, ui), bg, bu, w, dyv);
                 ry[t * F + j] = r.y, my[t * F + j] = r.y_mag;
                 /* backward operands: the same, or the fp8 input as its fp32 operand */
                 double g = load(dt, G.before, gi), u = load(dt, ub, ui);
                 const double graw = g, uraw = u;
-                const uint8_t g8 = ref_e4m3(clamp ? ref_fp8_operand(g, 0, ce) : g); /* the copy's bytes */
+                const uint8_t g8 =
+                    ref_e4m3(clamp ? ref_fp8_operand(g, 0, ce) : g); /* the copy's bytes */
                 const uint8_t u8w = ref_e4m3(clamp ? ref_fp8_operand(u, 1, ce) : u);
                 if (random8) {
                     const unsigned char *u8 = il || combined ? G8.before : U8.before;
@@ -677,7 +680,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                 r = ref_eval(&pr, g, u, bg, bu, w, dyv);
                 /* the mask: of the operand the backward reads, except that a backward reading the
                  * forward's own copy must cut exactly where the forward's clamp did (raw operands) */
-                const double gm = c->fp8 == FP8_STORED ? graw : g, um = c->fp8 == FP8_STORED ? uraw : u;
+                const double gm = c->fp8 == FP8_STORED ? graw : g,
+                             um = c->fp8 == FP8_STORED ? uraw : u;
                 const int pass_g = !clamp || gm <= ce, pass_u = !clamp || (um >= -ce && um <= ce);
                 rdg[t * F + j] = pass_g ? r.d_a : 0.0, mdg[t * F + j] = pass_g ? r.d_a_mag : 0.0;
                 rdu[t * F + j] = pass_u ? r.d_v : 0.0, mdu[t * F + j] = pass_u ? r.d_v_mag : 0.0;
@@ -718,9 +722,10 @@ static void run_case(const glu_backend *b, const glu_case *c) {
     if (wsb) mark(&WS, 0, 1, (int64_t)wsb, 0, 1);
     if (store8) mark(&S8, s8_off, T, 2 * F, s8_rs, 1);
     {
-        static const char *names[] = {"gate buffer", "up buffer", "fp8 gate", "fp8 up", "bias",
-                                      "weights", "scale_inv", "dy", "output", "d_gate", "d_up",
-                                      "dbias", "dweights", "workspace", "saved_fp8"};
+        static const char *names[] = {"gate buffer", "up buffer", "fp8 gate",  "fp8 up",
+                                      "bias",        "weights",   "scale_inv", "dy",
+                                      "output",      "d_gate",    "d_up",      "dbias",
+                                      "dweights",    "workspace", "saved_fp8"};
         for (size_t i = 0; i < sizeof all / sizeof *all; ++i) {
             if (!all[i]->h) continue;
             int64_t bad = damage(all[i]);
@@ -785,7 +790,9 @@ int run_glu_suite(const glu_backend *b) {
                                     for (int fp8 = 0; fp8 < FP8_KINDS; ++fp8, ++k) {
                                         glu_case c;
                                         /* 1.5 (an e4m3 value) or 1.1 (in no dtype: rounded) */
-                                        c.p = make_params(act, lay, ci && (k / FP8_KINDS) % 2 ? 1.1f : clamps[ci], pset);
+                                        c.p = make_params(
+                                            act, lay, ci && (k / FP8_KINDS) % 2 ? 1.1f : clamps[ci],
+                                            pset);
                                         c.bias = bias, c.weights = wk, c.fp8 = fp8;
                                         c.store8 = (k / 3) % 2 == 0;
                                         c.geo = (int)(k % GEO_KINDS);
@@ -872,9 +879,9 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
     const int il = in->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
     const char *x = in->x;
     fastglu_status st = b->bwd(&in->p, in->dy, F, 1, x, 2 * F, il ? NULL : x + F * es, 2 * F,
-                               in->dt, NULL, 0, in->dw_only ? NULL : in->bias, in->w, in->wdt, 1, dx,
-                               2 * F, il ? NULL : (char *)dx + F * es, 2 * F, in->dw_only ? NULL : db, dw,
-                               ws, wsb, T, F, in->dt);
+                               in->dt, NULL, 0, in->dw_only ? NULL : in->bias, in->w, in->wdt, 1,
+                               dx, 2 * F, il ? NULL : (char *)dx + F * es, 2 * F,
+                               in->dw_only ? NULL : db, dw, ws, wsb, T, F, in->dt);
     b->sync();
     unsigned char *out = NULL;
     *n = 0;
@@ -897,7 +904,8 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
 int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_configs) {
     begin("glu determinism", b);
     /* the last shape: dweights alone, F a multiple of 256 (the CUDA flat kernel sums them) */
-    static const int64_t shapes[][2] = {{1, 1}, {65, 257}, {257, 1408}, {300, 3420}, {1000, 129}, {129, 512}};
+    static const int64_t shapes[][2] = {{1, 1},      {65, 257},   {257, 1408},
+                                        {300, 3420}, {1000, 129}, {129, 512}};
     const size_t n_shapes = sizeof shapes / sizeof *shapes;
     if (!set_config) n_configs = 1;
     for (size_t s = 0; s < n_shapes; ++s)
@@ -905,8 +913,10 @@ int run_glu_determinism(const glu_backend *b, void (*set_config)(int k), int n_c
             for (int lay = 0; lay < 2; ++lay) {
                 det_inputs in;
                 in.dw_only = s == n_shapes - 1;
-                in.p = in.dw_only ? make_params(d % 2 ? FASTGLU_ACT_QUICK_GELU : FASTGLU_ACT_SILU, lay, 0.0f, 0)
-                                  : make_params((int)(s + d) % 3, lay, s % 2 ? 1.5f : 0.0f, (int)(s % 3));
+                in.p = in.dw_only
+                           ? make_params(d % 2 ? FASTGLU_ACT_QUICK_GELU : FASTGLU_ACT_SILU, lay,
+                                         0.0f, 0)
+                           : make_params((int)(s + d) % 3, lay, s % 2 ? 1.5f : 0.0f, (int)(s % 3));
                 in.T = shapes[s][0], in.F = shapes[s][1];
                 in.dt = dtypes[d];
                 in.wdt = d == 1 ? FASTGLU_DTYPE_FP32 : FASTGLU_DTYPE_BF16;
@@ -967,10 +977,10 @@ int run_glu_fp8_exact(const glu_backend *b) {
             /* GELU_TANH: act'(0) = 0.5 (1 + tanh 0) = 0.5 exactly, whatever the tanh */
             fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_GELU_TANH);
             /* one token of 256 columns */
-            fastglu_status st = b->bwd(&p, dy, N, 1, g, N, u, N, FASTGLU_DTYPE_FP8_E4M3,
-                                       use_scale ? (const float *)sc : NULL, 0, NULL, NULL,
-                                       FASTGLU_DTYPE_FP32, 0, dg, N, du, N, NULL, NULL, NULL, 0, 1,
-                                       N, FASTGLU_DTYPE_FP32);
+            fastglu_status st =
+                b->bwd(&p, dy, N, 1, g, N, u, N, FASTGLU_DTYPE_FP8_E4M3,
+                       use_scale ? (const float *)sc : NULL, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0,
+                       dg, N, du, N, NULL, NULL, NULL, 0, 1, N, FASTGLU_DTYPE_FP32);
             b->sync();
             checks++;
             if (st != FASTGLU_SUCCESS) {
@@ -1045,12 +1055,32 @@ static void fp8_store_patterns(fastglu_dtype dt, unsigned char *h, int64_t n) {
         for (int64_t i = 0; i < n; ++i) ((uint16_t *)h)[i] = (uint16_t)i;
         return;
     }
-    static const uint32_t special[] = {
-        0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
-        0x7f800001u, 0xff800001u, 0x7fffffffu, 0x43e00000u /* 448 */, 0x43e80000u /* 464 */,
-        0x43e7ffffu, 0x43e80001u, 0x43dfffffu, 0x43f00000u /* 480 */, 0x7f7fffffu, 0x00800000u,
-        0x00000001u, 0x807fffffu, 0x3a800000u /* 2^-10 */, 0x3a800001u, 0x3a7fffffu,
-        0x3b000000u /* 2^-9 */, 0x3c800000u /* 2^-6 */, 0x3c7fffffu, 0xbc800001u};
+    static const uint32_t special[] = {0x00000000u,
+                                       0x80000000u,
+                                       0x7f800000u,
+                                       0xff800000u,
+                                       0x7fc00000u,
+                                       0xffc00000u,
+                                       0x7f800001u,
+                                       0xff800001u,
+                                       0x7fffffffu,
+                                       0x43e00000u /* 448 */,
+                                       0x43e80000u /* 464 */,
+                                       0x43e7ffffu,
+                                       0x43e80001u,
+                                       0x43dfffffu,
+                                       0x43f00000u /* 480 */,
+                                       0x7f7fffffu,
+                                       0x00800000u,
+                                       0x00000001u,
+                                       0x807fffffu,
+                                       0x3a800000u /* 2^-10 */,
+                                       0x3a800001u,
+                                       0x3a7fffffu,
+                                       0x3b000000u /* 2^-9 */,
+                                       0x3c800000u /* 2^-6 */,
+                                       0x3c7fffffu,
+                                       0xbc800001u};
     const int64_t ns = (int64_t)(sizeof special / sizeof *special);
     float *f = (float *)h;
     int64_t i = 0;
@@ -1072,8 +1102,11 @@ int run_glu_fp8_store_exact(const glu_backend *b) {
     /* (F, saved_fp8 offset, row pad, activation, clamp): whole chunks with wide accesses and a
      * clamp (the copy holds the operands moved to the clamp's side: ref_fp8_operand); every column
      * in a chunk's tail, misaligned */
-    static const struct { int64_t F, off, pad; int act; float clamp; } cfg[] = {
-        {128, 0, 16, FASTGLU_ACT_SILU, 1.1f}, {5, 3, 3, FASTGLU_ACT_QUICK_GELU, 0.0f}};
+    static const struct {
+        int64_t F, off, pad;
+        int act;
+        float clamp;
+    } cfg[] = {{128, 0, 16, FASTGLU_ACT_SILU, 1.1f}, {5, 3, 3, FASTGLU_ACT_QUICK_GELU, 0.0f}};
     for (int d = 0; d < 3; ++d)
         for (int lay = 0; lay < 2; ++lay)
             for (int ci = 0; ci < 2; ++ci) {
@@ -1095,7 +1128,8 @@ int run_glu_fp8_store_exact(const glu_backend *b) {
                     for (int64_t j = 0; j < 2 * F; ++j) { /* the copy has the operands' layout */
                         const double v = load(dt, hx, t * 2 * F + j);
                         const int is_up = il8 ? j % 2 == 1 : j >= F;
-                        want[s8_off + t * s8_rs + j] = ref_e4m3(ce > 0 ? ref_fp8_operand(v, is_up, ce) : v);
+                        want[s8_off + t * s8_rs + j] =
+                            ref_e4m3(ce > 0 ? ref_fp8_operand(v, is_up, ce) : v);
                     }
                 void *x = b->alloc((size_t)nx * es), *y = b->alloc((size_t)(T * F) * es);
                 void *s8 = b->alloc((size_t)n8), *bias = b->alloc((size_t)(2 * F) * es);
@@ -1103,9 +1137,9 @@ int run_glu_fp8_store_exact(const glu_backend *b) {
                 b->upload(bias, hb, (size_t)(2 * F) * es);
                 fastglu_glu_params p = make_params(cfg[ci].act, lay, cfg[ci].clamp, 0);
                 const int il = lay == FASTGLU_LAYOUT_INTERLEAVED;
-                fastglu_status st = b->fwd(&p, x, 2 * F, il ? NULL : (char *)x + F * es, 2 * F, bias,
-                                           NULL, FASTGLU_DTYPE_FP32, 0, y, F, (char *)s8 + s8_off,
-                                           s8_rs, T, F, dt);
+                fastglu_status st =
+                    b->fwd(&p, x, 2 * F, il ? NULL : (char *)x + F * es, 2 * F, bias, NULL,
+                           FASTGLU_DTYPE_FP32, 0, y, F, (char *)s8 + s8_off, s8_rs, T, F, dt);
                 b->sync();
                 checks++;
                 if (st != FASTGLU_SUCCESS) {
@@ -1122,12 +1156,13 @@ int run_glu_fp8_store_exact(const glu_backend *b) {
                         const int64_t r = first - s8_off, t = r / (s8_rs ? s8_rs : 1);
                         const int64_t j = r - t * s8_rs;
                         const int inside = r >= 0 && t < T && j < 2 * F;
-                        printf("FAIL %s fp8 store %s %s F=%lld: %lld bytes differ, first at byte %lld "
-                               "(%s): 0x%02x, want 0x%02x (of %.9g)\n",
-                               b->name, dtype_name(dt), il ? "interleaved" : "split", (long long)F,
-                               (long long)bad, (long long)first,
-                               inside ? "inside [T, 2F]" : "outside [T, 2F]", h8[first], want[first],
-                               inside ? load(dt, hx, t * 2 * F + j) : 0.0);
+                        printf(
+                            "FAIL %s fp8 store %s %s F=%lld: %lld bytes differ, first at byte %lld "
+                            "(%s): 0x%02x, want 0x%02x (of %.9g)\n",
+                            b->name, dtype_name(dt), il ? "interleaved" : "split", (long long)F,
+                            (long long)bad, (long long)first,
+                            inside ? "inside [T, 2F]" : "outside [T, 2F]", h8[first], want[first],
+                            inside ? load(dt, hx, t * 2 * F + j) : 0.0);
                         failures++;
                     }
                 }
@@ -1143,8 +1178,8 @@ int run_glu_fp8_store_exact(const glu_backend *b) {
 enum { PT = 70, PF = 300 };
 static float pe_x[PT][2 * PF], pe_dy[PT][PF], pe_b[2 * PF], pe_w[PT];
 
-static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, float *dx,
-                  float *db, float *dw) {
+static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, float *dx, float *db,
+                  float *dw) {
     const size_t xb = sizeof pe_x, yb = sizeof pe_dy, bb = sizeof pe_b, wb = sizeof pe_w;
     const size_t wsb = fastglu_glu_bwd_workspace_bytes(PT, PF, 1, 1);
     void *x = b->alloc(xb), *dy = b->alloc(yb), *bi = b->alloc(bb), *w = b->alloc(wb);
@@ -1154,9 +1189,9 @@ static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, f
     b->upload(w, pe_w, wb);
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const char *xc = x;
-    fastglu_status st = b->fwd(p, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, bi, w,
-                               FASTGLU_DTYPE_FP32, 1, dy_out, PF, NULL, 0, PT, PF,
-                               FASTGLU_DTYPE_FP32);
+    fastglu_status st =
+        b->fwd(p, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, bi, w, FASTGLU_DTYPE_FP32, 1, dy_out,
+               PF, NULL, 0, PT, PF, FASTGLU_DTYPE_FP32);
     if (st == FASTGLU_SUCCESS)
         st = b->bwd(p, dy, PF, 1, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, FASTGLU_DTYPE_FP32,
                     NULL, 0, bi, w, FASTGLU_DTYPE_FP32, 1, ddx, 2 * PF,
@@ -1180,13 +1215,13 @@ int run_glu_param_edges(const glu_backend *b) {
     for (int a = 0; a < 3; ++a)
         for (double z = -8.0; z <= 8.0; z += 0.0625) {
             const double h = 1e-5;
-            const double fd = (ref_act((fastglu_activation)a, z + h) -
-                               ref_act((fastglu_activation)a, z - h)) / (2 * h);
+            const double fd =
+                (ref_act((fastglu_activation)a, z + h) - ref_act((fastglu_activation)a, z - h)) /
+                (2 * h);
             checks++;
             if (!(fabs(fd - ref_dact((fastglu_activation)a, z)) <= 1e-7)) {
-                printf("FAIL reference act'(%g) of activation %d: %.12g vs difference %.12g\n",
-                       z, a,
-                       ref_dact((fastglu_activation)a, z), fd);
+                printf("FAIL reference act'(%g) of activation %d: %.12g vs difference %.12g\n", z,
+                       a, ref_dact((fastglu_activation)a, z), fd);
                 failures++;
             }
         }
@@ -1300,8 +1335,8 @@ static fastglu_status ce_run(const glu_backend *b, const fastglu_glu_params *p, 
         const void *g = from_copy ? s8 : x;
         const void *u = from_copy ? (const char *)s8 + F : (const char *)x + F * es;
         st = b->bwd(p, dy, F, 1, g, 2 * F, u, 2 * F, from_copy ? FASTGLU_DTYPE_FP8_E4M3 : dt, NULL,
-                    0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, d, 2 * F, (char *)d + F * es, 2 * F,
-                    NULL, NULL, NULL, 0, 1, F, dt);
+                    0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, d, 2 * F, (char *)d + F * es, 2 * F, NULL,
+                    NULL, NULL, 0, 1, F, dt);
         b->sync();
         b->download(hdx, d, 2 * F * es);
         for (int j = 0; j < 2 * F; ++j) dx[j] = load(dt, hdx, j);
@@ -1320,12 +1355,16 @@ int run_glu_clamp_edges(const glu_backend *b) {
     for (int d = 0; d < 3; ++d)
         for (int from_copy = 0; from_copy < 2; ++from_copy) {
             const fastglu_dtype dt = dtypes[d];
-            fastglu_glu_params p = make_params(FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_SPLIT, 1.1f, 3);
+            fastglu_glu_params p =
+                make_params(FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_SPLIT, 1.1f, 3);
             const double c = ref_clamp(1.1f, dt);
             unsigned char t[4];
             store(dt, t, 0, c);
-            if (dt == FASTGLU_DTYPE_FP32) { float f = nextafterf((float)c, INFINITY); memcpy(t, &f, 4); }
-            else ((uint16_t *)t)[0] += 1; /* the next value up in bf16 / fp16 */
+            if (dt == FASTGLU_DTYPE_FP32) {
+                float f = nextafterf((float)c, INFINITY);
+                memcpy(t, &f, 4);
+            } else
+                ((uint16_t *)t)[0] += 1; /* the next value up in bf16 / fp16 */
             const double above = load(dt, t, 0);
             const double xv[2 * F] = {c, above, c, -c, c, -c, above, -above};
             const int pass[2 * F] = {1, 0, 1, 1, 1, 1, 0, 0};
@@ -1347,11 +1386,16 @@ int run_glu_clamp_edges(const glu_backend *b) {
      * beyond the bound); up -7.2 is cut, -6.9 passes */
     for (int d = 0; d < 3; ++d) {
         const fastglu_dtype dt = dtypes[d];
-        static const struct { float c; double g[F], u[F]; int pg[F], pu[F]; } cs[] = {
+        static const struct {
+            float c;
+            double g[F], u[F];
+            int pg[F], pu[F];
+        } cs[] = {
             {7.0f, {7.125, 7.2, 7.0, 1.0}, {-7.2, 7.125, -7.0, 1.0}, {0, 0, 1, 1}, {0, 0, 1, 1}},
             {6.9f, {6.9, 6.95, -6.9, 1.0}, {-6.9, 6.9, -6.95, 1.0}, {1, 0, 1, 1}, {1, 1, 0, 1}}};
         for (int k = 0; k < 2; ++k) {
-            fastglu_glu_params p = make_params(FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_SPLIT, cs[k].c, 3);
+            fastglu_glu_params p =
+                make_params(FASTGLU_ACT_QUICK_GELU, FASTGLU_LAYOUT_SPLIT, cs[k].c, 3);
             for (int j = 0; j < F; ++j) x[j] = cs[k].g[j], x[F + j] = cs[k].u[j];
             const fastglu_status st = ce_run(b, &p, dt, x, F, 1, dx, NULL);
             checks++;
@@ -1360,23 +1404,35 @@ int run_glu_clamp_edges(const glu_backend *b) {
                 bad = (cs[k].pg[j] ? !(dx[j] != 0.0) : dx[j] != 0.0) ||
                       (cs[k].pu[j] ? !(dx[F + j] != 0.0) : dx[F + j] != 0.0);
             if (bad) {
-                printf("FAIL %s fp8 copy, clamp %g, %s: status %d; d_gate %g %g %g %g, d_up %g %g %g "
-                       "%g\n", b->name, (double)cs[k].c, dtype_name(dt), st, dx[0], dx[1], dx[2],
-                       dx[3], dx[4], dx[5], dx[6], dx[7]);
+                printf(
+                    "FAIL %s fp8 copy, clamp %g, %s: status %d; d_gate %g %g %g %g, d_up %g %g %g "
+                    "%g\n",
+                    b->name, (double)cs[k].c, dtype_name(dt), st, dx[0], dx[1], dx[2], dx[3], dx[4],
+                    dx[5], dx[6], dx[7]);
                 failures++;
             }
         }
     }
     /* 3. clamps the dtype cannot hold: refused (INVALID_VALUE naming clamp_value, output
      * untouched); their neighbours that it can hold run */
-    static const struct { fastglu_dtype dt; float c; int fp8, ok; } bad_c[] = {
-        {FASTGLU_DTYPE_FP16, 1e-10f, 0, 0},  {FASTGLU_DTYPE_FP16, 6e-8f, 0, 1},
-        {FASTGLU_DTYPE_BF16, 1e-45f, 0, 0},  {FASTGLU_DTYPE_FP32, 1e-45f, 0, 1},
-        {FASTGLU_DTYPE_FP16, 70000.0f, 0, 0}, {FASTGLU_DTYPE_FP16, 65504.0f, 0, 1},
+    static const struct {
+        fastglu_dtype dt;
+        float c;
+        int fp8, ok;
+    } bad_c[] = {
+        {FASTGLU_DTYPE_FP16, 1e-10f, 0, 0},
+        {FASTGLU_DTYPE_FP16, 6e-8f, 0, 1},
+        {FASTGLU_DTYPE_BF16, 1e-45f, 0, 0},
+        {FASTGLU_DTYPE_FP32, 1e-45f, 0, 1},
+        {FASTGLU_DTYPE_FP16, 70000.0f, 0, 0},
+        {FASTGLU_DTYPE_FP16, 65504.0f, 0, 1},
         {FASTGLU_DTYPE_FP16, 65510.0f, 0, 0} /* rounds to 65504, but torch.clamp refuses it */,
-        {FASTGLU_DTYPE_BF16, 3.39e38f, 0, 0} /* likewise */, {FASTGLU_DTYPE_BF16, 0x1.fep127f, 0, 1},
-        {FASTGLU_DTYPE_BF16, 3.4e38f, 0, 0}, {FASTGLU_DTYPE_FP32, 3.4e38f, 0, 1},
-        {FASTGLU_DTYPE_FP32, 448.0f, 1, 0},  {FASTGLU_DTYPE_FP32, 447.0f, 1, 1},
+        {FASTGLU_DTYPE_BF16, 3.39e38f, 0, 0} /* likewise */,
+        {FASTGLU_DTYPE_BF16, 0x1.fep127f, 0, 1},
+        {FASTGLU_DTYPE_BF16, 3.4e38f, 0, 0},
+        {FASTGLU_DTYPE_FP32, 3.4e38f, 0, 1},
+        {FASTGLU_DTYPE_FP32, 448.0f, 1, 0},
+        {FASTGLU_DTYPE_FP32, 447.0f, 1, 1},
         {FASTGLU_DTYPE_BF16, 447.0f, 1, 0} /* 448 in bf16 */,
         {FASTGLU_DTYPE_BF16, INFINITY, 1, 1} /* cuts nothing: the plain cast */};
     for (size_t k = 0; k < sizeof bad_c / sizeof *bad_c; ++k) {
@@ -1386,23 +1442,27 @@ int run_glu_clamp_edges(const glu_backend *b) {
         const fastglu_status st = ce_run(b, &p, bad_c[k].dt, x, F, bad_c[k].fp8, dx, &untouched);
         const char *msg = fastglu_last_error_message();
         checks++;
-        if (bad_c[k].ok ? st != FASTGLU_SUCCESS
-                        : st != FASTGLU_ERROR_INVALID_VALUE || !strstr(msg, "clamp_value") || !untouched) {
+        if (bad_c[k].ok
+                ? st != FASTGLU_SUCCESS
+                : st != FASTGLU_ERROR_INVALID_VALUE || !strstr(msg, "clamp_value") || !untouched) {
             printf("FAIL %s clamp_value %g in %s%s: status %d (%s), want %s\n", b->name,
-                   (double)bad_c[k].c, dtype_name(bad_c[k].dt), bad_c[k].fp8 ? " with saved_fp8" : "",
-                   st, msg, bad_c[k].ok ? "success" : "FASTGLU_ERROR_INVALID_VALUE, output untouched");
+                   (double)bad_c[k].c, dtype_name(bad_c[k].dt),
+                   bad_c[k].fp8 ? " with saved_fp8" : "", st, msg,
+                   bad_c[k].ok ? "success" : "FASTGLU_ERROR_INVALID_VALUE, output untouched");
             failures++;
         }
         /* the backward refuses the same clamps (without the fp8 copy's bound), before it looks
          * at any pointer (these are host ones) */
         if (!bad_c[k].fp8 && !bad_c[k].ok) {
             const fastglu_status sb = b->bwd(&p, x, 1, 1, x, 2, x, 2, bad_c[k].dt, NULL, 0, NULL,
-                                             NULL, FASTGLU_DTYPE_FP32, 0, dx, 2, dx + 1, 2, NULL, NULL,
-                                             NULL, 0, 0, 1, bad_c[k].dt);
+                                             NULL, FASTGLU_DTYPE_FP32, 0, dx, 2, dx + 1, 2, NULL,
+                                             NULL, NULL, 0, 0, 1, bad_c[k].dt);
             checks++;
-            if (sb != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "clamp_value")) {
+            if (sb != FASTGLU_ERROR_INVALID_VALUE ||
+                !strstr(fastglu_last_error_message(), "clamp_value")) {
                 printf("FAIL %s backward, clamp_value %g in %s: status %d (%s)\n", b->name,
-                       (double)bad_c[k].c, dtype_name(bad_c[k].dt), sb, fastglu_last_error_message());
+                       (double)bad_c[k].c, dtype_name(bad_c[k].dt), sb,
+                       fastglu_last_error_message());
                 failures++;
             }
         }
@@ -1442,12 +1502,13 @@ typedef struct paths_case {
     int fp8_copy; /* the forward writes the fp8 copy (always when fp8_in) */
 } paths_case;
 
-static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void *x, void *dy, void *bias,
-                                void *w, void *scale, unsigned char fill, size_t *n) {
+static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void *x, void *dy,
+                                void *bias, void *w, void *scale, unsigned char fill, size_t *n) {
     const size_t es = fastglu_dtype_size(c->dt), wes = fastglu_dtype_size(c->wdt);
     const int64_t T = c->T, F = c->F;
     const int il = c->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const size_t y_b = (size_t)(T * F) * es, s8_b = (size_t)(T * 2 * F), dx_b = (size_t)(T * 2 * F) * es;
+    const size_t y_b = (size_t)(T * F) * es, s8_b = (size_t)(T * 2 * F),
+                 dx_b = (size_t)(T * 2 * F) * es;
     const size_t db_b = (size_t)(2 * F) * es, dw_b = (size_t)T * wes;
     const size_t wsb = fastglu_glu_bwd_workspace_bytes(T, F, c->db, c->dw);
     *n = y_b + s8_b + dx_b + db_b + dw_b;
@@ -1458,17 +1519,17 @@ static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void 
     b->upload(y, h, y_b), b->upload(s8, h, s8_b), b->upload(dx, h, dx_b), b->upload(db, h, db_b);
     b->upload(dw, h, dw_b), b->upload(ws, h, wsb);
     const char *xc = x;
-    fastglu_status st = b->fwd(&c->p, x, 2 * F, il ? NULL : xc + F * es, 2 * F, c->bias ? bias : NULL,
-                               c->weights ? w : NULL, c->wdt, 1, y, F, c->fp8_copy ? s8 : NULL, 2 * F,
-                               T, F, c->dt);
+    fastglu_status st =
+        b->fwd(&c->p, x, 2 * F, il ? NULL : xc + F * es, 2 * F, c->bias ? bias : NULL,
+               c->weights ? w : NULL, c->wdt, 1, y, F, c->fp8_copy ? s8 : NULL, 2 * F, T, F, c->dt);
     b->sync();
     if (st == FASTGLU_SUCCESS) {
         const void *g = c->fp8_in ? s8 : x;
         const void *u = il ? NULL : c->fp8_in ? (const char *)s8 + F : xc + F * es;
         st = b->bwd(&c->p, dy, F, 1, g, 2 * F, u, 2 * F, c->fp8_in ? FASTGLU_DTYPE_FP8_E4M3 : c->dt,
                     c->fp8_in ? (const float *)scale : NULL, 1, c->bias ? bias : NULL,
-                    c->weights ? w : NULL, c->wdt, 1, dx, 2 * F, il ? NULL : (char *)dx + F * es, 2 * F,
-                    c->db ? db : NULL, c->dw ? dw : NULL, ws, wsb, T, F, c->dt);
+                    c->weights ? w : NULL, c->wdt, 1, dx, 2 * F, il ? NULL : (char *)dx + F * es,
+                    2 * F, c->db ? db : NULL, c->dw ? dw : NULL, ws, wsb, T, F, c->dt);
         b->sync();
     }
     unsigned char *out = NULL;
@@ -1492,9 +1553,10 @@ int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
      * a partial column tile, whole lanes; F = 768: whole column tiles (the flat kernel's dweights) */
     static const int64_t shapes[][2] = {{3, 8}, {65, 256}, {257, 1416}, {129, 768}};
     /* bias, weights, fp8_in, db, dw: every case the launchers specialise, and some they do not */
-    static const int cases[][5] = {{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0}, {0, 1, 1, 0, 0},
-                                   {1, 0, 0, 1, 0}, {0, 1, 0, 0, 1}, {1, 1, 0, 1, 1}, {1, 0, 1, 1, 0},
-                                   {0, 1, 1, 0, 1}, {1, 1, 0, 1, 0}, {1, 1, 0, 0, 0}};
+    static const int cases[][5] = {{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0},
+                                   {0, 1, 1, 0, 0}, {1, 0, 0, 1, 0}, {0, 1, 0, 0, 1},
+                                   {1, 1, 0, 1, 1}, {1, 0, 1, 1, 0}, {0, 1, 1, 0, 1},
+                                   {1, 1, 0, 1, 0}, {1, 1, 0, 0, 0}};
     /* activation, clamp, parameter set (make_params): every math mode of the CUDA kernels
      * (glu_cuda.cu) and the general one on each side of its boundaries */
     static const int msets[][3] = {{FASTGLU_ACT_SILU, 0, 0},       {FASTGLU_ACT_QUICK_GELU, 0, 0},
@@ -1510,29 +1572,36 @@ int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
                 for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k)
                     for (int mi = 0; mi < nm; ++mi) {
                         /* every math set on the small shapes, one per case on the larger ones */
-                        if (s >= 2 && mi != (int)((k + (size_t)d + (size_t)lay) % (size_t)nm)) continue;
+                        if (s >= 2 && mi != (int)((k + (size_t)d + (size_t)lay) % (size_t)nm))
+                            continue;
                         paths_case c;
                         c.T = shapes[s][0], c.F = shapes[s][1], c.dt = dtypes[d];
                         c.wdt = (k + s) % 2 ? FASTGLU_DTYPE_FP32 : c.dt;
-                        c.p = make_params(msets[mi][0], lay, msets[mi][1] ? 2.3f : 0.0f, msets[mi][2]);
+                        c.p = make_params(msets[mi][0], lay, msets[mi][1] ? 2.3f : 0.0f,
+                                          msets[mi][2]);
                         c.bias = cases[k][0], c.weights = cases[k][1], c.fp8_in = cases[k][2];
                         c.db = cases[k][3], c.dw = cases[k][4];
                         c.fp8_copy = c.fp8_in || (k + (size_t)lay + (size_t)mi) % 2 == 0;
                         const int64_t T = c.T, F = c.F;
                         const size_t es = fastglu_dtype_size(c.dt), wes = fastglu_dtype_size(c.wdt);
-                        unsigned char *hx = malloc((size_t)(T * 2 * F) * es), *hdy = malloc((size_t)(T * F) * es);
-                        unsigned char *hb = malloc((size_t)(2 * F) * es), *hw = malloc((size_t)T * wes);
+                        unsigned char *hx = malloc((size_t)(T * 2 * F) * es),
+                                      *hdy = malloc((size_t)(T * F) * es);
+                        unsigned char *hb = malloc((size_t)(2 * F) * es),
+                                      *hw = malloc((size_t)T * wes);
                         float *hs = malloc((size_t)T * sizeof(float));
                         for (int64_t i = 0; i < T * 2 * F; ++i) store(c.dt, hx, i, paths_value());
                         for (int64_t i = 0; i < T * F; ++i) store(c.dt, hdy, i, rng_normal());
                         for (int64_t i = 0; i < 2 * F; ++i) store(c.dt, hb, i, 0.5 * rng_normal());
                         for (int64_t i = 0; i < T; ++i) store(c.wdt, hw, i, 0.1 + rng_uniform());
                         for (int64_t i = 0; i < T; ++i) hs[i] = 0.25f + (float)(i % 5);
-                        void *x = b->alloc((size_t)(T * 2 * F) * es), *dy = b->alloc((size_t)(T * F) * es);
+                        void *x = b->alloc((size_t)(T * 2 * F) * es),
+                             *dy = b->alloc((size_t)(T * F) * es);
                         void *bias = b->alloc((size_t)(2 * F) * es), *w = b->alloc((size_t)T * wes);
                         void *scale = b->alloc((size_t)T * sizeof(float));
-                        b->upload(x, hx, (size_t)(T * 2 * F) * es), b->upload(dy, hdy, (size_t)(T * F) * es);
-                        b->upload(bias, hb, (size_t)(2 * F) * es), b->upload(w, hw, (size_t)T * wes);
+                        b->upload(x, hx, (size_t)(T * 2 * F) * es),
+                            b->upload(dy, hdy, (size_t)(T * F) * es);
+                        b->upload(bias, hb, (size_t)(2 * F) * es),
+                            b->upload(w, hw, (size_t)T * wes);
                         b->upload(scale, hs, (size_t)T * sizeof(float));
                         size_t n0 = 0, n1 = 0;
                         set_generic(0);
@@ -1544,13 +1613,16 @@ int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
                         if (r0 && r1 && (n0 != n1 || memcmp(r0, r1, n0) != 0)) {
                             size_t i = 0;
                             while (i < n0 && r0[i] == r1[i]) ++i;
-                            printf("FAIL %s paths: specialised and general kernels differ at byte %zu of %zu "
+                            printf("FAIL %s paths: specialised and general kernels differ at byte "
+                                   "%zu of %zu "
                                    "(T=%lld F=%lld %s layout %d case %zu math set %d)\n",
-                                   b->name, i, n0, (long long)T, (long long)F, dtype_name(c.dt), lay, k, mi);
+                                   b->name, i, n0, (long long)T, (long long)F, dtype_name(c.dt),
+                                   lay, k, mi);
                             failures++;
                         }
                         free(r0), free(r1);
-                        b->release(x), b->release(dy), b->release(bias), b->release(w), b->release(scale);
+                        b->release(x), b->release(dy), b->release(bias), b->release(w),
+                            b->release(scale);
                         free(hx), free(hdy), free(hb), free(hw), free(hs);
                     }
     return end("glu specialised vs general kernels", b);

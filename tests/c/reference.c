@@ -70,10 +70,10 @@ static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 typedef struct layout {
     const char *name;
-    int64_t in_pad;      /* extra elements per input row (a column slice of a wider tensor) */
-    int64_t in_offset;   /* element offset of the input's first element (misaligns vectors) */
-    int64_t out_pad;     /* extra elements per output row; the gaps must stay untouched */
-    int dy_kind;         /* 0 contiguous, 1 scalar (strides 0, 0), 2 row-broadcast (0, 1),
+    int64_t in_pad;    /* extra elements per input row (a column slice of a wider tensor) */
+    int64_t in_offset; /* element offset of the input's first element (misaligns vectors) */
+    int64_t out_pad;   /* extra elements per output row; the gaps must stay untouched */
+    int dy_kind;       /* 0 contiguous, 1 scalar (strides 0, 0), 2 row-broadcast (0, 1),
                             3 column stride 2, 4 transposed (row stride 1, column stride tokens) */
 } layout;
 
@@ -199,7 +199,8 @@ static void run_inplace_case(const test_backend *b, fastglu_dtype dt, int64_t T,
     const size_t es = fastglu_dtype_size(dt);
     const int64_t W = 2 * F;
     static const layout l = {"in-place", 0, 0, 0, 0};
-    unsigned char *h_in = malloc(T * W * es), *h_dy = malloc(T * F * es), *h_out = malloc(T * W * es);
+    unsigned char *h_in = malloc(T * W * es), *h_dy = malloc(T * F * es),
+                  *h_out = malloc(T * W * es);
     double *got = malloc(sizeof(double) * T * W), *ref = malloc(sizeof(double) * T * W);
     for (int64_t i = 0; i < T * W; ++i) store(dt, h_in, i, 2.0 * rng_normal());
     for (int64_t i = 0; i < T * F; ++i) store(dt, h_dy, i, rng_normal());
@@ -241,9 +242,11 @@ int run_sentinel_sweep(const test_backend *b) {
     /* Widths that break vectorized kernels (odd, prime, just past a power of two, misaligned
      * halves) x row counts from one to past a 4096-row wave, every dtype: every output element
      * written, nothing outside the outputs (the gaps of padded rows included) touched. */
-    static const int64_t widths[] = {1, 2, 3, 5, 7, 8, 127, 256, 257, 320, 640, 768, 1408, 2816, 3420, 5632};
+    static const int64_t widths[] = {1,   2,   3,   5,   7,    8,    127,  256,
+                                     257, 320, 640, 768, 1408, 2816, 3420, 5632};
     static const int64_t rows[] = {1, 2, 257, 4097};
-    static const fastglu_dtype dtypes[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
+    static const fastglu_dtype dtypes[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16,
+                                           FASTGLU_DTYPE_FP32};
     static const layout padded = {"sweep", 0, 0, 3, 0};
     seed_rng(b->name);
     failures = checks = 0;
@@ -262,11 +265,11 @@ int run_swiglu_suite(const test_backend *b) {
                                            FASTGLU_DTYPE_FP32};
     static const layout layouts[] = {
         {"contiguous", 0, 0, 0, 0},
-        {"column-slice", 24, 8, 8, 0},     /* rows of a wider tensor, still 16-byte aligned */
-        {"misaligned", 5, 3, 1, 3},        /* odd offsets and strides: narrow vectors */
-        {"dy-scalar", 0, 0, 0, 1},         /* y.sum().backward() */
-        {"dy-row-broadcast", 8, 0, 0, 2},  /* dy expanded over rows */
-        {"dy-transposed", 0, 0, 0, 4},     /* dy read column-major */
+        {"column-slice", 24, 8, 8, 0},    /* rows of a wider tensor, still 16-byte aligned */
+        {"misaligned", 5, 3, 1, 3},       /* odd offsets and strides: narrow vectors */
+        {"dy-scalar", 0, 0, 0, 1},        /* y.sum().backward() */
+        {"dy-row-broadcast", 8, 0, 0, 2}, /* dy expanded over rows */
+        {"dy-transposed", 0, 0, 0, 4},    /* dy read column-major */
     };
     seed_rng(b->name);
     failures = checks = 0;

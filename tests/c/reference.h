@@ -15,10 +15,12 @@
 typedef struct test_backend {
     const char *name;
     fastglu_status (*fwd)(const void *input, int64_t input_row_stride, void *output,
-                          int64_t output_row_stride, int64_t tokens, int64_t F, fastglu_dtype dtype);
+                          int64_t output_row_stride, int64_t tokens, int64_t F,
+                          fastglu_dtype dtype);
     fastglu_status (*bwd)(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
                           const void *input, int64_t input_row_stride, void *dinput,
-                          int64_t dinput_row_stride, int64_t tokens, int64_t F, fastglu_dtype dtype);
+                          int64_t dinput_row_stride, int64_t tokens, int64_t F,
+                          fastglu_dtype dtype);
     void *(*alloc)(size_t bytes);
     void (*release)(void *p);
     void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> backend */

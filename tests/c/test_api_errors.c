@@ -50,13 +50,14 @@ static void fwd_case(int line, fastglu_status want, const char *needle, const vo
     }
 }
 
-static void bwd_case(int line, fastglu_status want, const char *needle, const void *g,
-                     int64_t grs, int64_t gcs, const void *i, int64_t irs, void *d, int64_t drs,
-                     int64_t t, int64_t f, fastglu_dtype dt) {
+static void bwd_case(int line, fastglu_status want, const char *needle, const void *g, int64_t grs,
+                     int64_t gcs, const void *i, int64_t irs, void *d, int64_t drs, int64_t t,
+                     int64_t f, fastglu_dtype dt) {
     for (int cuda = 0; cuda < 2; ++cuda) {
         poison();
-        fastglu_status st = cuda ? fastglu_swiglu_bwd_cuda(g, grs, gcs, i, irs, d, drs, t, f, dt, NULL)
-                                 : fastglu_swiglu_bwd_cpu(g, grs, gcs, i, irs, d, drs, t, f, dt);
+        fastglu_status st =
+            cuda ? fastglu_swiglu_bwd_cuda(g, grs, gcs, i, irs, d, drs, t, f, dt, NULL)
+                 : fastglu_swiglu_bwd_cpu(g, grs, gcs, i, irs, d, drs, t, f, dt);
         const char *msg = fastglu_last_error_message();
         EXPECT(st == want, "case at line %d (%s): status %d, want %d (%s)", line,
                cuda ? "cuda" : "cpu", st, want, msg);
@@ -108,7 +109,8 @@ int main(void) {
         for (int i = 0; i < T; ++i)
             for (int j = 0; j < W; ++j) buf[i][j] = (j < 2 * FF) ? in[i][j] : 7.0f;
         fastglu_status st = fastglu_swiglu_fwd_cpu(buf, W, &buf[0][2 * FF], W, T, FF, f32);
-        EXPECT(st == FASTGLU_SUCCESS, "interleaved x and y refused: %s", fastglu_last_error_message());
+        EXPECT(st == FASTGLU_SUCCESS, "interleaved x and y refused: %s",
+               fastglu_last_error_message());
         EXPECT(buf[1][2 * FF] != 7.0f && buf[T - 1][W - 1] != 7.0f, "interleaved y not written");
         /* dinput = buf[:, :2F'] and dy = buf[:, 2F':] likewise, for the backward */
         static float din2[T][2 * FF];
@@ -154,8 +156,8 @@ int main(void) {
     for (int s = 0; s <= 4; ++s)
         EXPECT(strcmp(fastglu_strerror((fastglu_status)s), "unknown fastglu status") != 0,
                "strerror(%d)", s);
-    EXPECT(fastglu_version() == FASTGLU_VERSION_MAJOR * 10000 + FASTGLU_VERSION_MINOR * 100 +
-                                    FASTGLU_VERSION_PATCH,
+    EXPECT(fastglu_version() ==
+               FASTGLU_VERSION_MAJOR * 10000 + FASTGLU_VERSION_MINOR * 100 + FASTGLU_VERSION_PATCH,
            "version");
     printf("api errors: %d failed\n", failures);
     return failures ? 1 : 0;

@@ -96,8 +96,8 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
     unsigned char *x = malloc(n_in * es), *xi = malloc(n_in * es), *gate = malloc(n_out * es),
                   *up = malloc(n_out * es), *dy = malloc(n_out * es);
     unsigned char *y_sw = malloc(n_out * es), *y_glu = malloc(n_out * es);
-    unsigned char *dx_sw = malloc(n_in * es), *dx_glu = malloc(n_in * es),
-                  *dg = malloc(n_out * es), *du = malloc(n_out * es);
+    unsigned char *dx_sw = malloc(n_in * es), *dx_glu = malloc(n_in * es), *dg = malloc(n_out * es),
+                  *du = malloc(n_out * es);
     const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     fastglu_glu_params pil = p;
     pil.layout = FASTGLU_LAYOUT_INTERLEAVED;
@@ -120,17 +120,17 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
     check_status(fastglu_swiglu_fwd_cpu(x, 2 * F, y_sw, F, T, F, dt), "swiglu fwd");
     for (int form = 0; form < 3; ++form) {
         memset(y_glu, 0xa5, n_out * es);
-        fastglu_status st =
-            form == 0 ? glu_fwd_cpu_flat(&p, x, 2 * F, x + F * es, 2 * F, NULL, NULL, dt, 0,
-                                            y_glu, F, NULL, 0, T, F, dt)
-            : form == 1
-                ? glu_fwd_cpu_flat(&p, gate, F, up, F, NULL, NULL, dt, 0, y_glu, F, NULL, 0, T,
-                                      F, dt)
-                : glu_fwd_cpu_flat(&pil, xi, 2 * F, NULL, 0, NULL, NULL, dt, 0, y_glu, F, NULL,
-                                      0, T, F, dt);
+        fastglu_status st = form == 0   ? glu_fwd_cpu_flat(&p, x, 2 * F, x + F * es, 2 * F, NULL,
+                                                           NULL, dt, 0, y_glu, F, NULL, 0, T, F, dt)
+                            : form == 1 ? glu_fwd_cpu_flat(&p, gate, F, up, F, NULL, NULL, dt, 0,
+                                                           y_glu, F, NULL, 0, T, F, dt)
+                                        : glu_fwd_cpu_flat(&pil, xi, 2 * F, NULL, 0, NULL, NULL, dt,
+                                                           0, y_glu, F, NULL, 0, T, F, dt);
         snprintf(what, sizeof what, "forward (%s) T=%lld F=%lld",
-                 form == 0 ? "one input" : form == 1 ? "two tensors" : "interleaved", (long long)T,
-                 (long long)F);
+                 form == 0   ? "one input"
+                 : form == 1 ? "two tensors"
+                             : "interleaved",
+                 (long long)T, (long long)F);
         check_status(st, what);
         compare(what, dtn, y_sw, y_glu, T, F, F, F, 1, es);
     }
@@ -144,25 +144,27 @@ static void run(fastglu_dtype dt, const char *dtn, int64_t T, int64_t F) {
         memset(du, 0xa5, n_out * es);
         fastglu_status st;
         snprintf(what, sizeof what, "backward (%s) T=%lld F=%lld",
-                 form == 0 ? "one input" : form == 1 ? "two tensors" : "interleaved", (long long)T,
-                 (long long)F);
+                 form == 0   ? "one input"
+                 : form == 1 ? "two tensors"
+                             : "interleaved",
+                 (long long)T, (long long)F);
         if (form == 0) {
             st = glu_bwd_cpu_flat(&p, dy, F, 1, x, 2 * F, x + F * es, 2 * F, dt, NULL, 0, NULL,
-                                     NULL, dt, 0, dx_glu, 2 * F, dx_glu + F * es, 2 * F, NULL,
-                                     NULL, NULL, 0, T, F, dt);
+                                  NULL, dt, 0, dx_glu, 2 * F, dx_glu + F * es, 2 * F, NULL, NULL,
+                                  NULL, 0, T, F, dt);
             check_status(st, what);
             compare(what, dtn, dx_sw, dx_glu, T, 2 * F, 2 * F, 2 * F, 1, es);
         } else if (form == 1) {
-            st = glu_bwd_cpu_flat(&p, dy, F, 1, gate, F, up, F, dt, NULL, 0, NULL, NULL, dt, 0,
-                                     dg, F, du, F, NULL, NULL, NULL, 0, T, F, dt);
+            st = glu_bwd_cpu_flat(&p, dy, F, 1, gate, F, up, F, dt, NULL, 0, NULL, NULL, dt, 0, dg,
+                                  F, du, F, NULL, NULL, NULL, 0, T, F, dt);
             check_status(st, what);
-            compare(what, dtn, dx_sw, dg, T, F, 2 * F, F, 1, es);             /* d_gate */
-            compare(what, dtn, dx_sw + F * es, du, T, F, 2 * F, F, 1, es);    /* d_up */
+            compare(what, dtn, dx_sw, dg, T, F, 2 * F, F, 1, es);          /* d_gate */
+            compare(what, dtn, dx_sw + F * es, du, T, F, 2 * F, F, 1, es); /* d_up */
         } else {
-            st = glu_bwd_cpu_flat(&pil, dy, F, 1, xi, 2 * F, NULL, 0, dt, NULL, 0, NULL, NULL,
-                                     dt, 0, dx_glu, 2 * F, NULL, 0, NULL, NULL, NULL, 0, T, F, dt);
+            st = glu_bwd_cpu_flat(&pil, dy, F, 1, xi, 2 * F, NULL, 0, dt, NULL, 0, NULL, NULL, dt,
+                                  0, dx_glu, 2 * F, NULL, 0, NULL, NULL, NULL, 0, T, F, dt);
             check_status(st, what);
-            compare(what, dtn, dx_sw, dx_glu, T, F, 2 * F, 2 * F, 2, es);          /* even: d_gate */
+            compare(what, dtn, dx_sw, dx_glu, T, F, 2 * F, 2 * F, 2, es); /* even: d_gate */
             compare(what, dtn, dx_sw + F * es, dx_glu + es, T, F, 2 * F, 2 * F, 2, es); /* odd */
         }
     }
@@ -182,7 +184,9 @@ int main(void) {
     for (int d = 0; d < 3; ++d)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
             run(dts[d], names[d], shapes[s][0], shapes[s][1]);
-    if (failures) printf("%d failures\n", failures);
-    else printf("cpu_paths_agree: swiglu and glu (SILU) paths agree bitwise\n");
+    if (failures)
+        printf("%d failures\n", failures);
+    else
+        printf("cpu_paths_agree: swiglu and glu (SILU) paths agree bitwise\n");
     return failures ? 1 : 0;
 }

@@ -31,29 +31,38 @@ static int cuda_stubs(void) {
     failed += fastglu_linear_cuda(tx, tw, none, th, 4, 8, 6, NULL) != FASTGLU_ERROR_NO_CUDA;
     failed += fastglu_linear_glu_fwd_cuda(&p, tx, tw, none, none, th, ty, 0, 8, 3, NULL) !=
               FASTGLU_SUCCESS;
-    failed += fastglu_linear_glu_fwd_cuda(&p, tx, tw, none, none, th, ty, -1, 8, 3, NULL) !=
-                  FASTGLU_ERROR_INVALID_VALUE ||
-              strstr(fastglu_last_error_message(), "fastglu_linear_glu_fwd_cuda: tokens = -1") == NULL;
+    failed +=
+        fastglu_linear_glu_fwd_cuda(&p, tx, tw, none, none, th, ty, -1, 8, 3, NULL) !=
+            FASTGLU_ERROR_INVALID_VALUE ||
+        strstr(fastglu_last_error_message(), "fastglu_linear_glu_fwd_cuda: tokens = -1") == NULL;
     /* dglu: d_out [4, 8], w2 [8, 3], h [4, 6], dh [4, 6], y [4, 3] */
     uint16_t dh[4 * 6];
     const fastglu_tensor tw2 = {w, FASTGLU_DTYPE_BF16, 3}, tdh = {dh, FASTGLU_DTYPE_BF16, 6};
     failed += fastglu_linear_dglu_bwd_cuda(&p, tx, tw2, th, none, tdh, ty, none, 4, 8, 3, NULL) !=
               FASTGLU_ERROR_NO_CUDA;
-    failed += fastglu_linear_dglu_bwd_cuda(&p, tx, tw2, th, none, tdh, ty, none, 4, -1, 3, NULL) !=
-                  FASTGLU_ERROR_INVALID_VALUE ||
-              strstr(fastglu_last_error_message(), "fastglu_linear_dglu_bwd_cuda: hidden = -1") == NULL;
+    failed +=
+        fastglu_linear_dglu_bwd_cuda(&p, tx, tw2, th, none, tdh, ty, none, 4, -1, 3, NULL) !=
+            FASTGLU_ERROR_INVALID_VALUE ||
+        strstr(fastglu_last_error_message(), "fastglu_linear_dglu_bwd_cuda: hidden = -1") == NULL;
     printf("cpu: CUDA entry points without CUDA: %d failed\n", failed);
     return failed;
 }
 
 int main(void) {
-    gemm_backend b = {"cpu", fastglu_linear_cpu, fastglu_linear_glu_fwd_cpu,
-                      glu_fwd_cpu_flat, host_alloc, free, host_copy, host_copy, host_sync};
-    static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3}, {5, 37, 130}, {2, 1, 4}, {3, 0, 5},
-                                       {257, 8, 1408}};
+    gemm_backend b = {"cpu",
+                      fastglu_linear_cpu,
+                      fastglu_linear_glu_fwd_cpu,
+                      glu_fwd_cpu_flat,
+                      host_alloc,
+                      free,
+                      host_copy,
+                      host_copy,
+                      host_sync};
+    static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3}, {5, 37, 130},
+                                       {2, 1, 4}, {3, 0, 5}, {257, 8, 1408}};
     static const gemm_shape wide[] = {{1, 2880, 1408}, {3, 2880, 3}};
-    static const gemm_shape dglu_shapes[] = {{1, 7, 1}, {3, 37, 3}, {257, 33, 1408}, {3, 0, 5},
-                                             {3, 5, 0}, {2, 1, 130}};
+    static const gemm_shape dglu_shapes[] = {{1, 7, 1}, {3, 37, 3}, {257, 33, 1408},
+                                             {3, 0, 5}, {3, 5, 0},  {2, 1, 130}};
     b.linear_dglu = fastglu_linear_dglu_bwd_cpu;
     gemm_seed("test_gemm_cpu");
     int failed = run_gemm_suite(&b, small, 6, 7, ~0u);

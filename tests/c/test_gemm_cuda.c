@@ -56,12 +56,13 @@ static fastglu_status glu_fwd(const fastglu_glu_params *p, const void *gate, int
                               void *saved_fp8, int64_t saved_fp8_rs, int64_t T, int64_t F,
                               fastglu_dtype dt) {
     return glu_fwd_cuda_flat(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
-                                saved_fp8, saved_fp8_rs, T, F, dt, stream);
+                             saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 
-static fastglu_status linear_dglu(const fastglu_glu_params *p, fastglu_tensor d_out, fastglu_tensor w2,
-                                  fastglu_tensor h, fastglu_tensor wt, fastglu_tensor dh, fastglu_tensor y,
-                                  fastglu_tensor dw, int64_t T, int64_t H, int64_t F) {
+static fastglu_status linear_dglu(const fastglu_glu_params *p, fastglu_tensor d_out,
+                                  fastglu_tensor w2, fastglu_tensor h, fastglu_tensor wt,
+                                  fastglu_tensor dh, fastglu_tensor y, fastglu_tensor dw, int64_t T,
+                                  int64_t H, int64_t F) {
     return fastglu_linear_dglu_bwd_cuda(p, d_out, w2, h, wt, dh, y, dw, T, H, F, stream);
 }
 
@@ -76,14 +77,15 @@ int main(void) {
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    gemm_backend b = {"cuda", linear, linear_glu, glu_fwd, dev_alloc, dev_free, dev_upload,
-                      dev_download, dev_sync, linear_dglu};
-    static const gemm_shape dglu_small[] = {{1, 7, 1}, {3, 37, 3}, {257, 33, 1408}, {3, 0, 5},
-                                            {3, 5, 0}, {67, 136, 200}};
+    gemm_backend b = {"cuda",   linear,     linear_glu,   glu_fwd,  dev_alloc,
+                      dev_free, dev_upload, dev_download, dev_sync, linear_dglu};
+    static const gemm_shape dglu_small[] = {{1, 7, 1}, {3, 37, 3}, {257, 33, 1408},
+                                            {3, 0, 5}, {3, 5, 0},  {67, 136, 200}};
     static const gemm_shape dglu_odd[] = {{1, 2880, 1408}, {3, 2880, 2880}, {8193, 2880, 5632}};
-    static const gemm_shape dglu_aligned[] = {{256, 512, 384}, {1024, 4096, 1408}, {136, 2880, 264}};
-    static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3}, {5, 37, 130}, {2, 1, 4}, {3, 0, 5},
-                                       {257, 8, 1408}, {67, 136, 200}};
+    static const gemm_shape dglu_aligned[] = {
+        {256, 512, 384}, {1024, 4096, 1408}, {136, 2880, 264}};
+    static const gemm_shape small[] = {{1, 8, 1}, {3, 8, 3},      {5, 37, 130},  {2, 1, 4},
+                                       {3, 0, 5}, {257, 8, 1408}, {67, 136, 200}};
     static const gemm_shape odd[] = {{1, 2880, 1408}, {3, 2880, 2880}, {8193, 2880, 5632}};
     static const gemm_shape aligned[] = {{256, 512, 384}, {1024, 4096, 1408}};
     const int n_odd = getenv("FASTGLU_TEST_QUICK") ? 2 : 3;

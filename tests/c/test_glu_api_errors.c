@@ -27,8 +27,8 @@ enum { T = 4, F = 8 };
 
 /* Every buffer a call may touch, in one block so that one snapshot covers them all. */
 static struct arena {
-    _Alignas(16) float x[T][2 * F];   /* gate | up (fc1 layout), or interleaved */
-    _Alignas(16) float up2[T][F];     /* a separate up */
+    _Alignas(16) float x[T][2 * F]; /* gate | up (fc1 layout), or interleaved */
+    _Alignas(16) float up2[T][F];   /* a separate up */
     _Alignas(16) float dy[T][F];
     _Alignas(16) float bias[2 * F];
     _Alignas(16) float w[T];
@@ -124,28 +124,27 @@ static fastglu_status run_fwd(const call *c, int cuda) {
     const fastglu_glu_params *p = c->pp ? c->pp : &c->params;
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
     return cuda ? glu_fwd_cuda_flat(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
-                                       c->weights_dtype, c->weights_stride, c->output,
-                                       c->output_rs, c->saved8, c->saved8_rs, c->tokens, c->F,
-                                       c->dtype, NULL)
+                                    c->weights_dtype, c->weights_stride, c->output, c->output_rs,
+                                    c->saved8, c->saved8_rs, c->tokens, c->F, c->dtype, NULL)
                 : glu_fwd_cpu_flat(p, c->gate, c->gate_rs, c->up, c->up_rs, c->bias, c->weights,
-                                      c->weights_dtype, c->weights_stride, c->output, c->output_rs,
-                                      c->saved8, c->saved8_rs, c->tokens, c->F, c->dtype);
+                                   c->weights_dtype, c->weights_stride, c->output, c->output_rs,
+                                   c->saved8, c->saved8_rs, c->tokens, c->F, c->dtype);
 }
 
 static fastglu_status run_bwd(const call *c, int cuda) {
     const fastglu_glu_params *p = c->pp ? c->pp : &c->params;
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
     return cuda ? glu_bwd_cuda_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
-                                       c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
-                                       c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
-                                       c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
-                                       c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype,
-                                       NULL)
+                                    c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
+                                    c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
+                                    c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
+                                    c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype,
+                                    NULL)
                 : glu_bwd_cpu_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
-                                      c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
-                                      c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
-                                      c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
-                                      c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype);
+                                   c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
+                                   c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
+                                   c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
+                                   c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype);
 }
 
 enum { FWD = 1, BWD = 2, BOTH = 3 };
@@ -217,8 +216,8 @@ static void desc_fwd(int line, fastglu_status want, const char *needle,
         check_rejected(line, st, cuda, want, needle);
     }
 }
-static void desc_bwd(int line, fastglu_status want, const char *needle, const fastglu_glu_operands *o,
-                     const fastglu_glu_grads *g) {
+static void desc_bwd(int line, fastglu_status want, const char *needle,
+                     const fastglu_glu_operands *o, const fastglu_glu_grads *g) {
     const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     const fastglu_tensor dy = glu_flat_tensor(A.dy, FASTGLU_DTYPE_FP32, F);
     fastglu_workspace ws;
@@ -278,8 +277,8 @@ int main(void) {
     /* the swiglu functions refuse fp8 too */
     {
         poison();
-        fastglu_status st = fastglu_swiglu_fwd_cpu(A.x, 2 * F, A.y, F, T, F,
-                                                   FASTGLU_DTYPE_FP8_E4M3);
+        fastglu_status st =
+            fastglu_swiglu_fwd_cpu(A.x, 2 * F, A.y, F, T, F, FASTGLU_DTYPE_FP8_E4M3);
         EXPECT(st == DT && strstr(fastglu_last_error_message(), "FASTGLU_DTYPE_FP8_E4M3"),
                "swiglu with fp8: status %d (%s)", st, fastglu_last_error_message());
         st = fastglu_swiglu_bwd_cuda(A.dy, F, 1, A.x, 2 * F, A.dx, 2 * F, T, F,
@@ -589,8 +588,8 @@ int main(void) {
     /* ---- the descriptors ---- */
     {
         const fastglu_dtype f32 = FASTGLU_DTYPE_FP32, bf16 = FASTGLU_DTYPE_BF16;
-        const fastglu_glu_operands legal_o = glu_flat_operands(
-            A.x, 2 * F, &A.x[0][F], 2 * F, f32, NULL, 0, A.bias, f32, A.w, f32, 1);
+        const fastglu_glu_operands legal_o = glu_flat_operands(A.x, 2 * F, &A.x[0][F], 2 * F, f32,
+                                                               NULL, 0, A.bias, f32, A.w, f32, 1);
         const fastglu_tensor out = glu_flat_tensor(A.y, f32, F);
         const fastglu_tensor s8 = glu_flat_tensor(A.s8, FASTGLU_DTYPE_FP8_E4M3, 2 * F + 4);
         fastglu_glu_grads legal_g;
@@ -611,7 +610,8 @@ int main(void) {
         desc_fwd(__LINE__, INV, "bias.row_stride = 2", &o, out, s8);
         o = legal_o, o.scale_inv = glu_flat_tensor(A.scale, f32, 1);
         desc_fwd(__LINE__, INV, "scale_inv is given", &o, out, s8);
-        desc_fwd(__LINE__, DT, "saved_fp8.dtype = 0", &legal_o, out, glu_flat_tensor(A.s8, f32, 2 * F));
+        desc_fwd(__LINE__, DT, "saved_fp8.dtype = 0", &legal_o, out,
+                 glu_flat_tensor(A.s8, f32, 2 * F));
 
         desc_bwd(__LINE__, INV, "operands is NULL", NULL, &legal_g);
         desc_bwd(__LINE__, INV, "grads is NULL", &legal_o, NULL);

@@ -22,8 +22,8 @@ static void host_copy(void *dst, const void *src, size_t n) {
 static void host_sync(void) {}
 
 int main(int argc, char **argv) {
-    const glu_backend b = {"cpu", glu_fwd_cpu_flat, glu_bwd_cpu_flat, host_alloc, free,
-                           host_copy, host_copy, host_sync};
+    const glu_backend b = {"cpu", glu_fwd_cpu_flat, glu_bwd_cpu_flat, host_alloc,
+                           free,  host_copy,        host_copy,        host_sync};
     const char *mode = argc > 1 ? argv[1] : "";
     int failed;
     if (strcmp(mode, "--sweep") == 0)

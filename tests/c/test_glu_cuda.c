@@ -52,21 +52,20 @@ static fastglu_status fwd(const fastglu_glu_params *p, const void *gate, int64_t
                           fastglu_dtype wdt, int64_t ws, void *out, int64_t out_rs, void *saved_fp8,
                           int64_t saved_fp8_rs, int64_t T, int64_t F, fastglu_dtype dt) {
     return glu_fwd_cuda_flat(p, gate, gate_rs, up, up_rs, bias, weights, wdt, ws, out, out_rs,
-                                saved_fp8, saved_fp8_rs, T, F, dt, stream);
+                             saved_fp8, saved_fp8_rs, T, F, dt, stream);
 }
 
-static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t dy_rs,
-                          int64_t dy_cs, const void *gate, int64_t gate_rs, const void *up,
-                          int64_t up_rs, fastglu_dtype in_dt, const float *scale,
-                          int64_t scale_stride, const void *bias, const void *weights,
-                          fastglu_dtype wdt, int64_t wst, void *d_gate, int64_t d_gate_rs,
-                          void *d_up, int64_t d_up_rs, void *dbias, void *dweights,
-                          void *workspace, size_t workspace_bytes, int64_t T, int64_t F,
-                          fastglu_dtype dt) {
+static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t dy_rs, int64_t dy_cs,
+                          const void *gate, int64_t gate_rs, const void *up, int64_t up_rs,
+                          fastglu_dtype in_dt, const float *scale, int64_t scale_stride,
+                          const void *bias, const void *weights, fastglu_dtype wdt, int64_t wst,
+                          void *d_gate, int64_t d_gate_rs, void *d_up, int64_t d_up_rs, void *dbias,
+                          void *dweights, void *workspace, size_t workspace_bytes, int64_t T,
+                          int64_t F, fastglu_dtype dt) {
     return glu_bwd_cuda_flat(p, dy, dy_rs, dy_cs, gate, gate_rs, up, up_rs, in_dt, scale,
-                                scale_stride, bias, weights, wdt, wst, d_gate, d_gate_rs, d_up,
-                                d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
-                                stream);
+                             scale_stride, bias, weights, wdt, wst, d_gate, d_gate_rs, d_up,
+                             d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
+                             stream);
 }
 
 /* launch configurations for the determinism check: the default grid, one block, seven blocks, and
@@ -87,12 +86,11 @@ int main(void) {
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    const glu_backend b = {"cuda", fwd, bwd, dev_alloc, dev_free, dev_upload, dev_download,
-                           dev_sync};
+    const glu_backend b = {"cuda",   fwd,        bwd,          dev_alloc,
+                           dev_free, dev_upload, dev_download, dev_sync};
     int failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
-                 run_glu_clamp_edges(&b) +
-                 run_glu_determinism(&b, set_grid, 4) + run_glu_paths_agree(&b, set_generic) +
-                 run_glu_suite(&b);
+                 run_glu_clamp_edges(&b) + run_glu_determinism(&b, set_grid, 4) +
+                 run_glu_paths_agree(&b, set_generic) + run_glu_suite(&b);
     if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);
     fastglu_debug_set_max_blocks(0);
     check(cudaStreamDestroy(stream), "cudaStreamDestroy");

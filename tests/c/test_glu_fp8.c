@@ -87,8 +87,10 @@ static int e4m3_nearest(double x) {
     if (a >= 448.0) return sign | 0x7e;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (e4m3_value(mid) <= a) lo = mid;
-        else hi = mid - 1;
+        if (e4m3_value(mid) <= a)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     const double dl = a - e4m3_value(lo), dh = e4m3_value(lo + 1) - a;
     const int best = dl < dh || (dl == dh && (lo & 1) == 0) ? lo : lo + 1;
@@ -115,8 +117,10 @@ static void check_block(const char *what, const float *y, int64_t stride, int64_
     double amax = 0.0;
     for (int64_t k = 0; k < n; ++k) {
         const double a = fabs((double)y[k * stride]);
-        if (isnan(a)) amax = NAN;
-        else if (!isnan(amax) && a > amax) amax = a;
+        if (isnan(a))
+            amax = NAN;
+        else if (!isnan(amax) && a > amax)
+            amax = a;
     }
     if (!isnan(tensor_amax) && tensor_amax >= 0) amax = tensor_amax; /* per-tensor scaling */
     if (tensor_amax != tensor_amax) amax = NAN;
@@ -129,7 +133,8 @@ static void check_block(const char *what, const float *y, int64_t stride, int64_
         const int got = codes[k * code_stride];
         const double q = (double)y[k * stride] / s;
         if (isnan(q)) {
-            if ((got & 0x7f) != 0x7f) FAIL("%s[%lld]: code 0x%02x, expected NaN", what, (long long)k, got);
+            if ((got & 0x7f) != 0x7f)
+                FAIL("%s[%lld]: code 0x%02x, expected NaN", what, (long long)k, got);
             continue;
         }
         const int want = e4m3_nearest(q);
@@ -182,9 +187,12 @@ static const float SENT32 = -1234.5f;
 
 static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
 static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
-    if (dt == FASTGLU_DTYPE_FP32) ((float *)base)[i] = v;
-    else if (dt == FASTGLU_DTYPE_BF16) ((uint16_t *)base)[i] = f32_to_bf16(v);
-    else ((uint16_t *)base)[i] = f32_to_fp16(v);
+    if (dt == FASTGLU_DTYPE_FP32)
+        ((float *)base)[i] = v;
+    else if (dt == FASTGLU_DTYPE_BF16)
+        ((uint16_t *)base)[i] = f32_to_bf16(v);
+    else
+        ((uint16_t *)base)[i] = f32_to_fp16(v);
 }
 static float get(fastglu_dtype dt, const void *base, int64_t i) {
     if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
@@ -196,9 +204,11 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
 static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
                      int specials, int bwd) {
     char what[256];
-    snprintf(what, sizeof what, "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
-             BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling,
-             (int)c->layout, c->pow2, c->colwise, c->with_y, specials);
+    snprintf(
+        what, sizeof what,
+        "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
+        BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling,
+        (int)c->layout, c->pow2, c->colwise, c->with_y, specials);
     const int64_t X = bwd ? 2 * F : F; /* the quantised operand's width: y [T, F] or dh [T, 2F] */
     const int64_t dy_rs = F + 1;
     const size_t es = esize(dt);
@@ -209,8 +219,18 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     const int tensor = c->scaling == FASTGLU_FP8_SCALING_TENSOR;
     const int mn = c->layout == FASTGLU_FP8_SCALES_MN_MAJOR;
     /* scale tensors with padding: MN-major ld = rows + 2, row-major ld = nb + 1 */
-    const int64_t s_ld = tensor ? 0 : mn ? T + 2 : nb + 1, st_ld = tensor ? 0 : mn ? X + 2 : nbt + 1;
-    const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld, st_n = tensor ? 0 : mn ? nbt * st_ld : X * st_ld;
+    const int64_t s_ld = tensor ? 0
+                         : mn   ? T + 2
+                                : nb + 1,
+                  st_ld = tensor ? 0
+                          : mn   ? X + 2
+                                 : nbt + 1;
+    const int64_t s_n = tensor ? 2
+                        : mn   ? nb * s_ld
+                               : T * s_ld,
+                  st_n = tensor ? 0
+                         : mn   ? nbt * st_ld
+                                : X * st_ld;
 
     unsigned char *h = malloc((size_t)(T * in_rs) * es), *bias = malloc((size_t)(2 * F) * es);
     float *w = malloc((size_t)T * sizeof(float));
@@ -220,7 +240,7 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     for (int64_t i = 0; i < 2 * F; ++i) put(dt, bias, i, (float)(urand() * 2.0 - 1.0));
     for (int64_t i = 0; i < T; ++i) w[i] = (float)urand();
     if (specials && T >= 3 && F >= 2) {
-        put(dt, h, 0, NAN);                     /* row 0: gate NaN -> y NaN */
+        put(dt, h, 0, NAN);                             /* row 0: gate NaN -> y NaN */
         put(dt, h, in_rs + (il ? 3 : F + 1), INFINITY); /* row 1: up inf */
         for (int64_t j = 0; j < F; ++j) put(dt, h, 2 * in_rs + (il ? 2 * j + 1 : F + j), 0.0f);
     }
@@ -241,7 +261,8 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
          *WS = NULL, *DY = dyh;
 #ifdef FP8_TEST_CUDA
     H = dmem(h_bytes), B = dmem((size_t)(2 * F) * es), W = dmem((size_t)T * 4), Y = dmem(y_bytes);
-    D = dmem(d_bytes), DT = dmem(dt_bytes), S = dmem((size_t)s_n * 4), ST = dmem((size_t)(st_n ? st_n : 1) * 4);
+    D = dmem(d_bytes), DT = dmem(dt_bytes), S = dmem((size_t)s_n * 4),
+    ST = dmem((size_t)(st_n ? st_n : 1) * 4);
     YR = dmem(y_bytes), WS = dmem(64), DY = dmem((size_t)(T * dy_rs) * es);
     up_(DY, dyh, (size_t)(T * dy_rs) * es);
     up_(H, h, h_bytes), up_(B, bias, (size_t)(2 * F) * es), up_(W, w, (size_t)T * 4);
@@ -249,7 +270,8 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     if (st_n) up_(ST, st, (size_t)st_n * 4);
 #endif
     fastglu_tensor gate = {H, dt, in_rs}, upt = {il ? NULL : (char *)H + F * es, dt, in_rs};
-    fastglu_tensor bt = {v->bias ? B : NULL, dt, 1}, wt = {v->weights ? W : NULL, FASTGLU_DTYPE_FP32, 1};
+    fastglu_tensor bt = {v->bias ? B : NULL, dt, 1},
+                   wt = {v->weights ? W : NULL, FASTGLU_DTYPE_FP32, 1};
     fastglu_tensor yt = {c->with_y ? Y : NULL, dt, y_rs}, dyt = {DY, dt, dy_rs};
     fastglu_fp8_out out;
     memset(&out, 0, sizeof out);
@@ -265,13 +287,13 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
 #ifdef FP8_TEST_CUDA
     if (bwd) {
         st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
-                                      bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
-                                      il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
-                                      dt, stream);
+                                   bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                   il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
+                                   dt, stream);
         st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
     } else {
         st_ref = glu_fwd_cuda_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
-                                      FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
+                                   FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
         st_f = fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, stream);
     }
     check_cuda(cudaStreamSynchronize(stream), "kernel");
@@ -280,14 +302,14 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
     if (st_n) down_(st, ST, (size_t)st_n * 4);
 #else
     if (bwd) {
-        st_ref = glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
-                                     bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
-                                     il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
-                                     dt);
+        st_ref =
+            glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                             bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                             il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F, dt);
         st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);
     } else {
         st_ref = glu_fwd_cpu_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
-                                     FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
+                                  FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
         st_f = fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
     }
 #endif
@@ -301,8 +323,10 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
         for (int64_t j = 0; j < X; ++j) yv[t * X + j] = get(dt, yref, t * y_rs + j);
     if (c->with_y) {
         for (int64_t t = 0; t < T; ++t)
-            if (memcmp(yfused + (size_t)(t * y_rs) * es, yref + (size_t)(t * y_rs) * es, (size_t)X * es)) {
-                FAIL("%s: fused y (dh) row %lld differs from fastglu_glu_fwd's (bwd's)", what, (long long)t);
+            if (memcmp(yfused + (size_t)(t * y_rs) * es, yref + (size_t)(t * y_rs) * es,
+                       (size_t)X * es)) {
+                FAIL("%s: fused y (dh) row %lld differs from fastglu_glu_fwd's (bwd's)", what,
+                     (long long)t);
                 break;
             }
     }
@@ -318,7 +342,10 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
         tamax = 0.0;
         for (int64_t i = 0; i < T * X; ++i) {
             const double a = fabs((double)yv[i]);
-            if (isnan(a)) { tamax = NAN; break; }
+            if (isnan(a)) {
+                tamax = NAN;
+                break;
+            }
             if (a > tamax) tamax = a;
         }
     }
@@ -329,7 +356,8 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
             const int64_t n = X - 128 * b < 128 ? X - 128 * b : 128;
             const float sc = tensor ? s[0] : mn ? s[b * s_ld + t] : s[t * s_ld + b];
             snprintf(bw, sizeof bw, "%s row %lld block %lld", what, (long long)t, (long long)b);
-            check_block(bw, yv + t * X + 128 * b, 1, n, sc, d + t * d_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+            check_block(bw, yv + t * X + 128 * b, 1, n, sc, d + t * d_rs + 128 * b, 1, c->pow2,
+                        tamax, &inexact);
             total += n;
         }
     if (c->colwise)
@@ -337,27 +365,44 @@ static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_
             for (int64_t b = 0; b < nbt; ++b) {
                 const int64_t n = T - 128 * b < 128 ? T - 128 * b : 128;
                 const float sc = tensor ? s[0] : mn ? st[b * st_ld + j] : st[j * st_ld + b];
-                snprintf(bw, sizeof bw, "%s column %lld block %lld", what, (long long)j, (long long)b);
-                check_block(bw, yv + 128 * b * X + j, X, n, sc, dtr + j * dt_rs + 128 * b, 1, c->pow2, tamax, &inexact);
+                snprintf(bw, sizeof bw, "%s column %lld block %lld", what, (long long)j,
+                         (long long)b);
+                check_block(bw, yv + 128 * b * X + j, X, n, sc, dtr + j * dt_rs + 128 * b, 1,
+                            c->pow2, tamax, &inexact);
                 total += n;
             }
     codes_total += total, codes_inexact += inexact;
     /* sentinels: data padding, the column-wise copy when not asked, scale padding */
     for (int64_t t = 0; t < T; ++t)
         for (int64_t j = X; j < d_rs; ++j)
-            if (d[t * d_rs + j] != SENT8) { FAIL("%s: data padding (%lld, %lld) written", what, (long long)t, (long long)j); t = T; break; }
+            if (d[t * d_rs + j] != SENT8) {
+                FAIL("%s: data padding (%lld, %lld) written", what, (long long)t, (long long)j);
+                t = T;
+                break;
+            }
     for (int64_t j = 0; j < X; ++j)
         for (int64_t t = c->colwise ? T : 0; t < dt_rs; ++t)
-            if (dtr[j * dt_rs + t] != SENT8) { FAIL("%s: data_t byte (%lld, %lld) written", what, (long long)j, (long long)t); j = X; break; }
+            if (dtr[j * dt_rs + t] != SENT8) {
+                FAIL("%s: data_t byte (%lld, %lld) written", what, (long long)j, (long long)t);
+                j = X;
+                break;
+            }
     for (int64_t i = tensor ? 1 : 0; i < s_n; ++i) {
-        const int64_t row = mn ? i % (s_ld ? s_ld : 1) : i / (s_ld ? s_ld : 1), col = mn ? i / (s_ld ? s_ld : 1) : i % (s_ld ? s_ld : 1);
+        const int64_t row = mn ? i % (s_ld ? s_ld : 1) : i / (s_ld ? s_ld : 1),
+                      col = mn ? i / (s_ld ? s_ld : 1) : i % (s_ld ? s_ld : 1);
         const int pad = !tensor && (mn ? row >= T : col >= nb);
-        if ((pad || tensor) && s[i] != SENT32) { FAIL("%s: scale padding %lld written", what, (long long)i); break; }
+        if ((pad || tensor) && s[i] != SENT32) {
+            FAIL("%s: scale padding %lld written", what, (long long)i);
+            break;
+        }
     }
     for (int64_t i = 0; i < st_n; ++i) {
         const int64_t row = mn ? i % st_ld : i / st_ld, col = mn ? i / st_ld : i % st_ld;
         const int pad = !c->colwise || (mn ? row >= X : col >= nbt);
-        if (pad && st[i] != SENT32) { FAIL("%s: scale_t padding %lld written", what, (long long)i); break; }
+        if (pad && st[i] != SENT32) {
+            FAIL("%s: scale_t padding %lld written", what, (long long)i);
+            break;
+        }
     }
     free(yv);
 done:
@@ -365,7 +410,8 @@ done:
     cudaFree(H), cudaFree(B), cudaFree(W), cudaFree(Y), cudaFree(D), cudaFree(DT), cudaFree(S);
     cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY);
 #endif
-    free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st), free(dyh);
+    free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st),
+        free(dyh);
 }
 
 /* Bad arguments: a status, a message, nothing written. */
@@ -379,7 +425,8 @@ static void bad_inputs(void) {
     memset(d, SENT8, sizeof d);
     out.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, 8};
     out.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, 4};
-    fastglu_tensor g = {h, FASTGLU_DTYPE_BF16, 16}, u = {h + 16, FASTGLU_DTYPE_BF16, 16}, none = {NULL, FASTGLU_DTYPE_BF16, 0};
+    fastglu_tensor g = {h, FASTGLU_DTYPE_BF16, 16}, u = {h + 16, FASTGLU_DTYPE_BF16, 16},
+                   none = {NULL, FASTGLU_DTYPE_BF16, 0};
     fastglu_status st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
     if (st != FASTGLU_SUCCESS) FAIL("valid call refused: %s", fastglu_last_error_message());
     memset(d, SENT8, sizeof d);
@@ -390,7 +437,8 @@ static void bad_inputs(void) {
     out.data.dtype = FASTGLU_DTYPE_FP8_E4M3;
     out.scale.row_stride = 3; /* MN-major leading dimension < tokens (4), with 1 block: legal */
     st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
-    if (st != FASTGLU_SUCCESS) FAIL("one block per row with ld 3 refused: %s", fastglu_last_error_message());
+    if (st != FASTGLU_SUCCESS)
+        FAIL("one block per row with ld 3 refused: %s", fastglu_last_error_message());
     memset(d, SENT8, sizeof d);
     out.scale.data = d; /* scales overlapping the data */
     st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
@@ -399,7 +447,8 @@ static void bad_inputs(void) {
     out.scale.data = s;
     r.scaling = (fastglu_fp8_scaling)7;
     st = fastglu_glu_fwd_fp8_cpu(&p, &r, g, u, none, none, none, &out, 4, 8);
-    if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "recipe->scaling"))
+    if (st != FASTGLU_ERROR_INVALID_VALUE ||
+        !strstr(fastglu_last_error_message(), "recipe->scaling"))
         FAIL("bad scaling accepted: %d %s", (int)st, fastglu_last_error_message());
     r.scaling = FASTGLU_FP8_SCALING_TENSOR;
     out.scale_t = (fastglu_tensor){s + 2, FASTGLU_DTYPE_FP32, 1};
@@ -415,9 +464,13 @@ static void bad_inputs(void) {
     fastglu_tensor dy = {h, FASTGLU_DTYPE_FP16, 8};
     st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, none, none, none, &out, 4, 8);
     if (st != FASTGLU_ERROR_UNSUPPORTED_DTYPE || !strstr(fastglu_last_error_message(), "dy.dtype"))
-        FAIL("backward with a dy of another dtype accepted: %d %s", (int)st, fastglu_last_error_message());
+        FAIL("backward with a dy of another dtype accepted: %d %s", (int)st,
+             fastglu_last_error_message());
     for (size_t i = 0; i < sizeof d; ++i)
-        if (d[i] != SENT8) { FAIL("a refused call wrote data"); break; }
+        if (d[i] != SENT8) {
+            FAIL("a refused call wrote data");
+            break;
+        }
 }
 
 int main(void) {
@@ -432,7 +485,8 @@ int main(void) {
     printf("seed %llu\n", (unsigned long long)rng);
     fastglu_set_fp8_saturate(1);
     static const int64_t Fs[] = {1, 3, 1408, 2880}, Ts[] = {1, 257};
-    const int nv = (int)(sizeof variants / sizeof *variants), nc = (int)(sizeof configs / sizeof *configs);
+    const int nv = (int)(sizeof variants / sizeof *variants),
+              nc = (int)(sizeof configs / sizeof *configs);
     for (int vi = 0; vi < nv; ++vi)
         for (int ci = 0; ci < nc; ++ci)
             for (int fi = 0; fi < 4; ++fi)
@@ -457,6 +511,7 @@ int main(void) {
         return 1;
     }
     printf("test_glu_fp8_%s: all passed (%lld of %lld codes one e4m3 step from the float64 "
-           "rounding: fp32 division)\n", BACKEND, (long long)codes_inexact, (long long)codes_total);
+           "rounding: fp32 division)\n",
+           BACKEND, (long long)codes_inexact, (long long)codes_total);
     return 0;
 }

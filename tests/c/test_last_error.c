@@ -36,19 +36,19 @@ static fastglu_status legal_call(int i) {
     case 0: return fastglu_swiglu_fwd_cpu(in, 2 * F, out, F, T, F, f32);
     case 1: return fastglu_swiglu_bwd_cpu(dy, F, 1, in, 2 * F, din, 2 * F, T, F, f32);
     case 2:
-        return glu_fwd_cpu_flat(&p, in, 2 * F, &in[0][F], 2 * F, NULL, NULL, f32, 0, out, F,
-                                   NULL, 0, T, F, f32);
+        return glu_fwd_cpu_flat(&p, in, 2 * F, &in[0][F], 2 * F, NULL, NULL, f32, 0, out, F, NULL,
+                                0, T, F, f32);
     case 3:
-        return wsb > sizeof ws ? FASTGLU_ERROR_INVALID_VALUE
-                               : glu_bwd_cpu_flat(&p, dy, F, 1, in, 2 * F, &in[0][F], 2 * F,
-                                                     f32, NULL, 0, &in[1][0], NULL, f32, 0, din,
-                                                     2 * F, &din[0][F], 2 * F, dbias, NULL, ws,
-                                                     sizeof ws, T, F, f32);
-    case 4: return fastglu_swiglu_fwd_cpu(NULL, 0, NULL, 0, 0, F, f32); /* empty */
+        return wsb > sizeof ws
+                   ? FASTGLU_ERROR_INVALID_VALUE
+                   : glu_bwd_cpu_flat(&p, dy, F, 1, in, 2 * F, &in[0][F], 2 * F, f32, NULL, 0,
+                                      &in[1][0], NULL, f32, 0, din, 2 * F, &din[0][F], 2 * F, dbias,
+                                      NULL, ws, sizeof ws, T, F, f32);
+    case 4: return fastglu_swiglu_fwd_cpu(NULL, 0, NULL, 0, 0, F, f32);        /* empty */
     case 5: return fastglu_swiglu_fwd_cuda(NULL, 0, NULL, 0, 0, F, f32, NULL); /* empty, cuda */
     case 6:
-        return glu_fwd_cuda_flat(&p, NULL, 0, NULL, 0, NULL, NULL, f32, 0, NULL, 0, NULL, 0, T,
-                                    0, f32, NULL); /* empty, cuda */
+        return glu_fwd_cuda_flat(&p, NULL, 0, NULL, 0, NULL, NULL, f32, 0, NULL, 0, NULL, 0, T, 0,
+                                 f32, NULL); /* empty, cuda */
     }
     return FASTGLU_SUCCESS;
 }
@@ -62,8 +62,8 @@ static void fail_swiglu(void) { /* rows of stride 0 in the output: refused */
 static void fail_glu(void) { /* an unknown activation: refused */
     fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     p.activation = (fastglu_activation)7;
-    EXPECT(glu_fwd_cpu_flat(&p, in, 2 * F, &in[0][F], 2 * F, NULL, NULL, f32, 0, out, F, NULL,
-                               0, T, F, f32) == FASTGLU_ERROR_INVALID_VALUE,
+    EXPECT(glu_fwd_cpu_flat(&p, in, 2 * F, &in[0][F], 2 * F, NULL, NULL, f32, 0, out, F, NULL, 0, T,
+                            F, f32) == FASTGLU_ERROR_INVALID_VALUE,
            "glu fwd with activation 7 accepted");
 }
 
@@ -117,7 +117,9 @@ int main(void) {
            "another thread's failure changed this thread's message to '%s'",
            fastglu_last_error_message());
 
-    if (failures) printf("%d failures\n", failures);
-    else printf("last_error: errno-like message, per thread\n");
+    if (failures)
+        printf("%d failures\n", failures);
+    else
+        printf("last_error: errno-like message, per thread\n");
     return failures ? 1 : 0;
 }

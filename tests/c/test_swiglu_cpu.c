@@ -34,8 +34,14 @@ static int check_conversions(void) {
 /* test_swiglu_cpu            the suite and the conversions
  * test_swiglu_cpu --sweep    the sentinel sweep (a CTest of its own) */
 int main(int argc, char **argv) {
-    test_backend b = {"cpu",       fastglu_swiglu_fwd_cpu, fastglu_swiglu_bwd_cpu, host_alloc, free,
-                      host_copy,   host_copy,              host_sync};
+    test_backend b = {"cpu",
+                      fastglu_swiglu_fwd_cpu,
+                      fastglu_swiglu_bwd_cpu,
+                      host_alloc,
+                      free,
+                      host_copy,
+                      host_copy,
+                      host_sync};
     if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return run_sentinel_sweep(&b) ? 1 : 0;
     int failed = check_conversions() + run_swiglu_suite(&b);
     return failed ? 1 : 0;

@@ -39,7 +39,6 @@
 #define MAX_TOKENS 40
 #define MAX_F 300
 
-
 /* ---- typed access ----------------------------------------------------------------------- */
 
 static double fp8_value(uint8_t b) {
@@ -171,7 +170,6 @@ static int64_t pick_stride(reader *r, int64_t base) {
     }
 }
 
-
 /* ---- the reference ----------------------------------------------------------------------- */
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -220,9 +218,9 @@ static refv ref_eval(const fastglu_glu_params *p, double g, double u, double bg,
     am += fabs(dact) * z_mag;
     dm += fabs(d2act) * z_mag;
     const double e = md * w * dy;
-    refv r = {md * w * act * vo, e * vo * dact * mg, e * act, md * act * vo * dy,
-              fabs(md * w) * am * vo_mag, fabs(e * mg) * vo_mag * dm, fabs(e) * am,
-              fabs(md * dy) * am * vo_mag};
+    refv r = {md * w * act * vo,  e * vo * dact * mg,         e * act,
+              md * act * vo * dy, fabs(md * w) * am * vo_mag, fabs(e * mg) * vo_mag * dm,
+              fabs(e) * am,       fabs(md * dy) * am * vo_mag};
     return r;
 }
 
@@ -344,8 +342,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int64_t i = 0; i < ins8[k]->n; ++i) {
             const unsigned v = next(&r);
             if (in_dt == 3) /* |value| <= 15 except the NaN codes */
-                ins8[k]->p[i] = (v & 0x7f) == 0x7f ? (uint8_t)v
-                                                   : (uint8_t)((v & 0x87) | ((v >> 3 & 15) % 11) << 3);
+                ins8[k]->p[i] = (v & 0x7f) == 0x7f
+                                    ? (uint8_t)v
+                                    : (uint8_t)((v & 0x87) | ((v >> 3 & 15) % 11) << 3);
             else
                 store(in_dt, ins8[k]->p, i, ((int)v - 128) / 24.0);
         }
@@ -363,8 +362,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- pointers ---- */
     const void *gate = null_gate ? NULL : G.p + off[0] * es + byte_off;
-    const void *up = il ? (up_il ? (const void *)U.p : NULL)
-                        : null_up ? NULL : (const void *)(U.p + off[1] * es);
+    const void *up = il        ? (up_il ? (const void *)U.p : NULL)
+                     : null_up ? NULL
+                               : (const void *)(U.p + off[1] * es);
     if (il && up_il && !U.p) up = G.p; /* any non-NULL pointer */
     const void *gate_in = gate, *up_in = up;
     if (in_dt != dt) { /* (byte_off misaligns only a gate of dtype) */
@@ -405,8 +405,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- forward ---- */
     fastglu_status st = glu_fwd_cpu_flat(&p, gate, g_rs, up, u_rs, bias, weights,
-                                            (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs,
-                                            saved8, s8_rs, T, F, (fastglu_dtype)dt);
+                                         (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st, y, y_rs, saved8,
+                                         s8_rs, T, F, (fastglu_dtype)dt);
     const int nonempty = T > 0 && F > 0;
     if (st != FASTGLU_SUCCESS) {
         n_fwd_err++;
@@ -430,7 +430,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (saved8) { /* the operands' fp8 copy, in their layout */
                     const uint8_t *row = (const uint8_t *)saved8 + t * s8_rs;
                     if (row[il ? 2 * j : j] != ref_e4m3(copy_operand(g, 0, p.clamp_value))) abort();
-                    if (row[il ? 2 * j + 1 : F + j] != ref_e4m3(copy_operand(u, 1, p.clamp_value))) abort();
+                    if (row[il ? 2 * j + 1 : F + j] != ref_e4m3(copy_operand(u, 1, p.clamp_value)))
+                        abort();
                 }
             }
         }
@@ -450,9 +451,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- backward ---- */
     st = glu_bwd_cpu_flat(&p, dy, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, (fastglu_dtype)in_dt,
-                             scale, sc_st, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st,
-                             d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace, ws_bytes,
-                             T, F, (fastglu_dtype)dt);
+                          scale, sc_st, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st,
+                          d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace, ws_bytes, T,
+                          F, (fastglu_dtype)dt);
     if (st != FASTGLU_SUCCESS) {
         n_bwd_err++;
         for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unchanged(all[k]);
@@ -499,8 +500,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const unsigned char *dgp = dgb->p + dg_off * es;
                 const unsigned char *dup = il ? dgp : dub->p + du_off * es;
                 const double got_g = load(dt, dgp, t * d_gate_rs + (il ? 2 * j : j));
-                const double got_u = il ? load(dt, dgp, t * d_gate_rs + 2 * j + 1)
-                                        : load(dt, dup, t * d_up_rs + j);
+                const double got_u =
+                    il ? load(dt, dgp, t * d_gate_rs + 2 * j + 1) : load(dt, dup, t * d_up_rs + j);
                 if (!close_enough(dt, got_g, pg ? rv.da : 0.0, pg ? rv.da_mag : 0.0)) abort();
                 if (!close_enough(dt, got_u, pu ? rv.dv : 0.0, pu ? rv.dv_mag : 0.0)) abort();
                 db[bgi] += rv.da, dbm[bgi] += rv.da_mag;

@@ -24,7 +24,6 @@
 #define MAX_TOKENS 40
 #define MAX_F 300
 
-
 static double load(fastglu_dtype dt, const void *p, int64_t i) {
     if (dt == FASTGLU_DTYPE_FP32) return ((const float *)p)[i];
     if (dt == FASTGLU_DTYPE_FP16) return fp16_to_f32(((const uint16_t *)p)[i]);
@@ -52,7 +51,6 @@ static int64_t pick_stride(reader *r, int64_t base) {
     }
 }
 
-
 static int close_enough(fastglu_dtype dt, double got, double want) {
     const double rel = dt == FASTGLU_DTYPE_FP32 ? 1e-5 : dt == FASTGLU_DTYPE_FP16 ? 2e-3 : 1.6e-2;
     if (isnan(want)) return isnan(got);
@@ -70,10 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const unsigned dsel = next(&r) % 4;
     const fastglu_dtype dt = (fastglu_dtype)dsel; /* 3 is invalid */
     const size_t es = dsel == 0 ? 4 : 2;
-    const int64_t T = (int64_t)(next(&r) % (MAX_TOKENS + 1)) - (next(&r) % 16 == 0); /* -1 sometimes */
+    const int64_t T =
+        (int64_t)(next(&r) % (MAX_TOKENS + 1)) - (next(&r) % 16 == 0); /* -1 sometimes */
     const int64_t F = (int64_t)((next(&r) | next(&r) << 8) % (MAX_F + 1)) - (next(&r) % 16 == 0);
     const int64_t W = 2 * F;
-    const int64_t in_rs = pick_stride(&r, W), out_rs = pick_stride(&r, F), din_rs = pick_stride(&r, W);
+    const int64_t in_rs = pick_stride(&r, W), out_rs = pick_stride(&r, F),
+                  din_rs = pick_stride(&r, W);
     int64_t dy_rs, dy_cs;
     switch (next(&r) % 4) {
     case 0: dy_rs = F, dy_cs = 1; break;
@@ -91,8 +91,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *in = malloc(n_in * es + 1), *out = malloc(n_out * es + 1);
     unsigned char *dy = malloc(n_dy * es + 1), *din = malloc(n_din * es + 1);
     unsigned char *out0 = malloc(n_out * es + 1), *din0 = malloc(n_din * es + 1);
-    for (int64_t i = 0; i < n_in; ++i) store(dsel ? dt : FASTGLU_DTYPE_FP32, in, i, ((int)next(&r) - 128) / 24.0);
-    for (int64_t i = 0; i < n_dy; ++i) store(dsel ? dt : FASTGLU_DTYPE_FP32, dy, i, ((int)next(&r) - 128) / 32.0);
+    for (int64_t i = 0; i < n_in; ++i)
+        store(dsel ? dt : FASTGLU_DTYPE_FP32, in, i, ((int)next(&r) - 128) / 24.0);
+    for (int64_t i = 0; i < n_dy; ++i)
+        store(dsel ? dt : FASTGLU_DTYPE_FP32, dy, i, ((int)next(&r) - 128) / 32.0);
     memset(out, 0x7f, n_out * es + 1);
     memset(din, 0x7f, n_din * es + 1);
 
@@ -108,13 +110,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* forward */
     memcpy(out0, out, n_out * es + 1);
     fastglu_status st = fastglu_swiglu_fwd_cpu(x, in_rs, y, out_rs, T, F, dt);
-    if (st == FASTGLU_SUCCESS && T > 0 && F > 0) n_fwd_ok++; else if (st != FASTGLU_SUCCESS) n_fwd_err++;
+    if (st == FASTGLU_SUCCESS && T > 0 && F > 0)
+        n_fwd_ok++;
+    else if (st != FASTGLU_SUCCESS)
+        n_fwd_err++;
     if (st != FASTGLU_SUCCESS || alias_out) {
         /* a failure, or an accepted alias (which would be a bug: out overlaps the input), must
          * have left everything alone; the input must be unchanged too */
         if (memcmp(out, out0, n_out * es + 1) != 0 || memcmp(in, in_copy, n_in * es + 1) != 0) {
             if (st == FASTGLU_SUCCESS) abort(); /* accepted an overlapping output and wrote it */
-            abort();                             /* failed, but wrote */
+            abort();                            /* failed, but wrote */
         }
         if (alias_out && st == FASTGLU_SUCCESS && T > 0 && F > 0) abort();
     } else if (T > 0 && F > 0) {
@@ -138,8 +143,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *in_before = malloc(n_in * es + 1);
     memcpy(in_before, in, n_in * es + 1);
     st = fastglu_swiglu_bwd_cpu(g, dy_rs, dy_cs, x, in_rs, dx, din_rs, T, F, dt);
-    if (st == FASTGLU_SUCCESS && T > 0 && F > 0) n_bwd_ok++, n_in_place_ok += in_place;
-    else if (st != FASTGLU_SUCCESS) n_bwd_err++;
+    if (st == FASTGLU_SUCCESS && T > 0 && F > 0)
+        n_bwd_ok++, n_in_place_ok += in_place;
+    else if (st != FASTGLU_SUCCESS)
+        n_bwd_err++;
     if (st != FASTGLU_SUCCESS) {
         if (memcmp(din, din0, n_din * es + 1) != 0 || memcmp(in, in_before, n_in * es + 1) != 0)
             abort();
@@ -150,12 +157,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 double gt = load(dt, in_before + off_in * es, t * in_rs + j);
                 double up = load(dt, in_before + off_in * es, t * in_rs + F + j);
                 double d = load(dt, dy + off_dy * es, t * dy_rs + j * dy_cs), s = sigmoid(gt);
-                if (!close_enough(dt, load(dt, res, t * din_rs + j), d * s * (1 + gt * (1 - s)) * up))
+                if (!close_enough(dt, load(dt, res, t * din_rs + j),
+                                  d * s * (1 + gt * (1 - s)) * up))
                     abort();
                 if (!close_enough(dt, load(dt, res, t * din_rs + F + j), d * gt * s)) abort();
             }
     }
-    free(in), free(out), free(dy), free(din), free(out0), free(din0), free(in_copy), free(in_before);
+    free(in), free(out), free(dy), free(din), free(out0), free(din0), free(in_copy),
+        free(in_before);
     return 0;
 }
 

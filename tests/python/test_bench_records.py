@@ -1,4 +1,5 @@
 """Tests of fastglu.bench.records against the project's seed record (no GPU needed)."""
+
 import copy
 import datetime as dt
 import hashlib
@@ -9,7 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"  # beside the checkout in CI; the GPU machine gets the repo alone
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (the seed and peers records) is absent")
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason=f"{SHARED} (the seed and peers records) is absent"
+)
 from fastglu.bench import records  # noqa: E402
 
 # Free-form maps whose keys legitimately differ from the seed's.
@@ -28,14 +31,29 @@ def seed():
 
 
 def make_record(seed_ms=(1.2886880040168762, 1.287782382965088, 1.289689588546753), **overrides):
-    args = dict(provider="megatron", mode="backward", seq=2048, batch=4, ffn=8192, dtype="bf16", ms=seed_ms,
-                device_slug="nvidia-h100-80gb-hbm3", observed=OBSERVED,
-                versions={"torch_version": "2.11.0+cu130", "liger_version": "0.8.1", "fastglu_version": None},
-                protocol_obj=records.protocol("backward"),
-                environment_obj=records.environment(
-                    records.gpu_hardware("NVIDIA H100 80GB HBM3", 85_045_870_592, (9, 0)),
-                    {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": None},
-                    "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"))
+    args = dict(
+        provider="megatron",
+        mode="backward",
+        seq=2048,
+        batch=4,
+        ffn=8192,
+        dtype="bf16",
+        ms=seed_ms,
+        device_slug="nvidia-h100-80gb-hbm3",
+        observed=OBSERVED,
+        versions={
+            "torch_version": "2.11.0+cu130",
+            "liger_version": "0.8.1",
+            "fastglu_version": None,
+        },
+        protocol_obj=records.protocol("backward"),
+        environment_obj=records.environment(
+            records.gpu_hardware("NVIDIA H100 80GB HBM3", 85_045_870_592, (9, 0)),
+            {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": None},
+            "nvidia-h100-80gb-hbm3",
+            "NVIDIA H100 80GB HBM3",
+        ),
+    )
     args.update(overrides)
     return records.run_record(**args)
 
@@ -48,11 +66,15 @@ def key_diffs(ours, theirs, path=()):
         if path in OPEN_MAPS:
             return []
         diffs = [path + (k,) for k in set(ours) ^ set(theirs)]
-        return diffs + [d for k in set(ours) & set(theirs) for d in key_diffs(ours[k], theirs[k], path + (k,))]
+        return diffs + [
+            d for k in set(ours) & set(theirs) for d in key_diffs(ours[k], theirs[k], path + (k,))
+        ]
     if isinstance(theirs, list):
         if not isinstance(ours, list) or len(ours) != len(theirs):
             return [path]
-        return [d for i, (o, t) in enumerate(zip(ours, theirs)) for d in key_diffs(o, t, path + (i,))]
+        return [
+            d for i, (o, t) in enumerate(zip(ours, theirs)) for d in key_diffs(o, t, path + (i,))
+        ]
     return [path] if isinstance(ours, (dict, list)) else []
 
 
@@ -68,10 +90,13 @@ def test_record_reproduces_the_seed_run_fields(seed):
         assert ours["spec"][key] == theirs["spec"][key], key
     native, seed_native = ours["spec"]["sourceNative"], theirs["spec"]["sourceNative"]
     assert native["source"] == "fastglu-bench"
-    assert {k: native[k] for k in ("metrics", "benchmark", "externalId")} == \
-           {k: seed_native[k] for k in ("metrics", "benchmark", "externalId")}
+    assert {k: native[k] for k in ("metrics", "benchmark", "externalId")} == {
+        k: seed_native[k] for k in ("metrics", "benchmark", "externalId")
+    }
     assert ours["metadata"]["title"] == theirs["metadata"]["title"]
-    assert ours["metadata"]["name"] == "fastglu-" + theirs["metadata"]["name"].removeprefix("liger-")
+    assert ours["metadata"]["name"] == "fastglu-" + theirs["metadata"]["name"].removeprefix(
+        "liger-"
+    )
     assert ours["metadata"]["labels"] == {"torch_version": "2.11.0+cu130", "liger_version": "0.8.1"}
 
 
@@ -94,7 +119,11 @@ def test_protocol_and_environment_follow_the_seed(seed):
 
 def test_gpu_hardware_without_memory_in_the_name():
     assert records.gpu_hardware("NVIDIA H200", int(139.8 * 2**30), (9, 0)) == {
-        "vendor": "nvidia", "product": "NVIDIA H200", "formFactor": "140GB", "architecture": "sm_90"}
+        "vendor": "nvidia",
+        "product": "NVIDIA H200",
+        "formFactor": "140GB",
+        "architecture": "sm_90",
+    }
 
 
 def test_gpu_slug():
@@ -120,22 +149,47 @@ def test_record_digests_cover_their_objects():
     assert spec["protocolDigest"] == records.digest(record["protocol"])
     assert spec["environmentDigest"] == records.digest(record["environment"])
     assert spec["workloadDigest"] == records.digest(
-        {"op": "swiglu", "layout": "megatron", "S": 2048, "B": 4, "F": 8192, "dtype": "bf16", "mode": "backward"})
+        {
+            "op": "swiglu",
+            "layout": "megatron",
+            "S": 2048,
+            "B": 4,
+            "F": 8192,
+            "dtype": "bf16",
+            "mode": "backward",
+        }
+    )
     assert spec["implementationDigest"] == records.digest(
-        {"provider": "megatron", "versions": {"torch_version": "2.11.0+cu130", "liger_version": "0.8.1"}})
+        {
+            "provider": "megatron",
+            "versions": {"torch_version": "2.11.0+cu130", "liger_version": "0.8.1"},
+        }
+    )
     for digest in ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest"):
         assert spec[digest].startswith("sha256:") and len(spec[digest]) == 7 + 64
 
 
-@pytest.mark.parametrize("overrides, changed", [
-    ({"ffn": 4096}, "workloadDigest"),
-    ({"dtype": "fp16"}, "workloadDigest"),
-    ({"protocol_obj": records.protocol("backward", rep=20)}, "protocolDigest"),
-    ({"environment_obj": records.environment(records.gpu_hardware("NVIDIA H200", 150 * 10**9, (9, 0)), {},
-                                             "nvidia-h200", "NVIDIA H200")}, "environmentDigest"),
-    ({"provider": "liger"}, "implementationDigest"),
-    ({"versions": {"torch_version": "2.12.0"}}, "implementationDigest"),
-])
+@pytest.mark.parametrize(
+    "overrides, changed",
+    [
+        ({"ffn": 4096}, "workloadDigest"),
+        ({"dtype": "fp16"}, "workloadDigest"),
+        ({"protocol_obj": records.protocol("backward", rep=20)}, "protocolDigest"),
+        (
+            {
+                "environment_obj": records.environment(
+                    records.gpu_hardware("NVIDIA H200", 150 * 10**9, (9, 0)),
+                    {},
+                    "nvidia-h200",
+                    "NVIDIA H200",
+                )
+            },
+            "environmentDigest",
+        ),
+        ({"provider": "liger"}, "implementationDigest"),
+        ({"versions": {"torch_version": "2.12.0"}}, "implementationDigest"),
+    ],
+)
 def test_digests_change_with_content(overrides, changed):
     base, other = make_record()["run"]["spec"], make_record(**overrides)["run"]["spec"]
     digests = ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest")
@@ -154,8 +208,10 @@ def test_floor_matches_the_peers_file():
 
 
 def test_record_filename():
-    assert records.record_filename("fastglu", "bwd_only", 2048, 4, 8192, "bf16") == \
-        "bwd_only_fastglu_batch4-ffn8192-seq2048-bf16.json"
+    assert (
+        records.record_filename("fastglu", "bwd_only", 2048, 4, 8192, "bf16")
+        == "bwd_only_fastglu_batch4-ffn8192-seq2048-bf16.json"
+    )
 
 
 def test_liger_csv_has_ligers_columns_and_one_row_per_record(tmp_path):
@@ -163,19 +219,49 @@ def test_liger_csv_has_ligers_columns_and_one_row_per_record(tmp_path):
 
     from fastglu.bench.swiglu import LIGER_COLUMNS, write_liger_csv
 
-    rows = [{"provider": p, "mode": "backward", "ffn": 8192, "dtype": "bf16", "ms": [1.0, 0.9, 1.1],
-             "versions": {"liger_version": "0.8.5"} if p == "liger" else {}} for p in ("fastglu", "liger")]
+    rows = [
+        {
+            "provider": p,
+            "mode": "backward",
+            "ffn": 8192,
+            "dtype": "bf16",
+            "ms": [1.0, 0.9, 1.1],
+            "versions": {"liger_version": "0.8.5"} if p == "liger" else {},
+        }
+        for p in ("fastglu", "liger")
+    ]
     path = tmp_path / "all_benchmark_data.csv"
     write_liger_csv(path, rows, "NVIDIA H200", 2048, 4)
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        assert reader.fieldnames == LIGER_COLUMNS == [
-            "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
-            "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80", "extra_benchmark_config_str",
-            "gpu_name", "timestamp", "liger_version"]
+        assert (
+            reader.fieldnames
+            == LIGER_COLUMNS
+            == [
+                "kernel_name",
+                "kernel_provider",
+                "kernel_operation_mode",
+                "metric_name",
+                "metric_unit",
+                "x_name",
+                "x_label",
+                "x_value",
+                "y_value_50",
+                "y_value_20",
+                "y_value_80",
+                "extra_benchmark_config_str",
+                "gpu_name",
+                "timestamp",
+                "liger_version",
+            ]
+        )
         got = list(reader)
     assert [r["kernel_provider"] for r in got] == ["fastglu", "liger"]
-    assert got[1]["liger_version"] == "0.8.5" and got[0]["x_value"] == "8192" and got[0]["y_value_50"] == "1.0"
+    assert (
+        got[1]["liger_version"] == "0.8.5"
+        and got[0]["x_value"] == "8192"
+        and got[0]["y_value_50"] == "1.0"
+    )
     assert json.loads(got[0]["extra_benchmark_config_str"]) == {"S": 2048, "B": 4, "dtype": "bf16"}
 
 
@@ -186,16 +272,35 @@ def test_variants_readme_table_keeps_what_a_failing_provider_measured():
     from fastglu.bench.variants import readme_table
 
     def mode(ms, floor=0.1):
-        return {"ms": ms, "ms_20": ms, "ms_80": ms, "bytes": 1, "floor_ms": floor, "ratio_to_floor": ms / floor}
+        return {
+            "ms": ms,
+            "ms_20": ms,
+            "ms_80": ms,
+            "bytes": 1,
+            "floor_ms": floor,
+            "ratio_to_floor": ms / floor,
+        }
 
     base = {"variant": "v", "S": 2, "B": 1, "F": 4, "dtype": "bf16"}
-    rows = [dict(base, provider="a", err_fwd=1e-3, err_dx=2e-3, forward=mode(0.12), bwd_only=mode(0.2)),
-            dict(base, provider="b", err_fwd=3e-3, err_dx=4e-3, forward=mode(0.11), error="RuntimeError('x')"),
-            dict(base, provider="c", error="ImportError('y')")]
+    rows = [
+        dict(base, provider="a", err_fwd=1e-3, err_dx=2e-3, forward=mode(0.12), bwd_only=mode(0.2)),
+        dict(
+            base,
+            provider="b",
+            err_fwd=3e-3,
+            err_dx=4e-3,
+            forward=mode(0.11),
+            error="RuntimeError('x')",
+        ),
+        dict(base, provider="c", error="ImportError('y')"),
+    ]
     data = {"meta": {"gpu": "G", "copy_bandwidth_bytes_per_s": 4e12}, "rows": rows}
     lines = readme_table(data, "src.json").splitlines()
     assert lines[-3] == "| v | a | 0.1200 (1.20x) | **0.2000 (2.00x)** | 1.0e-03, 2.0e-03 |"
-    assert lines[-2] == "| v | b | **0.1100 (1.10x)** | failed | 3.0e-03, 4.0e-03; `RuntimeError('x')` |"
+    assert (
+        lines[-2]
+        == "| v | b | **0.1100 (1.10x)** | failed | 3.0e-03, 4.0e-03; `RuntimeError('x')` |"
+    )
     assert lines[-1] == "| v | c | failed | failed | `ImportError('y')` |"
 
 

@@ -21,13 +21,11 @@ import math
 
 import pytest
 import torch
+from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
 
 import fastglu
-from fastglu.ops import glu_bwd, glu_fwd
-
 from fastglu import ops as G  # noqa: E402
-
-from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
+from fastglu.ops import glu_bwd, glu_fwd
 
 FP8 = torch.float8_e4m3fn
 FP8_MODES = [True, "per_row", "per_tensor"]
@@ -48,13 +46,16 @@ def planted(dtype, device, c, rows=64, F=48, interleaved=False, extra=()):
     x = randn(rows, 2 * F, dtype=dtype, device=device)
     ce = torch.tensor([c], dtype=torch.float32).to(dtype)
     ib = {2: torch.int16, 4: torch.int32}[ce.element_size()]
-    up, down = (ce.view(ib) + 1).view(dtype), (ce.view(ib) - 1).view(dtype)  # the neighbours in dtype (c > 0)
+    up, down = (
+        (ce.view(ib) + 1).view(dtype),
+        (ce.view(ib) - 1).view(dtype),
+    )  # the neighbours in dtype (c > 0)
     edges = torch.cat([ce, up, down, -ce, -up, -down])
     vals = torch.cat([edges, torch.tensor(extra, dtype=torch.float32).to(dtype)]).to(device)
     g, u = split(x, interleaved)
     g[:, : vals.numel()] = vals
     u[:, : vals.numel()] = vals
-    u[:, vals.numel(): 2 * vals.numel()] = vals.flip(0)
+    u[:, vals.numel() : 2 * vals.numel()] = vals.flip(0)
     return x
 
 
@@ -62,9 +63,13 @@ def assert_mask(dx, mask, ref):
     """dx is 0 wherever torch.clamp's gradient is (exactly), and nonzero wherever it passes and the
     reference is not (near) 0 (an uncut element's gradient can vanish by itself: up + offset = 0)."""
     cut = ~mask
-    assert (dx[cut] == 0).all(), f"{int((dx[cut] != 0).sum())} gradients pass where torch.clamp's are 0"
+    assert (dx[cut] == 0).all(), (
+        f"{int((dx[cut] != 0).sum())} gradients pass where torch.clamp's are 0"
+    )
     live = mask & (ref.abs() > 1e-3 * ref.abs().max()).to(mask.device)
-    assert (dx[live] != 0).all(), f"{int((dx[live] == 0).sum())} gradients are 0 where torch.clamp's pass"
+    assert (dx[live] != 0).all(), (
+        f"{int((dx[live] == 0).sum())} gradients are 0 where torch.clamp's pass"
+    )
     assert live.sum() > mask.sum() // 2
 
 
@@ -83,7 +88,8 @@ ENTRIES = {
     "glu-interleaved": lambda x, c: fastglu.glu(x, "silu", clamp_value=c, interleaved=True),
     "glu_mul": lambda x, c: fastglu.glu_mul(*x.chunk(2, -1), "gelu_tanh", clamp_value=c),
     "weighted_bias_quick_geglu_impl": lambda x, c: fastglu.weighted_bias_quick_geglu_impl(
-        x, None, torch.ones(x.shape[0], 1, device=x.device), False, 1.0, c),
+        x, None, torch.ones(x.shape[0], 1, device=x.device), False, 1.0, c
+    ),
     "bias_swiglu_impl": lambda x, c: fastglu.bias_swiglu_impl(x, None, False, False, c),
 }
 OPTS = {
@@ -107,8 +113,12 @@ def test_clamp_bound_is_torch_clamps_in_the_input_dtype(entry, dtype, device):
     x = planted(dtype, device, c, interleaved=il)
     dy = randn(x.shape[0], x.shape[-1] // 2, dtype=dtype, device=device)
     y, dx = grads(lambda t: ENTRIES[entry](t, c), x, dy)
-    ry, rdg, rdu, _, _ = reference(*split(x, il), dy, clamp_value=c, **{k: v for k, v in OPTS[entry].items()
-                                                                         if k != "interleaved"})
+    ry, rdg, rdu, _, _ = reference(
+        *split(x, il),
+        dy,
+        clamp_value=c,
+        **{k: v for k, v in OPTS[entry].items() if k != "interleaved"},
+    )
     assert_mask(dx, torch_mask(x, c, il), merge(rdg, rdu, il))
     assert rel_err(y, ry) <= TOL[dtype]
     assert rel_err(dx, merge(rdg, rdu, il)) <= TOL[dtype]
@@ -144,19 +154,27 @@ def fp8_call(layout, mode, c):
     # no offset: an uncut up stored as -lo (-1.0 under clamp 1.1) would zero up + 1 where Megatron's
     # cast does not, and the mask check below could not tell that from a cut
     if layout == "split":  # Megatron's GPT-OSS entry point
-        return lambda t: fastglu.weighted_bias_quick_geglu_impl(t, None, torch.ones(t.shape[0], 1, device=t.device),
-                                                                mode, 0.0, c)
+        return lambda t: fastglu.weighted_bias_quick_geglu_impl(
+            t, None, torch.ones(t.shape[0], 1, device=t.device), mode, 0.0, c
+        )
     if layout == "interleaved":
-        return lambda t: fastglu.glu(t, "quick_gelu", clamp_value=c, interleaved=True, fp8_input_store=mode)
-    return lambda t: fastglu.glu_mul(*t.chunk(2, -1), "quick_gelu", clamp_value=c, fp8_input_store=mode)
+        return lambda t: fastglu.glu(
+            t, "quick_gelu", clamp_value=c, interleaved=True, fp8_input_store=mode
+        )
+    return lambda t: fastglu.glu_mul(
+        *t.chunk(2, -1), "quick_gelu", clamp_value=c, fp8_input_store=mode
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["split", "interleaved", "two"])
 @pytest.mark.parametrize("mode", FP8_MODES, ids=str)
-@pytest.mark.parametrize("c, extra", [(7.0, (7.125, 7.2, 6.9, 7.0)), (6.9, (6.95, 6.9, 6.8)), (1.1, (1.07, 1.12))],
-                         ids=["c=7", "c=6.9", "c=1.1"])
+@pytest.mark.parametrize(
+    "c, extra",
+    [(7.0, (7.125, 7.2, 6.9, 7.0)), (6.9, (6.95, 6.9, 6.8)), (1.1, (1.07, 1.12))],
+    ids=["c=7", "c=6.9", "c=1.1"],
+)
 def test_fp8_store_cuts_exactly_where_the_clamp_did(c, extra, mode, layout, dtype, device):
     """The gradient through the fp8 saved input is zero exactly where torch.clamp's is on the
     full-precision input (e4m3 rounds 7.125 and 7.2 onto 7.0, and 6.9 beyond 6.9), and near
@@ -169,9 +187,12 @@ def test_fp8_store_cuts_exactly_where_the_clamp_did(c, extra, mode, layout, dtyp
     mask = torch_mask(x, c, il)
     ce = torch.tensor(c, dtype=torch.float32).to(dtype).item()
     g, u = split(x, il)
-    _, rdg, rdu, _, _ = reference(g.clamp(max=ce).to(FP8).to(dtype) if mode is True else g.clamp(max=ce),
-                                  u.clamp(-ce, ce).to(FP8).to(dtype) if mode is True else u.clamp(-ce, ce), dy,
-                                  activation="quick_gelu")
+    _, rdg, rdu, _, _ = reference(
+        g.clamp(max=ce).to(FP8).to(dtype) if mode is True else g.clamp(max=ce),
+        u.clamp(-ce, ce).to(FP8).to(dtype) if mode is True else u.clamp(-ce, ce),
+        dy,
+        activation="quick_gelu",
+    )
     ref = merge(rdg, rdu, il) * mask.to(torch.float64)
     assert_mask(dx, mask, ref)
     # every row has its edges planted, which the copy keeps one e4m3 step inside the bound where
@@ -213,11 +234,25 @@ def test_compile_paths_fp8_copy_is_the_kernels(c, layout, dtype, device):
     p = G.glu_params("quick_gelu", clamp_value=c, glu_linear_offset=1.0, interleaved=il)
     saved = torch.empty(x.shape, dtype=FP8, device=device)
     if layout == "two":
-        glu_fwd(x[:, :F], x[:, F:], activation="quick_gelu", clamp_value=c, glu_linear_offset=1.0, saved_fp8=saved)
+        glu_fwd(
+            x[:, :F],
+            x[:, F:],
+            activation="quick_gelu",
+            clamp_value=c,
+            glu_linear_offset=1.0,
+            saved_fp8=saved,
+        )
         a, b = G._fp8_cast(p, x[:, :F], x[:, F:], "glu")
         ops = torch.cat((a, b), -1)
     else:
-        glu_fwd(x, activation="quick_gelu", clamp_value=c, glu_linear_offset=1.0, interleaved=il, saved_fp8=saved)
+        glu_fwd(
+            x,
+            activation="quick_gelu",
+            clamp_value=c,
+            glu_linear_offset=1.0,
+            interleaved=il,
+            saved_fp8=saved,
+        )
         ops = G._fp8_cast(p, x, None, "glu")[0]
     got, want = saved.view(torch.uint8).cpu(), ops.view(torch.uint8).cpu()
     nan = ((got & 0x7F) == 0x7F) & ((want & 0x7F) == 0x7F)
@@ -228,27 +263,46 @@ def test_compile_paths_fp8_copy_is_the_kernels(c, layout, dtype, device):
 # ---- 3. clamps the dtype cannot hold ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("call", [
-    lambda x, c: fastglu.glu(x, clamp_value=c),
-    lambda x, c: fastglu.glu_mul(*x.chunk(2, -1), clamp_value=c),
-    lambda x, c: fastglu.bias_swiglu_impl(x, None, False, False, c),
-    lambda x, c: fastglu.weighted_bias_quick_geglu_impl(x, None, torch.ones(x.shape[0], 1), False, 1.0, c),
-    lambda x, c: glu_fwd(x, clamp_value=c),
-    lambda x, c: glu_bwd(x[:, :2], x, clamp_value=c),
-    pytest.param(lambda x, c: torch.ops.fastglu.glu_fwd(x, None, None, None, 0, 0, c, 0.0, 1.0, 1.0),
-                 marks=pytest.mark.skipif(not fastglu.library.SUPPORTED, reason="no torch.library ops")),
-], ids=["glu", "glu_mul", "bias_swiglu_impl", "weighted_bias_quick_geglu_impl", "glu_fwd", "glu_bwd",
-        "torch.ops.fastglu.glu_fwd"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, c: fastglu.glu(x, clamp_value=c),
+        lambda x, c: fastglu.glu_mul(*x.chunk(2, -1), clamp_value=c),
+        lambda x, c: fastglu.bias_swiglu_impl(x, None, False, False, c),
+        lambda x, c: fastglu.weighted_bias_quick_geglu_impl(
+            x, None, torch.ones(x.shape[0], 1), False, 1.0, c
+        ),
+        lambda x, c: glu_fwd(x, clamp_value=c),
+        lambda x, c: glu_bwd(x[:, :2], x, clamp_value=c),
+        pytest.param(
+            lambda x, c: torch.ops.fastglu.glu_fwd(x, None, None, None, 0, 0, c, 0.0, 1.0, 1.0),
+            marks=pytest.mark.skipif(not fastglu.library.SUPPORTED, reason="no torch.library ops"),
+        ),
+    ],
+    ids=[
+        "glu",
+        "glu_mul",
+        "bias_swiglu_impl",
+        "weighted_bias_quick_geglu_impl",
+        "glu_fwd",
+        "glu_bwd",
+        "torch.ops.fastglu.glu_fwd",
+    ],
+)
 def test_clamp_that_rounds_to_zero_or_overflows_is_refused(call):
     x = randn(3, 4, dtype=torch.float32, device="cpu")
-    with pytest.raises(ValueError, match=r"clamp_value = 1e-46 is positive but rounds to 0 in float32"):
+    with pytest.raises(
+        ValueError, match=r"clamp_value = 1e-46 is positive but rounds to 0 in float32"
+    ):
         call(x, 1e-46)
     with pytest.raises(ValueError, match=r"clamp_value = 1e\+300 is beyond the float32 range"):
         call(x, 1e300)
     h = x.to(torch.float16)
     with pytest.raises(ValueError, match=r"clamp_value = 1e-10 rounds to 0 in float16"):
         call(h, 1e-10)
-    with pytest.raises(ValueError, match=r"clamp_value = 70000 is beyond the largest finite float16"):
+    with pytest.raises(
+        ValueError, match=r"clamp_value = 70000 is beyond the largest finite float16"
+    ):
         call(h, 70000.0)
     b = x.to(torch.bfloat16)
     with pytest.raises(ValueError, match=r"clamp_value = 1\.4013e-45 rounds to 0 in bfloat16"):
@@ -260,15 +314,26 @@ def test_clamp_that_rounds_to_zero_or_overflows_is_refused(call):
 def test_fp8_store_with_a_clamp_of_448_or_more_is_refused(mode):
     x = randn(3, 8, dtype=torch.bfloat16, device="cpu", scale=100.0).requires_grad_()
     for c in (448.0, 1000.0, 447.0):  # 447 is 448 in bf16
-        with pytest.raises(ValueError, match=rf"clamp_value = {c} \([0-9.]+ in torch\.bfloat16\) with "
-                                             rf"fp8_input_store={mode!r}: .*below 448"):
+        with pytest.raises(
+            ValueError,
+            match=rf"clamp_value = {c} \([0-9.]+ in torch\.bfloat16\) with "
+            rf"fp8_input_store={mode!r}: .*below 448",
+        ):
             fastglu.glu(x, clamp_value=c, fp8_input_store=mode)
     fastglu.glu(x.float(), clamp_value=447.0, fp8_input_store=mode).sum().backward()  # 447 in fp32
-    fastglu.glu(x, clamp_value=math.inf, fp8_input_store=mode).sum().backward()  # cuts nothing: the plain cast
+    fastglu.glu(
+        x, clamp_value=math.inf, fp8_input_store=mode
+    ).sum().backward()  # cuts nothing: the plain cast
 
 
-@pytest.mark.parametrize("dtype, c", [(torch.float32, 3.4028235e38 * (1 + 1e-8)), (torch.float16, 65510.0),
-                                      (torch.bfloat16, 3.39e38)])
+@pytest.mark.parametrize(
+    "dtype, c",
+    [
+        (torch.float32, 3.4028235e38 * (1 + 1e-8)),
+        (torch.float16, 65510.0),
+        (torch.bfloat16, 3.39e38),
+    ],
+)
 def test_a_clamp_above_the_dtypes_largest_value_is_refused_where_it_would_round_down(dtype, c):
     """torch.clamp refuses a bound above the dtype's largest finite value, even one that rounds
     down to it; so does fastglu."""

@@ -7,17 +7,22 @@ eager mode on the same weights and fresh random inputs, or with a float64 refere
 
 import pytest
 import torch
+from swiglu_reference import ref_bwd, ref_fwd, rel_err
 from torch._dynamo.utils import counters
 
 import fastglu
 from fastglu import library
-from swiglu_reference import ref_bwd, ref_fwd, rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
-pytestmark = pytest.mark.skipif(not library.SUPPORTED, reason="torch.library's Python registration API is missing")
+pytestmark = pytest.mark.skipif(
+    not library.SUPPORTED, reason="torch.library's Python registration API is missing"
+)
 
 
 def randn(*shape, dtype=torch.float32, device="cpu"):
@@ -91,8 +96,11 @@ def test_opcheck(kind, dtype):
     torch.library.opcheck(library.swiglu_bwd, (dy_expanded, x.detach()))
     # swiglu_bwd with inputs requiring grad: everything but the double backward that AOT dispatch
     # tests (it raises by design, test_double_backward_through_the_ops_raises).
-    torch.library.opcheck(library.swiglu_bwd, (dy.requires_grad_(), x.detach().requires_grad_()),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    torch.library.opcheck(
+        library.swiglu_bwd,
+        (dy.requires_grad_(), x.detach().requires_grad_()),
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
 
 
 @pytest.mark.parametrize("shape", [(6, 2 * 5), (2, 3, 2 * 7), (0, 8), (2, 0, 8)])
@@ -106,10 +114,22 @@ def test_fake_and_meta_shapes_strides_dtypes(shape):
         meta = torch.empty(shape, dtype=dtype, device="meta")
         with FakeTensorMode() as mode:
             fake = mode.from_tensor(real)
-            outs = [(torch.ops.fastglu.swiglu_fwd(fake), y_real),
-                    (torch.ops.fastglu.swiglu_bwd(torch.empty(y_real.shape, dtype=dtype), fake), dx_real)]
-        outs += [(torch.ops.fastglu.swiglu_fwd(meta), y_real),
-                 (torch.ops.fastglu.swiglu_bwd(torch.empty(y_real.shape, dtype=dtype, device="meta"), meta), dx_real)]
+            outs = [
+                (torch.ops.fastglu.swiglu_fwd(fake), y_real),
+                (
+                    torch.ops.fastglu.swiglu_bwd(torch.empty(y_real.shape, dtype=dtype), fake),
+                    dx_real,
+                ),
+            ]
+        outs += [
+            (torch.ops.fastglu.swiglu_fwd(meta), y_real),
+            (
+                torch.ops.fastglu.swiglu_bwd(
+                    torch.empty(y_real.shape, dtype=dtype, device="meta"), meta
+                ),
+                dx_real,
+            ),
+        ]
         for got, want in outs:
             assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
 
@@ -123,10 +143,13 @@ def test_fake_implementation_rejects_what_the_kernels_reject():
     with pytest.raises(TypeError, match="dtype torch.float64"):
         torch.ops.fastglu.swiglu_fwd(torch.empty(4, 8, dtype=torch.float64, device="meta"))
     with pytest.raises(ValueError, match="dy has shape"):
-        torch.ops.fastglu.swiglu_bwd(torch.empty(4, 3, device="meta"), torch.empty(4, 8, device="meta"))
+        torch.ops.fastglu.swiglu_bwd(
+            torch.empty(4, 3, device="meta"), torch.empty(4, 8, device="meta")
+        )
     with pytest.raises(TypeError, match="dy has dtype"):
-        torch.ops.fastglu.swiglu_bwd(torch.empty(4, 4, dtype=torch.float16, device="meta"),
-                                     torch.empty(4, 8, device="meta"))
+        torch.ops.fastglu.swiglu_bwd(
+            torch.empty(4, 4, dtype=torch.float16, device="meta"), torch.empty(4, 8, device="meta")
+        )
     # the real kernels, called through the op, raise the same errors as fastglu.ops
     with pytest.raises(ValueError, match="swiglu_fwd: input's last dimension"):
         torch.ops.fastglu.swiglu_fwd(torch.randn(4, 7))
@@ -201,7 +224,9 @@ def test_graph_break_count_zero_with_explain():
     explanation = torch._dynamo.explain(model)(randn(7, 32))
     assert explanation.graph_break_count == 0 and explanation.graph_count == 1
     # the 2D [tokens, hidden] form and bias_swiglu_impl (Megatron's call) too
-    explanation = torch._dynamo.explain(lambda h: fastglu.bias_swiglu_impl(h, None))(randn(4, 3, 2 * 48))
+    explanation = torch._dynamo.explain(lambda h: fastglu.bias_swiglu_impl(h, None))(
+        randn(4, 3, 2 * 48)
+    )
     assert explanation.graph_break_count == 0
 
 
@@ -217,11 +242,14 @@ def test_compiled_graph_calls_the_registered_ops():
         def compiler(gm, example_inputs):
             graphs[name].append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
             return make_boxed_func(gm.forward)
+
         return compiler
 
     def backend(gm, example_inputs):
         graphs["dynamo"].append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
-        return aot_module_simplified(gm, example_inputs, fw_compiler=record("forward"), bw_compiler=record("backward"))
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=record("forward"), bw_compiler=record("backward")
+        )
 
     torch._dynamo.reset()
     model = MLP(16, 24)
@@ -242,10 +270,14 @@ def test_dynamic_shapes_compile_once():
         x = randn(tokens, 16)
         probe[tokens] = torch.randn(tokens, 16)
         if compiled is None:
-            compiled = compile_and_compare(model, x, probe[tokens], backend="aot_eager", dynamic=True)
+            compiled = compile_and_compare(
+                model, x, probe[tokens], backend="aot_eager", dynamic=True
+            )
             continue
         got, want = run_block(compiled, x, probe[tokens]), run_block(model, x, probe[tokens])
-        assert rel_err(got[0], want[0]) <= 1e-5 and all(rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2]))
+        assert rel_err(got[0], want[0]) <= 1e-5 and all(
+            rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2])
+        )
     assert counters["stats"]["unique_graphs"] == 1
 
 
@@ -300,7 +332,9 @@ def _register_example_variant():
         return ops.swiglu_bwd(dy, input, fn="example_scaled_swiglu_bwd").mul_(scale)
 
     def fwd_fake(input, scale):
-        return library.glu_output_like(input, library.check_glu_meta(input, "example_scaled_swiglu_fwd"))
+        return library.glu_output_like(
+            input, library.check_glu_meta(input, "example_scaled_swiglu_fwd")
+        )
 
     def bwd_fake(dy, input, scale):
         library.check_glu_meta(input, "example_scaled_swiglu_bwd")
@@ -312,22 +346,35 @@ def _register_example_variant():
 
     def backward(ctx, dy):
         fastglu.ops.refuse_create_graph("example_scaled_swiglu")
-        return torch.ops.fastglu.example_scaled_swiglu_bwd(dy, ctx.saved_tensors[0], ctx.scale), None
+        return torch.ops.fastglu.example_scaled_swiglu_bwd(
+            dy, ctx.saved_tensors[0], ctx.scale
+        ), None
 
     library.register_glu_ops(
         "example_scaled_swiglu",
         fwd_schema="(Tensor input, float scale) -> Tensor",
         bwd_schema="(Tensor dy, Tensor input, float scale) -> Tensor",
-        fwd_impl=fwd, bwd_impl=bwd, fwd_fake=fwd_fake, bwd_fake=bwd_fake,
-        setup_context=setup_context, backward=backward,
-        dtensor_fwd=library.glu_dtensor_rule("example_scaled_swiglu_fwd", input_arg=0, out_width=lambda w: w // 2),
-        dtensor_bwd=library.glu_dtensor_rule("example_scaled_swiglu_bwd", input_arg=1, dy_arg=0, out_width=lambda w: w),
+        fwd_impl=fwd,
+        bwd_impl=bwd,
+        fwd_fake=fwd_fake,
+        bwd_fake=bwd_fake,
+        setup_context=setup_context,
+        backward=backward,
+        dtensor_fwd=library.glu_dtensor_rule(
+            "example_scaled_swiglu_fwd", input_arg=0, out_width=lambda w: w // 2
+        ),
+        dtensor_bwd=library.glu_dtensor_rule(
+            "example_scaled_swiglu_bwd", input_arg=1, dy_arg=0, out_width=lambda w: w
+        ),
     )
 
 
 def test_registration_helper_serves_a_variant():
     _register_example_variant()
-    op_fwd, op_bwd = torch.ops.fastglu.example_scaled_swiglu_fwd.default, torch.ops.fastglu.example_scaled_swiglu_bwd.default
+    op_fwd, op_bwd = (
+        torch.ops.fastglu.example_scaled_swiglu_fwd.default,
+        torch.ops.fastglu.example_scaled_swiglu_bwd.default,
+    )
     x = randn(6, 2 * 40)
     dy = randn(6, 40)
     torch.library.opcheck(op_fwd, (x.clone().requires_grad_(), 0.5))
@@ -343,4 +390,6 @@ def test_registration_helper_serves_a_variant():
     ref.load_state_dict(model.state_dict())
     x = randn(5, 16)
     got, want = run_block(model, x, probe), run_block(ref, x.double(), probe.double())
-    assert rel_err(got[0], want[0]) <= 1e-5 and all(rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2]))
+    assert rel_err(got[0], want[0]) <= 1e-5 and all(
+        rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2])
+    )

@@ -12,19 +12,24 @@ CPU in CI (inductor's C++ backend and aot_eager); CUDA on a GPU machine (skipped
 import pytest
 import torch
 import torch.nn.functional as F_
+from swiglu_reference import rel_err
 from torch._dynamo.utils import counters
 
 import fastglu
 from fastglu import library
-from swiglu_reference import rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 ACT = {"silu": 0, "gelu_tanh": 1, "quick_gelu": 2}
 SPLIT, INTERLEAVED = 0, 1
 
-pytestmark = pytest.mark.skipif(not library.SUPPORTED, reason="torch.library's Python registration API is missing")
+pytestmark = pytest.mark.skipif(
+    not library.SUPPORTED, reason="torch.library's Python registration API is missing"
+)
 
 
 # ---- the float64 reference ----------------------------------------------------------------------
@@ -38,8 +43,19 @@ def act64(name, z):
     return z * torch.sigmoid(1.702 * z)
 
 
-def ref_glu(x, up=None, *, activation="silu", bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
-            gate_multiplier=1.0, down_multiplier=1.0, interleaved=False):
+def ref_glu(
+    x,
+    up=None,
+    *,
+    activation="silu",
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+):
     """include/fastglu.h's forward with torch ops in x's dtype (float64 in the tests), differentiable:
     y = m_d * w * act(m_g * (g' + b_gate)) * (u' + b_up + o), g' = min(g, c), u' = clamp(u, -c, c)."""
     if up is not None:
@@ -88,7 +104,11 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         h = (self.gate_proj(x), self.up_proj(x)) if self.two else self.fc1(x)
-        probs = torch.sigmoid(self.router(x.to(self.router.weight.dtype))) if self.router is not None else None
+        probs = (
+            torch.sigmoid(self.router(x.to(self.router.weight.dtype)))
+            if self.router is not None
+            else None
+        )
         return self.fc2(self.act(h, self.bias, probs))
 
 
@@ -97,6 +117,7 @@ def _ref(**opts):
         if isinstance(h, tuple):
             return ref_glu(h[0], h[1], bias=b, weights=w, **opts).to(h[0].dtype)
         return ref_glu(h, bias=b, weights=w, **opts).to(h.dtype)
+
     return act
 
 
@@ -104,40 +125,86 @@ def _ref(**opts):
 CASES = {
     "bias_swiglu_impl-bias-clamp": (
         lambda h, b, w: fastglu.bias_swiglu_impl(h, b, clamp_value=CLAMP),
-        _ref(clamp_value=CLAMP), dict(bias=True), True, True),
+        _ref(clamp_value=CLAMP),
+        dict(bias=True),
+        True,
+        True,
+    ),
     "weighted_bias_swiglu_impl-fp32-weights": (
         lambda h, b, w: fastglu.weighted_bias_swiglu_impl(h, None, w),
-        _ref(), dict(router=True), False, True),
+        _ref(),
+        dict(router=True),
+        False,
+        True,
+    ),
     "bias_geglu_impl": (
         lambda h, b, w: fastglu.bias_geglu_impl(h, b),
-        _ref(activation="gelu_tanh"), dict(bias=True), True, True),
+        _ref(activation="gelu_tanh"),
+        dict(bias=True),
+        True,
+        True,
+    ),
     "weighted_bias_quick_geglu_impl-bias-weights-offset-clamp": (
-        lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(h, b, w, linear_offset=1.0, clamp_value=CLAMP),
-        _ref(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=CLAMP), dict(bias=True, router=True),
-        False, True),
+        lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(
+            h, b, w, linear_offset=1.0, clamp_value=CLAMP
+        ),
+        _ref(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=CLAMP),
+        dict(bias=True, router=True),
+        False,
+        True,
+    ),
     "glu-interleaved": (
         lambda h, b, w: fastglu.glu(h, interleaved=True, bias=b),
-        _ref(interleaved=True), dict(bias=True), True, True),
+        _ref(interleaved=True),
+        dict(bias=True),
+        True,
+        True,
+    ),
     "silu_mul-multipliers": (
         lambda h, b, w: fastglu.silu_mul(h[0], h[1], gate_multiplier=0.8, down_multiplier=1.25),
-        _ref(gate_multiplier=0.8, down_multiplier=1.25), dict(two=True), True, True),
+        _ref(gate_multiplier=0.8, down_multiplier=1.25),
+        dict(two=True),
+        True,
+        True,
+    ),
     # beyond the plain options: compiled without a graph break too
     "glu_mul-gelu_tanh-bias-weights": (
         lambda h, b, w: fastglu.glu_mul(h[0], h[1], "gelu_tanh", bias=b, weights=w),
-        _ref(activation="gelu_tanh"), dict(two=True, bias=True, router=True), False, True),
+        _ref(activation="gelu_tanh"),
+        dict(two=True, bias=True, router=True),
+        False,
+        True,
+    ),
     "glu-in_place-ignored": (
         lambda h, b, w: fastglu.glu(h, "quick_gelu", bias=b, in_place=True),
-        _ref(activation="quick_gelu"), dict(bias=True), True, True),
+        _ref(activation="quick_gelu"),
+        dict(bias=True),
+        True,
+        True,
+    ),
     "bias_swiglu_impl-fp8_input_store": (
         lambda h, b, w: fastglu.bias_swiglu_impl(h, b, fp8_input_store=True),
-        None, dict(bias=True), True, False),
+        None,
+        dict(bias=True),
+        True,
+        False,
+    ),
     "weighted_bias_quick_geglu_impl-fp8-per_row": (
-        lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(h, b, w, fp8_input_store="per_row",
-                                                               clamp_value=CLAMP),
-        None, dict(bias=True, router=True), False, False),
+        lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(
+            h, b, w, fp8_input_store="per_row", clamp_value=CLAMP
+        ),
+        None,
+        dict(bias=True, router=True),
+        False,
+        False,
+    ),
     "silu_mul-two-tensor-fp8-per_tensor": (
         lambda h, b, w: fastglu.glu_mul(h[0], h[1], fp8_input_store="per_tensor"),
-        None, dict(two=True), True, False),
+        None,
+        dict(two=True),
+        True,
+        False,
+    ),
 }
 REQUIRED = list(CASES)[:6]  # the six of the task; the rest cover in_place and the fp8 store
 
@@ -181,7 +248,13 @@ def assert_close(got, want, tol, same_dtype=True):
     assert len(got[1]) == len(want[1])
     for i, (g, w) in enumerate(zip(got[1], want[1])):
         assert g is not None and w is not None, i
-        assert g.shape == w.shape and (g.dtype == w.dtype or not same_dtype), (i, g.shape, w.shape, g.dtype, w.dtype)
+        assert g.shape == w.shape and (g.dtype == w.dtype or not same_dtype), (
+            i,
+            g.shape,
+            w.shape,
+            g.dtype,
+            w.dtype,
+        )
         assert rel_err(g, w) <= tol, (i, rel_err(g, w))
 
 
@@ -243,13 +316,20 @@ def test_compiled_graphs_call_the_glu_ops():
 
     def record(name):
         def compiler(gm, example_inputs):
-            graphs[name].append([(str(n.target), n.args) for n in gm.graph.nodes if n.op == "call_function"])
+            graphs[name].append(
+                [(str(n.target), n.args) for n in gm.graph.nodes if n.op == "call_function"]
+            )
             return make_boxed_func(gm.forward)
+
         return compiler
 
     def backend(gm, example_inputs):
-        graphs["dynamo"].append([(str(n.target), n.args) for n in gm.graph.nodes if n.op == "call_function"])
-        return aot_module_simplified(gm, example_inputs, fw_compiler=record("forward"), bw_compiler=record("backward"))
+        graphs["dynamo"].append(
+            [(str(n.target), n.args) for n in gm.graph.nodes if n.op == "call_function"]
+        )
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=record("forward"), bw_compiler=record("backward")
+        )
 
     case = "weighted_bias_quick_geglu_impl-bias-weights-offset-clamp"
     model, _, x, probe = make_block(case, torch.float32, "cpu")
@@ -309,12 +389,16 @@ def test_cpu_offload_input_falls_back_to_eager_with_one_graph_break():
 def test_compiled_errors_name_the_tensor():
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"bias has shape \(10,\)"):
-        torch.compile(lambda h, b: fastglu.bias_geglu_impl(h, b), backend="aot_eager", fullgraph=True)(
-            torch.randn(4, 16), torch.randn(10))
+        torch.compile(
+            lambda h, b: fastglu.bias_geglu_impl(h, b), backend="aot_eager", fullgraph=True
+        )(torch.randn(4, 16), torch.randn(10))
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"weights has shape \(5, 1\)"):
-        torch.compile(lambda h, w: fastglu.weighted_bias_swiglu_impl(h, None, w), backend="aot_eager",
-                      fullgraph=True)(torch.randn(4, 16), torch.rand(5, 1))
+        torch.compile(
+            lambda h, w: fastglu.weighted_bias_swiglu_impl(h, None, w),
+            backend="aot_eager",
+            fullgraph=True,
+        )(torch.randn(4, 16), torch.rand(5, 1))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -333,9 +417,15 @@ def test_eager_calls_keep_the_autograd_function(device):
             return func(*args, **(kwargs or {}))
 
     with Spy():
-        outs = [fastglu.glu(x, "gelu_tanh", bias=b), fastglu.glu_mul(g, u), fastglu.silu_mul(g, u),
-                fastglu.bias_swiglu_impl(x, b), fastglu.weighted_bias_swiglu_impl(x, None, w),
-                fastglu.bias_geglu_impl(x, b), fastglu.weighted_bias_quick_geglu_impl(x, b, w)]
+        outs = [
+            fastglu.glu(x, "gelu_tanh", bias=b),
+            fastglu.glu_mul(g, u),
+            fastglu.silu_mul(g, u),
+            fastglu.bias_swiglu_impl(x, b),
+            fastglu.weighted_bias_swiglu_impl(x, None, w),
+            fastglu.bias_geglu_impl(x, b),
+            fastglu.weighted_bias_quick_geglu_impl(x, b, w),
+        ]
     assert not any(c.startswith("fastglu.") for c in calls), calls
     assert type(outs[0].grad_fn).__name__ == "GLUFunctionBackward"
 
@@ -345,6 +435,7 @@ def test_eager_calls_keep_the_autograd_function(device):
 
 def op_case(kind, dtype, device):
     """(forward args, float64 reference options) of one op call: fresh random tensors."""
+
     def r(*s):
         return randn(*s, dtype=dtype, device=device)
 
@@ -354,33 +445,66 @@ def op_case(kind, dtype, device):
     if kind == "2d-plain":
         return (r(7, 2 * 24), None, None, None, *scalars()), {}
     if kind == "3d-bias-fp32-weights":
-        return ((r(3, 5, 2 * 40), None, r(80), torch.rand(3, 5, 1, device=device), *scalars("gelu_tanh")),
-                dict(activation="gelu_tanh"))
+        return (
+            (
+                r(3, 5, 2 * 40),
+                None,
+                r(80),
+                torch.rand(3, 5, 1, device=device),
+                *scalars("gelu_tanh"),
+            ),
+            dict(activation="gelu_tanh"),
+        )
     if kind == "2d-weights-[T]":
-        return ((r(9, 2 * 16), None, None, torch.rand(9, device=device).to(dtype), *scalars("quick_gelu")),
-                dict(activation="quick_gelu"))
+        return (
+            (
+                r(9, 2 * 16),
+                None,
+                None,
+                torch.rand(9, device=device).to(dtype),
+                *scalars("quick_gelu"),
+            ),
+            dict(activation="quick_gelu"),
+        )
     if kind == "two-tensor-bias-weights-multipliers":
-        return ((r(6, 24), r(6, 24), r(48), torch.rand(6, 1, device=device), *scalars(mg=0.5, md=2.0)),
-                dict(gate_multiplier=0.5, down_multiplier=2.0))
+        return (
+            (r(6, 24), r(6, 24), r(48), torch.rand(6, 1, device=device), *scalars(mg=0.5, md=2.0)),
+            dict(gate_multiplier=0.5, down_multiplier=2.0),
+        )
     if kind == "interleaved-bias-clamp-offset":
-        return ((r(8, 2 * 12), None, r(24), None, *scalars("quick_gelu", INTERLEAVED, 1.5, 1.0)),
-                dict(activation="quick_gelu", interleaved=True, clamp_value=1.5, glu_linear_offset=1.0))
+        return (
+            (r(8, 2 * 12), None, r(24), None, *scalars("quick_gelu", INTERLEAVED, 1.5, 1.0)),
+            dict(activation="quick_gelu", interleaved=True, clamp_value=1.5, glu_linear_offset=1.0),
+        )
     if kind == "column-slice-3d-permuted":
-        x = r(9, 2 * 16 + 6)[:, 3:3 + 2 * 16]
+        x = r(9, 2 * 16 + 6)[:, 3 : 3 + 2 * 16]
         return (x, None, r(32), None, *scalars(clamp=2.0)), dict(clamp_value=2.0)
     if kind == "one-element":
         return (r(1, 2), None, r(2), torch.rand(1, 1, device=device), *scalars()), {}
     raise KeyError(kind)
 
 
-OP_KINDS = ["2d-plain", "3d-bias-fp32-weights", "2d-weights-[T]", "two-tensor-bias-weights-multipliers",
-            "interleaved-bias-clamp-offset", "column-slice-3d-permuted", "one-element"]
+OP_KINDS = [
+    "2d-plain",
+    "3d-bias-fp32-weights",
+    "2d-weights-[T]",
+    "two-tensor-bias-weights-multipliers",
+    "interleaved-bias-clamp-offset",
+    "column-slice-3d-permuted",
+    "one-element",
+]
 
 
 def _ref_opts(args):
     x, up, bias, weights, act, layout, clamp, off, mg, md = args
-    return dict(activation={v: k for k, v in ACT.items()}[act], interleaved=layout == INTERLEAVED,
-                clamp_value=clamp, glu_linear_offset=off, gate_multiplier=mg, down_multiplier=md)
+    return dict(
+        activation={v: k for k, v in ACT.items()}[act],
+        interleaved=layout == INTERLEAVED,
+        clamp_value=clamp,
+        glu_linear_offset=off,
+        gate_multiplier=mg,
+        down_multiplier=md,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -415,23 +539,38 @@ def test_opcheck(kind, dtype, device):
     implementation's shapes, strides and dtypes against the real kernels) and AOT dispatch with
     dynamic shapes."""
     args, _ = op_case(kind, dtype, device)
-    grad_args = tuple(t.detach().requires_grad_() if t is not None else None for t in args[:4]) + args[4:]
+    grad_args = (
+        tuple(t.detach().requires_grad_() if t is not None else None for t in args[:4]) + args[4:]
+    )
     torch.library.opcheck(library.glu_fwd, grad_args)
     torch.library.opcheck(library.glu_fwd, args)
     x, up, bias, weights = args[:4]
     y = torch.ops.fastglu.glu_fwd(*args)
     dy = randn(*y.shape, dtype=dtype, device=device)
-    for want_db in ({False, bias is not None}):
-        for want_dw in ({False, weights is not None}):
-            torch.library.opcheck(library.glu_bwd, (dy, x, up, bias, weights, None, *args[4:], want_db, want_dw))
+    for want_db in {False, bias is not None}:
+        for want_dw in {False, weights is not None}:
+            torch.library.opcheck(
+                library.glu_bwd, (dy, x, up, bias, weights, None, *args[4:], want_db, want_dw)
+            )
     dy_t = randn(*dy.shape[::-1], dtype=dtype, device=device).permute(*range(dy.dim() - 1, -1, -1))
-    torch.library.opcheck(library.glu_bwd, (dy_t, x, up, bias, weights, None, *args[4:], bias is not None,
-                                            weights is not None))
+    torch.library.opcheck(
+        library.glu_bwd,
+        (dy_t, x, up, bias, weights, None, *args[4:], bias is not None, weights is not None),
+    )
     # glu_bwd with inputs requiring grad: all but the double backward AOT dispatch would run (it
     # raises by design, test_double_backward_raises)
-    torch.library.opcheck(library.glu_bwd, (dy.requires_grad_(), *grad_args[:4], None, *args[4:], bias is not None,
-                                            weights is not None),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    torch.library.opcheck(
+        library.glu_bwd,
+        (
+            dy.requires_grad_(),
+            *grad_args[:4],
+            None,
+            *args[4:],
+            bias is not None,
+            weights is not None,
+        ),
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -442,8 +581,11 @@ def test_opcheck_bwd_fp8_input(two, scale, device):
     and the decoded gradient against the float64 formula on the decoded values."""
     T, F = 11, 20
     x = randn(T, 2 * F, dtype=torch.bfloat16, device=device)
-    s = {"none": None, "per_row": torch.rand(T, device=device) + 0.5,
-         "per_tensor": torch.rand(1, device=device) + 0.5}[scale]
+    s = {
+        "none": None,
+        "per_row": torch.rand(T, device=device) + 0.5,
+        "per_tensor": torch.rand(1, device=device) + 0.5,
+    }[scale]
     x8 = x.to(torch.float8_e4m3fn)
     g8, u8 = (x8[:, :F], x8[:, F:]) if two else (x8, None)
     bias, w = randn(2 * F, dtype=torch.bfloat16, device=device), torch.rand(T, 1, device=device)
@@ -453,17 +595,26 @@ def test_opcheck_bwd_fp8_input(two, scale, device):
     # test_schema's mutation check does arithmetic that float8 tensors lack in torch (NotImplementedError);
     # the other three run, and the fp8 input's bytes are checked unchanged here instead
     x8_bytes = x8.view(torch.uint8).clone()
-    torch.library.opcheck(library.glu_bwd, args,
-                          test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+    torch.library.opcheck(
+        library.glu_bwd,
+        args,
+        test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"),
+    )
     dx, d_up, dbias, dw = torch.ops.fastglu.glu_bwd(*args)
-    xd = x8.double() * (1.0 if s is None else (s.double().unsqueeze(-1) if scale == "per_row" else s.double()))
+    xd = x8.double() * (
+        1.0 if s is None else (s.double().unsqueeze(-1) if scale == "per_row" else s.double())
+    )
     xr = xd.clone().requires_grad_()
     br, wr = bias.double().requires_grad_(), w.double().requires_grad_()
     ref_glu(xr, bias=br, weights=wr, clamp_value=1.0, glu_linear_offset=0.5).backward(dy.double())
     assert torch.equal(x8.view(torch.uint8), x8_bytes)
     got_dx = torch.cat((dx, d_up), -1) if two else dx
     assert dx.dtype == torch.bfloat16 and (d_up is not None) == two and dw.dtype == torch.float32
-    assert rel_err(got_dx, xr.grad) <= 1e-2 and rel_err(dbias, br.grad) <= 1e-2 and rel_err(dw, wr.grad) <= 1e-2
+    assert (
+        rel_err(got_dx, xr.grad) <= 1e-2
+        and rel_err(dbias, br.grad) <= 1e-2
+        and rel_err(dw, wr.grad) <= 1e-2
+    )
 
 
 @pytest.mark.parametrize("lead", [(6,), (2, 3), (0,), (2, 0)])
@@ -472,13 +623,19 @@ def test_fake_and_meta_outputs_match_the_kernels(lead, wshape):
     """Shapes, strides and dtypes of every output, real vs FakeTensor vs meta: y [..., F] in the
     input's dtype; d_input of the input's shape; dbias [2F]; dweights in the weights' dtype and
     shape (float32 weights on a bf16 input here); zero tokens included."""
+    import math
+
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    import math
     F = 5
     T = math.prod(lead)
     wsh = {"[T,1]": (T, 1), "[T]": (T,), "lead": lead, "lead+1": lead + (1,)}[wshape]
-    real = [torch.randn(*lead, 2 * F).bfloat16(), None, torch.randn(2 * F).bfloat16(), torch.rand(wsh)]
+    real = [
+        torch.randn(*lead, 2 * F).bfloat16(),
+        None,
+        torch.randn(2 * F).bfloat16(),
+        torch.rand(wsh),
+    ]
     scalars = (ACT["gelu_tanh"], SPLIT, 0.0, 0.0, 1.0, 1.0)
     y = torch.ops.fastglu.glu_fwd(*real, *scalars)
     dy = torch.randn(y.shape).bfloat16()
@@ -489,8 +646,10 @@ def test_fake_and_meta_outputs_match_the_kernels(lead, wshape):
 
     def outputs(conv):
         t = [None if a is None else conv(a) for a in real]
-        return [torch.ops.fastglu.glu_fwd(*t, *scalars), *torch.ops.fastglu.glu_bwd(conv(dy), *t, None, *scalars,
-                                                                                        True, True)]
+        return [
+            torch.ops.fastglu.glu_fwd(*t, *scalars),
+            *torch.ops.fastglu.glu_bwd(conv(dy), *t, None, *scalars, True, True),
+        ]
 
     with FakeTensorMode() as mode:
         fake = outputs(mode.from_tensor)
@@ -506,7 +665,10 @@ def test_fake_and_meta_outputs_match_the_kernels(lead, wshape):
 def test_fake_implementation_rejects_what_the_kernels_reject():
     m = lambda *s, dtype=torch.float32: torch.empty(*s, dtype=dtype, device="meta")  # noqa: E731
     sc = (0, SPLIT, 0.0, 0.0, 1.0, 1.0)
-    for device, make in (("meta", m), ("cpu", lambda *s, dtype=torch.float32: torch.randn(*s).to(dtype))):
+    for _device, make in (
+        ("meta", m),
+        ("cpu", lambda *s, dtype=torch.float32: torch.randn(*s).to(dtype)),
+    ):
         with pytest.raises(ValueError, match="glu_fwd: input's last dimension .* even"):
             torch.ops.fastglu.glu_fwd(make(4, 7), None, None, None, *sc)
         with pytest.raises(ValueError, match=r"glu_fwd: bias has shape \(6,\)"):
@@ -520,28 +682,52 @@ def test_fake_implementation_rejects_what_the_kernels_reject():
         with pytest.raises(ValueError, match=r"glu_fwd: up has shape \(4, 3\)"):
             torch.ops.fastglu.glu_fwd(make(4, 4), make(4, 3), None, None, *sc)
         with pytest.raises(ValueError, match="interleaved=True takes one"):
-            torch.ops.fastglu.glu_fwd(make(4, 4), make(4, 4), None, None, 0, INTERLEAVED, 0.0, 0.0, 1.0, 1.0)
+            torch.ops.fastglu.glu_fwd(
+                make(4, 4), make(4, 4), None, None, 0, INTERLEAVED, 0.0, 0.0, 1.0, 1.0
+            )
         with pytest.raises(ValueError, match="activation code 7"):
             torch.ops.fastglu.glu_fwd(make(4, 8), None, None, None, 7, SPLIT, 0.0, 0.0, 1.0, 1.0)
         with pytest.raises(ValueError, match="gate_multiplier must be finite"):
-            torch.ops.fastglu.glu_fwd(make(4, 8), None, None, None, 0, SPLIT, 0.0, 0.0, float("inf"), 1.0)
+            torch.ops.fastglu.glu_fwd(
+                make(4, 8), None, None, None, 0, SPLIT, 0.0, 0.0, float("inf"), 1.0
+            )
         with pytest.raises(ValueError, match=r"glu_bwd: dy has shape \(4, 3\)"):
-            torch.ops.fastglu.glu_bwd(make(4, 3), make(4, 8), None, None, None, None, *sc, False, False)
+            torch.ops.fastglu.glu_bwd(
+                make(4, 3), make(4, 8), None, None, None, None, *sc, False, False
+            )
         with pytest.raises(TypeError, match="glu_bwd: dy has dtype torch.float16"):
-            torch.ops.fastglu.glu_bwd(make(4, 4, dtype=torch.float16), make(4, 8), None, None, None, None, *sc,
-                                      False, False)
+            torch.ops.fastglu.glu_bwd(
+                make(4, 4, dtype=torch.float16),
+                make(4, 8),
+                None,
+                None,
+                None,
+                None,
+                *sc,
+                False,
+                False,
+            )
         with pytest.raises(ValueError, match="want_dbias=True needs a bias"):
-            torch.ops.fastglu.glu_bwd(make(4, 4), make(4, 8), None, None, None, None, *sc, True, False)
-        with pytest.raises(ValueError, match="input_scale_inv is given but the saved input has dtype"):
-            torch.ops.fastglu.glu_bwd(make(4, 4), make(4, 8), None, None, None, make(1), *sc, False, False)
+            torch.ops.fastglu.glu_bwd(
+                make(4, 4), make(4, 8), None, None, None, None, *sc, True, False
+            )
+        with pytest.raises(
+            ValueError, match="input_scale_inv is given but the saved input has dtype"
+        ):
+            torch.ops.fastglu.glu_bwd(
+                make(4, 4), make(4, 8), None, None, None, make(1), *sc, False, False
+            )
 
 
 def test_double_backward_raises():
     x = torch.randn(3, 8, requires_grad=True)
     b = torch.randn(8, requires_grad=True)
     with pytest.raises(RuntimeError, match="double backward"):
-        torch.autograd.grad(torch.ops.fastglu.glu_fwd(x, None, b, None, 0, SPLIT, 0.0, 0.0, 1.0, 1.0).sum(), x,
-                            create_graph=True)
+        torch.autograd.grad(
+            torch.ops.fastglu.glu_fwd(x, None, b, None, 0, SPLIT, 0.0, 0.0, 1.0, 1.0).sum(),
+            x,
+            create_graph=True,
+        )
     y = torch.ops.fastglu.glu_fwd(x, None, b, None, 0, SPLIT, 0.0, 0.0, 1.0, 1.0)
     (gx,) = torch.autograd.grad(y.sum(), x)  # a plain backward still works
     assert gx.shape == x.shape

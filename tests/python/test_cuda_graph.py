@@ -11,9 +11,9 @@ missing from the replays (whose results are checked).
 
 import pytest
 import torch
+from swiglu_reference import rel_err
 
 import fastglu
-from swiglu_reference import rel_err
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
@@ -70,12 +70,15 @@ def test_capture_forward_backward_and_replay_with_new_data(shape, in_place):
     graph = torch.cuda.CUDAGraph()
     model.zero_grad(set_to_none=True)
     static_x.grad = None
-    with torch.cuda.graph(graph):  # (its own entry and exit synchronize: the debug mode is set inside)
+    with torch.cuda.graph(
+        graph
+    ):  # (its own entry and exit synchronize: the debug mode is set inside)
         with SyncDebug():
             assert torch.cuda.is_current_stream_capturing()
             static_out, static_loss = step(model, static_x, static_probe)
     static_grads = [p.grad for p in model.parameters()] + [static_x.grad]
 
+    previous = None
     for replay in range(3):
         x = torch.randn_like(static_x) * (1 + replay)
         probe = torch.randn_like(static_probe)
@@ -112,8 +115,10 @@ def test_ops_capture_on_a_non_default_stream():
     T, F = 257, 3420
     x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16)
     dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
-    for fwd, bwd in ((fastglu.ops.swiglu_fwd, fastglu.ops.swiglu_bwd),
-                     (torch.ops.fastglu.swiglu_fwd, torch.ops.fastglu.swiglu_bwd)):
+    for fwd, bwd in (
+        (fastglu.ops.swiglu_fwd, fastglu.ops.swiglu_bwd),
+        (torch.ops.fastglu.swiglu_fwd, torch.ops.fastglu.swiglu_bwd),
+    ):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -142,7 +147,9 @@ def test_reductions_capture_and_replay(case):
     bias = torch.randn(2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weights = torch.rand(T, 1, device="cuda", dtype=torch.float32, requires_grad=True)
     probe = torch.randn(T, F, device="cuda")
-    leaves = {"bias_swiglu": [x, bias], "weighted_swiglu": [x, weights]}.get(case, [x, bias, weights])
+    leaves = {"bias_swiglu": [x, bias], "weighted_swiglu": [x, weights]}.get(
+        case, [x, bias, weights]
+    )
 
     def run(xx, bb, ww, pp):
         if case == "bias_swiglu":
@@ -150,7 +157,9 @@ def test_reductions_capture_and_replay(case):
         elif case == "weighted_swiglu":
             y = fastglu.weighted_bias_swiglu_impl(xx, None, ww)
         else:
-            y = fastglu.weighted_bias_quick_geglu_impl(xx, bb, ww, linear_offset=1.0, clamp_value=7.0)
+            y = fastglu.weighted_bias_quick_geglu_impl(
+                xx, bb, ww, linear_offset=1.0, clamp_value=7.0
+            )
         (y.float() * pp).sum().backward()
         return y
 

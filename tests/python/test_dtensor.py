@@ -20,8 +20,13 @@ import fastglu
 from fastglu import library
 
 pytestmark = [
-    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch.distributed with gloo"),
-    pytest.mark.skipif(not library.SUPPORTED, reason="torch.library's Python registration API is missing"),
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="torch.distributed with gloo",
+    ),
+    pytest.mark.skipif(
+        not library.SUPPORTED, reason="torch.library's Python registration API is missing"
+    ),
 ]
 TOL = {torch.bfloat16: 1e-2, torch.float32: 1e-5}
 
@@ -42,16 +47,29 @@ def ref_fwd_bwd(gate, up, dy):
 def megatron_local(gate, up, rank, tp):
     """Rank r's local fc1 output in Megatron's layout: [gate r-th slice | up r-th slice]."""
     f = gate.shape[-1] // tp
-    return torch.cat((gate[..., rank * f:(rank + 1) * f], up[..., rank * f:(rank + 1) * f]), -1)
+    return torch.cat((gate[..., rank * f : (rank + 1) * f], up[..., rank * f : (rank + 1) * f]), -1)
 
 
 def _two_rank_worker(rank, world_size, store_path):
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size
+    )
     try:
-        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor, init_device_mesh
+        from torch.distributed.tensor import (
+            DTensor,
+            Partial,
+            Replicate,
+            Shard,
+            distribute_tensor,
+            init_device_mesh,
+        )
 
         mesh = init_device_mesh("cpu", (world_size,))
-        for shape, dtype in (((4, 3, 2 * 1408), torch.float32), ((257, 2 * 768), torch.bfloat16), ((1, 2 * 2), torch.float32)):
+        for shape, dtype in (
+            ((4, 3, 2 * 1408), torch.float32),
+            ((257, 2 * 768), torch.bfloat16),
+            ((1, 2 * 2), torch.float32),
+        ):
             torch.manual_seed(1234)  # the same global tensors on every rank
             F = shape[-1] // 2
             gate = (torch.randn(*shape[:-1], F) * 2).to(dtype)
@@ -59,25 +77,40 @@ def _two_rank_worker(rank, world_size, store_path):
             dy_full = (torch.randn(*shape[:-1], F) * 2).to(dtype)
             y_ref, dgate_ref, dup_ref = ref_fwd_bwd(gate, up, dy_full)
             f = F // world_size
-            dx_ref_local = torch.cat((dgate_ref[..., rank * f:(rank + 1) * f], dup_ref[..., rank * f:(rank + 1) * f]), -1)
+            dx_ref_local = torch.cat(
+                (
+                    dgate_ref[..., rank * f : (rank + 1) * f],
+                    dup_ref[..., rank * f : (rank + 1) * f],
+                ),
+                -1,
+            )
             tol = TOL[dtype]
             local = megatron_local(gate, up, rank, world_size)
 
             for how in ("swiglu", "op", "in_place"):
                 for dy_placement in (Shard(-1), Replicate()):
-                    x = DTensor.from_local(local.clone(), mesh, [Shard(-1)], run_check=False).requires_grad_()
+                    x = DTensor.from_local(
+                        local.clone(), mesh, [Shard(-1)], run_check=False
+                    ).requires_grad_()
                     if how == "swiglu":
                         y = fastglu.swiglu(x)
                     elif how == "op":
                         y = torch.ops.fastglu.swiglu_fwd(x)
                     else:
                         y = fastglu.swiglu(x * 1.0, in_place=True)
-                    assert isinstance(y, DTensor) and y.placements == (Shard(len(shape) - 1),), (how, y.placements)
+                    assert isinstance(y, DTensor) and y.placements == (Shard(len(shape) - 1),), (
+                        how,
+                        y.placements,
+                    )
                     assert y.shape == (*shape[:-1], F) and y.to_local().shape == (*shape[:-1], f)
                     assert rel_err(y.full_tensor(), y_ref) <= tol, (how, shape)
                     y.backward(distribute_tensor(dy_full, mesh, [dy_placement]))
                     assert isinstance(x.grad, DTensor) and x.grad.placements == x.placements
-                    assert rel_err(x.grad.to_local(), dx_ref_local) <= tol, (how, shape, dy_placement)
+                    assert rel_err(x.grad.to_local(), dx_ref_local) <= tol, (
+                        how,
+                        shape,
+                        dy_placement,
+                    )
 
             # the op's backward directly, dy given Replicate: redistributed to Shard(-1) first
             x = DTensor.from_local(local.clone(), mesh, [Shard(-1)], run_check=False)
@@ -88,7 +121,9 @@ def _two_rank_worker(rank, world_size, store_path):
         # replicate or shard a leading dimension
         mesh2 = init_device_mesh("cpu", (1, world_size), mesh_dim_names=("dp", "tp"))
         for first in (Replicate(), Shard(0)):
-            x = DTensor.from_local(local.clone(), mesh2, [first, Shard(-1)], run_check=False).requires_grad_()
+            x = DTensor.from_local(
+                local.clone(), mesh2, [first, Shard(-1)], run_check=False
+            ).requires_grad_()
             y = fastglu.swiglu(x)
             assert y.placements == (first, Shard(len(shape) - 1))
             assert rel_err(y.full_tensor(), y_ref) <= tol
@@ -102,7 +137,9 @@ def _two_rank_worker(rank, world_size, store_path):
                 fastglu.swiglu(distribute_tensor(full, mesh, placements))
         with pytest.raises(ValueError, match=r"Partial\(sum\)"):
             fastglu.swiglu(DTensor.from_local(full.clone(), mesh, [Partial()], run_check=False))
-        with pytest.raises(ValueError, match="multiple of 2 x 2"):  # 2F = 6: 3 per rank, no even split
+        with pytest.raises(
+            ValueError, match="multiple of 2 x 2"
+        ):  # 2F = 6: 3 per rank, no even split
             fastglu.swiglu(distribute_tensor(torch.randn(4, 6), mesh, [Shard(-1)]))
         dist.barrier()  # neither rank tears its group down while the other still talks to it
     finally:
@@ -130,7 +167,9 @@ def one_rank_mesh():
     if dist.is_initialized():
         pytest.skip("a process group already exists in this process")
     with tempfile.TemporaryDirectory() as d:
-        dist.init_process_group("gloo", init_method=f"file://{os.path.join(d, 'store')}", rank=0, world_size=1)
+        dist.init_process_group(
+            "gloo", init_method=f"file://{os.path.join(d, 'store')}", rank=0, world_size=1
+        )
         try:
             yield init_device_mesh("cpu", (1,))
         finally:
@@ -142,7 +181,9 @@ def one_rank_mesh():
 def test_other_placements_raise_value_error_naming_them(one_rank_mesh, placement, entry):
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
-    pl = {"Replicate()": Replicate(), "Partial(sum)": Partial(), "Shard(dim=0)": Shard(0)}[placement]
+    pl = {"Replicate()": Replicate(), "Partial(sum)": Partial(), "Shard(dim=0)": Shard(0)}[
+        placement
+    ]
     x = DTensor.from_local(torch.randn(4, 3, 16), one_rank_mesh, [pl], run_check=False)
     dy = DTensor.from_local(torch.randn(4, 3, 8), one_rank_mesh, [pl], run_check=False)
     call = {
@@ -152,7 +193,11 @@ def test_other_placements_raise_value_error_naming_them(one_rank_mesh, placement
         "op_bwd": lambda: torch.ops.fastglu.swiglu_bwd(dy, x),
     }[entry]
     library.register_dtensor_rules()
-    with pytest.raises(ValueError, match=r"must be sharded on its last dimension, Shard\(-1\).*" + placement.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        ValueError,
+        match=r"must be sharded on its last dimension, Shard\(-1\).*"
+        + placement.replace("(", r"\(").replace(")", r"\)"),
+    ):
         call()
 
 
@@ -160,7 +205,9 @@ def test_one_rank_shard_is_the_plain_result(one_rank_mesh):
     from torch.distributed.tensor import DTensor, Shard
 
     x0 = (torch.randn(5, 2, 2 * 768) * 2).requires_grad_()
-    x = DTensor.from_local(x0.detach().clone(), one_rank_mesh, [Shard(-1)], run_check=False).requires_grad_()
+    x = DTensor.from_local(
+        x0.detach().clone(), one_rank_mesh, [Shard(-1)], run_check=False
+    ).requires_grad_()
     y = fastglu.swiglu(x)
     dy = torch.randn(5, 2, 768)
     y.backward(DTensor.from_local(dy, one_rank_mesh, [Shard(-1)], run_check=False))
@@ -194,9 +241,13 @@ def test_compiled_function_on_a_dtensor(one_rank_mesh):
     torch._dynamo.reset()
     local = torch.randn(8, 2, 2 * 48)
     results = []
-    for fn in (lambda t: fastglu.swiglu(t) * 2, torch.compile(lambda t: fastglu.swiglu(t) * 2, backend="aot_eager",
-                                                              fullgraph=True)):
-        x = DTensor.from_local(local.clone(), one_rank_mesh, [Shard(-1)], run_check=False).requires_grad_()
+    for fn in (
+        lambda t: fastglu.swiglu(t) * 2,
+        torch.compile(lambda t: fastglu.swiglu(t) * 2, backend="aot_eager", fullgraph=True),
+    ):
+        x = DTensor.from_local(
+            local.clone(), one_rank_mesh, [Shard(-1)], run_check=False
+        ).requires_grad_()
         y = fn(x)
         y.sum().backward()
         assert isinstance(y, DTensor) and y.placements == (Shard(2),)

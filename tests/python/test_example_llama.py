@@ -13,15 +13,37 @@ import fastglu
 
 ROOT = Path(__file__).resolve().parents[2]
 # --threads 1: the tiny model gains nothing from more (main() restores torch's setting)
-TINY = ["--dim", "32", "--layers", "2", "--heads", "2", "--ffn", "48", "--seq", "32", "--batch", "8",
-        "--steps", "30", "--log-every", "100", "--val-chars", "4096", "--threads", "1"]
+TINY = [
+    "--dim",
+    "32",
+    "--layers",
+    "2",
+    "--heads",
+    "2",
+    "--ffn",
+    "48",
+    "--seq",
+    "32",
+    "--batch",
+    "8",
+    "--steps",
+    "30",
+    "--log-every",
+    "100",
+    "--val-chars",
+    "4096",
+    "--threads",
+    "1",
+]
 STEPS, LAYERS = 30, 2
 TOL = 1e-4  # fp32: the tiny model's curves agree to ~5e-7; a wrong activation moves them by ~1e-3
 
 
 @pytest.fixture(scope="module")
 def train_mod():
-    spec = importlib.util.spec_from_file_location("llama_example_train", ROOT / "examples" / "llama" / "train.py")
+    spec = importlib.util.spec_from_file_location(
+        "llama_example_train", ROOT / "examples" / "llama" / "train.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -47,7 +69,11 @@ def test_fp32_runs_agree_and_loss_falls(train_mod, tmp_path, monkeypatch, mlp):
     if train_mod.ACTIVATIONS[mlp]["fastglu"] is None:
         pytest.skip(f"this fastglu has no activation for --mlp {mlp}")
     calls = {"fwd": 0, "bwd": 0}
-    monkeypatch.setitem(train_mod.ACTIVATIONS[mlp], "fastglu", counting(train_mod.ACTIVATIONS[mlp]["fastglu"], calls))
+    monkeypatch.setitem(
+        train_mod.ACTIVATIONS[mlp],
+        "fastglu",
+        counting(train_mod.ACTIVATIONS[mlp]["fastglu"], calls),
+    )
     assert train_mod.main(TINY + ["--mlp", mlp, "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "results.json").read_text())
     runs = result["runs"]
@@ -60,8 +86,12 @@ def test_fp32_runs_agree_and_loss_falls(train_mod, tmp_path, monkeypatch, mlp):
     assert len(ref) == len(fg) == STEPS
     assert all(v == v for v in ref + fg)  # no NaN
     assert result["max_abs_dloss"] == max(abs(a - b) for a, b in zip(ref, fg)) <= TOL
-    assert result["early_max_abs_dloss"] == max(abs(a - b) for a, b in zip(ref[:3], fg[:3]))  # --early: steps // 10
-    assert runs["control"]["loss"] == ref  # torch on the CPU is deterministic: nothing else differs between runs
+    assert result["early_max_abs_dloss"] == max(
+        abs(a - b) for a, b in zip(ref[:3], fg[:3])
+    )  # --early: steps // 10
+    assert (
+        runs["control"]["loss"] == ref
+    )  # torch on the CPU is deterministic: nothing else differs between runs
     assert result["vs_torch"]["rounding"]["max_abs_dloss"] <= TOL
     assert abs(runs["torch"]["val_loss"] - runs["fastglu"]["val_loss"]) <= TOL
     assert sum(ref[-3:]) / 3 < ref[0] - 0.5 and sum(fg[-3:]) / 3 < fg[0] - 0.5
@@ -88,7 +118,9 @@ def test_wrong_activation_is_caught(train_mod, tmp_path, wrong):
             return torch.nn.functional.silu(up) * gate
         return torch.nn.functional.gelu(gate) * up
 
-    ref = train_mod.train(model0, train_mod.ACTIVATIONS["fused"]["fastglu"], tokens, offsets, args)["loss"]
+    ref = train_mod.train(model0, train_mod.ACTIVATIONS["fused"]["fastglu"], tokens, offsets, args)[
+        "loss"
+    ]
     same = train_mod.train(model0, train_mod.torch_swiglu, tokens, offsets, args)["loss"]
     bad = train_mod.train(model0, bad_act, tokens, offsets, args)["loss"]
     assert train_mod.compare(ref, same)[0] <= TOL < 10 * TOL < train_mod.compare(ref, bad)[0]
@@ -96,7 +128,12 @@ def test_wrong_activation_is_caught(train_mod, tmp_path, wrong):
 
 def test_bf16_autocast_runs_agree(train_mod, tmp_path):
     """bf16 autocast on the CPU (the GPU run's mode): fastglu's bf16 kernels."""
-    assert train_mod.main(TINY + ["--steps", "15", "--dtype", "bfloat16", "--no-control", "--out", str(tmp_path)]) == 0
+    assert (
+        train_mod.main(
+            TINY + ["--steps", "15", "--dtype", "bfloat16", "--no-control", "--out", str(tmp_path)]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "results.json").read_text())
     runs = result["runs"]
     assert set(runs) == {"torch", "fastglu", "rounding"}
@@ -105,8 +142,15 @@ def test_bf16_autocast_runs_agree(train_mod, tmp_path):
     assert train_mod.compare(runs["fastglu"]["loss"], runs["rounding"]["loss"])[0] <= 2e-2
 
 
-BAD_ARGS = [["--dim", "30", "--heads", "4"], ["--dim", "36", "--heads", "4"], ["--steps", "0"], ["--early", "0"],
-            ["--dtype", "float16"], ["--device", "tpu"], ["--mlp", "interleaved"]]
+BAD_ARGS = [
+    ["--dim", "30", "--heads", "4"],
+    ["--dim", "36", "--heads", "4"],
+    ["--steps", "0"],
+    ["--early", "0"],
+    ["--dtype", "float16"],
+    ["--device", "tpu"],
+    ["--mlp", "interleaved"],
+]
 
 
 @pytest.mark.parametrize("bad", BAD_ARGS)
@@ -118,8 +162,19 @@ def test_bad_arguments_exit_2(train_mod, tmp_path, bad):
 
 def test_main_restores_torch_settings(train_mod, tmp_path):
     threads = torch.get_num_threads()
-    train_mod.main(TINY + ["--steps", "2", "--threads", str(threads + 1), "--no-control", "--no-rounding",
-                           "--out", str(tmp_path)])
+    train_mod.main(
+        TINY
+        + [
+            "--steps",
+            "2",
+            "--threads",
+            str(threads + 1),
+            "--no-control",
+            "--no-rounding",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert torch.get_num_threads() == threads
 
 
@@ -130,7 +185,10 @@ HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 def test_cuda_bf16_runs_agree(train_mod, tmp_path):
     """The GPU run's mode (scripts/device_llama.sh), tiny: fastglu's CUDA kernels in bf16 autocast."""
     deterministic = torch.are_deterministic_algorithms_enabled()
-    assert train_mod.main(TINY + ["--device", "cuda", "--dtype", "bfloat16", "--out", str(tmp_path)]) == 0
+    assert (
+        train_mod.main(TINY + ["--device", "cuda", "--dtype", "bfloat16", "--out", str(tmp_path)])
+        == 0
+    )
     assert torch.are_deterministic_algorithms_enabled() == deterministic
     result = json.loads((tmp_path / "results.json").read_text())
     assert result["max_abs_dloss"] <= 2e-2 and result["checks"]["loss_fell"]

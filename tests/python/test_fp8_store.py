@@ -17,11 +17,10 @@ import math
 
 import pytest
 import torch
+from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
 
 import fastglu
 from fastglu.ops import glu_bwd, glu_fwd
-
-from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
 
 FP8 = torch.float8_e4m3fn
 LAYOUTS = ["split", "interleaved", "two"]
@@ -52,14 +51,43 @@ def patterns32(F, device, seed=0):
     with payloads of both signs, +-Inf, huge, normal, subnormal), and random magnitudes
     10^[-12, 40] of both signs."""
     inf = float("inf")
-    special = torch.tensor([0.0, -0.0, inf, -inf, float("nan"), -float("nan"), 448.0, -448.0, 464.0, -464.0,
-                            480.0, 1e38, -3.4e38, 2.0 ** -10, -(2.0 ** -10), 2.0 ** -9, 2.0 ** -6, 1e-45, -1e-40,
-                            1.1754942e-38], dtype=torch.float32)
-    special = torch.cat([special, torch.nextafter(special, torch.tensor(inf)),
-                         torch.nextafter(special, torch.tensor(-inf))])
+    special = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            inf,
+            -inf,
+            float("nan"),
+            -float("nan"),
+            448.0,
+            -448.0,
+            464.0,
+            -464.0,
+            480.0,
+            1e38,
+            -3.4e38,
+            2.0**-10,
+            -(2.0**-10),
+            2.0**-9,
+            2.0**-6,
+            1e-45,
+            -1e-40,
+            1.1754942e-38,
+        ],
+        dtype=torch.float32,
+    )
+    special = torch.cat(
+        [
+            special,
+            torch.nextafter(special, torch.tensor(inf)),
+            torch.nextafter(special, torch.tensor(-inf)),
+        ]
+    )
     v = e4m3_values()
     mids = (v[:-1] + v[1:]) / 2  # exact in fp32
-    ties = torch.cat([mids, torch.nextafter(mids, torch.tensor(0.0)), torch.nextafter(mids, torch.tensor(inf))])
+    ties = torch.cat(
+        [mids, torch.nextafter(mids, torch.tensor(0.0)), torch.nextafter(mids, torch.tensor(inf))]
+    )
     ties = torch.cat([ties, -ties])
     g = torch.Generator().manual_seed(seed)
     rand_bits = torch.randint(-(1 << 31), 1 << 31, (1 << 15,), generator=g, dtype=torch.int64)
@@ -93,9 +121,13 @@ def expected_copy(x, layout, clamp_value=None, **_):
     if layout == "interleaved":
         is_up[..., 1::2] = True
     else:
-        is_up[..., x.shape[-1] // 2:] = True
+        is_up[..., x.shape[-1] // 2 :] = True
     gate = torch.where(xf > c, hi, torch.where(xf > lo, lo, xf))  # NaN: every test false, kept
-    up = torch.where(xf > c, hi, torch.where(xf < -c, -hi, torch.where(xf > lo, lo, torch.where(xf < -lo, -lo, xf))))
+    up = torch.where(
+        xf > c,
+        hi,
+        torch.where(xf < -c, -hi, torch.where(xf > lo, lo, torch.where(xf < -lo, -lo, xf))),
+    )
     return torch.where(is_up, up, gate).to(FP8)
 
 
@@ -104,7 +136,7 @@ def forward_with_copy(x, layout, sentinel, **opts):
     sentinel bytes; returns (y, copy view, the whole buffer)."""
     T, F = x.shape[0], x.shape[-1] // 2
     buf = torch.full((T, 2 * F + 5), sentinel, dtype=torch.uint8, device=x.device)
-    saved = buf.view(FP8)[:, 2: 2 + 2 * F]
+    saved = buf.view(FP8)[:, 2 : 2 + 2 * F]
     if layout == "two":
         y = glu_fwd(x[:, :F], x[:, F:], saved_fp8=saved, **opts)
     else:
@@ -121,17 +153,24 @@ def check_copy(x, layout, **opts):
     for sentinel in (0x5A, 0xA5):
         y, saved, buf = forward_with_copy(x, layout, sentinel, **opts)
         got = bits(saved)
-        nan = ((got & 0x7F) == 0x7F) & ((want & 0x7F) == 0x7F)  # NaN's sign: not kept by fp16 -> fp32 on GPUs
+        nan = ((got & 0x7F) == 0x7F) & (
+            (want & 0x7F) == 0x7F
+        )  # NaN's sign: not kept by fp16 -> fp32 on GPUs
         bad = ((got != want) & ~nan).nonzero()
-        assert bad.numel() == 0, (f"{bad.shape[0]} bytes differ; first at {tuple(bad[0].tolist())}: "
-                                  f"{got[tuple(bad[0])]:#04x}, want {want[tuple(bad[0])]:#04x} "
-                                  f"(of {x[tuple(bad[0])].item()!r})")
+        assert bad.numel() == 0, (
+            f"{bad.shape[0]} bytes differ; first at {tuple(bad[0].tolist())}: "
+            f"{got[tuple(bad[0])]:#04x}, want {want[tuple(bad[0])]:#04x} "
+            f"(of {x[tuple(bad[0])].item()!r})"
+        )
         pad = bits(buf)
-        assert (pad[:, :2] == sentinel).all() and (pad[:, 2 + x.shape[-1]:] == sentinel).all()
+        assert (pad[:, :2] == sentinel).all() and (pad[:, 2 + x.shape[-1] :] == sentinel).all()
         ys.append(y)
     F = x.shape[-1] // 2
-    y0 = glu_fwd(x[:, :F], x[:, F:], **opts) if layout == "two" else \
-        glu_fwd(x, interleaved=layout == "interleaved", **opts)
+    y0 = (
+        glu_fwd(x[:, :F], x[:, F:], **opts)
+        if layout == "two"
+        else glu_fwd(x, interleaved=layout == "interleaved", **opts)
+    )
     assert torch.equal(bits(ys[0]), bits(y0)) and torch.equal(bits(ys[1]), bits(y0))
     return saved
 
@@ -167,7 +206,9 @@ def test_copy_is_torch_cast_on_every_16_bit_pattern(dtype, layout, F, device):
     dx, _ = backward(saved, clamp_value=1.1)
     dx_cast, _ = backward(x.to(FP8), clamp_value=1.1)
     g_part, u_part = split(x, il)
-    cut = merge(g_part > c, (u_part > c) | (u_part < -c), il) | merge(torch.isnan(g_part), torch.isnan(u_part), il)
+    cut = merge(g_part > c, (u_part > c) | (u_part < -c), il) | merge(
+        torch.isnan(g_part), torch.isnan(u_part), il
+    )
     assert (dx[cut] == 0).all()
     same = bits(saved) == bits(x.to(FP8))
     same_g, same_u = split(same, il)
@@ -183,7 +224,7 @@ def test_copy_is_torch_cast_on_every_16_bit_pattern(dtype, layout, F, device):
 def test_copy_is_torch_cast_on_fp32_specials_ties_and_random_bits(layout, F, device):
     x = patterns32(F, device, seed=F)
     assert torch.isnan(x).any() and torch.isinf(x).any() and (x.abs() > 448).any()
-    assert ((x != 0) & (x.abs() < 2.0 ** -126)).any()  # fp32 subnormals
+    assert ((x != 0) & (x.abs() < 2.0**-126)).any()  # fp32 subnormals
     check_copy(x, layout)
     check_copy(x, layout, activation="quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
 
@@ -191,17 +232,48 @@ def test_copy_is_torch_cast_on_fp32_specials_ties_and_random_bits(layout, F, dev
 def test_e4m3_cast_semantics_assumed_by_the_header():
     """The rounding the header documents is torch's (so a future torch changing it fails here), in the
     overflow mode fastglu picked at import to match it (saturating from torch 2.12, NaN before)."""
-    x = torch.tensor([448.0, 463.9, 464.0, 464.25, 1e9, float("inf"), -float("inf"), -float("nan"), -0.0,
-                      2.0 ** -10, 3 * 2.0 ** -11, 3 * 2.0 ** -10, 1.0625, 1.1875])
+    x = torch.tensor(
+        [
+            448.0,
+            463.9,
+            464.0,
+            464.25,
+            1e9,
+            float("inf"),
+            -float("inf"),
+            -float("nan"),
+            -0.0,
+            2.0**-10,
+            3 * 2.0**-11,
+            3 * 2.0**-10,
+            1.0625,
+            1.1875,
+        ]
+    )
     sat = fastglu._C.fp8_saturate()
     big, nbig = (0x7E, 0xFE) if sat else (0x7F, 0xFF)
     # saturation or NaN, 464 a tie (-> 448), NaN's sign, -0, ties to even (subnormal 1.5 * 2^-9 ->
     # 2 * 2^-9; 1.0625 -> 1.0; 1.1875 -> 1.25), below half the smallest subnormal -> 0
-    assert bits(x.to(FP8)).tolist() == [0x7E, 0x7E, 0x7E, big, big, big, nbig, 0xFF, 0x80, 0x00, 0x01, 0x02,
-                                        0x38, 0x3A]
+    assert bits(x.to(FP8)).tolist() == [
+        0x7E,
+        0x7E,
+        0x7E,
+        big,
+        big,
+        big,
+        nbig,
+        0xFF,
+        0x80,
+        0x00,
+        0x01,
+        0x02,
+        0x38,
+        0x3A,
+    ]
     y = torch.tensor([[1e9, 1.0]]).to(torch.bfloat16)
     saved = torch.empty(1, 2, dtype=FP8)
     from fastglu.ops import glu_fwd
+
     glu_fwd(y, saved_fp8=saved)
     assert bits(saved).tolist()[0][0] == big
 
@@ -224,7 +296,9 @@ def _grad_check(x, dy, bias, weights, opts, y, dx, dbias, dweights, tol):
         _, rdg, rdu, rdb, rdw = reference(*split(x8, il), dy, bias=bias, weights=weights, **o)
         rdg, rdu = rdg * (g <= ce).to(rdg.dtype), rdu * ((u >= -ce) & (u <= ce)).to(rdu.dtype)
     else:
-        _, rdg, rdu, rdb, rdw = reference(*split(x.to(FP8).to(x.dtype), il), dy, bias=bias, weights=weights, **opts)
+        _, rdg, rdu, rdb, rdw = reference(
+            *split(x.to(FP8).to(x.dtype), il), dy, bias=bias, weights=weights, **opts
+        )
     assert rel_err(y, ry) <= tol
     assert rel_err(dx, merge(rdg, rdu, il)) <= tol
     if bias is not None:
@@ -235,8 +309,9 @@ def _grad_check(x, dy, bias, weights, opts, y, dx, dbias, dweights, tol):
 
 CASES = {
     "swiglu-bias": dict(activation="silu", bias=True),
-    "quick-geglu-gpt-oss": dict(activation="quick_gelu", bias=True, weights=True, glu_linear_offset=1.0,
-                                clamp_value=7.0),
+    "quick-geglu-gpt-oss": dict(
+        activation="quick_gelu", bias=True, weights=True, glu_linear_offset=1.0, clamp_value=7.0
+    ),
     "geglu-interleaved": dict(activation="gelu_tanh", bias=True, interleaved=True),
 }
 
@@ -273,8 +348,18 @@ def test_fp8_input_store_true_saves_the_kernels_copy(case, lead, dtype, device):
         assert torch.equal(bits(bi.grad), bits(g.dbias))
     if weights is not None:
         assert torch.equal(bits(wi.grad), bits(g.dweights))
-    _grad_check(x, dy, bias, weights, opts, y.detach(), xi.grad, None if bi is None else bi.grad,
-                None if wi is None else wi.grad, 1e-2 if dtype == torch.bfloat16 else 3e-2)
+    _grad_check(
+        x,
+        dy,
+        bias,
+        weights,
+        opts,
+        y.detach(),
+        xi.grad,
+        None if bi is None else bi.grad,
+        None if wi is None else wi.grad,
+        1e-2 if dtype == torch.bfloat16 else 3e-2,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -289,22 +374,46 @@ def test_megatron_signatures_with_fp8_input_store(dtype, device):
     w = torch.rand(96, 1, device=device) + 0.25
     dy = randn(8, 12, F, dtype=dtype, device=device)
     calls = [
-        (lambda i, bb, ww: fastglu.bias_swiglu_impl(i, bb, True, False), dict(activation="silu"), True, False),
-        (lambda i, bb, ww: fastglu.weighted_bias_swiglu_impl(i, None, ww, True), dict(activation="silu"), False,
-         True),
-        (lambda i, bb, ww: fastglu.weighted_bias_quick_geglu_impl(i, bb, ww, True, 1.0, 7.0),
-         dict(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=7.0), True, True),
+        (
+            lambda i, bb, ww: fastglu.bias_swiglu_impl(i, bb, True, False),
+            dict(activation="silu"),
+            True,
+            False,
+        ),
+        (
+            lambda i, bb, ww: fastglu.weighted_bias_swiglu_impl(i, None, ww, True),
+            dict(activation="silu"),
+            False,
+            True,
+        ),
+        (
+            lambda i, bb, ww: fastglu.weighted_bias_quick_geglu_impl(i, bb, ww, True, 1.0, 7.0),
+            dict(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=7.0),
+            True,
+            True,
+        ),
     ]
     for call, opts, with_b, with_w in calls:
         xi = x.clone().requires_grad_()
         bi = b.clone().requires_grad_() if with_b else None
         wi = w.clone().requires_grad_() if with_w else None
         y = call(xi, bi, wi)
-        assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(expected_copy(x, "split", **opts)))
+        assert torch.equal(
+            bits(y.grad_fn.saved_tensors[0]), bits(expected_copy(x, "split", **opts))
+        )
         y.backward(dy)
-        _grad_check(x, dy, b if with_b else None, w if with_w else None, opts, y.detach(), xi.grad,
-                    bi.grad if with_b else None, wi.grad if with_w else None,
-                    1e-2 if dtype == torch.bfloat16 else 3e-2)
+        _grad_check(
+            x,
+            dy,
+            b if with_b else None,
+            w if with_w else None,
+            opts,
+            y.detach(),
+            xi.grad,
+            bi.grad if with_b else None,
+            wi.grad if with_w else None,
+            1e-2 if dtype == torch.bfloat16 else 3e-2,
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -348,12 +457,17 @@ def test_fp8_input_store_true_casts_nothing_in_python(device, monkeypatch):
 def test_fp8_input_store_of_strided_and_empty_inputs(device):
     # a column slice of a wider tensor: the copy is contiguous, with x's shape and values
     wide = randn(40, 3 * 256, dtype=torch.float16, device=device, scale=300.0)  # some saturate
-    xs = wide[:, 100: 100 + 512].detach().requires_grad_()  # read in place (row stride 768)
+    xs = wide[:, 100 : 100 + 512].detach().requires_grad_()  # read in place (row stride 768)
     y = fastglu.glu(xs, fp8_input_store=True)
     saved = y.grad_fn.saved_tensors[0]
     assert saved.is_contiguous() and torch.equal(bits(saved), bits(xs.detach().to(FP8)))
     # 3D [S, B, 2F] transposed (leading dimensions not mergeable): copied, then stored
-    t = randn(4, 6, 64, dtype=torch.bfloat16, device=device).transpose(0, 1).detach().requires_grad_()
+    t = (
+        randn(4, 6, 64, dtype=torch.bfloat16, device=device)
+        .transpose(0, 1)
+        .detach()
+        .requires_grad_()
+    )
     y = fastglu.glu(t, fp8_input_store=True)
     assert torch.equal(bits(y.grad_fn.saved_tensors[0]), bits(t.detach().to(FP8)))
     # no tokens
@@ -373,7 +487,9 @@ def test_saved_fp8_bad_arguments_write_nothing():
     ok = torch.empty(4, 16, dtype=FP8)
     with pytest.raises(TypeError, match="saved_fp8 must be None or a torch.Tensor"):
         glu_fwd(x, saved_fp8=True)
-    with pytest.raises(TypeError, match="saved_fp8 has dtype torch.bfloat16; expected torch.float8_e4m3fn"):
+    with pytest.raises(
+        TypeError, match="saved_fp8 has dtype torch.bfloat16; expected torch.float8_e4m3fn"
+    ):
         glu_fwd(x, saved_fp8=torch.empty(4, 16, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match=r"saved_fp8 must be a dense tensor of shape \(4, 16\)"):
         glu_fwd(x, saved_fp8=torch.empty(4, 8, dtype=FP8))

@@ -17,7 +17,9 @@ def rel_err(a, b):
 
 
 @cuda_only
-@pytest.mark.parametrize("input_elements", [2**31 + 2**21, 2**32 - 2**15], ids=["just-above-2^31", "near-2^32"])
+@pytest.mark.parametrize(
+    "input_elements", [2**31 + 2**21, 2**32 - 2**15], ids=["just-above-2^31", "near-2^32"]
+)
 @pytest.mark.parametrize("variant", ["bias_weights_clamp", "interleaved"])
 def test_glu_more_than_2_31_elements(input_elements, variant):
     F = 16384
@@ -29,9 +31,13 @@ def test_glu_more_than_2_31_elements(input_elements, variant):
     if variant == "interleaved":
         kw = dict(activation="silu", interleaved=True)
     else:
-        kw = dict(activation="quick_gelu", clamp_value=3.0, glu_linear_offset=1.0,
-                  bias=torch.randn(2 * F, device="cuda", dtype=torch.bfloat16, generator=g),
-                  weights=torch.rand(T, 1, device="cuda", dtype=torch.float32, generator=g))
+        kw = dict(
+            activation="quick_gelu",
+            clamp_value=3.0,
+            glu_linear_offset=1.0,
+            bias=torch.randn(2 * F, device="cuda", dtype=torch.bfloat16, generator=g),
+            weights=torch.rand(T, 1, device="cuda", dtype=torch.float32, generator=g),
+        )
     y = glu_fwd(x, **kw)
     grads = glu_bwd(dy, x, **kw)
     for rows in (slice(0, 2), slice(T // 2, T // 2 + 1), slice(T - 3, T)):

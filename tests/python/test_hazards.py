@@ -14,7 +14,6 @@ backward must not or cannot overwrite, and an efficient zero tensor as the upstr
 Fresh random inputs every run (never zeros); gradients against a float64 reference.
 """
 
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,7 +24,10 @@ from fastglu import functional, modules, ops
 glu_mod = ops
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
 
@@ -58,16 +60,24 @@ def _in_place_calls():
         "glu": lambda t: fastglu.glu(t, "gelu_tanh", in_place=True),
         "glu-interleaved": lambda t: fastglu.glu(t, interleaved=True, in_place=True),
         "glu-bias": lambda t: fastglu.glu(t, bias=randn(32, device=t.device), in_place=True),
-        "glu_mul-gate": lambda t: fastglu.glu_mul(t[:, :16], randn(4, 16, device=t.device).requires_grad_() * 1,
-                                                  "quick_gelu", in_place=True),
-        "silu_mul-up": lambda t: fastglu.silu_mul(randn(4, 16, device=t.device).requires_grad_() * 1, t[:, 16:],
-                                                  in_place=True),
+        "glu_mul-gate": lambda t: fastglu.glu_mul(
+            t[:, :16],
+            randn(4, 16, device=t.device).requires_grad_() * 1,
+            "quick_gelu",
+            in_place=True,
+        ),
+        "silu_mul-up": lambda t: fastglu.silu_mul(
+            randn(4, 16, device=t.device).requires_grad_() * 1, t[:, 16:], in_place=True
+        ),
         "SwiGLU module": lambda t: modules.SwiGLU(in_place=True)(t),
         "GeGLU module": lambda t: modules.GeGLU(in_place=True)(t),
-        "QuickGeGLU module": lambda t: modules.QuickGeGLU(clamp_value=7.0, glu_linear_offset=1.0, in_place=True)(t),
+        "QuickGeGLU module": lambda t: modules.QuickGeGLU(
+            clamp_value=7.0, glu_linear_offset=1.0, in_place=True
+        )(t),
         "SwiGLUFunction.apply": lambda t: fastglu.SwiGLUFunction.apply(t, False, False, True),
-        "GLUFunction.apply": lambda t: fastglu.GLUFunction.apply(t, None, None, None, glu_mod.glu_params("silu"),
-                                                                 (False, False, True, "glu")),
+        "GLUFunction.apply": lambda t: fastglu.GLUFunction.apply(
+            t, None, None, None, glu_mod.glu_params("silu"), (False, False, True, "glu")
+        ),
         "_swiglu_dispatched": lambda t: functional._swiglu_dispatched(t, True),
     }
 
@@ -93,7 +103,9 @@ def test_in_place_refuses_a_leaf_that_requires_grad(call, leaf, device):
         t = LEAVES[leaf](device)
     base = t if t._base is None else t._base
     before = base.detach().clone()
-    with pytest.raises(ValueError, match=r"in_place=True: (input|gate|up) .*leaf tensor that requires grad"):
+    with pytest.raises(
+        ValueError, match=r"in_place=True: (input|gate|up) .*leaf tensor that requires grad"
+    ):
         _in_place_calls()[call](t)
     assert torch.equal(base.detach(), before) and base.grad is None
 
@@ -156,7 +168,9 @@ def test_another_ops_saved_input_is_not_read_after_the_in_place_backward(order):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("call", ["swiglu_fwd", "swiglu_bwd", "glu_fwd", "glu_bwd", "glu_bwd two tensors"])
+@pytest.mark.parametrize(
+    "call", ["swiglu_fwd", "swiglu_bwd", "glu_fwd", "glu_bwd", "glu_bwd two tensors"]
+)
 def test_out_that_requires_grad_is_refused_in_grad_mode(call, device):
     """The same fault through out=: the op layer writes a caller's tensor with no autograd record,
     so a Parameter (or any tensor that requires grad) as out= is refused while grad mode is on, as
@@ -169,11 +183,14 @@ def test_out_that_requires_grad_is_refused_in_grad_mode(call, device):
         "swiglu_bwd": lambda o: ops.swiglu_bwd(dy, x, out=o),
         "glu_fwd": lambda o: glu_mod.glu_fwd(x, out=o),
         "glu_bwd": lambda o: glu_mod.glu_bwd(dy, x, out=o),
-        "glu_bwd two tensors": lambda o: glu_mod.glu_bwd(dy, gate.contiguous(), up.contiguous(),
-                                                         out=(o[:, :16], o[:, 16:])),
+        "glu_bwd two tensors": lambda o: glu_mod.glu_bwd(
+            dy, gate.contiguous(), up.contiguous(), out=(o[:, :16], o[:, 16:])
+        ),
     }[call]
-    for out in (torch.nn.Parameter(torch.full(shape, float("nan"), device=device)),
-                torch.full(shape, float("nan"), device=device, requires_grad=True) * 1.0):
+    for out in (
+        torch.nn.Parameter(torch.full(shape, float("nan"), device=device)),
+        torch.full(shape, float("nan"), device=device, requires_grad=True) * 1.0,
+    ):
         before = out.detach().clone()
         with pytest.raises(ValueError, match=r"requires grad .*out= argument"):
             run(out)
@@ -190,14 +207,19 @@ def test_out_that_requires_grad_is_refused_in_grad_mode(call, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("entry", ["silu_mul", "glu_mul"])
 def test_in_place_refuses_gate_and_up_sharing_memory(entry, device):
-    f = (lambda g, u: fastglu.silu_mul(g, u, in_place=True)) if entry == "silu_mul" else \
-        (lambda g, u: fastglu.glu_mul(g, u, "gelu_tanh", in_place=True))
+    f = (
+        (lambda g, u: fastglu.silu_mul(g, u, in_place=True))
+        if entry == "silu_mul"
+        else (lambda g, u: fastglu.glu_mul(g, u, "gelu_tanh", in_place=True))
+    )
     a = randn(6, 40, device=device).requires_grad_()
     h = a * 1.0
     before = h.detach().clone()
-    for gate, up in ((h[:, :20], h[:, :20]),  # the same memory
-                     (h[:, :20], h[:, 1:21]),  # overlapping column windows
-                     (h[:3, :20], h[1:4, :20])):  # overlapping rows
+    for gate, up in (
+        (h[:, :20], h[:, :20]),  # the same memory
+        (h[:, :20], h[:, 1:21]),  # overlapping column windows
+        (h[:3, :20], h[1:4, :20]),
+    ):  # overlapping rows
         with pytest.raises(ValueError, match=r"in_place=True: gate and up share memory"):
             f(gate, up)
     assert torch.equal(h.detach(), before)
@@ -239,8 +261,12 @@ def test_in_place_refuses_bias_or_weights_sharing_memory_with_the_input(device):
         fastglu.glu(h, weights=h[:, :1], in_place=True)
     g = a[:, :16] * 1.0
     with pytest.raises(ValueError, match="in_place=True: bias shares memory with gate"):
-        fastglu.glu_mul(g, randn(4, 16, device=device).requires_grad_() * 1.0, bias=g.reshape(-1)[:32],
-                        in_place=True)
+        fastglu.glu_mul(
+            g,
+            randn(4, 16, device=device).requires_grad_() * 1.0,
+            bias=g.reshape(-1)[:32],
+            in_place=True,
+        )
     assert torch.equal(h.detach(), before)
 
 
@@ -308,25 +334,56 @@ ZERO_DY_CALLS = {
     # name -> (f(x, bias, weights) -> y, uses bias, uses weights)
     "swiglu": (lambda x, b, w: fastglu.swiglu(x), False, False),
     "swiglu in_place": (lambda x, b, w: fastglu.swiglu(x * 1.0, in_place=True), False, False),
-    "swiglu fp8 store": (lambda x, b, w: fastglu.SwiGLUFunction.apply(x, True, False, False), False, False),
+    "swiglu fp8 store": (
+        lambda x, b, w: fastglu.SwiGLUFunction.apply(x, True, False, False),
+        False,
+        False,
+    ),
     "bias_swiglu_impl no bias": (lambda x, b, w: fastglu.bias_swiglu_impl(x, None), False, False),
     "bias_swiglu_impl": (lambda x, b, w: fastglu.bias_swiglu_impl(x, b), True, False),
-    "weighted_bias_swiglu_impl": (lambda x, b, w: fastglu.weighted_bias_swiglu_impl(x, None, w), False, True),
+    "weighted_bias_swiglu_impl": (
+        lambda x, b, w: fastglu.weighted_bias_swiglu_impl(x, None, w),
+        False,
+        True,
+    ),
     "bias_geglu_impl": (lambda x, b, w: fastglu.bias_geglu_impl(x, b), True, False),
     "weighted_bias_quick_geglu_impl": (
-        lambda x, b, w: fastglu.weighted_bias_quick_geglu_impl(x, b, w, linear_offset=1.0, clamp_value=7.0),
-        True, True),
+        lambda x, b, w: fastglu.weighted_bias_quick_geglu_impl(
+            x, b, w, linear_offset=1.0, clamp_value=7.0
+        ),
+        True,
+        True,
+    ),
     "glu": (lambda x, b, w: fastglu.glu(x, "gelu_tanh", bias=b, weights=w), True, True),
-    "glu interleaved in_place": (lambda x, b, w: fastglu.glu(x * 1.0, bias=b, weights=w, interleaved=True,
-                                                             in_place=True), True, True),
+    "glu interleaved in_place": (
+        lambda x, b, w: fastglu.glu(x * 1.0, bias=b, weights=w, interleaved=True, in_place=True),
+        True,
+        True,
+    ),
     "glu fp8 True": (lambda x, b, w: fastglu.glu(x, bias=b, fp8_input_store=True), True, False),
-    "glu fp8 per_row": (lambda x, b, w: fastglu.glu(x, weights=w, fp8_input_store="per_row"), False, True),
+    "glu fp8 per_row": (
+        lambda x, b, w: fastglu.glu(x, weights=w, fp8_input_store="per_row"),
+        False,
+        True,
+    ),
     "silu_mul": (lambda x, b, w: fastglu.silu_mul(*x.chunk(2, -1)), False, False),
-    "silu_mul in_place": (lambda x, b, w: fastglu.silu_mul(*(x * 1.0).chunk(2, -1), in_place=True), False, False),
-    "glu_mul": (lambda x, b, w: fastglu.glu_mul(*x.chunk(2, -1), "quick_gelu", bias=b, weights=w), True, True),
+    "silu_mul in_place": (
+        lambda x, b, w: fastglu.silu_mul(*(x * 1.0).chunk(2, -1), in_place=True),
+        False,
+        False,
+    ),
+    "glu_mul": (
+        lambda x, b, w: fastglu.glu_mul(*x.chunk(2, -1), "quick_gelu", bias=b, weights=w),
+        True,
+        True,
+    ),
     "SwiGLU module": (lambda x, b, w: modules.SwiGLU()(x, b, w), True, True),
     "swiglu_fwd op": (lambda x, b, w: torch.ops.fastglu.swiglu_fwd(x), False, False),
-    "glu_fwd op": (lambda x, b, w: torch.ops.fastglu.glu_fwd(x, None, b, w, 0, 0, 0.0, 0.0, 1.0, 1.0), True, True),
+    "glu_fwd op": (
+        lambda x, b, w: torch.ops.fastglu.glu_fwd(x, None, b, w, 0, 0, 0.0, 0.0, 1.0, 1.0),
+        True,
+        True,
+    ),
 }
 
 
@@ -359,7 +416,10 @@ def test_efficient_zero_dy_in_the_op_layer(device):
     assert torch.equal(g.dx, torch.zeros_like(x)) and torch.equal(g.dbias, torch.zeros_like(b))
     assert torch.equal(g.dweights, torch.zeros_like(w))
     gate, up = x.chunk(2, -1)
-    outs = (torch.full((6, 16), float("nan"), device=device), torch.full((6, 16), float("nan"), device=device))
+    outs = (
+        torch.full((6, 16), float("nan"), device=device),
+        torch.full((6, 16), float("nan"), device=device),
+    )
     g = glu_mod.glu_bwd(z, gate, up, out=outs)
     assert g.dx is outs[0] and g.d_up is outs[1]
     assert torch.equal(outs[0], torch.zeros(6, 16, device=device)) and torch.equal(outs[1], outs[0])

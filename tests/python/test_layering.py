@@ -1,6 +1,7 @@
 """The Python package's layering (issue 23): the modules of python/fastglu import one another one
 way (public API -> autograd -> torch.library ops -> op layer -> _C), never in a circle; one name
 per thing; no run or session numbers in the sources. Read from the sources with ast (no import)."""
+
 import ast
 import re
 from pathlib import Path
@@ -33,7 +34,7 @@ def import_graph(root: Path = PKG) -> dict:
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")
-                    base = base[:len(base) - (node.level - 1)]
+                    base = base[: len(base) - (node.level - 1)]
                     mod = ".".join(base + ([node.module] if node.module else []))
                 else:
                     mod = node.module or ""
@@ -59,7 +60,7 @@ def find_cycle(graph: dict):
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in state:
                 c = visit(d)
                 if c:
@@ -87,9 +88,17 @@ def test_the_package_imports_without_a_cycle():
 
 def test_the_layers_import_downwards():
     graph = import_graph()
-    layer = {"fastglu.ops": 0, "fastglu.library": 1, "fastglu.fp8": 1, "fastglu.functional": 2,
-             "fastglu.gemm": 2, "fastglu.mlp_block": 3, "fastglu.modules": 4, "fastglu.megatron_mlp": 4,
-             "fastglu.megatron": 5}
+    layer = {
+        "fastglu.ops": 0,
+        "fastglu.library": 1,
+        "fastglu.fp8": 1,
+        "fastglu.functional": 2,
+        "fastglu.gemm": 2,
+        "fastglu.mlp_block": 3,
+        "fastglu.modules": 4,
+        "fastglu.megatron_mlp": 4,
+        "fastglu.megatron": 5,
+    }
     for m, deps in graph.items():
         for d in deps:
             if m in layer and d in layer:
@@ -112,7 +121,9 @@ def test_one_name_per_thing():
     for node in ast.walk(init):
         if isinstance(node, ast.ImportFrom):
             exported.update(a.asname or a.name for a in node.names)
-    shadowed = sorted((modules & exported) - {"ops", "megatron", "modules", "library", "functional", "fp8"})
+    shadowed = sorted(
+        (modules & exported) - {"ops", "megatron", "modules", "library", "functional", "fp8"}
+    )
     assert not shadowed, f"a function and a module share the names {shadowed}"
     defined = {}
     for p in PKG.glob("*.py"):
@@ -124,8 +135,11 @@ def test_one_name_per_thing():
 
 
 def test_no_run_or_session_numbers_in_the_sources():
-    hits = [f"{p.relative_to(PKG.parent)}:{i}" for p in PKG.parent.rglob("*") if p.is_file()
-            and p.suffix in (".py", ".c", ".md", ".txt")
-            for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
-            if re.search(r"\b(run|session) [0-9]", line)]
+    hits = [
+        f"{p.relative_to(PKG.parent)}:{i}"
+        for p in PKG.parent.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".c", ".md", ".txt")
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if re.search(r"\b(run|session) [0-9]", line)
+    ]
     assert not hits, hits

@@ -15,7 +15,10 @@ import fastglu
 from fastglu import linear_dglu_bwd
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 HOUSE = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
@@ -23,12 +26,36 @@ HOUSE = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 VARIANTS = [
     ("silu", {}),
     ("gelu_tanh", {"weights": torch.float32}),
-    ("quick_gelu", {"interleaved": True, "weights": torch.bfloat16, "clamp_value": 0.4, "glu_linear_offset": 1.0}),
-    ("silu", {"interleaved": True, "clamp_value": 0.3, "gate_multiplier": 1.5, "down_multiplier": 0.5,
-              "weights": torch.float16}),
+    (
+        "quick_gelu",
+        {
+            "interleaved": True,
+            "weights": torch.bfloat16,
+            "clamp_value": 0.4,
+            "glu_linear_offset": 1.0,
+        },
+    ),
+    (
+        "silu",
+        {
+            "interleaved": True,
+            "clamp_value": 0.3,
+            "gate_multiplier": 1.5,
+            "down_multiplier": 0.5,
+            "weights": torch.float16,
+        },
+    ),
     ("silu", {"clamp_value": 0.5, "glu_linear_offset": -0.5, "weights": torch.float32}),
-    ("gelu_tanh", {"interleaved": True, "clamp_value": 0.5, "glu_linear_offset": 0.25, "gate_multiplier": 0.75,
-                   "down_multiplier": 2.0}),
+    (
+        "gelu_tanh",
+        {
+            "interleaved": True,
+            "clamp_value": 0.5,
+            "glu_linear_offset": 0.25,
+            "gate_multiplier": 0.75,
+            "down_multiplier": 2.0,
+        },
+    ),
 ]
 
 
@@ -45,7 +72,11 @@ def reference(d_out, w2, h, weights, activation, opts, dtype):
     F = w2.shape[1]
     dy = d_out.double().reshape(-1, d_out.shape[-1]) @ w2.double()
     h64 = h.double().reshape(-1, 2 * F).clone().requires_grad_(True)
-    w64 = (weights.double().reshape(-1, 1) if weights is not None else torch.ones(h64.shape[0], 1, dtype=torch.float64, device=h.device))
+    w64 = (
+        weights.double().reshape(-1, 1)
+        if weights is not None
+        else torch.ones(h64.shape[0], 1, dtype=torch.float64, device=h.device)
+    )
     w64.requires_grad_(True)
     if opts.get("interleaved"):
         g, u = h64[:, 0::2], h64[:, 1::2]
@@ -55,8 +86,12 @@ def reference(d_out, w2, h, weights, activation, opts, dtype):
     if c:
         c = torch.tensor(c, dtype=dtype).double().item()  # the bound in the dtype, as torch.clamp's
         g, u = torch.clamp(g, max=c), torch.clamp(u, min=-c, max=c)
-    y = (opts.get("down_multiplier", 1.0) * w64 * act(activation, opts.get("gate_multiplier", 1.0) * g)
-         * (u + opts.get("glu_linear_offset", 0.0)))
+    y = (
+        opts.get("down_multiplier", 1.0)
+        * w64
+        * act(activation, opts.get("gate_multiplier", 1.0) * g)
+        * (u + opts.get("glu_linear_offset", 0.0))
+    )
     dh, dw = torch.autograd.grad((y * dy).sum(), (h64, w64))
     return dh.reshape(h.shape), y.detach().reshape(h.shape[:-1] + (F,)), dw.reshape(-1)
 
@@ -78,7 +113,11 @@ def close(got, ref, tol):
 
 def make(lead, H, F, dtype, device, wdt=None):
     d_out = torch.empty(lead + (H,), dtype=dtype).uniform_(-1, 1).to(device)
-    w2 = (torch.empty(H, F, dtype=torch.float64).uniform_(-1, 1) / max(H, 1) ** 0.5).to(dtype).to(device)
+    w2 = (
+        (torch.empty(H, F, dtype=torch.float64).uniform_(-1, 1) / max(H, 1) ** 0.5)
+        .to(dtype)
+        .to(device)
+    )
     h = torch.empty(lead + (2 * F,), dtype=dtype).uniform_(-1.5, 1.5).to(device)
     weights = None if wdt is None else torch.empty(lead, dtype=wdt).uniform_(0.1, 1.0).to(device)
     return d_out, w2, h, weights
@@ -87,7 +126,9 @@ def make(lead, H, F, dtype, device, wdt=None):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", range(len(VARIANTS)))
-@pytest.mark.parametrize("shape", [((1,), 7, 1), ((3,), 37, 3), ((257,), 33, 130), ((2, 3), 16, 24)])
+@pytest.mark.parametrize(
+    "shape", [((1,), 7, 1), ((3,), 37, 3), ((257,), 33, 130), ((2, 3), 16, 24)]
+)
 def test_against_float64(device, dtype, variant, shape):
     activation, opts = VARIANTS[variant]
     lead, H, F = shape
@@ -95,7 +136,9 @@ def test_against_float64(device, dtype, variant, shape):
     wdt = opts.pop("weights", None)
     d_out, w2, h, weights = make(lead, H, F, dtype, device, wdt)
     if weights is not None:
-        dh, y, dw = linear_dglu_bwd(d_out, w2, h, activation, weights=weights, return_dweights=True, **opts)
+        dh, y, dw = linear_dglu_bwd(
+            d_out, w2, h, activation, weights=weights, return_dweights=True, **opts
+        )
     else:
         dh, y = linear_dglu_bwd(d_out, w2, h, activation, **opts)
     assert dh.shape == h.shape and dh.dtype == dtype and y.shape == lead + (F,)
@@ -134,8 +177,14 @@ def test_cuda_aligned_shapes(dtype, variant):
     dh_ref, y_ref, _ = reference(d_out, w2, h, weights, activation, opts, dtype)
     assert rel(dh, dh_ref) <= HOUSE[dtype]
     assert rel(y, y_ref) <= HOUSE[dtype]
-    dh_cpu, y_cpu = linear_dglu_bwd(d_out.cpu(), w2.cpu(), h.cpu(), activation,
-                                    weights=None if weights is None else weights.cpu(), **opts)
+    dh_cpu, y_cpu = linear_dglu_bwd(
+        d_out.cpu(),
+        w2.cpu(),
+        h.cpu(),
+        activation,
+        weights=None if weights is None else weights.cpu(),
+        **opts,
+    )
     assert rel(dh, dh_cpu.double()) <= HOUSE[dtype]
 
 
@@ -144,6 +193,7 @@ def test_opcheck_fake():
     args = (d_out, w2, h, weights, 0, 0, 0.0, 0.0, 1.0, 1.0, True, True)
     torch.library.opcheck(torch.ops.fastglu.linear_dglu_bwd.default, args)
     from torch._subclasses.fake_tensor import FakeTensorMode
+
     with FakeTensorMode() as mode:
         fargs = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
         dh, y, dw = torch.ops.fastglu.linear_dglu_bwd(*fargs)

@@ -24,14 +24,17 @@ import fastglu
 from fastglu import _C
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}
+UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 HOUSE = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
 
 def tolerance(dtype, K):
-    tol = 2 * UNIT[dtype] + 2 * math.sqrt(max(K, 1)) * 2.0 ** -24
+    tol = 2 * UNIT[dtype] + 2 * math.sqrt(max(K, 1)) * 2.0**-24
     assert tol <= HOUSE[dtype]
     return tol
 
@@ -42,7 +45,11 @@ def gemm_err(h, h_ref, x, w1, bias):
     if bias is not None:
         scale = scale + bias.double().abs()
     n = scale.norm()
-    return ((h.double() - h_ref.double()).norm() / n).item() if n > 0 else (h.double() - h_ref.double()).norm().item()
+    return (
+        ((h.double() - h_ref.double()).norm() / n).item()
+        if n > 0
+        else (h.double() - h_ref.double()).norm().item()
+    )
 
 
 def rel_err(got, ref):
@@ -75,8 +82,11 @@ def reference(x, w1, bias, weights, v, h_stored=None):
     if c:  # torch.clamp's bound: clamp_value in the dtype
         c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
         g, u = g.clamp(max=c), u.clamp(-c, c)
-    y = v.get("down_multiplier", 1.0) * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g) \
+    y = (
+        v.get("down_multiplier", 1.0)
+        * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g)
         * (u + v.get("glu_linear_offset", 0.0))
+    )
     if weights is not None:
         y = y * weights.double().reshape(y.shape[:-1] + (1,))
     return y, h_exact
@@ -86,11 +96,29 @@ VARIANTS = [
     dict(),
     dict(bias=True),
     dict(activation="gelu_tanh", bias=True, weights=torch.float32),
-    dict(activation="quick_gelu", interleaved=True, bias=True, weights=torch.bfloat16, clamp_value=0.4,
-         glu_linear_offset=1.0),
-    dict(activation="silu", interleaved=True, clamp_value=0.3, gate_multiplier=1.5, down_multiplier=0.5,
-         weights=torch.float16),
-    dict(activation="gelu_tanh", clamp_value=0.5, glu_linear_offset=-0.5, gate_multiplier=0.75, down_multiplier=2.0),
+    dict(
+        activation="quick_gelu",
+        interleaved=True,
+        bias=True,
+        weights=torch.bfloat16,
+        clamp_value=0.4,
+        glu_linear_offset=1.0,
+    ),
+    dict(
+        activation="silu",
+        interleaved=True,
+        clamp_value=0.3,
+        gate_multiplier=1.5,
+        down_multiplier=0.5,
+        weights=torch.float16,
+    ),
+    dict(
+        activation="gelu_tanh",
+        clamp_value=0.5,
+        glu_linear_offset=-0.5,
+        gate_multiplier=0.75,
+        down_multiplier=2.0,
+    ),
 ]
 SHAPES = [(1, 8, 1), (3, 37, 130), (257, 64, 3), (3, 2880, 5)]
 
@@ -99,7 +127,9 @@ def make(T, H, F, dtype, device, v, lead=None):
     x = torch.rand((lead or (T,)) + (H,)) * 2 - 1
     w1 = (torch.rand(2 * F, H) * 2 - 1) / math.sqrt(max(H, 1))
     bias = torch.rand(2 * F) - 0.5 if v.get("bias") else None
-    weights = (torch.rand(T, 1) * 0.9 + 0.1).to(v["weights"]).to(device) if v.get("weights") else None
+    weights = (
+        (torch.rand(T, 1) * 0.9 + 0.1).to(v["weights"]).to(device) if v.get("weights") else None
+    )
     cast = lambda t: None if t is None else t.to(dtype).to(device)  # noqa: E731
     return cast(x), cast(w1), cast(bias), weights
 
@@ -123,10 +153,16 @@ def test_forward_against_float64(device, dtype, shape, vi):
     assert rel_err(y, y_ref) <= HOUSE[dtype]
     # y is the standalone forward of the stored h, bit for bit (fc1's bias is inside h)
     o = options(v)
-    y_glu = fastglu.glu(h, o.get("activation", "silu"), weights=weights, clamp_value=o.get("clamp_value"),
-                        glu_linear_offset=o.get("glu_linear_offset", 0.0),
-                        gate_multiplier=o.get("gate_multiplier", 1.0), down_multiplier=o.get("down_multiplier", 1.0),
-                        interleaved=o.get("interleaved", False))
+    y_glu = fastglu.glu(
+        h,
+        o.get("activation", "silu"),
+        weights=weights,
+        clamp_value=o.get("clamp_value"),
+        glu_linear_offset=o.get("glu_linear_offset", 0.0),
+        gate_multiplier=o.get("gate_multiplier", 1.0),
+        down_multiplier=o.get("down_multiplier", 1.0),
+        interleaved=o.get("interleaved", False),
+    )
     assert torch.equal(y, y_glu)
     # without h stored: the same y
     y2 = fastglu.linear_glu(x, w1, bias, weights=weights, return_preact=False, **o)
@@ -138,21 +174,25 @@ def test_forward_against_float64(device, dtype, shape, vi):
 def test_3d_strided_and_deterministic(device, dtype):
     S, B, H, F = 3, 5, 48, 70
     x_big = (torch.rand(S, B, H + 7) * 2 - 1).to(dtype).to(device)
-    x = x_big[..., 3:3 + H]  # rows with a stride, read in place
+    x = x_big[..., 3 : 3 + H]  # rows with a stride, read in place
     w_big = ((torch.rand(2 * F, H + 2) * 2 - 1) / math.sqrt(H)).to(dtype).to(device)
-    w1 = w_big[:, 1:1 + H]
+    w1 = w_big[:, 1 : 1 + H]
     bias = (torch.rand(4 * F) - 0.5).to(dtype).to(device)[::2]  # non-contiguous: copied
     y, h = fastglu.linear_glu(x, w1, bias, "quick_gelu", clamp_value=0.7)
     y_ref, h_ref = reference(x, w1, bias, None, dict(activation="quick_gelu", clamp_value=0.7), h)
     assert y.shape == (S, B, F)
-    assert gemm_err(h, h_ref, x, w1, bias) <= tolerance(dtype, H) and rel_err(y, y_ref) <= HOUSE[dtype]
+    assert (
+        gemm_err(h, h_ref, x, w1, bias) <= tolerance(dtype, H) and rel_err(y, y_ref) <= HOUSE[dtype]
+    )
     y2, h2 = fastglu.linear_glu(x, w1, bias, "quick_gelu", clamp_value=0.7)
     assert torch.equal(y, y2) and torch.equal(h, h2)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 8, 1), (3, 37, 130), (5, 2880, 3)], ids=lambda s: "T%d-K%d-N%d" % s)
+@pytest.mark.parametrize(
+    "shape", [(1, 8, 1), (3, 37, 130), (5, 2880, 3)], ids=lambda s: "T%d-K%d-N%d" % s
+)
 def test_linear(device, dtype, shape):
     T, K, N = shape
     x = (torch.rand(T, K) * 2 - 1).to(dtype).to(device)
@@ -160,7 +200,9 @@ def test_linear(device, dtype, shape):
     b = (torch.rand(N) - 0.5).to(dtype).to(device)
     ref = x.double() @ w.double().T + b.double()
     assert gemm_err(fastglu.linear(x, w, b), ref, x, w, b) <= tolerance(dtype, K)
-    assert gemm_err(fastglu.linear(x, w), x.double() @ w.double().T, x, w, None) <= tolerance(dtype, K)
+    assert gemm_err(fastglu.linear(x, w), x.double() @ w.double().T, x, w, None) <= tolerance(
+        dtype, K
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -187,11 +229,17 @@ def test_gradients(device, vi):
     x, w1, bias, weights = make(T, H, F, torch.float32, device, v)
     if weights is not None:
         weights = weights.float()
-    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, w1, bias, weights)]
+    leaves = [
+        t.detach().clone().requires_grad_() if t is not None else None
+        for t in (x, w1, bias, weights)
+    ]
     y, h = fastglu.linear_glu(*leaves[:3], weights=leaves[3], **options(v))
     gy, gh = torch.randn_like(y), torch.randn_like(h)
     ((y * gy).sum() + (h * gh).sum()).backward()
-    refs = [t.detach().double().requires_grad_() if t is not None else None for t in (x, w1, bias, weights)]
+    refs = [
+        t.detach().double().requires_grad_() if t is not None else None
+        for t in (x, w1, bias, weights)
+    ]
     y_ref, h_ref = reference(*refs, v)
     ((y_ref * gy.double()).sum() + (h_ref * gh.double()).sum()).backward()
     for got, ref in zip(leaves, refs):
@@ -219,7 +267,9 @@ def test_compile_fullgraph(device):
         y, h = fastglu.linear_glu(x, w1, b1, "silu", weights=weights, clamp_value=2.0)
         return fastglu.linear(y, w2), h
 
-    x, w1, b1, weights = make(7, 32, 24, torch.float32, device, dict(bias=True, weights=torch.float32))
+    x, w1, b1, weights = make(
+        7, 32, 24, torch.float32, device, dict(bias=True, weights=torch.float32)
+    )
     w2 = torch.rand(32, 24, device=device)
     compiled = torch.compile(mlp, fullgraph=True)
     out, h = compiled(x, w1, b1, w2, weights)
@@ -239,12 +289,25 @@ def test_fake_tensors_and_opcheck():
         assert h.shape == (0,)
         assert torch.ops.fastglu.linear(x, w1, None).shape == (2, 3, 40)
         with pytest.raises(ValueError, match="mismatched K"):
-            torch.ops.fastglu.linear_glu_fwd(x, torch.empty(40, 15, dtype=torch.bfloat16), None, None,
-                                             0, 0, 0.0, 0.0, 1.0, 1.0, True)
+            torch.ops.fastglu.linear_glu_fwd(
+                x,
+                torch.empty(40, 15, dtype=torch.bfloat16),
+                None,
+                None,
+                0,
+                0,
+                0.0,
+                0.0,
+                1.0,
+                1.0,
+                True,
+            )
     x = torch.rand(5, 12)
     w1 = torch.rand(8, 12, requires_grad=True)
     b = torch.rand(8, requires_grad=True)
-    torch.library.opcheck(torch.ops.fastglu.linear_glu_fwd.default, (x, w1, b, None, 0, 0, 0.0, 0.0, 1.0, 1.0, True))
+    torch.library.opcheck(
+        torch.ops.fastglu.linear_glu_fwd.default, (x, w1, b, None, 0, 0, 0.0, 0.0, 1.0, 1.0, True)
+    )
     torch.library.opcheck(torch.ops.fastglu.linear.default, (x, w1, b))
 
 
@@ -254,7 +317,9 @@ def test_fake_tensors_and_opcheck():
 def test_bad_inputs_named():
     x = torch.rand(4, 16, dtype=torch.bfloat16)
     w1 = torch.rand(12, 16, dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="w1 has dtype torch.float16 but x has dtype torch.bfloat16"):
+    with pytest.raises(
+        TypeError, match="w1 has dtype torch.float16 but x has dtype torch.bfloat16"
+    ):
         fastglu.linear_glu(x, w1.half())
     with pytest.raises(TypeError, match="x has dtype torch.float64"):
         fastglu.linear_glu(x.double(), w1)
@@ -290,10 +355,32 @@ def _binding_call(device, x, w1, bias, h, y, x_ptr=None, y_ptr=None, h_ptr=None)
     F = w1.shape[0] // 2
     on_cuda = device == "cuda"
     stream = torch.cuda.current_stream().cuda_stream if on_cuda else 0
-    return _C.linear_glu_fwd(int(on_cuda), _C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0, _C.DTYPE_BF16,
-                             x.data_ptr() if x_ptr is None else x_ptr, H, w1.data_ptr(), H, bias.data_ptr(), 0,
-                             _C.DTYPE_FP32, 0, h.data_ptr() if h_ptr is None else h_ptr, 2 * F + 3,
-                             y.data_ptr() if y_ptr is None else y_ptr, F + 1, T, H, F, stream)
+    return _C.linear_glu_fwd(
+        int(on_cuda),
+        _C.ACT_SILU,
+        _C.LAYOUT_SPLIT,
+        0.0,
+        0.0,
+        1.0,
+        1.0,
+        _C.DTYPE_BF16,
+        x.data_ptr() if x_ptr is None else x_ptr,
+        H,
+        w1.data_ptr(),
+        H,
+        bias.data_ptr(),
+        0,
+        _C.DTYPE_FP32,
+        0,
+        h.data_ptr() if h_ptr is None else h_ptr,
+        2 * F + 3,
+        y.data_ptr() if y_ptr is None else y_ptr,
+        F + 1,
+        T,
+        H,
+        F,
+        stream,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -310,10 +397,10 @@ def test_binding_sentinel_misaligned_aliasing(device):
     _binding_call(device, x, w1, bias, h, y)
     if device == "cuda":
         torch.cuda.synchronize()
-    assert not h[:, :2 * F].isnan().any() and h[:, 2 * F:].isnan().all()
+    assert not h[:, : 2 * F].isnan().any() and h[:, 2 * F :].isnan().all()
     assert not y[:, :F].isnan().any() and y[:, F:].isnan().all()
-    y_ref, h_ref = reference(x, w1, bias, None, {}, h[:, :2 * F])
-    assert gemm_err(h[:, :2 * F], h_ref, x, w1, bias) <= 1e-2 and rel_err(y[:, :F], y_ref) <= 1e-2
+    y_ref, h_ref = reference(x, w1, bias, None, {}, h[:, : 2 * F])
+    assert gemm_err(h[:, : 2 * F], h_ref, x, w1, bias) <= 1e-2 and rel_err(y[:, :F], y_ref) <= 1e-2
 
     before = [t.clone() for t in (x, w1, bias, h, y)]
     with pytest.raises(ValueError, match="x = 0x[0-9a-f]+ is not aligned to its 2-byte element"):
@@ -341,7 +428,9 @@ def test_bench_smoke(tmp_path):
     assert (tmp_path / "mlp.jsonl").exists()
 
 
-@pytest.mark.parametrize("x_shape, w_shape", [((4, 0), (6, 0)), ((4, 8), (0, 8)), ((2, 3, 0), (6, 0))])
+@pytest.mark.parametrize(
+    "x_shape, w_shape", [((4, 0), (6, 0)), ((4, 8), (0, 8)), ((2, 3, 0), (6, 0))]
+)
 def test_empty_hidden_or_width_backward_gives_empty_or_zero_gradients(x_shape, w_shape):
     """hidden = 0 or F = 0: the forward is legal, and so is the backward (as F.linear's)."""
     for fn in (lambda x, w: fastglu.linear_glu(x, w)[0], fastglu.linear):
@@ -361,5 +450,7 @@ def test_sparse_operands_get_a_type_error_naming_them(which):
     args = {"x": x.to_sparse() if which == "x" else x, "w": w.to_sparse() if which == "w" else w}
     with pytest.raises(TypeError, match=rf"fastglu.linear: {which} has layout"):
         fastglu.linear(args["x"], args["w"])
-    with pytest.raises(TypeError, match=rf"fastglu.linear_glu: {'w1' if which == 'w' else 'x'} has layout"):
+    with pytest.raises(
+        TypeError, match=rf"fastglu.linear_glu: {'w1' if which == 'w' else 'x'} has layout"
+    ):
         fastglu.linear_glu(args["x"], args["w"])

@@ -37,7 +37,10 @@ import fastglu
 import fastglu.megatron as fm
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 
 
 def _import_megatron():
@@ -93,8 +96,12 @@ def _fake_megatron(monkeypatch, version=None):
     for name in ("megatron", "megatron.core", "megatron.core.fusions", "megatron.core.transformer"):
         mods[name] = types.ModuleType(name)
         mods[name].__path__ = []  # a package, with no submodules on disk
-    mods["megatron.core.fusions.fused_bias_swiglu"] = types.ModuleType("megatron.core.fusions.fused_bias_swiglu")
-    mods["megatron.core.fusions.fused_bias_geglu"] = types.ModuleType("megatron.core.fusions.fused_bias_geglu")
+    mods["megatron.core.fusions.fused_bias_swiglu"] = types.ModuleType(
+        "megatron.core.fusions.fused_bias_swiglu"
+    )
+    mods["megatron.core.fusions.fused_bias_geglu"] = types.ModuleType(
+        "megatron.core.fusions.fused_bias_geglu"
+    )
     mods["megatron.core.transformer.mlp"] = types.ModuleType("megatron.core.transformer.mlp")
     for n in ("bias_swiglu_impl", "weighted_bias_swiglu_impl"):
         setattr(mods["megatron.core.fusions.fused_bias_swiglu"], n, originals[n])
@@ -120,9 +127,16 @@ def test_apply_and_undo_on_a_fake_megatron(monkeypatch):
     mlp = mods["megatron.core.transformer.mlp"]
     routed = fm.apply()
     assert sorted(routed) == sorted(
-        [f"megatron.core.fusions.fused_bias_swiglu.{n}" for n in ("bias_swiglu_impl", "weighted_bias_swiglu_impl")]
-        + [f"megatron.core.fusions.fused_bias_geglu.{n}" for n in ("bias_geglu_impl", "weighted_bias_quick_geglu_impl")]
-        + [f"megatron.core.transformer.mlp.{n}" for n in fm.REPLACEMENTS])
+        [
+            f"megatron.core.fusions.fused_bias_swiglu.{n}"
+            for n in ("bias_swiglu_impl", "weighted_bias_swiglu_impl")
+        ]
+        + [
+            f"megatron.core.fusions.fused_bias_geglu.{n}"
+            for n in ("bias_geglu_impl", "weighted_bias_quick_geglu_impl")
+        ]
+        + [f"megatron.core.transformer.mlp.{n}" for n in fm.REPLACEMENTS]
+    )
     assert mlp.bias_swiglu_impl is fastglu.bias_swiglu_impl
     assert mlp.weighted_bias_swiglu_impl is fastglu.weighted_bias_swiglu_impl
     assert mlp.bias_geglu_impl is fastglu.bias_geglu_impl
@@ -138,7 +152,10 @@ def test_apply_and_undo_on_a_fake_megatron(monkeypatch):
     assert sorted(fm.undo()) == sorted(routed)
     for n, f in originals.items():
         assert getattr(mlp, n) is f
-    assert mods["megatron.core.fusions.fused_bias_swiglu"].bias_swiglu_impl is originals["bias_swiglu_impl"]
+    assert (
+        mods["megatron.core.fusions.fused_bias_swiglu"].bias_swiglu_impl
+        is originals["bias_swiglu_impl"]
+    )
     assert mlp.bias_swiglu_impl(x, b) == ("megatron", "bias_swiglu_impl")
     assert not fm.is_applied()
     assert fm.undo() == []  # idempotent too
@@ -170,9 +187,14 @@ def test_apply_is_silent_on_a_supported_megatron(monkeypatch, version):
 @pytest.mark.parametrize("version", ["0.15.3", "0.20.0", "1.0.0"])
 def test_apply_warns_on_an_unsupported_megatron(monkeypatch, version):
     mods, _ = _fake_megatron(monkeypatch, version)
-    with pytest.warns(UserWarning, match=rf"megatron-core {version} is outside the tested range >=0\.16,<0\.20"):
+    with pytest.warns(
+        UserWarning, match=rf"megatron-core {version} is outside the tested range >=0\.16,<0\.20"
+    ):
         routed = fm.apply()
-    assert routed and mods["megatron.core.transformer.mlp"].bias_swiglu_impl is fastglu.bias_swiglu_impl
+    assert (
+        routed
+        and mods["megatron.core.transformer.mlp"].bias_swiglu_impl is fastglu.bias_swiglu_impl
+    )
 
 
 def test_apply_without_megatron_raises_import_error(monkeypatch):
@@ -201,7 +223,9 @@ def test_apply_is_silent_on_the_installed_megatron():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert fm.apply()
-    assert not [w for w in caught if "outside the tested range" in str(w.message)], fm.megatron_version()
+    assert not [w for w in caught if "outside the tested range" in str(w.message)], (
+        fm.megatron_version()
+    )
 
 
 # ---- fastglu's functions against Megatron's ---------------------------------------------------------
@@ -211,9 +235,12 @@ def _functions(of_megatron):
     """The four functions, Megatron's or fastglu's."""
     if of_megatron:
         swi, geg = MEGATRON
-        return {"bias_swiglu_impl": swi.bias_swiglu_impl, "weighted_bias_swiglu_impl": swi.weighted_bias_swiglu_impl,
-                "bias_geglu_impl": geg.bias_geglu_impl,
-                "weighted_bias_quick_geglu_impl": geg.weighted_bias_quick_geglu_impl}
+        return {
+            "bias_swiglu_impl": swi.bias_swiglu_impl,
+            "weighted_bias_swiglu_impl": swi.weighted_bias_swiglu_impl,
+            "bias_geglu_impl": geg.bias_geglu_impl,
+            "weighted_bias_quick_geglu_impl": geg.weighted_bias_quick_geglu_impl,
+        }
     return {n: getattr(fastglu, n) for n in fm.REPLACEMENTS}
 
 
@@ -248,15 +275,25 @@ def _run(which, of_megatron, x, b, w, dy, fp8, clamp):
     wi = w.clone().requires_grad_() if w is not None else None
     y = _call(_functions(of_megatron)[which], which, xi, bi, wi, fp8, clamp)
     y.backward(dy)
-    return [t for t in (y.detach(), xi.grad, None if bi is None else bi.grad, None if wi is None else wi.grad)
-            if t is not None]
+    return [
+        t
+        for t in (
+            y.detach(),
+            xi.grad,
+            None if bi is None else bi.grad,
+            None if wi is None else wi.grad,
+        )
+        if t is not None
+    ]
 
 
 @needs_megatron
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("lead", [(96,), (8, 12)], ids=["2d", "3d"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-bias{int(c[1])}-fp8{int(c[3])}-clamp{c[4]}")
+@pytest.mark.parametrize(
+    "case", CASES, ids=lambda c: f"{c[0]}-bias{int(c[1])}-fp8{int(c[3])}-clamp{c[4]}"
+)
 def test_against_megatron_functions(case, lead, dtype, device):
     which, with_bias, with_weights, fp8, clamp = case
     F = 384
@@ -322,11 +359,22 @@ def _mlp(dtype, **config):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     activation_module = config.pop("activation_module", None)
-    cfg = TransformerConfig(num_layers=1, hidden_size=64, ffn_hidden_size=96, num_attention_heads=4,
-                            gated_linear_unit=True, use_cpu_initialization=True, params_dtype=dtype, **config)
+    cfg = TransformerConfig(
+        num_layers=1,
+        hidden_size=64,
+        ffn_hidden_size=96,
+        num_attention_heads=4,
+        gated_linear_unit=True,
+        use_cpu_initialization=True,
+        params_dtype=dtype,
+        **config,
+    )
     torch.manual_seed(1234)
-    sub = MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear,
-                        **({"activation_func": activation_module} if activation_module else {}))
+    sub = MLPSubmodules(
+        linear_fc1=ColumnParallelLinear,
+        linear_fc2=RowParallelLinear,
+        **({"activation_func": activation_module} if activation_module else {}),
+    )
     return MLP(cfg, sub, ffn_hidden_size=96)
 
 
@@ -347,7 +395,12 @@ def _mlp_step(mlp, x, scale, dy):
             nodes.add(type(n).__name__)
             stack.extend(f for f, _ in n.next_functions)
         y.backward(dy)
-    out = [y.detach(), None if y_bias is None else y_bias.detach(), xi.grad, None if si is None else si.grad]
+    out = [
+        y.detach(),
+        None if y_bias is None else y_bias.detach(),
+        xi.grad,
+        None if si is None else si.grad,
+    ]
     out += [p.grad for _, p in sorted(mlp.named_parameters())]
     return out, nodes
 
@@ -355,14 +408,25 @@ def _mlp_step(mlp, x, scale, dy):
 FASTGLU_NODES = {"GLUFunctionBackward"}
 MLP_CASES = {
     "swiglu-bias": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True),
-    "swiglu-fp8": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True,
-                       activation_func_fp8_input_store=True),
+    "swiglu-fp8": dict(
+        activation_func=F_.silu,
+        bias_activation_fusion=True,
+        add_bias_linear=True,
+        activation_func_fp8_input_store=True,
+    ),
     "geglu-bias": dict(activation_func=F_.gelu, bias_activation_fusion=True, add_bias_linear=True),
-    "swiglu-probs": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=False),
+    "swiglu-probs": dict(
+        activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=False
+    ),
     # (no linear bias: with per_token_scale, Megatron 0.19's MLP adds fc2's bias in place into the
     # view RowParallelLinear returns, which autograd refuses; the functions' test covers the bias)
-    "quick-geglu-gpt-oss": dict(activation_func="quick_gelu", bias_activation_fusion=True, add_bias_linear=False,
-                                glu_linear_offset=1.0, activation_func_clamp_value=7.0),
+    "quick-geglu-gpt-oss": dict(
+        activation_func="quick_gelu",
+        bias_activation_fusion=True,
+        add_bias_linear=False,
+        glu_linear_offset=1.0,
+        activation_func_clamp_value=7.0,
+    ),
 }
 
 
@@ -405,11 +469,19 @@ def test_fastglu_activation_in_a_hand_built_spec(activation, model_parallel):
     Megatron's unfused GLU (bias added, activation_func(gate) * up) on the same weights."""
     act = {"silu": F_.silu, "gelu": F_.gelu}[activation]
     try:
-        ours = _mlp(torch.float32, activation_func=act, add_bias_linear=True, bias_activation_fusion=False,
-                    use_te_activation_func=True, activation_module=fastglu.modules.FastGLUActivation)
+        ours = _mlp(
+            torch.float32,
+            activation_func=act,
+            add_bias_linear=True,
+            bias_activation_fusion=False,
+            use_te_activation_func=True,
+            activation_module=fastglu.modules.FastGLUActivation,
+        )
     except Exception as e:  # a megatron-core whose config refuses use_te_activation_func without TE
         pytest.skip(f"use_te_activation_func unavailable: {e}")
-    theirs = _mlp(torch.float32, activation_func=act, add_bias_linear=True, bias_activation_fusion=False)
+    theirs = _mlp(
+        torch.float32, activation_func=act, add_bias_linear=True, bias_activation_fusion=False
+    )
     assert isinstance(ours.activation_func, fastglu.modules.FastGLUActivation)
     x = torch.randn(8, 6, 64)
     dy = torch.randn(8, 6, 64)

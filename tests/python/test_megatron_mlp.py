@@ -28,7 +28,9 @@ except Exception:  # not installed, or its own imports fail here
 needs_megatron = pytest.mark.skipif(MEGATRON_MLP is None, reason="megatron-core is not importable")
 
 
-@pytest.mark.skipif(not os.environ.get("FASTGLU_EXPECT_MEGATRON"), reason="FASTGLU_EXPECT_MEGATRON not set")
+@pytest.mark.skipif(
+    not os.environ.get("FASTGLU_EXPECT_MEGATRON"), reason="FASTGLU_EXPECT_MEGATRON not set"
+)
 def test_expected_megatron_is_imported():
     """scripts/test_megatron.sh names the release it installed: a failed import fails here."""
     assert MEGATRON_MLP is not None, "megatron-core is not importable"
@@ -51,11 +53,23 @@ def build_mlp(dtype, tp=1, **config):
     from megatron.core.transformer.mlp import MLP, MLPSubmodules
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    cfg = TransformerConfig(num_layers=1, hidden_size=64, ffn_hidden_size=96, num_attention_heads=4,
-                            gated_linear_unit=True, use_cpu_initialization=True, params_dtype=dtype,
-                            tensor_model_parallel_size=tp, **config)
+    cfg = TransformerConfig(
+        num_layers=1,
+        hidden_size=64,
+        ffn_hidden_size=96,
+        num_attention_heads=4,
+        gated_linear_unit=True,
+        use_cpu_initialization=True,
+        params_dtype=dtype,
+        tensor_model_parallel_size=tp,
+        **config,
+    )
     torch.manual_seed(1234)
-    return MLP(cfg, MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear), ffn_hidden_size=96)
+    return MLP(
+        cfg,
+        MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear),
+        ffn_hidden_size=96,
+    )
 
 
 def step(mlp, x, scale, dy):
@@ -90,11 +104,22 @@ def compare(mlp, x, scale, dy, dtype):
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 CASES = {
-    "swiglu-fused-bias": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True),
-    "geglu-fused-bias": dict(activation_func=F_.gelu, bias_activation_fusion=True, add_bias_linear=True),
-    "swiglu-unfused-offset-clamp": dict(activation_func=F_.silu, bias_activation_fusion=False, add_bias_linear=True,
-                                        glu_linear_offset=0.5, activation_func_clamp_value=2.0),
-    "swiglu-probs": dict(activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=False),
+    "swiglu-fused-bias": dict(
+        activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True
+    ),
+    "geglu-fused-bias": dict(
+        activation_func=F_.gelu, bias_activation_fusion=True, add_bias_linear=True
+    ),
+    "swiglu-unfused-offset-clamp": dict(
+        activation_func=F_.silu,
+        bias_activation_fusion=False,
+        add_bias_linear=True,
+        glu_linear_offset=0.5,
+        activation_func_clamp_value=2.0,
+    ),
+    "swiglu-probs": dict(
+        activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=False
+    ),
 }
 
 
@@ -106,7 +131,9 @@ def tp1():
 
     created = not dist.is_initialized()
     if created:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", world_size=1, rank=0)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", world_size=1, rank=0
+        )
     made = not parallel_state.model_parallel_is_initialized()
     if made:
         parallel_state.initialize_model_parallel()
@@ -139,7 +166,9 @@ def test_tp1_matches_megatron(case, dtype, tp1):
 def test_fallback_says_why_once(tp1):
     from fastglu import megatron_mlp
 
-    mlp = build_mlp(torch.float32, activation_func=F_.gelu, bias_activation_fusion=False, add_bias_linear=False)
+    mlp = build_mlp(
+        torch.float32, activation_func=F_.gelu, bias_activation_fusion=False, add_bias_linear=False
+    )
     x, dy = torch.randn(4, 2, 64), torch.randn(4, 2, 64)
     megatron_mlp._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
@@ -161,17 +190,25 @@ def _tp2_worker(rank, port, sequence_parallel, device, errors):
     try:
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)
         dtype = torch.float32
-        mlp = build_mlp(dtype, tp=2, activation_func=F_.silu, bias_activation_fusion=True, add_bias_linear=True,
-                        sequence_parallel=sequence_parallel).to(device)
+        mlp = build_mlp(
+            dtype,
+            tp=2,
+            activation_func=F_.silu,
+            bias_activation_fusion=True,
+            add_bias_linear=True,
+            sequence_parallel=sequence_parallel,
+        ).to(device)
         with torch.no_grad():
             for name, p in mlp.named_parameters():
                 if name.endswith("bias"):
-                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)).to(dtype))
+                    p.copy_(
+                        torch.randn(p.shape, generator=torch.Generator().manual_seed(5)).to(dtype)
+                    )
         g = torch.Generator().manual_seed(9)
         x = torch.randn(8, 3, 64, generator=g).to(dtype).to(device)
         dy = torch.randn(8, 3, 64, generator=g).to(dtype).to(device)
         if sequence_parallel:  # each rank holds its half of the sequence
-            x, dy = x[rank * 4:(rank + 1) * 4], dy[rank * 4:(rank + 1) * 4]
+            x, dy = x[rank * 4 : (rank + 1) * 4], dy[rank * 4 : (rank + 1) * 4]
         errors[rank] = compare(mlp, x, None, dy, dtype)
     finally:
         parallel_state.destroy_model_parallel()
@@ -182,12 +219,20 @@ TWO_GPUS = torch.cuda.is_available() and torch.cuda.device_count() >= 2 and fast
 
 
 @needs_megatron
-@pytest.mark.parametrize("sequence_parallel, device", [
-    (False, "cpu"),
-    # Megatron's sequence-parallel mappings allocate on torch.cuda.current_device(): CUDA only
-    pytest.param(False, "cuda", marks=pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs")),
-    pytest.param(True, "cuda", marks=pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs")),
-], ids=["tp2-cpu", "tp2-cuda", "tp2-sp-cuda"])
+@pytest.mark.parametrize(
+    "sequence_parallel, device",
+    [
+        (False, "cpu"),
+        # Megatron's sequence-parallel mappings allocate on torch.cuda.current_device(): CUDA only
+        pytest.param(
+            False, "cuda", marks=pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs")
+        ),
+        pytest.param(
+            True, "cuda", marks=pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs")
+        ),
+    ],
+    ids=["tp2-cpu", "tp2-cuda", "tp2-sp-cuda"],
+)
 def test_tp2_matches_megatron(sequence_parallel, device):
     import torch.multiprocessing as mp
 

@@ -27,15 +27,18 @@ import fastglu
 from fastglu.mlp_block import GLUMLP, mlp_fused_default
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}
+UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 HOUSE = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 ROUNDINGS = 4
 
 
 def tolerance(dtype, K):
-    tol = math.sqrt(ROUNDINGS) * UNIT[dtype] + 2 * math.sqrt(max(K, 1)) * 2.0 ** -24
+    tol = math.sqrt(ROUNDINGS) * UNIT[dtype] + 2 * math.sqrt(max(K, 1)) * 2.0**-24
     assert tol <= HOUSE[dtype]
     return tol
 
@@ -50,8 +53,17 @@ def act(name, z):
 
 def reference(x, w1, w2, b1, b2, wt, dout, v):
     """float64 (out, {name: grad}) by autograd of the plain formulas."""
-    leaves = {k: (t.detach().double().requires_grad_() if t is not None else None)
-              for k, t in (("x", x), ("w1", w1), ("w2", w2), ("bias1", b1), ("bias2", b2), ("weights", wt))}
+    leaves = {
+        k: (t.detach().double().requires_grad_() if t is not None else None)
+        for k, t in (
+            ("x", x),
+            ("w1", w1),
+            ("w2", w2),
+            ("bias1", b1),
+            ("bias2", b2),
+            ("weights", wt),
+        )
+    }
     xd, w1d, w2d = leaves["x"], leaves["w1"], leaves["w2"]
     F = w1.shape[0] // 2
     h = xd @ w1d.T
@@ -62,8 +74,11 @@ def reference(x, w1, w2, b1, b2, wt, dout, v):
     if c:  # torch.clamp's bound: clamp_value in the dtype
         c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
         g, u = g.clamp(max=c), u.clamp(-c, c)
-    yu = v.get("down_multiplier", 1.0) * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g) \
+    yu = (
+        v.get("down_multiplier", 1.0)
+        * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g)
         * (u + v.get("glu_linear_offset", 0.0))
+    )
     y = yu if wt is None else yu * leaves["weights"].reshape(yu.shape[:-1] + (1,))
     out = y @ w2d.T
     if b2 is not None:
@@ -88,15 +103,27 @@ def check(name, got, ref, scale_k, dtype):
     scale, K = scale_k
     err = (got.detach().double().cpu().reshape(-1) - ref.cpu().reshape(-1)).norm().item()
     n = scale.norm().item()
-    assert err <= tolerance(dtype, K) * n + 1e-300, f"{name}: error {err:.3e} over scale {n:.3e} (K = {K})"
+    assert err <= tolerance(dtype, K) * n + 1e-300, (
+        f"{name}: error {err:.3e} over scale {n:.3e} (K = {K})"
+    )
 
 
 VARIANTS = {
     "swiglu": {},
     "bias-weights": {"bias": True, "weights": True},
-    "geglu-clamp-offset": {"activation": "gelu_tanh", "clamp_value": 1.5, "glu_linear_offset": 1.0, "bias": True},
-    "quick-interleaved-multipliers": {"activation": "quick_gelu", "interleaved": True, "gate_multiplier": 0.5,
-                                      "down_multiplier": 2.0, "weights": True},
+    "geglu-clamp-offset": {
+        "activation": "gelu_tanh",
+        "clamp_value": 1.5,
+        "glu_linear_offset": 1.0,
+        "bias": True,
+    },
+    "quick-interleaved-multipliers": {
+        "activation": "quick_gelu",
+        "interleaved": True,
+        "gate_multiplier": 0.5,
+        "down_multiplier": 2.0,
+        "weights": True,
+    },
 }
 SHAPES = [(1, 5, 1), (3, 7, 3), (257, 67, 1408)]
 
@@ -112,14 +139,35 @@ def make(T, H, F, dtype, device, v, lead=None):
 
 
 def options(v):
-    return {k: v[k] for k in ("activation", "clamp_value", "glu_linear_offset", "gate_multiplier",
-                              "down_multiplier", "interleaved") if k in v}
+    return {
+        k: v[k]
+        for k in (
+            "activation",
+            "clamp_value",
+            "glu_linear_offset",
+            "gate_multiplier",
+            "down_multiplier",
+            "interleaved",
+        )
+        if k in v
+    }
 
 
 def run(x, w1, w2, b1, b2, wt, dout, v, **kw):
-    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, w1, w2, b1, b2, wt)]
-    out = fastglu.mlp(leaves[0], leaves[1], leaves[2], bias1=leaves[3], bias2=leaves[4], weights=leaves[5],
-                      **options(v), **kw)
+    leaves = [
+        t.detach().clone().requires_grad_() if t is not None else None
+        for t in (x, w1, w2, b1, b2, wt)
+    ]
+    out = fastglu.mlp(
+        leaves[0],
+        leaves[1],
+        leaves[2],
+        bias1=leaves[3],
+        bias2=leaves[4],
+        weights=leaves[5],
+        **options(v),
+        **kw,
+    )
     out.backward(dout)
     names = ("x", "w1", "w2", "bias1", "bias2", "weights")
     return out.detach(), {n: t.grad for n, t in zip(names, leaves, strict=True) if t is not None}
@@ -157,7 +205,11 @@ def test_paths_agree_and_3d(device, dtype):
     S, B, H, F = 5, 3, 24, 40
     x, w1, w2, b1, b2, wt = make(S * B, H, F, dtype, device, v, lead=(S, B))
     dout = torch.randn(S, B, H, dtype=dtype, device=device)
-    runs = [run(x, w1, w2, b1, b2, wt, dout, v, fused=f, recompute=r) for f in (True, False) for r in (False, True)]
+    runs = [
+        run(x, w1, w2, b1, b2, wt, dout, v, fused=f, recompute=r)
+        for f in (True, False)
+        for r in (False, True)
+    ]
     ref, ref_grads, scales = reference_and_scale(x, w1, w2, b1, b2, wt, dout, v)
     for out, grads in runs:
         assert out.shape == (S, B, H)
@@ -195,9 +247,13 @@ def test_saved_tensors_are_x_and_h_or_x_only():
 
 def test_no_grad_stores_no_h():
     x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8), torch.randn(8, 6)
-    out, h = torch.ops.fastglu.mlp_fwd(x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, False)
+    out, h = torch.ops.fastglu.mlp_fwd(
+        x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, False
+    )
     assert h.numel() == 0
-    out2, h2 = torch.ops.fastglu.mlp_fwd(x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, True)
+    out2, h2 = torch.ops.fastglu.mlp_fwd(
+        x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, True
+    )
     assert torch.equal(out, out2) and h2.shape == (4, 12)
     assert torch.equal(h2, fastglu.linear_glu(x, w1)[1])
 
@@ -242,8 +298,10 @@ def test_fake_tensors_and_opcheck():
     w2 = torch.randn(16, 24, requires_grad=True)
     b1 = torch.randn(48, requires_grad=True)
     for save_h in (True, False):
-        torch.library.opcheck(torch.ops.fastglu.mlp_fwd.default,
-                              (x, w1, w2, b1, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, save_h))
+        torch.library.opcheck(
+            torch.ops.fastglu.mlp_fwd.default,
+            (x, w1, w2, b1, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, save_h),
+        )
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
@@ -251,8 +309,8 @@ def test_fake_tensors_and_opcheck():
 def test_cuda_graph_capture(fused):
     T, H, F = 64, 128, 256
     x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    w1 = (torch.randn(2 * F, H, device="cuda") / H ** 0.5).to(torch.bfloat16).requires_grad_()
-    w2 = (torch.randn(H, F, device="cuda") / F ** 0.5).to(torch.bfloat16).requires_grad_()
+    w1 = (torch.randn(2 * F, H, device="cuda") / H**0.5).to(torch.bfloat16).requires_grad_()
+    w2 = (torch.randn(H, F, device="cuda") / F**0.5).to(torch.bfloat16).requires_grad_()
     dout = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -290,22 +348,73 @@ def test_cpu_takes_the_unfused_path_by_default():
     assert not mlp_fused_default(torch.randn(4, 8), torch.randn(8192, 8))
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda x, w1, w2: fastglu.mlp(x.double(), w1, w2), TypeError, "x has dtype torch.float64"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1.half(), w2), TypeError, "w1 has dtype torch.float16 but x"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1[:, :7], w2), ValueError, r"w1 has shape \(12, 7\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1[:11], w2), ValueError, r"w1 has shape \(11, 8\).*even"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2[:, :5]), ValueError, r"w2 has shape \(8, 5\); expected .*\(8, 6\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias1=torch.zeros(6)), ValueError, r"bias1 has shape \(6,\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias2=torch.zeros(9)), ValueError, r"bias2 has shape \(9,\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, weights=torch.ones(3)), ValueError, r"weights has shape \(3,\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, "w1", w2), TypeError, "w1 must be a torch.Tensor, got str"),
-    (lambda x, w1, w2: fastglu.mlp(x[0], w1, w2), ValueError, r"x must have 2 or 3 dimensions, got shape \(8,\)"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, activation="relu"), ValueError, "activation must be one of"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, fused="yes"), TypeError, "fused must be None, True or False, got 'yes'"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, recompute=1), TypeError, "recompute must be True or False, got 1"),
-    (lambda x, w1, w2: fastglu.mlp(x, w1, w2, glu_linear_offset=float("nan")), ValueError, "glu_linear_offset"),
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda x, w1, w2: fastglu.mlp(x.double(), w1, w2), TypeError, "x has dtype torch.float64"),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1.half(), w2),
+            TypeError,
+            "w1 has dtype torch.float16 but x",
+        ),
+        (lambda x, w1, w2: fastglu.mlp(x, w1[:, :7], w2), ValueError, r"w1 has shape \(12, 7\)"),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1[:11], w2),
+            ValueError,
+            r"w1 has shape \(11, 8\).*even",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2[:, :5]),
+            ValueError,
+            r"w2 has shape \(8, 5\); expected .*\(8, 6\)",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias1=torch.zeros(6)),
+            ValueError,
+            r"bias1 has shape \(6,\)",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, bias2=torch.zeros(9)),
+            ValueError,
+            r"bias2 has shape \(9,\)",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, weights=torch.ones(3)),
+            ValueError,
+            r"weights has shape \(3,\)",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, "w1", w2),
+            TypeError,
+            "w1 must be a torch.Tensor, got str",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x[0], w1, w2),
+            ValueError,
+            r"x must have 2 or 3 dimensions, got shape \(8,\)",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, activation="relu"),
+            ValueError,
+            "activation must be one of",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, fused="yes"),
+            TypeError,
+            "fused must be None, True or False, got 'yes'",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, recompute=1),
+            TypeError,
+            "recompute must be True or False, got 1",
+        ),
+        (
+            lambda x, w1, w2: fastglu.mlp(x, w1, w2, glu_linear_offset=float("nan")),
+            ValueError,
+            "glu_linear_offset",
+        ),
+    ],
+)
 def test_bad_inputs_named(call, exc, match):
     x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8), torch.randn(8, 6)
     with pytest.raises(exc, match=match):
@@ -349,8 +458,13 @@ def test_glumlp_loads_hugging_face_and_megatron_checkpoints(bias, interleaved):
     fc1 = torch.cat((hf.gate_proj.weight, hf.up_proj.weight))
     sd = {"linear_fc1.weight": fc1, "linear_fc2.weight": hf.down_proj.weight}
     if bias:
-        sd.update({"linear_fc1.bias": torch.cat((hf.gate_proj.bias, hf.up_proj.bias)),
-                   "linear_fc2.bias": hf.down_proj.bias, "linear_fc1._extra_state": None})
+        sd.update(
+            {
+                "linear_fc1.bias": torch.cat((hf.gate_proj.bias, hf.up_proj.bias)),
+                "linear_fc2.bias": hf.down_proj.bias,
+                "linear_fc1._extra_state": None,
+            }
+        )
     m3 = GLUMLP(H, F, bias=bias, interleaved=interleaved).double()
     m3.load_state_dict(sd)
     outer = torch.nn.Sequential(GLUMLP(H, F, bias=bias, interleaved=interleaved).double())
@@ -363,7 +477,15 @@ def test_glumlp_loads_hugging_face_and_megatron_checkpoints(bias, interleaved):
 
 
 def test_glumlp_module_options_and_bad_options():
-    m = GLUMLP(8, 6, activation="quick_gelu", clamp_value=7.0, glu_linear_offset=1.0, bias=True, recompute=True)
+    m = GLUMLP(
+        8,
+        6,
+        activation="quick_gelu",
+        clamp_value=7.0,
+        glu_linear_offset=1.0,
+        bias=True,
+        recompute=True,
+    )
     assert "quick_gelu" in repr(m) and "recompute=True" in repr(m)
     x = torch.randn(5, 8, requires_grad=True)
     wt = torch.rand(5, requires_grad=True)
@@ -374,7 +496,9 @@ def test_glumlp_module_options_and_bad_options():
     with pytest.raises(ValueError, match="activation must be one of"):
         GLUMLP(8, 6, activation="tanh")
     with pytest.raises(ValueError, match="up_proj.weight without the other"):
-        GLUMLP(8, 6).load_state_dict({"gate_proj.weight": torch.zeros(6, 8), "down_proj.weight": torch.zeros(8, 6)})
+        GLUMLP(8, 6).load_state_dict(
+            {"gate_proj.weight": torch.zeros(6, 8), "down_proj.weight": torch.zeros(8, 6)}
+        )
 
 
 def test_bench_fwd_bwd_smoke(tmp_path):
@@ -386,7 +510,12 @@ def test_bench_fwd_bwd_smoke(tmp_path):
 
     rows = bench.main(["--smoke", "--mode", "fwd_bwd", "--no-gemm", "--out", str(tmp_path)])
     assert {r["benchmark"] for r in rows} == {"mlp_glu/fwd_bwd"}
-    assert {r["provider"] for r in rows} == {"fastglu_fused", "cublas_fastglu", "cublas_compile", "cublas_gemm_only"}
+    assert {r["provider"] for r in rows} == {
+        "fastglu_fused",
+        "cublas_fastglu",
+        "cublas_compile",
+        "cublas_gemm_only",
+    }
     assert all(r["status"] == "passed" for r in rows)
     rec = json.loads((tmp_path / rows[0]["record"]).read_text())
     assert rec["run"]["spec"]["sourceNative"]["benchmark"] == "mlp_glu/fwd_bwd"
@@ -410,12 +539,21 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
     lib = ctypes.CDLL(str(Path(fastglu.__file__).parent / "libfastglu.so"))
 
     class Tensor(ctypes.Structure):
-        _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("row_stride", ctypes.c_int64)]
+        _fields_ = [
+            ("data", ctypes.c_void_p),
+            ("dtype", ctypes.c_int),
+            ("row_stride", ctypes.c_int64),
+        ]
 
     class Params(ctypes.Structure):
-        _fields_ = [("activation", ctypes.c_int), ("layout", ctypes.c_int), ("clamp_value", ctypes.c_float),
-                    ("glu_linear_offset", ctypes.c_float), ("gate_multiplier", ctypes.c_float),
-                    ("down_multiplier", ctypes.c_float)]
+        _fields_ = [
+            ("activation", ctypes.c_int),
+            ("layout", ctypes.c_int),
+            ("clamp_value", ctypes.c_float),
+            ("glu_linear_offset", ctypes.c_float),
+            ("gate_multiplier", ctypes.c_float),
+            ("down_multiplier", ctypes.c_float),
+        ]
 
     T, H, F = 37, 24, 40
     v = {"bias": True, "weights": True}
@@ -423,15 +561,33 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
     wt = wt.reshape(T)
 
     def tensor(t, stride):
-        return Tensor(None if t is None else t.data_ptr(), _C.DTYPE_FP32 if t is None else
-                      {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[t.dtype], stride)
+        return Tensor(
+            None if t is None else t.data_ptr(),
+            _C.DTYPE_FP32
+            if t is None
+            else {torch.bfloat16: _C.DTYPE_BF16, torch.float32: _C.DTYPE_FP32}[t.dtype],
+            stride,
+        )
 
     h = torch.full((T, 2 * F), -7.0, dtype=dtype, device=device)
     y = torch.full((T, F), -7.0, dtype=dtype, device=device)
     out = torch.full((T, H), -7.0, dtype=dtype, device=device)
     p = Params(_C.ACT_QUICK_GELU, _C.LAYOUT_SPLIT, 2.0, 1.0, 1.0, 1.0)
-    args = [ctypes.byref(p), tensor(x, H), tensor(w1, H), tensor(b1, 1), tensor(wt, 1), tensor(w2, F), tensor(b2, 1),
-            tensor(h, 2 * F), tensor(y, F), tensor(out, H), ctypes.c_int64(T), ctypes.c_int64(H), ctypes.c_int64(F)]
+    args = [
+        ctypes.byref(p),
+        tensor(x, H),
+        tensor(w1, H),
+        tensor(b1, 1),
+        tensor(wt, 1),
+        tensor(w2, F),
+        tensor(b2, 1),
+        tensor(h, 2 * F),
+        tensor(y, F),
+        tensor(out, H),
+        ctypes.c_int64(T),
+        ctypes.c_int64(H),
+        ctypes.c_int64(F),
+    ]
     fn = lib.fastglu_mlp_fwd_cpu if device == "cpu" else lib.fastglu_mlp_fwd_cuda
     if device == "cuda":
         args.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
@@ -445,8 +601,9 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
     y_ref, h_ref = fastglu.linear_glu(x, w1, b1, weights=wt, **opts)
     assert torch.equal(h, h_ref) and torch.equal(y, y_ref)
     assert torch.equal(out, fastglu.linear(y_ref, w2, b2))
-    ref, _, scales = reference_and_scale(x, w1, w2, b1, b2, wt, torch.ones(T, H, dtype=dtype, device=device),
-                                         dict(v, **opts))
+    ref, _, scales = reference_and_scale(
+        x, w1, w2, b1, b2, wt, torch.ones(T, H, dtype=dtype, device=device), dict(v, **opts)
+    )
     check("out", out, ref, scales["out"], dtype)
     got = fastglu.mlp(x, w1, w2, bias1=b1, bias2=b2, weights=wt, fused=True, **opts)
     check("out", got, ref, scales["out"], dtype)

@@ -24,11 +24,17 @@ def wheel():
 
 
 def dist_info(wheel, name):
-    return wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/" + name))).decode()
+    return wheel.read(
+        next(n for n in wheel.namelist() if n.endswith(".dist-info/" + name))
+    ).decode()
 
 
 def test_one_abi3_wheel_for_cpython_3_10_on(wheel):
-    tags = [line.split(": ", 1)[1] for line in dist_info(wheel, "WHEEL").splitlines() if line.startswith("Tag: ")]
+    tags = [
+        line.split(": ", 1)[1]
+        for line in dist_info(wheel, "WHEEL").splitlines()
+        if line.startswith("Tag: ")
+    ]
     assert tags and all(t.startswith("cp310-abi3-") for t in tags), tags
     assert "fastglu/_C.abi3.so" in wheel.namelist(), [n for n in wheel.namelist() if "_C" in n]
     assert Parser().parsestr(dist_info(wheel, "METADATA"))["Requires-Python"] == ">=3.10"
@@ -38,7 +44,9 @@ def test_declared_dependencies(wheel):
     requires = Parser().parsestr(dist_info(wheel, "METADATA")).get_all("Requires-Dist")
     base = [r for r in requires if "extra ==" not in r]
     assert any(r.startswith("torch") for r in base), base
-    assert any(re.match(r"nvidia-cuda-runtime\s*(<14,\s*>=13\.0|>=13\.0,\s*<14)", r) for r in base), base
+    assert any(
+        re.match(r"nvidia-cuda-runtime\s*(<14,\s*>=13\.0|>=13\.0,\s*<14)", r) for r in base
+    ), base
     assert not any(r.startswith("numpy") for r in base), base
     bench = [r for r in requires if re.search(r"extra\s*==\s*['\"]bench['\"]", r)]
     assert any(r.startswith("numpy") for r in bench), bench

@@ -49,6 +49,11 @@ def test_wheel_contents():
     if not wheels:
         pytest.skip("no wheel in build/wheel (built by scripts/test.sh)")
     names = zipfile.ZipFile(wheels[-1]).namelist()
-    for want in (r"fastglu/__init__\.py", r"fastglu/_C\..*\.so", r"fastglu/libfastglu\.so",
-                 r"fastglu/include/fastglu\.h", r"fastglu/bench/__main__\.py"):
+    for want in (
+        r"fastglu/__init__\.py",
+        r"fastglu/_C\..*\.so",
+        r"fastglu/libfastglu\.so",
+        r"fastglu/include/fastglu\.h",
+        r"fastglu/bench/__main__\.py",
+    ):
         assert any(re.fullmatch(want, n) for n in names), (want, names)

@@ -1,4 +1,5 @@
 """Tests of bench/tune/sass_counts.py (the per-kernel SASS counts read in bench/PERF_NOTES.md)."""
+
 import importlib.util
 import os
 import pathlib
@@ -36,10 +37,14 @@ def sass_text(kernels):
     out = ["\n\tcode for sm_90"]
     for name, instrs in kernels.items():
         out.append(f"\t\tFunction : {name}")
-        out.append("\t.headerflags\t@\"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)\"")
+        out.append('\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"')
         for i, ins in enumerate(instrs):
-            out.append(f"        /*{16 * i:04x}*/                   {ins} ;   /* 0x000000160610898{i % 10} */")
-            out.append("                                                                 /* 0x000fe200078e00ff */")
+            out.append(
+                f"        /*{16 * i:04x}*/                   {ins} ;   /* 0x000000160610898{i % 10} */"
+            )
+            out.append(
+                "                                                                 /* 0x000fe200078e00ff */"
+            )
         out.append("\t\t..........\n")
     return "\n".join(out)
 
@@ -73,7 +78,10 @@ def test_main_filters_and_writes_csv(tmp_path, capsys):
 
 def test_same_as_lists_changed_added_and_removed_kernels(tmp_path, capsys):
     rnd, seed = rng()
-    base = {f"_Z{i}kv": [rnd.choice(list(KINDS.values())) for _ in range(rnd.randint(1, 8))] for i in range(5)}
+    base = {
+        f"_Z{i}kv": [rnd.choice(list(KINDS.values())) for _ in range(rnd.randint(1, 8))]
+        for i in range(5)
+    }
     changed = dict(base)
     victim, gone = rnd.sample(sorted(base), 2)
     changed[victim] = base[victim] + [KINDS["other"]]
@@ -84,8 +92,15 @@ def test_same_as_lists_changed_added_and_removed_kernels(tmp_path, capsys):
     b.write_text(sass_text(changed))
     assert sass_counts.main([str(b), "--same-as", str(a)]) == 0
     out = capsys.readouterr().out
-    assert f"kernels: 5 in {b}, 5 in {a}; the same instructions: 3; different: 1; only in {b}: 1; only in {a}: 1" in out, seed
-    assert out.strip().splitlines()[1:] == [f"differs: {victim}", f"only in {b}: _Z3newv", f"only in {a}: {gone}"], seed
+    assert (
+        f"kernels: 5 in {b}, 5 in {a}; the same instructions: 3; different: 1; only in {b}: 1; only in {a}: 1"
+        in out
+    ), seed
+    assert out.strip().splitlines()[1:] == [
+        f"differs: {victim}",
+        f"only in {b}: _Z3newv",
+        f"only in {a}: {gone}",
+    ], seed
 
 
 def test_same_as_refuses_a_kernel_listed_twice(tmp_path):

@@ -7,10 +7,10 @@ so an element the kernel did not write fails the relative-norm check.
 import pytest
 import torch
 import torch.nn.functional as F_
+from swiglu_reference import ref_bwd, ref_fwd, rel_err
 
 import fastglu
 from fastglu import ops
-from swiglu_reference import ref_bwd, ref_fwd, rel_err
 
 WIDTHS = [1, 3, 768, 1408, 3420, 5632, 8192]
 ROWS = [1, 257]
@@ -18,7 +18,10 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
 
 
@@ -348,9 +351,11 @@ def test_odd_inputs_get_errors_naming_the_call():
     two_tensor = pytest.importorskip("torch.testing._internal.two_tensor")
     x, b, w = torch.randn(4, 8), torch.randn(8), torch.rand(4, 1)
     # a tensor subclass with no storage of its own (data_ptr() 0) was read as "no bias / weights"
-    for call in (lambda: fastglu.glu(x, bias=two_tensor.TwoTensor(b, b)),
-                 lambda: fastglu.glu(x, weights=two_tensor.TwoTensor(w, w)),
-                 lambda: fastglu.bias_swiglu_impl(x, two_tensor.TwoTensor(b, b))):
+    for call in (
+        lambda: fastglu.glu(x, bias=two_tensor.TwoTensor(b, b)),
+        lambda: fastglu.glu(x, weights=two_tensor.TwoTensor(w, w)),
+        lambda: fastglu.bias_swiglu_impl(x, two_tensor.TwoTensor(b, b)),
+    ):
         with pytest.raises(TypeError, match="no storage of its own"):
             call()
     # a ragged jagged tensor: its last size is symbolic
@@ -371,7 +376,9 @@ def test_odd_inputs_get_errors_naming_the_call():
         fastglu.bias_swiglu_impl(torch.randn(4, 7), None)
     with pytest.raises(ValueError, match=r"^fastglu\.bias_swiglu_impl: fp8_input_store must be"):
         fastglu.bias_swiglu_impl(x, None, torch.ones(2))
-    with pytest.raises(TypeError, match=r"^fastglu\.bias_swiglu_impl: clamp_value must be a real number"):
+    with pytest.raises(
+        TypeError, match=r"^fastglu\.bias_swiglu_impl: clamp_value must be a real number"
+    ):
         fastglu.bias_swiglu_impl(x, None, clamp_value="1")
     # a tensor subclass goes through the registered op, whose errors named fastglu.swiglu_fwd
     with pytest.raises(ValueError, match=r"^fastglu\.swiglu: input's last dimension"):
@@ -428,19 +435,28 @@ def test_cuda_same_bits_as_the_family_silu(dtype, ffn):
 def test_nan_and_inf_propagate_like_the_torch_formulas(device, dtype):
     """Special values in gate, up and dy come out where Megatron's formulas, evaluated by torch in
     fp32 on the same stored values, put them (NaN where NaN, the same infinities, the rest close)."""
-    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.0, -88.0, 1e4, -1e4, 1.5],
-                            dtype=torch.float32)
+    specials = torch.tensor(
+        [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.0, -88.0, 1e4, -1e4, 1.5],
+        dtype=torch.float32,
+    )
     n = len(specials)
     g = specials.repeat_interleave(n * n)
     u = specials.repeat(n).repeat_interleave(n)
     d = specials.repeat(n * n)
-    x = torch.cat([g, u]).reshape(1, 2 * n ** 3).to(dtype).to(device)
-    dy = d.reshape(1, n ** 3).to(dtype).to(device)
+    x = torch.cat([g, u]).reshape(1, 2 * n**3).to(dtype).to(device)
+    dy = d.reshape(1, n**3).to(dtype).to(device)
     gf, uf = x.float().chunk(2, -1)
     s = torch.sigmoid(gf)
     want_y = (F_.silu(gf) * uf).to(dtype).float()
-    want_dx = torch.cat((dy.float() * s * (1 + gf * (1 - s)) * uf, dy.float() * F_.silu(gf)), -1).to(dtype).float()
-    for got, want in ((ops.swiglu_fwd(x).float(), want_y), (ops.swiglu_bwd(dy, x).float(), want_dx)):
+    want_dx = (
+        torch.cat((dy.float() * s * (1 + gf * (1 - s)) * uf, dy.float() * F_.silu(gf)), -1)
+        .to(dtype)
+        .float()
+    )
+    for got, want in (
+        (ops.swiglu_fwd(x).float(), want_y),
+        (ops.swiglu_bwd(dy, x).float(), want_dx),
+    ):
         assert torch.equal(torch.isnan(got), torch.isnan(want))
         inf = torch.isinf(want)
         assert torch.equal(got[inf], want[inf])
@@ -449,7 +465,9 @@ def test_nan_and_inf_propagate_like_the_torch_formulas(device, dtype):
 
 
 @cuda_only
-@pytest.mark.parametrize("input_elements", [2**31 + 2**21, 2**32 - 2**14], ids=["just-above-2^31", "near-2^32"])
+@pytest.mark.parametrize(
+    "input_elements", [2**31 + 2**21, 2**32 - 2**14], ids=["just-above-2^31", "near-2^32"]
+)
 def test_more_than_2_31_elements(input_elements):
     """64-bit offsets: an input of more than 2^31 elements (and near 2^32), forward and backward, the
     first and last rows checked against the CPU backend."""
@@ -483,7 +501,9 @@ def test_overlap_with_an_input_that_had_to_be_copied_is_still_refused():
     with pytest.raises(ValueError, match="overlaps dy"):
         ops.swiglu_bwd(dy, xo, out=o)
     with pytest.raises(ValueError, match="overlaps input"):
-        ops.swiglu_bwd(torch.randn(3, 4, 2), base.transpose(0, 1), out=base.view(-1)[:48].view(3, 4, 4))
+        ops.swiglu_bwd(
+            torch.randn(3, 4, 2), base.transpose(0, 1), out=base.view(-1)[:48].view(3, 4, 4)
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -511,6 +531,7 @@ def test_forward_mode_ad_is_refused_not_dropped(requires_grad):
     # A dual input must not take the kernel-only path (its tangent would be silently lost): the
     # Function, which defines no jvp, refuses it.
     import torch.autograd.forward_ad as fwAD
+
     x = torch.randn(4, 6).requires_grad_(requires_grad)
     with fwAD.dual_level():
         dual = fwAD.make_dual(x, torch.randn(4, 6))
@@ -535,7 +556,7 @@ def test_forward_chunks_across_rows(layout, rows, F, dtype, device):
     if layout == "contiguous":
         x = randn(rows, 2 * F, dtype=dtype, device=device)
     elif layout == "column-slice":
-        x = randn(rows, 2 * F + 3, dtype=dtype, device=device)[:, 1:2 * F + 1]
+        x = randn(rows, 2 * F + 3, dtype=dtype, device=device)[:, 1 : 2 * F + 1]
     else:
         x = randn(rows * 2 * F + 1, dtype=dtype, device=device)[1:].view(rows, 2 * F)
     y = torch.full((rows, F), float("nan"), dtype=dtype, device=device)

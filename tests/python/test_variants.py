@@ -20,7 +20,10 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-5}
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
 cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
 
 
@@ -34,7 +37,9 @@ def act_and_grad(name, z):
         return z * s, s * (1 + z * (1 - s))
     if name == "gelu_tanh":
         th = torch.tanh(0.79788456 * z * (1 + 0.044715 * z * z))
-        return 0.5 * z * (1 + th), 0.5 * z * (1 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1 + th)
+        return 0.5 * z * (1 + th), 0.5 * z * (1 - th * th) * (
+            0.79788456 + 0.1070322243 * z * z
+        ) + 0.5 * (1 + th)
     s = torch.sigmoid(1.702 * z)
     return z * s, s * (1 + 1.702 * z * (1 - s))
 
@@ -53,15 +58,31 @@ def with_scale(t, scale):
 
 
 def merge(a, b, interleaved):
-    cat = (lambda p, q: torch.stack((p, q), -1).flatten(-2)) if interleaved else (lambda p, q: torch.cat((p, q), -1))
+    cat = (
+        (lambda p, q: torch.stack((p, q), -1).flatten(-2))
+        if interleaved
+        else (lambda p, q: torch.cat((p, q), -1))
+    )
     out = cat(a, b)
     if getattr(a, "scale", None) is not None and getattr(b, "scale", None) is not None:
         with_scale(out, cat(a.scale, b.scale))
     return out
 
 
-def reference(g, u, dy, *, activation="silu", bias=None, weights=None, clamp_value=None, glu_linear_offset=0.0,
-              gate_multiplier=1.0, down_multiplier=1.0, interleaved=False):
+def reference(
+    g,
+    u,
+    dy,
+    *,
+    activation="silu",
+    bias=None,
+    weights=None,
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+):
     """(y, d_gate, d_up, dbias, dweights) in float64 from the stored values g, u ([..., F] each).
     The clamp bound is torch.clamp's on a tensor of g's dtype: clamp_value rounded through float32
     to that dtype. Each result carries `.scale` (see rel_err)."""
@@ -79,8 +100,11 @@ def reference(g, u, dy, *, activation="silu", bias=None, weights=None, clamp_val
         bg, bu = split(bias.double(), interleaved)
     else:
         bg = bu = torch.zeros((), dtype=torch.float64)
-    w = torch.ones(lead + (1,), dtype=torch.float64, device=g.device) if weights is None \
+    w = (
+        torch.ones(lead + (1,), dtype=torch.float64, device=g.device)
+        if weights is None
         else weights.double().reshape(lead + (1,))
+    )
     a, v = g2 + bg, u2 + bu
     z = gate_multiplier * a
     act, dact = act_and_grad(activation, z)
@@ -105,7 +129,9 @@ def reference(g, u, dy, *, activation="silu", bias=None, weights=None, clamp_val
     with_scale(dbias, merge(s_da.reshape(-1, F).sum(0), s_dv.reshape(-1, F).sum(0), interleaved))
     with_scale(dweights, (abs(down_multiplier) * A * V * dy.abs()).sum(-1))
     if weights is not None:
-        dweights = with_scale(dweights.reshape(weights.shape), dweights.scale.reshape(weights.shape))
+        dweights = with_scale(
+            dweights.reshape(weights.shape), dweights.scale.reshape(weights.shape)
+        )
     return y, d_gate, d_up, dbias, dweights
 
 
@@ -120,7 +146,9 @@ def rel_err(out, ref):
     assert out.shape == ref.shape, (out.shape, ref.shape)
     # (nor less than the dtype's smallest normal per element: a subnormal result is stored with
     # the subnormal spacing, e.g. 6e-8 for fp16)
-    denom = torch.maximum(ref.norm(), torch.tensor(tiny * max(out.numel(), 1) ** 0.5, dtype=torch.float64))
+    denom = torch.maximum(
+        ref.norm(), torch.tensor(tiny * max(out.numel(), 1) ** 0.5, dtype=torch.float64)
+    )
     if scale is not None:
         denom = torch.maximum(denom, 0.1 * scale.double().cpu().norm())
     err = ((out - ref).norm() / denom.clamp_min(1e-30)).item()
@@ -143,12 +171,25 @@ VARIANTS = {
     "swiglu-weights-fp32": dict(activation="silu", weights=torch.float32),
     "swiglu-clamp": dict(activation="silu", clamp_value=1.5),
     "geglu-bias": dict(activation="gelu_tanh", bias=True),
-    "quick-geglu-gpt-oss": dict(activation="quick_gelu", bias=True, weights=torch.float32, glu_linear_offset=1.0,
-                                clamp_value=2.5),
+    "quick-geglu-gpt-oss": dict(
+        activation="quick_gelu",
+        bias=True,
+        weights=torch.float32,
+        glu_linear_offset=1.0,
+        clamp_value=2.5,
+    ),
     "swiglu-interleaved-bias": dict(activation="silu", bias=True, interleaved=True),
     "liger-multipliers": dict(activation="silu", gate_multiplier=0.7, down_multiplier=1.3),
-    "geglu-everything": dict(activation="gelu_tanh", bias=True, weights="input", clamp_value=3.0,
-                             glu_linear_offset=-0.5, gate_multiplier=1.1, down_multiplier=0.8, interleaved=True),
+    "geglu-everything": dict(
+        activation="gelu_tanh",
+        bias=True,
+        weights="input",
+        clamp_value=3.0,
+        glu_linear_offset=-0.5,
+        gate_multiplier=1.1,
+        down_multiplier=0.8,
+        interleaved=True,
+    ),
 }
 
 
@@ -198,7 +239,9 @@ def test_variant_against_float64(variant, F, rows, dtype, device):
     grads = glu_bwd(dy, x, bias=bias, weights=weights, out=dx, **opts)
     assert grads.dx is dx and grads.d_up is None
     assert (grads.dbias is None) == (bias is None) and (grads.dweights is None) == (weights is None)
-    check_against_reference(x, dy, bias, weights, opts, y, dx, grads.dbias, grads.dweights, TOL[dtype])
+    check_against_reference(
+        x, dy, bias, weights, opts, y, dx, grads.dbias, grads.dweights, TOL[dtype]
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -206,16 +249,26 @@ def test_variant_against_float64(variant, F, rows, dtype, device):
 @pytest.mark.parametrize("shape", [(257, 2 * 1408), (5, 3, 2 * 768), (1, 1, 2), (2, 4, 2 * 3420)])
 @pytest.mark.parametrize("variant", ["swiglu-bias", "quick-geglu-gpt-oss", "geglu-everything"])
 def test_autograd_2d_and_3d(variant, shape, dtype, device):
-    x, dy, bias, weights, opts = make_case(variant, None, shape[-1] // 2, dtype, device, lead=shape[:-1])
+    x, dy, bias, weights, opts = make_case(
+        variant, None, shape[-1] // 2, dtype, device, lead=shape[:-1]
+    )
     leaves = [t.requires_grad_() for t in (x, bias, weights) if t is not None]
     y = fastglu.glu(x, bias=bias, weights=weights, **opts)
     assert y.shape == shape[:-1] + (shape[-1] // 2,) and y.dtype == dtype and y.device == x.device
     y.backward(dy)
     assert all(t.grad is not None for t in leaves)
-    check_against_reference(x.detach(), dy, None if bias is None else bias.detach(),
-                            None if weights is None else weights.detach(), opts, y.detach(), x.grad,
-                            None if bias is None else bias.grad, None if weights is None else weights.grad,
-                            TOL[dtype])
+    check_against_reference(
+        x.detach(),
+        dy,
+        None if bias is None else bias.detach(),
+        None if weights is None else weights.detach(),
+        opts,
+        y.detach(),
+        x.grad,
+        None if bias is None else bias.grad,
+        None if weights is None else weights.grad,
+        TOL[dtype],
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -244,7 +297,9 @@ def test_silu_mul_two_tensors(mult, F, dtype, device):
     dy = randn(3, 257, F, dtype=dtype, device=device)
     y = fastglu.silu_mul(gate, up, gate_multiplier=mg, down_multiplier=md)
     y.backward(dy)
-    ry, rdg, rdu, _, _ = reference(gate.detach(), up.detach(), dy, gate_multiplier=mg, down_multiplier=md)
+    ry, rdg, rdu, _, _ = reference(
+        gate.detach(), up.detach(), dy, gate_multiplier=mg, down_multiplier=md
+    )
     assert rel_err(y, ry) <= TOL[dtype]
     assert rel_err(gate.grad, rdg) <= TOL[dtype]
     assert rel_err(up.grad, rdu) <= TOL[dtype]
@@ -256,7 +311,7 @@ def test_two_tensor_op_layer_with_sentinels_and_bias(device):
     d_up) pre-filled with NaN; a [2F] bias [b_gate | b_up] and fp32 weights."""
     F, T = 1408, 257
     fused = randn(T, 2 * F + 16, dtype=torch.bfloat16, device=device)
-    gate, up = fused[:, :F], fused[:, F + 16:]
+    gate, up = fused[:, :F], fused[:, F + 16 :]
     dy = randn(T, F, dtype=torch.bfloat16, device=device)
     bias = randn(2 * F, dtype=torch.bfloat16, device=device)
     w = torch.rand(T, 1, device=device) + 0.5
@@ -299,7 +354,9 @@ def test_clamp_boundaries_pass_the_gradient(activation, dtype, device):
     opts = dict(activation=activation, clamp_value=c, glu_linear_offset=1.0)
     y = glu_fwd(x, bias=bias, **opts)
     grads = glu_bwd(dy, x, bias=bias, **opts)
-    ry, rdg, rdu, rdb, _ = reference(g.reshape(1, -1).to(device), u.reshape(1, -1).to(device), dy, bias=bias, **opts)
+    ry, rdg, rdu, rdb, _ = reference(
+        g.reshape(1, -1).to(device), u.reshape(1, -1).to(device), dy, bias=bias, **opts
+    )
     assert rel_err(y, ry) <= TOL[dtype]
     dg, du = grads.dx.chunk(2, -1)
     assert rel_err(dg, rdg) <= TOL[dtype] and rel_err(du, rdu) <= TOL[dtype]
@@ -333,7 +390,22 @@ def test_clamp_keeps_nan_and_bounds_inf_like_torch_clamp(activation, dtype, devi
     bounds, and the clamp gradients pass exactly where torch.clamp's do (not at NaN): the formulas
     of Megatron's weighted_bias_quick_geglu_impl, evaluated by torch on the same stored values."""
     c, n = 7.0, 12
-    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 7.0, -7.0, 7.5, -7.5, 0.0, -0.0, 1.5, -2.0, 30.0])
+    specials = torch.tensor(
+        [
+            float("nan"),
+            float("inf"),
+            -float("inf"),
+            7.0,
+            -7.0,
+            7.5,
+            -7.5,
+            0.0,
+            -0.0,
+            1.5,
+            -2.0,
+            30.0,
+        ]
+    )
     g = specials.repeat_interleave(n)
     u = specials.repeat(n)
     x = torch.cat([g, u]).reshape(1, 2 * n * n).to(dtype).to(device)
@@ -348,8 +420,13 @@ def test_clamp_keeps_nan_and_bounds_inf_like_torch_clamp(activation, dtype, devi
     want_y = act * (uc + 1.0)
     d = dy.double()
     zero = torch.zeros_like(d)
-    want_dx = torch.cat((torch.where(gf <= c, d * (uc + 1.0) * dact, zero),
-                         torch.where((uf >= -c) & (uf <= c), d * act, zero)), -1)
+    want_dx = torch.cat(
+        (
+            torch.where(gf <= c, d * (uc + 1.0) * dact, zero),
+            torch.where((uf >= -c) & (uf <= c), d * act, zero),
+        ),
+        -1,
+    )
     opts = dict(activation=activation, clamp_value=c, glu_linear_offset=1.0)
     got_y = glu_fwd(x, bias=b, **opts).double()
     got_dx = glu_bwd(dy, x, bias=b, **opts).dx.double()
@@ -367,14 +444,15 @@ def test_nan_and_inf_propagate_like_the_torch_formulas(activation, dtype, device
     """NaN and infinities in gate, up and dy come out where the header's formulas, evaluated by
     torch in fp32 on the same stored values, put them (NaN where NaN, the same infinities). -88 is
     where torch's fp32 sigmoid is subnormal: SiLU's act(-88) * inf is then -inf, not NaN."""
-    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 30.0, -30.0, 1e4, -1e4, 1.5,
-                             -88.0])
+    specials = torch.tensor(
+        [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 30.0, -30.0, 1e4, -1e4, 1.5, -88.0]
+    )
     n = len(specials)
     g = specials.repeat_interleave(n * n)
     u = specials.repeat(n).repeat_interleave(n)
     d = specials.repeat(n * n)
-    x = torch.cat([g, u]).reshape(1, 2 * n ** 3).to(dtype).to(device)
-    dy = d.reshape(1, n ** 3).to(dtype).to(device)
+    x = torch.cat([g, u]).reshape(1, 2 * n**3).to(dtype).to(device)
+    dy = d.reshape(1, n**3).to(dtype).to(device)
     gf, uf = x.float().chunk(2, -1)
     act, dact = act_and_grad(activation, gf)
     want_y = (act * uf).to(dtype).float()
@@ -399,7 +477,7 @@ def test_column_slice_input_bias_and_weights_views(F, device):
     (stride 2): all read in place, the answer right."""
     T = 257
     wide = randn(T, 2 * F + 24, dtype=torch.bfloat16, device=device)
-    x = wide[:, 8:8 + 2 * F]
+    x = wide[:, 8 : 8 + 2 * F]
     bias = randn(4 * F, dtype=torch.bfloat16, device=device)[::2]
     w2 = torch.rand(T, 2, device=device) + 0.5
     weights = w2[:, 1:]
@@ -411,7 +489,9 @@ def test_column_slice_input_bias_and_weights_views(F, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kind", ["transposed", "column-step-2", "row-broadcast", "3d-permuted", "scalar-broadcast"])
+@pytest.mark.parametrize(
+    "kind", ["transposed", "column-step-2", "row-broadcast", "3d-permuted", "scalar-broadcast"]
+)
 def test_strided_dy(kind, device):
     T, F = 256, 1408
     x = randn(T, 2 * F, dtype=torch.float32, device=device)
@@ -430,8 +510,18 @@ def test_strided_dy(kind, device):
     weights = torch.rand(x.shape[:-1] + (1,), device=device) + 0.5
     opts = dict(activation="gelu_tanh")
     g = glu_bwd(dy, x, bias=bias, weights=weights, **opts)
-    check_against_reference(x, dy, bias, weights, opts, glu_fwd(x, bias=bias, weights=weights, **opts), g.dx,
-                            g.dbias, g.dweights, 1e-5)
+    check_against_reference(
+        x,
+        dy,
+        bias,
+        weights,
+        opts,
+        glu_fwd(x, bias=bias, weights=weights, **opts),
+        g.dx,
+        g.dbias,
+        g.dweights,
+        1e-5,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -442,7 +532,9 @@ def test_non_mergeable_3d_input_is_copied_and_right(device):
     w = torch.rand(4, 6, 1, device=device)
     y = glu_fwd(x, weights=w, activation="quick_gelu")
     g = glu_bwd(dy, x, weights=w, activation="quick_gelu")
-    check_against_reference(x, dy, None, w, dict(activation="quick_gelu"), y, g.dx, None, g.dweights, 1e-5)
+    check_against_reference(
+        x, dy, None, w, dict(activation="quick_gelu"), y, g.dx, None, g.dweights, 1e-5
+    )
 
 
 # ---- in place -------------------------------------------------------------------------------------
@@ -455,7 +547,9 @@ def test_in_place_gives_the_same_gradients(interleaved, device):
     dy = randn(3, 5, 768, dtype=torch.float32, device=device)
     bias = randn(2 * 768, dtype=torch.float32, device=device)
     w = torch.rand(15, 1, device=device)
-    opts = dict(activation="quick_gelu", clamp_value=2.0, glu_linear_offset=1.0, interleaved=interleaved)
+    opts = dict(
+        activation="quick_gelu", clamp_value=2.0, glu_linear_offset=1.0, interleaved=interleaved
+    )
     grads = []
     for in_place in (False, True):
         x = fc1.clone().requires_grad_()
@@ -498,15 +592,20 @@ def test_in_place_rejects_inputs_it_cannot_overwrite():
     with pytest.raises(ValueError, match="in_place=True needs"):
         fastglu.glu(torch.randn(1, 8, requires_grad=True).expand(6, 8), in_place=True)
     with pytest.raises(ValueError, match="in_place=True needs"):
-        fastglu.silu_mul(torch.randn(4, 6, requires_grad=True), torch.randn(6, 4, requires_grad=True).t(),
-                         in_place=True)
+        fastglu.silu_mul(
+            torch.randn(4, 6, requires_grad=True),
+            torch.randn(6, 4, requires_grad=True).t(),
+            in_place=True,
+        )
 
 
 @pytest.mark.parametrize("in_place", [False, True])
 def test_double_backward_raises(in_place):
     x = torch.randn(2, 8, requires_grad=True)
     with pytest.raises(RuntimeError, match="double backward"):
-        torch.autograd.grad(fastglu.glu(x * 1.0, "silu", in_place=in_place).sum(), x, create_graph=True)
+        torch.autograd.grad(
+            fastglu.glu(x * 1.0, "silu", in_place=in_place).sum(), x, create_graph=True
+        )
 
 
 # ---- fp8 saved input --------------------------------------------------------------------------------
@@ -556,8 +655,9 @@ def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
         gd, ud = gd.clamp(max=c), ud.clamp(-c, c)
     step = merge(gd, ud, False).abs() / 8 + 2.0**-9 * s
     assert ((merge(g, u, False) - merge(gd, ud, False)).abs() <= step).all()
-    _, rdg, rdu, rdb, _ = reference(g, u, dy, bias=bias.detach() if bias is not None else None, weights=weights,
-                                    **o)
+    _, rdg, rdu, rdb, _ = reference(
+        g, u, dy, bias=bias.detach() if bias is not None else None, weights=weights, **o
+    )
     if c:
         graw, uraw = split(x.detach(), False)
         rdg, rdu = rdg * (graw <= c).to(rdg.dtype), rdu * ((uraw >= -c) & (uraw <= c)).to(rdu.dtype)
@@ -565,8 +665,13 @@ def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
     if bias is not None:
         assert rel_err(bias.grad, rdb) <= 1e-2
     # the forward used the full-precision input
-    ry = reference(*split(x.detach(), False), dy, bias=None if bias is None else bias.detach(), weights=weights,
-                   **opts)[0]
+    ry = reference(
+        *split(x.detach(), False),
+        dy,
+        bias=None if bias is None else bias.detach(),
+        weights=weights,
+        **opts,
+    )[0]
     assert rel_err(y, ry) <= 1e-2
 
 
@@ -623,16 +728,38 @@ def test_megatron_signatures_shapes_values_and_grads(lead, dtype, device):
     dy = randn(*lead, F, dtype=dtype, device=device)
     cases = [
         (lambda i, b, w: fastglu.bias_swiglu_impl(i, b), dict(activation="silu"), True, False),
-        (lambda i, b, w: fastglu.bias_swiglu_impl(i, b, False, False, 2.0), dict(activation="silu", clamp_value=2.0),
-         True, False),
+        (
+            lambda i, b, w: fastglu.bias_swiglu_impl(i, b, False, False, 2.0),
+            dict(activation="silu", clamp_value=2.0),
+            True,
+            False,
+        ),
         (lambda i, b, w: fastglu.bias_swiglu_impl(i, None), dict(activation="silu"), False, False),
-        (lambda i, b, w: fastglu.weighted_bias_swiglu_impl(i, None, w), dict(activation="silu"), False, True),
+        (
+            lambda i, b, w: fastglu.weighted_bias_swiglu_impl(i, None, w),
+            dict(activation="silu"),
+            False,
+            True,
+        ),
         (lambda i, b, w: fastglu.bias_geglu_impl(i, b), dict(activation="gelu_tanh"), True, False),
-        (lambda i, b, w: fastglu.bias_geglu_impl(i, None), dict(activation="gelu_tanh"), False, False),
-        (lambda i, b, w: fastglu.weighted_bias_quick_geglu_impl(i, b, w, False, 1.0, 3.0),
-         dict(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=3.0), True, True),
-        (lambda i, b, w: fastglu.weighted_bias_quick_geglu_impl(i, None, w), dict(activation="quick_gelu"), False,
-         True),
+        (
+            lambda i, b, w: fastglu.bias_geglu_impl(i, None),
+            dict(activation="gelu_tanh"),
+            False,
+            False,
+        ),
+        (
+            lambda i, b, w: fastglu.weighted_bias_quick_geglu_impl(i, b, w, False, 1.0, 3.0),
+            dict(activation="quick_gelu", glu_linear_offset=1.0, clamp_value=3.0),
+            True,
+            True,
+        ),
+        (
+            lambda i, b, w: fastglu.weighted_bias_quick_geglu_impl(i, None, w),
+            dict(activation="quick_gelu"),
+            False,
+            True,
+        ),
     ]
     for call, opts, with_bias, with_weights in cases:
         xi = x.clone().requires_grad_()
@@ -641,9 +768,18 @@ def test_megatron_signatures_shapes_values_and_grads(lead, dtype, device):
         y = call(xi, bi, wi)
         assert y.shape == lead + (F,) and y.dtype == dtype
         y.backward(dy)
-        check_against_reference(x, dy, bias if with_bias else None, probs if with_weights else None, opts,
-                                y.detach(), xi.grad, bi.grad if with_bias else None,
-                                wi.grad if with_weights else None, TOL[dtype])
+        check_against_reference(
+            x,
+            dy,
+            bias if with_bias else None,
+            probs if with_weights else None,
+            opts,
+            y.detach(),
+            xi.grad,
+            bi.grad if with_bias else None,
+            wi.grad if with_weights else None,
+            TOL[dtype],
+        )
 
 
 def test_weighted_bias_swiglu_impl_rejects_a_bias_like_megatron():
@@ -653,10 +789,12 @@ def test_weighted_bias_swiglu_impl_rejects_a_bias_like_megatron():
 
 
 def test_megatron_signatures_want_2d_or_3d():
-    for f in (lambda x: fastglu.bias_swiglu_impl(x, torch.zeros(8)),
-              lambda x: fastglu.weighted_bias_swiglu_impl(x, None, torch.ones(2, 1)),
-              lambda x: fastglu.bias_geglu_impl(x, None),
-              lambda x: fastglu.weighted_bias_quick_geglu_impl(x, None, torch.ones(2, 1))):
+    for f in (
+        lambda x: fastglu.bias_swiglu_impl(x, torch.zeros(8)),
+        lambda x: fastglu.weighted_bias_swiglu_impl(x, None, torch.ones(2, 1)),
+        lambda x: fastglu.bias_geglu_impl(x, None),
+        lambda x: fastglu.weighted_bias_quick_geglu_impl(x, None, torch.ones(2, 1)),
+    ):
         with pytest.raises(ValueError, match="2D.*3D"):
             f(torch.randn(2, 1, 1, 8))
         with pytest.raises(ValueError, match="2D.*3D"):
@@ -679,8 +817,12 @@ def test_cpu_offload_marks_the_saved_input_and_bias():
 
 def test_weights_grad_keeps_the_weights_dtype_and_shape():
     x = randn(10, 2 * 32, dtype=torch.bfloat16, device="cpu").requires_grad_()
-    for w in (torch.rand(10, 1), torch.rand(10, 1, dtype=torch.bfloat16), torch.rand(10),
-              torch.rand(10, 1, dtype=torch.float16)):
+    for w in (
+        torch.rand(10, 1),
+        torch.rand(10, 1, dtype=torch.bfloat16),
+        torch.rand(10),
+        torch.rand(10, 1, dtype=torch.float16),
+    ):
         w.requires_grad_()
         y = fastglu.weighted_bias_swiglu_impl(x, None, w)
         assert y.dtype == torch.bfloat16
@@ -698,7 +840,9 @@ def test_modules_match_the_functions():
     m = fastglu.modules.QuickGeGLU(glu_linear_offset=1.0, clamp_value=7.0)
     assert torch.equal(m(x, b, w), fastglu.weighted_bias_quick_geglu_impl(x, b, w, False, 1.0, 7.0))
     assert torch.equal(fastglu.modules.SwiGLU()(x), fastglu.glu(x))
-    assert torch.equal(fastglu.modules.GeGLU(interleaved=True)(x), fastglu.glu(x, "gelu_tanh", interleaved=True))
+    assert torch.equal(
+        fastglu.modules.GeGLU(interleaved=True)(x), fastglu.glu(x, "gelu_tanh", interleaved=True)
+    )
     assert "quick_gelu" in repr(m) and "clamp_value=7.0" in repr(m)
     assert list(m.parameters()) == []
     with pytest.raises(ValueError, match="activation"):
@@ -713,25 +857,44 @@ def test_fastglu_activation_reads_a_megatron_config():
     import torch.nn.functional as F_
 
     x = randn(5, 2 * 24, dtype=torch.float32, device="cpu")
-    cfg = SimpleNamespace(gated_linear_unit=True, activation_func=F_.silu, glu_linear_offset=0.0,
-                          activation_func_clamp_value=None, activation_func_fp8_input_store=False)
+    cfg = SimpleNamespace(
+        gated_linear_unit=True,
+        activation_func=F_.silu,
+        glu_linear_offset=0.0,
+        activation_func_clamp_value=None,
+        activation_func_fp8_input_store=False,
+    )
     assert torch.equal(fastglu.modules.FastGLUActivation(config=cfg)(x), fastglu.glu(x))
     cfg.activation_func = F_.gelu
-    assert torch.equal(fastglu.modules.FastGLUActivation(config=cfg)(x), fastglu.glu(x, "gelu_tanh"))
+    assert torch.equal(
+        fastglu.modules.FastGLUActivation(config=cfg)(x), fastglu.glu(x, "gelu_tanh")
+    )
 
     def quick_gelu(z):  # stands for megatron.core.fusions.fused_bias_geglu.quick_gelu
         return z * torch.sigmoid(1.702 * z)
 
     quick_gelu.__module__ = "megatron.core.fusions.fused_bias_geglu"
-    cfg = SimpleNamespace(gated_linear_unit=True, activation_func=quick_gelu, glu_linear_offset=1.0,
-                          activation_func_clamp_value=7.0, activation_func_fp8_input_store=True)
+    cfg = SimpleNamespace(
+        gated_linear_unit=True,
+        activation_func=quick_gelu,
+        glu_linear_offset=1.0,
+        activation_func_clamp_value=7.0,
+        activation_func_fp8_input_store=True,
+    )
     m = fastglu.modules.FastGLUActivation(config=cfg)
-    assert (m.activation, m.glu_linear_offset, m.clamp_value, m.fp8_input_store) == ("quick_gelu", 1.0, 7.0, True)
+    assert (m.activation, m.glu_linear_offset, m.clamp_value, m.fp8_input_store) == (
+        "quick_gelu",
+        1.0,
+        7.0,
+        True,
+    )
     cfg.gated_linear_unit = False
     with pytest.raises(ValueError, match="gated_linear_unit"):
         fastglu.modules.FastGLUActivation(config=cfg)
     with pytest.raises(ValueError, match="activation_func"):
-        fastglu.modules.FastGLUActivation(config=SimpleNamespace(gated_linear_unit=True, activation_func=torch.relu))
+        fastglu.modules.FastGLUActivation(
+            config=SimpleNamespace(gated_linear_unit=True, activation_func=torch.relu)
+        )
 
 
 # ---- bad input: clear errors, nothing written ---------------------------------------------------
@@ -743,12 +906,24 @@ def test_bad_inputs_raise_before_anything_is_written():
     dx = torch.full((4, 16), 7.0)
     dy = torch.randn(4, 8)
     cases = [
-        (ValueError, r"bias has shape \(8,\); expected \[2F\] = \(16,\)", dict(bias=torch.zeros(8))),
+        (
+            ValueError,
+            r"bias has shape \(8,\); expected \[2F\] = \(16,\)",
+            dict(bias=torch.zeros(8)),
+        ),
         (ValueError, r"bias has shape \(4, 16\)", dict(bias=torch.zeros(4, 16))),
-        (TypeError, "bias has dtype torch.float16", dict(bias=torch.zeros(16, dtype=torch.float16))),
+        (
+            TypeError,
+            "bias has dtype torch.float16",
+            dict(bias=torch.zeros(16, dtype=torch.float16)),
+        ),
         (ValueError, r"weights has shape \(4, 8\)", dict(weights=torch.ones(4, 8))),
         (ValueError, r"weights has shape \(5, 1\)", dict(weights=torch.ones(5, 1))),
-        (TypeError, "weights has dtype torch.int64", dict(weights=torch.ones(4, 1, dtype=torch.int64))),
+        (
+            TypeError,
+            "weights has dtype torch.int64",
+            dict(weights=torch.ones(4, 1, dtype=torch.int64)),
+        ),
         (ValueError, "weights is on device meta", dict(weights=torch.ones(4, 1, device="meta"))),
         (ValueError, "bias is on device meta", dict(bias=torch.ones(16, device="meta"))),
         (ValueError, "activation must be one of", dict(activation="relu")),
@@ -866,7 +1041,11 @@ def test_reductions_are_bitwise_deterministic(device):
     g0 = glu_bwd(dy, x, bias=b, weights=w)
     for _ in range(3):
         g = glu_bwd(dy, x, bias=b, weights=w)
-        assert torch.equal(g.dx, g0.dx) and torch.equal(g.dbias, g0.dbias) and torch.equal(g.dweights, g0.dweights)
+        assert (
+            torch.equal(g.dx, g0.dx)
+            and torch.equal(g.dbias, g0.dbias)
+            and torch.equal(g.dweights, g0.dweights)
+        )
 
 
 # ---- CUDA specifics -----------------------------------------------------------------------------
@@ -945,6 +1124,7 @@ def test_entry_points_refuse_transforms_they_cannot_follow(lean, monkeypatch):
     # a functorch transform is active: either way vmap and forward-mode AD are refused as
     # Function.apply refuses them (no vmap rule, no jvp), never run with a dropped tangent or batch.
     import torch.autograd.forward_ad as fwAD
+
     glu_module = fastglu.functional
     if not lean:
         monkeypatch.setattr(glu_module, "_glu_c_apply", None)
@@ -968,7 +1148,11 @@ def _fast_path_cases(device):
     bf, f32 = torch.bfloat16, torch.float32
     wide = randn(7, 3 * 40, dtype=bf, device=device)
     cases = []
-    for act, clamp, off in [("silu", None, 0.0), ("gelu_tanh", None, 0.0), ("quick_gelu", 7.0, 1.0)]:
+    for act, clamp, off in [
+        ("silu", None, 0.0),
+        ("gelu_tanh", None, 0.0),
+        ("quick_gelu", 7.0, 1.0),
+    ]:
         for il in (False, True):
             p = G.glu_params(act, clamp_value=clamp, glu_linear_offset=off, interleaved=il)
             for lead in [(9,), (3, 5), (1, 4), (4, 1)]:
@@ -976,15 +1160,41 @@ def _fast_path_cases(device):
                 x = randn(*lead, 2 * 24, dtype=bf, device=device)
                 dy = randn(*lead, 24, dtype=bf, device=device)
                 cases.append((f"{act}-{il}-{lead}", x, None, None, p, dy))
-                cases.append((f"{act}-{il}-{lead}-bias", x, torch.nn.Parameter(randn(48, dtype=bf, device=device)),
-                              None, p, dy))
+                cases.append(
+                    (
+                        f"{act}-{il}-{lead}-bias",
+                        x,
+                        torch.nn.Parameter(randn(48, dtype=bf, device=device)),
+                        None,
+                        p,
+                        dy,
+                    )
+                )
                 w = (torch.rand(T, 1, device=device) + 0.25).to(f32)
-                cases.append((f"{act}-{il}-{lead}-bias-w", x, randn(48, dtype=bf, device=device), w, p, dy))
-                cases.append((f"{act}-{il}-{lead}-w1d-expanded-dy", x, None, w.view(T).to(bf), p,
-                              randn(24, dtype=bf, device=device).expand(*lead, 24)))
+                cases.append(
+                    (f"{act}-{il}-{lead}-bias-w", x, randn(48, dtype=bf, device=device), w, p, dy)
+                )
+                cases.append(
+                    (
+                        f"{act}-{il}-{lead}-w1d-expanded-dy",
+                        x,
+                        None,
+                        w.view(T).to(bf),
+                        p,
+                        randn(24, dtype=bf, device=device).expand(*lead, 24),
+                    )
+                )
             # a column slice of a wider tensor (rows strided), dy transposed
-            cases.append((f"{act}-{il}-slice", wide[:, 8:8 + 80], randn(80, dtype=bf, device=device),
-                          torch.rand(7, 1, device=device), p, randn(40, 7, dtype=bf, device=device).t()))
+            cases.append(
+                (
+                    f"{act}-{il}-slice",
+                    wide[:, 8 : 8 + 80],
+                    randn(80, dtype=bf, device=device),
+                    torch.rand(7, 1, device=device),
+                    p,
+                    randn(40, 7, dtype=bf, device=device).t(),
+                )
+            )
     return G, cases
 
 
@@ -1006,7 +1216,9 @@ def test_short_path_gives_the_checked_paths_bits(device):
             for got, ref in ((g[1], r.dbias), (g[2], r.dweights)):
                 assert (got is None) == (ref is None), name
                 if got is not None:
-                    assert got.shape == ref.shape and got.dtype == ref.dtype and torch.equal(got, ref), name
+                    assert (
+                        got.shape == ref.shape and got.dtype == ref.dtype and torch.equal(got, ref)
+                    ), name
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -1016,15 +1228,18 @@ def test_short_path_declines_what_it_does_not_check(device):
     G = fastglu.ops
     p = G.glu_params("silu")
     x = randn(6, 16, dtype=torch.float32, device=device)
-    b, w = randn(16, dtype=torch.float32, device=device), torch.rand(6, 1, device=device)
+    b = randn(16, dtype=torch.float32, device=device)
     declined = {
         "bias on meta": (x, torch.ones(16, device="meta"), None),
         "weights on meta": (x, None, torch.ones(6, 1, device="meta")),
         "negated bias view": (x, b._neg_view(), None),
         "negated input view": (x._neg_view(), None, None),
         "strided weights": (x, None, torch.rand(6, 2, device=device)[:, :1]),
-        "weights [S, B, 1]": (randn(2, 3, 16, dtype=torch.float32, device=device), None,
-                              torch.rand(2, 3, 1, device=device)),
+        "weights [S, B, 1]": (
+            randn(2, 3, 16, dtype=torch.float32, device=device),
+            None,
+            torch.rand(2, 3, 1, device=device),
+        ),
         "strided bias": (x, randn(32, dtype=torch.float32, device=device)[::2], None),
         "4D input": (randn(1, 2, 3, 16, dtype=torch.float32, device=device), None, None),
         "float64 input": (x.double(), None, None),
@@ -1037,12 +1252,23 @@ def test_short_path_declines_what_it_does_not_check(device):
     for name, (xx, bb, ww) in declined.items():
         assert G._fwd_common(p, xx, bb, ww) is None, name
     # where the checked path accepts them, the results are right (against the reference)
-    for name in ("negated bias view", "negated input view", "strided weights", "weights [S, B, 1]", "strided bias"):
+    for name in (
+        "negated bias view",
+        "negated input view",
+        "strided weights",
+        "weights [S, B, 1]",
+        "strided bias",
+    ):
         xx, bb, ww = declined[name]
         y = G.forward(p, xx, None, bb, ww)
         g, u = split(xx.resolve_neg(), False)
-        ry = reference(g, u, torch.ones(y.shape, dtype=torch.float64, device=device),
-                       bias=None if bb is None else bb.resolve_neg(), weights=ww)[0]
+        ry = reference(
+            g,
+            u,
+            torch.ones(y.shape, dtype=torch.float64, device=device),
+            bias=None if bb is None else bb.resolve_neg(),
+            weights=ww,
+        )[0]
         assert rel_err(y, ry) <= TOL[torch.float32], name
     # and where it refuses them, the public calls raise its message and write nothing
     with pytest.raises(ValueError, match="bias is on device meta"):
@@ -1052,12 +1278,16 @@ def test_short_path_declines_what_it_does_not_check(device):
     with pytest.raises(TypeError, match="bias has dtype torch.float16"):
         fastglu.bias_geglu_impl(x, b.half())
     with pytest.raises(ValueError, match=r"weights has shape \(5, 1\)"):
-        fastglu.weighted_bias_quick_geglu_impl(x, b, torch.rand(5, 1, device=device), False, 1.0, 7.0)
+        fastglu.weighted_bias_quick_geglu_impl(
+            x, b, torch.rand(5, 1, device=device), False, 1.0, 7.0
+        )
     # the backward of a call whose dy is not the common case (another dtype) raises the checked message
     xr = x.clone().requires_grad_()
     y = fastglu.bias_swiglu_impl(xr, b)
     with torch.no_grad(), pytest.raises(TypeError, match="dy has dtype torch.float16"):
-        fastglu.GLUFunction.backward(y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device))
+        fastglu.GLUFunction.backward(
+            y.grad_fn, torch.ones(y.shape, dtype=torch.float16, device=device)
+        )
 
 
 def test_the_precomputed_params_are_the_checked_ones():
@@ -1072,7 +1302,9 @@ def test_megatron_params_are_remembered_only_for_plain_numbers():
     assert G._megatron_params("quick_gelu", 7, 1, "t") is p1  # the same options, the same params
     assert p1 == G.glu_params("quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
     t = torch.tensor(7.0)
-    assert G._megatron_params("quick_gelu", t, 1.0, "t") == p1  # a tensor: checked (and read) every call
+    assert (
+        G._megatron_params("quick_gelu", t, 1.0, "t") == p1
+    )  # a tensor: checked (and read) every call
     with pytest.raises(ValueError, match="glu_linear_offset must be finite"):
         G._megatron_params("quick_gelu", 7.0, float("inf"), "t")
     with pytest.raises(TypeError, match="clamp_value must be a real number"):
@@ -1086,11 +1318,16 @@ def test_megatron_params_keep_the_sign_of_a_zero_offset_and_skip_nan():
     G._MEGATRON_PARAMS.clear()
     neg = G._megatron_params("quick_gelu", None, -0.0, "t")
     pos = G._megatron_params("quick_gelu", None, 0.0, "t")
-    assert math.copysign(1.0, neg.glu_linear_offset) == -1.0 and math.copysign(1.0, pos.glu_linear_offset) == 1.0
+    assert (
+        math.copysign(1.0, neg.glu_linear_offset) == -1.0
+        and math.copysign(1.0, pos.glu_linear_offset) == 1.0
+    )
     x, w = torch.tensor([[1.0, 2.0, -0.0, -0.0]]), torch.ones(1, 1)
     fastglu.weighted_bias_quick_geglu_impl(x, None, w, linear_offset=-0.0)
     y = fastglu.weighted_bias_quick_geglu_impl(x, None, w)
-    checked = fastglu.ops._fwd_checked(fastglu.ops.glu_params("quick_gelu"), x, None, None, w, None, None, "t")[0]
+    checked = fastglu.ops._fwd_checked(
+        fastglu.ops.glu_params("quick_gelu"), x, None, None, w, None, None, "t"
+    )[0]
     assert torch.equal(y.view(torch.int32), checked.view(torch.int32))  # the sign bits too
     n = len(G._MEGATRON_PARAMS)
     for _ in range(3):
@@ -1116,6 +1353,8 @@ def test_bias_and_weights_without_memory_are_refused():
 def test_options_beyond_the_float_range_raise_value_error():
     # float(10**400) raises OverflowError: named, as every other bad option
     with pytest.raises(ValueError, match=r"clamp_value must be within the float range"):
-        fastglu.weighted_bias_swiglu_impl(torch.randn(4, 8), None, torch.rand(4, 1), clamp_value=10**400)
+        fastglu.weighted_bias_swiglu_impl(
+            torch.randn(4, 8), None, torch.rand(4, 1), clamp_value=10**400
+        )
     with pytest.raises(ValueError, match=r"glu_linear_offset must be within the float range"):
-        fastglu.glu(torch.randn(4, 8), glu_linear_offset=-10**400)
+        fastglu.glu(torch.randn(4, 8), glu_linear_offset=-(10**400))

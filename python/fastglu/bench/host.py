@@ -2,6 +2,7 @@
 backward, per call. Benchmark records carry it in their environment (``host_identity_fn_us``) so
 that host times from different hosts can be read side by side, and ``bench/host_memory.py``
 reports fastglu's entry points as ratios to it."""
+
 from __future__ import annotations
 
 import statistics
@@ -73,4 +74,8 @@ def identity_function_us(device: str = "cuda", rounds: int = 5, n: int = 1000) -
     ``{"forward": us, "fwd_bwd": us, "device": device}`` (CPU tensors where no GPU is used)."""
     x = torch.randn(8, 2048, device=device, dtype=torch.bfloat16, requires_grad=True)
     us = median_of_rounds(identity_paths(x), rounds, n)
-    return {"forward": round(us["forward"], 2), "fwd_bwd": round(us["fwd_bwd"], 2), "device": device}
+    return {
+        "forward": round(us["forward"], 2),
+        "fwd_bwd": round(us["fwd_bwd"], 2),
+        "device": device,
+    }

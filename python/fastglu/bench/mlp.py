@@ -31,6 +31,7 @@ provider's output checked first against an fp32 torch reference (relative norm <
 status "failed" otherwise). Without a GPU (or with --smoke) the CPU backend runs on tiny shapes with
 a host timer, so that the harness itself is exercised in CI.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,36 +46,79 @@ import torch.nn.functional as F_
 from . import records
 from .swiglu import describe_device, git_remote, make_bench, pkg_version
 
-SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584), (1024, 4096, 14336)]
+SHAPES = [
+    (8192, 4096, 8192),
+    (8192, 4096, 14336),
+    (16384, 2880, 2880),
+    (4096, 8192, 3584),
+    (1024, 4096, 14336),
+]
 SMOKE_SHAPES = [(16, 32, 24), (5, 24, 40)]
-MLP_PROVIDERS = ("fastglu_fused", "cublas_fastglu", "cublas_compile", "cublas_gemm_only", "liger", "quack")
+MLP_PROVIDERS = (
+    "fastglu_fused",
+    "cublas_fastglu",
+    "cublas_compile",
+    "cublas_gemm_only",
+    "liger",
+    "quack",
+)
 MODES = ("forward", "fwd_bwd")
 GEMM_PROVIDERS = ("fastglu", "cublas")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3}
-NOTES = ("Timed: {what}, via {how}. Inputs from torch.randn (x) and torch.randn / sqrt(fan-in) (weights), no "
-         "bias; every provider timed in the same process, {rounds} rounds with the provider order rotated each "
-         "round. Comparable only within one benchmark, workload, pass, and device.")
+NOTES = (
+    "Timed: {what}, via {how}. Inputs from torch.randn (x) and torch.randn / sqrt(fan-in) (weights), no "
+    "bias; every provider timed in the same process, {rounds} rounds with the provider order rotated each "
+    "round. Comparable only within one benchmark, workload, pass, and device."
+)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m fastglu.bench.mlp", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", action="append", metavar="T,H,F",
-                   help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five of "
-                        "the issue on a GPU, two tiny ones on the CPU)")
+    p = argparse.ArgumentParser(
+        prog="python -m fastglu.bench.mlp",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--shape",
+        action="append",
+        metavar="T,H,F",
+        help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five of "
+        "the issue on a GPU, two tiny ones on the CPU)",
+    )
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-    p.add_argument("--rounds", type=int, default=3, help="rounds per workload, provider order rotated (default 3)")
-    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds per workload, provider order rotated (default 3)",
+    )
+    p.add_argument(
+        "--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)"
+    )
     p.add_argument("--providers", nargs="+", choices=MLP_PROVIDERS, default=list(MLP_PROVIDERS))
-    p.add_argument("--mode", nargs="+", choices=MODES, default=list(MODES),
-                   help="the MLP benchmarks to run: mlp_glu/forward, mlp_glu/fwd_bwd (default both)")
+    p.add_argument(
+        "--mode",
+        nargs="+",
+        choices=MODES,
+        default=list(MODES),
+        help="the MLP benchmarks to run: mlp_glu/forward, mlp_glu/fwd_bwd (default both)",
+    )
     p.add_argument("--no-gemm", action="store_true", help="skip the gemm/forward benchmark")
-    p.add_argument("--quack-tuned", action="store_true",
-                   help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
-                        "per shape: run one --shape per call); default tuned=False")
-    p.add_argument("--smoke", action="store_true", help="the CPU backend on two tiny shapes, rep 5 ms, 2 rounds")
-    p.add_argument("--out", type=Path, help="output directory (default bench/results/<device>/<UTC time>-mlp)")
+    p.add_argument(
+        "--quack-tuned",
+        action="store_true",
+        help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
+        "per shape: run one --shape per call); default tuned=False",
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the CPU backend on two tiny shapes, rep 5 ms, 2 rounds",
+    )
+    p.add_argument(
+        "--out", type=Path, help="output directory (default bench/results/<device>/<UTC time>-mlp)"
+    )
     args = p.parse_args(argv)
     if args.shape:
         args.shape = [tuple(int(v) for v in s.split(",")) for s in args.shape]
@@ -86,25 +130,47 @@ def slug_of(T, H, F, dtype, suffix=""):
 
 
 def protocol(benchmark, what, timer, rep, rounds, repository):
-    how = (f"triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between iterations) with quantiles "
-           "0.5/0.2/0.8 (median with p20/p80 spread)" if timer == "cuda_events" else
-           f"time.perf_counter around each call on the CPU backend ({rep} ms of repetitions), median and p20/p80")
+    how = (
+        f"triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between iterations) with quantiles "
+        "0.5/0.2/0.8 (median with p20/p80 spread)"
+        if timer == "cuda_events"
+        else f"time.perf_counter around each call on the CPU backend ({rep} ms of repetitions), median and p20/p80"
+    )
     tag = "do-bench" if timer == "cuda_events" else "perf-counter"
     return {
         "kind": "BenchmarkProtocol",
         "spec": {
             "harness": {"name": "fastglu python -m fastglu.bench.mlp", "repository": repository},
             "measurement": {"timer": timer, "primaryStatistic": "median"},
-            "comparability": {"notes": NOTES.format(what=what, how=how, rounds=rounds), "family": "fastglu_bench"},
+            "comparability": {
+                "notes": NOTES.format(what=what, how=how, rounds=rounds),
+                "family": "fastglu_bench",
+            },
         },
-        "metadata": {"name": f"fastglu-bench-{tag}-{records.slug(benchmark)}",
-                     "title": f"fastglu benchmark harness · {benchmark}"},
+        "metadata": {
+            "name": f"fastglu-bench-{tag}-{records.slug(benchmark)}",
+            "title": f"fastglu benchmark harness · {benchmark}",
+        },
         "apiVersion": records.API_VERSION,
     }
 
 
-def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_slug, protocol_obj, env, versions,
-               observed, status, round_):
+def run_record(
+    *,
+    benchmark,
+    provider,
+    workload,
+    shape_slug,
+    title,
+    ms,
+    device_slug,
+    protocol_obj,
+    env,
+    versions,
+    observed,
+    status,
+    round_,
+):
     p50, p20, p80 = ms
     ns = lambda v: int(round(v * 1e6))  # noqa: E731
     labels = {k: str(v) for k, v in versions.items() if v}
@@ -115,9 +181,12 @@ def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_s
         "spec": {
             "status": status,
             "timing": {"latencyNs": {"median": ns(p50)}, "primaryStatistic": "median"},
-            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{observed.microsecond // 1000:03d}Z",
-            "measurements": [{"unit": "ns", "value": ns(v), "metric": "latency", "statistic": s}
-                             for s, v in (("p20", p20), ("p80", p80))],
+            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{observed.microsecond // 1000:03d}Z",
+            "measurements": [
+                {"unit": "ns", "value": ns(v), "metric": "latency", "statistic": s}
+                for s, v in (("p20", p20), ("p80", p80))
+            ],
             "sourceNative": {
                 "source": records.SOURCE,
                 "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
@@ -130,7 +199,9 @@ def run_record(*, benchmark, provider, workload, shape_slug, title, ms, device_s
             "implementationDigest": records.digest({"provider": provider, "versions": labels}),
         },
         "metadata": {
-            "name": records.slug(f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}-r{round_}"),
+            "name": records.slug(
+                f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}-r{round_}"
+            ),
             "title": f"{title} · {provider}",
             "labels": labels,
         },
@@ -146,6 +217,7 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
     """name -> (make(x, w1, w2, fc1_only) -> fn() -> output, train(x, w1, w2) -> fn() -> output (the
     forward with autograd; None: no fwd_bwd form), version labels)."""
     import fastglu
+
     out = {}
     compile_backend = "inductor" if on_gpu else "aot_eager"
 
@@ -179,7 +251,9 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
     def cublas_compile(x, w1, w2, fc1_only):
         key = "fc1" if fc1_only else "mlp"
         if key not in compiled:
-            compiled[key] = torch.compile(eager_fc1 if fc1_only else eager_mlp, backend=compile_backend)
+            compiled[key] = torch.compile(
+                eager_fc1 if fc1_only else eager_mlp, backend=compile_backend
+            )
         f = compiled[key]
         return (lambda: f(x, w1)) if fc1_only else (lambda: f(x, w1, w2))
 
@@ -203,7 +277,11 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
             elif name == "cublas_fastglu":
                 out[name] = (cublas_fastglu, cublas_fastglu_train, {})
             elif name == "cublas_compile":
-                out[name] = (cublas_compile, cublas_compile_train, {"compile_backend": compile_backend})
+                out[name] = (
+                    cublas_compile,
+                    cublas_compile_train,
+                    {"compile_backend": compile_backend},
+                )
             elif name == "cublas_gemm_only":
                 out[name] = (gemm_only, GEMM_ONLY_TRAIN, {})
             elif name == "liger":
@@ -211,7 +289,9 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
                     raise RuntimeError("GPU only")
                 from liger_kernel.ops.mlp import LigerMLPFunction
 
-                def liger(x, w1, w2, fc1_only):  # the fused gate/up GEMM + SwiGLU, then fc2; input [B, S, H]
+                def liger(
+                    x, w1, w2, fc1_only
+                ):  # the fused gate/up GEMM + SwiGLU, then fc2; input [B, S, H]
                     if fc1_only:
                         raise RuntimeError("LigerMLPFunction has no fc1-only form")
                     F = w1.shape[0] // 2
@@ -220,7 +300,10 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
 
                 def liger_train(x, w1, w2):  # gate and up weights as views of w1: w1.grad gets both
                     F = w1.shape[0] // 2
-                    return lambda: LigerMLPFunction.apply(x.unsqueeze(0), w1[:F], w1[F:], w2).squeeze(0)
+                    return lambda: LigerMLPFunction.apply(
+                        x.unsqueeze(0), w1[:F], w1[F:], w2
+                    ).squeeze(0)
+
                 out[name] = (liger, liger_train, {"liger_version": pkg_version("liger-kernel")})
             elif name == "quack":
                 if not on_gpu:
@@ -230,18 +313,31 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
                 def quack(x, w1, w2, fc1_only):
                     if fc1_only:
                         raise RuntimeError("quack.mlp.mlp_func has no fc1-only form")
-                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
+                    return lambda: mlp_func(
+                        x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned
+                    )
 
                 def quack_train(x, w1, w2):
-                    return lambda: mlp_func(x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned)
-                out[name] = (quack, quack_train, {"quack_version": pkg_version("quack-kernels"),
-                                                  "quack_tuned": str(quack_tuned)})
+                    return lambda: mlp_func(
+                        x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned
+                    )
+
+                out[name] = (
+                    quack,
+                    quack_train,
+                    {
+                        "quack_version": pkg_version("quack-kernels"),
+                        "quack_tuned": str(quack_tuned),
+                    },
+                )
         except Exception as e:  # noqa: BLE001 - optional peers fail to import in many ways
             notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
     return out
 
 
-GEMM_ONLY_TRAIN = "gemm_only"  # fwd_bwd of the limit: built by train_step (six GEMMs on ready buffers)
+GEMM_ONLY_TRAIN = (
+    "gemm_only"  # fwd_bwd of the limit: built by train_step (six GEMMs on ready buffers)
+)
 
 
 def train_step(name, train, x, w1, w2, dout):
@@ -260,6 +356,7 @@ def train_step(name, train, x, w1, w2, dout):
             h, o = F_.linear(xl, w1l), F_.linear(buf, w2l)
             torch.autograd.backward((h, o), (dh, dout))
             return o
+
         return step, leaves, (buf, dh)
     fwd = train(*leaves)
 
@@ -269,6 +366,7 @@ def train_step(name, train, x, w1, w2, dout):
         o = fwd()
         o.backward(dout)
         return o
+
     return step, leaves, None
 
 
@@ -282,7 +380,7 @@ def reference(x, w1, w2, fc1_only, interleaved=False):
 
 def reference_gemm_only(x, w1, w2, fc1_only):
     h = x.float() @ w1.float().T
-    return h if fc1_only else h[:, :w1.shape[0] // 2] @ w2.float().T
+    return h if fc1_only else h[:, : w1.shape[0] // 2] @ w2.float().T
 
 
 def reference_fwd_bwd(x, w1, w2, dout, buffers=None):
@@ -316,22 +414,52 @@ def main(argv=None):
     out = args.out or Path("bench", "results", device_slug, f"{stamp}-mlp")
     out.mkdir(parents=True, exist_ok=True)
     import fastglu
-    base = {"fastglu_version": fastglu.__version__, "torch_version": torch.__version__,
-            "triton_version": pkg_version("triton") if on_gpu else None, "cuda_version": torch.version.cuda}
+
+    base = {
+        "fastglu_version": fastglu.__version__,
+        "torch_version": torch.__version__,
+        "triton_version": pkg_version("triton") if on_gpu else None,
+        "cuda_version": torch.version.cuda,
+    }
     notes = []
     providers = mlp_providers(args.providers, on_gpu, notes, args.quack_tuned)
     timer = "cuda_events" if on_gpu else "perf_counter"
     repository = git_remote()
     protos = {
-        ("mlp_glu/forward", "mlp"): protocol("mlp_glu/forward", "the MLP forward fc1 -> SwiGLU -> fc2", timer,
-                                             args.rep, args.rounds, repository),
-        ("mlp_glu/forward", "fc1"): protocol("mlp_glu/forward", "fc1 and the SwiGLU only (no fc2)", timer,
-                                             args.rep, args.rounds, repository),
-        ("mlp_glu/fwd_bwd", "mlp"): protocol("mlp_glu/fwd_bwd", "the MLP forward fc1 -> SwiGLU -> fc2 and its "
-                                             "backward with a fixed random dO, gradients reset to None before "
-                                             "each iteration", timer, args.rep, args.rounds, repository),
-        ("gemm/forward", "fc1"): protocol("gemm/forward", "out = x @ w^T (F.linear) without bias", timer, args.rep,
-                                          args.rounds, repository),
+        ("mlp_glu/forward", "mlp"): protocol(
+            "mlp_glu/forward",
+            "the MLP forward fc1 -> SwiGLU -> fc2",
+            timer,
+            args.rep,
+            args.rounds,
+            repository,
+        ),
+        ("mlp_glu/forward", "fc1"): protocol(
+            "mlp_glu/forward",
+            "fc1 and the SwiGLU only (no fc2)",
+            timer,
+            args.rep,
+            args.rounds,
+            repository,
+        ),
+        ("mlp_glu/fwd_bwd", "mlp"): protocol(
+            "mlp_glu/fwd_bwd",
+            "the MLP forward fc1 -> SwiGLU -> fc2 and its "
+            "backward with a fixed random dO, gradients reset to None before "
+            "each iteration",
+            timer,
+            args.rep,
+            args.rounds,
+            repository,
+        ),
+        ("gemm/forward", "fc1"): protocol(
+            "gemm/forward",
+            "out = x @ w^T (F.linear) without bias",
+            timer,
+            args.rep,
+            args.rounds,
+            repository,
+        ),
     }
     protos["gemm/forward", "fc2"] = protos["gemm/forward", "fc1"]
     rows = []
@@ -342,45 +470,88 @@ def main(argv=None):
         names = list(cells)
         shape_slug = slug_of(T, H, F, args.dtype, "" if pass_ == "mlp" else pass_)
         for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)] if names else []
+            order = names[r % len(names) :] + names[: r % len(names)] if names else []
             for name in order:
                 fn, versions, err = cells[name]
                 ms = bench(fn, None)
                 status = "passed" if err <= TOLERANCE[args.dtype] else "failed"
                 observed = dt.datetime.now(dt.timezone.utc)
-                rec = run_record(benchmark=benchmark, provider=name, workload=workload, shape_slug=shape_slug,
-                                 title=title, ms=ms, device_slug=device_slug, protocol_obj=protos[benchmark, pass_],
-                                 env=env, versions={**base, **versions}, observed=observed, status=status,
-                                 round_=r)
+                rec = run_record(
+                    benchmark=benchmark,
+                    provider=name,
+                    workload=workload,
+                    shape_slug=shape_slug,
+                    title=title,
+                    ms=ms,
+                    device_slug=device_slug,
+                    protocol_obj=protos[benchmark, pass_],
+                    env=env,
+                    versions={**base, **versions},
+                    observed=observed,
+                    status=status,
+                    round_=r,
+                )
                 fname = f"{benchmark.replace('/', '_')}_{name}_{shape_slug}_r{r}.json"
                 (out / fname).write_text(json.dumps(rec, indent=2, ensure_ascii=False) + "\n")
-                rows.append({"benchmark": benchmark, "pass": pass_, "provider": name, "T": T, "H": H, "F": F,
-                             "workload": shape_slug, "round": r, "ms": ms[0], "p20": ms[1], "p80": ms[2],
-                             "tflops": flops / (ms[0] * 1e-3) / 1e12, "relerr": err, "status": status,
-                             "record": fname})
+                rows.append(
+                    {
+                        "benchmark": benchmark,
+                        "pass": pass_,
+                        "provider": name,
+                        "T": T,
+                        "H": H,
+                        "F": F,
+                        "workload": shape_slug,
+                        "round": r,
+                        "ms": ms[0],
+                        "p20": ms[1],
+                        "p80": ms[2],
+                        "tflops": flops / (ms[0] * 1e-3) / 1e12,
+                        "relerr": err,
+                        "status": status,
+                        "record": fname,
+                    }
+                )
 
     for T, H, F in shapes:
         torch._dynamo.reset()
         x = torch.randn(T, H, device=device, dtype=dtype)
-        w1 = (torch.randn(2 * F, H, device=device) / H ** 0.5).to(dtype)
-        w2 = (torch.randn(H, F, device=device) / F ** 0.5).to(dtype)
-        for pass_ in (("mlp", "fc1") if "forward" in args.mode else ()):
+        w1 = (torch.randn(2 * F, H, device=device) / H**0.5).to(dtype)
+        w2 = (torch.randn(H, F, device=device) / F**0.5).to(dtype)
+        for pass_ in ("mlp", "fc1") if "forward" in args.mode else ():
             ref = reference(x, w1, w2, pass_ == "fc1")
             cells = {}
             for name, (make, _, versions) in providers.items():
                 try:
                     fn = make(x, w1, w2, pass_ == "fc1")
                     # the limit has no activation: checked against its own GEMMs
-                    own = reference_gemm_only(x, w1, w2, pass_ == "fc1") if name == "cublas_gemm_only" else ref
+                    own = (
+                        reference_gemm_only(x, w1, w2, pass_ == "fc1")
+                        if name == "cublas_gemm_only"
+                        else ref
+                    )
                     cells[name] = (fn, versions, rel_err(fn(), own))
                 except Exception as e:  # noqa: BLE001 - a broken provider is reported, not fatal
-                    notes.append(f"{name}: {pass_} at T={T} H={H} F={F} failed ({type(e).__name__}: {e})")
+                    notes.append(
+                        f"{name}: {pass_} at T={T} H={H} F={F} failed ({type(e).__name__}: {e})"
+                    )
             del ref
             flops = (6 if pass_ == "mlp" else 4) * T * H * F
-            workload = {"op": "mlp_glu", "activation": "silu", "pass": pass_, "T": T, "H": H, "F": F,
-                        "dtype": args.dtype, "bias": False}
-            title = ("GLU MLP forward (fc1 -> SwiGLU -> fc2)" if pass_ == "mlp" else
-                     "GLU MLP forward, fc1 + SwiGLU only")
+            workload = {
+                "op": "mlp_glu",
+                "activation": "silu",
+                "pass": pass_,
+                "T": T,
+                "H": H,
+                "F": F,
+                "dtype": args.dtype,
+                "bias": False,
+            }
+            title = (
+                "GLU MLP forward (fc1 -> SwiGLU -> fc2)"
+                if pass_ == "mlp"
+                else "GLU MLP forward, fc1 + SwiGLU only"
+            )
             time_cells("mlp_glu/forward", pass_, T, H, F, cells, flops, workload, title)
         if "fwd_bwd" in args.mode:
             dout = torch.randn(T, H, device=device, dtype=dtype)
@@ -390,29 +561,77 @@ def main(argv=None):
                 try:
                     step, leaves, buffers = train_step(name, train, x, w1, w2, dout)
                     got = step()
-                    own = (ref_out, ref_dx) if buffers is None else reference_fwd_bwd(x, w1, w2, dout, buffers)
-                    cells[name] = (step, versions, max(rel_err(got, own[0]), rel_err(leaves[0].grad, own[1])))
+                    own = (
+                        (ref_out, ref_dx)
+                        if buffers is None
+                        else reference_fwd_bwd(x, w1, w2, dout, buffers)
+                    )
+                    cells[name] = (
+                        step,
+                        versions,
+                        max(rel_err(got, own[0]), rel_err(leaves[0].grad, own[1])),
+                    )
                 except Exception as e:  # noqa: BLE001 - a broken provider is reported, not fatal
-                    notes.append(f"{name}: fwd_bwd at T={T} H={H} F={F} failed ({type(e).__name__}: {e})")
+                    notes.append(
+                        f"{name}: fwd_bwd at T={T} H={H} F={F} failed ({type(e).__name__}: {e})"
+                    )
             del ref_out, ref_dx
-            workload = {"op": "mlp_glu", "activation": "silu", "pass": "fwd_bwd", "T": T, "H": H, "F": F,
-                        "dtype": args.dtype, "bias": False}
-            time_cells("mlp_glu/fwd_bwd", "mlp", T, H, F, cells, 18 * T * H * F, workload,
-                       "GLU MLP forward + backward (fc1 -> SwiGLU -> fc2)")
+            workload = {
+                "op": "mlp_glu",
+                "activation": "silu",
+                "pass": "fwd_bwd",
+                "T": T,
+                "H": H,
+                "F": F,
+                "dtype": args.dtype,
+                "bias": False,
+            }
+            time_cells(
+                "mlp_glu/fwd_bwd",
+                "mlp",
+                T,
+                H,
+                F,
+                cells,
+                18 * T * H * F,
+                workload,
+                "GLU MLP forward + backward (fc1 -> SwiGLU -> fc2)",
+            )
             del cells, dout
         if not args.no_gemm:
             y = torch.randn(T, F, device=device, dtype=dtype)
             for pass_, a, w in (("fc1", x, w1), ("fc2", y, w2)):
                 ref = a.float() @ w.float().T
-                cells = {"fastglu": (lambda a=a, w=w: fastglu.linear(a, w), {}, 0.0),
-                         "cublas": (lambda a=a, w=w: F_.linear(a, w), {}, 0.0)}
+                cells = {
+                    "fastglu": (lambda a=a, w=w: fastglu.linear(a, w), {}, 0.0),
+                    "cublas": (lambda a=a, w=w: F_.linear(a, w), {}, 0.0),
+                }
                 cells = {k: (fn, v, rel_err(fn(), ref)) for k, (fn, v, _) in cells.items()}
                 del ref
                 M, N, K = a.shape[0], w.shape[0], w.shape[1]
-                workload = {"op": "gemm", "pass": pass_, "M": M, "N": N, "K": K, "T": T, "H": H, "F": F,
-                            "dtype": args.dtype, "bias": False}
-                time_cells("gemm/forward", pass_, T, H, F, cells, 2 * M * N * K, workload,
-                           f"GEMM forward ({pass_} shape: M={M}, N={N}, K={K})")
+                workload = {
+                    "op": "gemm",
+                    "pass": pass_,
+                    "M": M,
+                    "N": N,
+                    "K": K,
+                    "T": T,
+                    "H": H,
+                    "F": F,
+                    "dtype": args.dtype,
+                    "bias": False,
+                }
+                time_cells(
+                    "gemm/forward",
+                    pass_,
+                    T,
+                    H,
+                    F,
+                    cells,
+                    2 * M * N * K,
+                    workload,
+                    f"GEMM forward ({pass_} shape: M={M}, N={N}, K={K})",
+                )
             del y
         del x, w1, w2
 
@@ -421,10 +640,21 @@ def main(argv=None):
             f.write(json.dumps(r) + "\n")
     table = summary_table(rows)
     (out / "table.txt").write_text(table)
-    (out / "summary.json").write_text(json.dumps({"gpu": gpu, "device_slug": device_slug, "notes": notes,
-                                                  "rep_ms": args.rep, "rounds": args.rounds, "environment": env,
-                                                  "versions": {k: v for k, v in base.items() if v}},
-                                                 indent=1) + "\n")
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "gpu": gpu,
+                "device_slug": device_slug,
+                "notes": notes,
+                "rep_ms": args.rep,
+                "rounds": args.rounds,
+                "environment": env,
+                "versions": {k: v for k, v in base.items() if v},
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     for note in notes:
         print("note:", note)
     print(table)
@@ -432,7 +662,11 @@ def main(argv=None):
     return rows
 
 
-BASELINE = {"mlp_glu/forward": "cublas_fastglu", "mlp_glu/fwd_bwd": "cublas_fastglu", "gemm/forward": "cublas"}
+BASELINE = {
+    "mlp_glu/forward": "cublas_fastglu",
+    "mlp_glu/fwd_bwd": "cublas_fastglu",
+    "gemm/forward": "cublas",
+}
 
 
 def summary_table(rows):
@@ -443,18 +677,44 @@ def summary_table(rows):
     for r in rows:
         cells.setdefault((r["benchmark"], r["pass"], r["workload"], r["provider"]), []).append(r)
     med = {k: statistics.median(x["ms"] for x in v) for k, v in cells.items()}
-    head = ["benchmark", "pass", "workload", "provider", "median ms", "rounds min-max", "TFLOP/s", "/ baseline",
-            "relerr", "status"]
+    head = [
+        "benchmark",
+        "pass",
+        "workload",
+        "provider",
+        "median ms",
+        "rounds min-max",
+        "TFLOP/s",
+        "/ baseline",
+        "relerr",
+        "status",
+    ]
     lines = []
     for (b, p, w, prov), v in cells.items():
         m = med[b, p, w, prov]
         base = med.get((b, p, w, BASELINE[b]))
         tf = statistics.median(x["tflops"] for x in v)
-        lines.append([b, p, w, prov, f"{m:.4f}", f"{min(x['ms'] for x in v):.4f}-{max(x['ms'] for x in v):.4f}",
-                      f"{tf:.1f}", f"{m / base:.3f}" if base else "n/a", f"{v[0]['relerr']:.2e}",
-                      "/".join(sorted({x["status"] for x in v}))])
+        lines.append(
+            [
+                b,
+                p,
+                w,
+                prov,
+                f"{m:.4f}",
+                f"{min(x['ms'] for x in v):.4f}-{max(x['ms'] for x in v):.4f}",
+                f"{tf:.1f}",
+                f"{m / base:.3f}" if base else "n/a",
+                f"{v[0]['relerr']:.2e}",
+                "/".join(sorted({x["status"] for x in v})),
+            ]
+        )
     widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
-    return "\n".join("  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)) for line in [head, *lines]) + "\n"
+    return (
+        "\n".join(
+            "  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)) for line in [head, *lines]
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

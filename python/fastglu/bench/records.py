@@ -4,6 +4,7 @@ Pure functions (no GPU, no torch) so they can be unit-tested anywhere: canonical
 GPU slug, the hardware description, the protocol / environment objects, the run record, and the
 memory-traffic floor of each timed mode.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,27 +20,33 @@ MODES = ("forward", "backward", "full", "bwd_only")
 
 # Minimum HBM traffic of each timed mode, in elements of T*F (T = S*B tokens, x is [T, 2F], y is [T, F]).
 FLOOR_ELEMS = {
-    "forward": 3,   # read x (2TF), write y (TF)
+    "forward": 3,  # read x (2TF), write y (TF)
     "backward": 8,  # forward 3TF + y.sum() reads TF + backward reads x 2TF, writes dx 2TF
-    "full": 8,      # forward 3TF + backward reads dy TF, x 2TF, writes dx 2TF
+    "full": 8,  # forward 3TF + backward reads dy TF, x 2TF, writes dx 2TF
     "bwd_only": 5,  # reads dy TF, x 2TF, writes dx 2TF
 }
 
 _TIMED = {
     "forward": "the forward pass y = swiglu(x) with x requiring grad (the autograd graph is built)",
     "backward": "per iteration the forward y = swiglu(x) then y.sum().backward(), the input gradient reset "
-                "to None before each iteration (the seed record's timed pass)",
+    "to None before each iteration (the seed record's timed pass)",
     "full": "per iteration the forward y = swiglu(x) then y.backward(dy) with a fixed random upstream "
-            "gradient dy, the input gradient reset to None before each iteration",
+    "gradient dy, the input gradient reset to None before each iteration",
     "bwd_only": "y.backward(dy, retain_graph=True) with a fixed random upstream gradient dy on the graph of "
-                "one untimed forward, the input gradient reset to None before each iteration",
+    "one untimed forward, the input gradient reset to None before each iteration",
 }
 _TIMERS = {
-    "cuda_events": ("do-bench", "triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between "
-                                "iterations) with quantiles 0.5/0.2/0.8 (median with p20/p80 spread)"),
-    "perf_counter": ("perf-counter", "time.perf_counter around each call on the CPU backend (do_bench-like "
-                                     "25 ms warmup and {rep} ms of repetitions), median and p20/p80 via "
-                                     "numpy.quantile"),
+    "cuda_events": (
+        "do-bench",
+        "triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between "
+        "iterations) with quantiles 0.5/0.2/0.8 (median with p20/p80 spread)",
+    ),
+    "perf_counter": (
+        "perf-counter",
+        "time.perf_counter around each call on the CPU backend (do_bench-like "
+        "25 ms warmup and {rep} ms of repetitions), median and p20/p80 via "
+        "numpy.quantile",
+    ),
 }
 
 
@@ -60,7 +67,9 @@ def shape_tag(seq: int, batch: int, ffn: int, dtype: str) -> str:
     return f"batch{batch}-ffn{ffn}-seq{seq}-{dtype}"
 
 
-def floor_ms(mode: str, seq: int, batch: int, ffn: int, elem_bytes: int, bytes_per_s: float) -> float:
+def floor_ms(
+    mode: str, seq: int, batch: int, ffn: int, elem_bytes: int, bytes_per_s: float
+) -> float:
     """Time to move the mode's minimum traffic at the measured copy bandwidth."""
     return FLOOR_ELEMS[mode] * seq * batch * ffn * elem_bytes / bytes_per_s * 1e3
 
@@ -100,11 +109,15 @@ def environment(hardware: dict, software: dict, device_slug: str, device_name: s
     }
 
 
-def protocol(mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None) -> dict:
+def protocol(
+    mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None
+) -> dict:
     tag, how = _TIMERS[timer]
-    notes = (f"Timed: {_TIMED[mode]}, via {how.format(rep=rep)}. Input x of shape [S, B, 2F] from torch.randn "
-             "(gate = first F columns, up = last F); every provider timed in the same process. Comparable only "
-             "within one kernel, workload, timed pass, and device.")
+    notes = (
+        f"Timed: {_TIMED[mode]}, via {how.format(rep=rep)}. Input x of shape [S, B, 2F] from torch.randn "
+        "(gate = first F columns, up = last F); every provider timed in the same process. Comparable only "
+        "within one kernel, workload, timed pass, and device."
+    )
     return {
         "kind": "BenchmarkProtocol",
         "spec": {
@@ -112,22 +125,46 @@ def protocol(mode: str, timer: str = "cuda_events", rep: int = 100, repository: 
             "measurement": {"timer": timer, "primaryStatistic": "median"},
             "comparability": {"notes": notes, "family": "fastglu_bench"},
         },
-        "metadata": {"name": f"fastglu-bench-{tag}-{slug(mode)}", "title": f"fastglu benchmark harness · {mode} pass"},
+        "metadata": {
+            "name": f"fastglu-bench-{tag}-{slug(mode)}",
+            "title": f"fastglu benchmark harness · {mode} pass",
+        },
         "apiVersion": API_VERSION,
     }
 
 
 def workload(seq: int, batch: int, ffn: int, dtype: str, mode: str) -> dict:
-    return {"op": "swiglu", "layout": "megatron", "S": seq, "B": batch, "F": ffn, "dtype": dtype, "mode": mode}
+    return {
+        "op": "swiglu",
+        "layout": "megatron",
+        "S": seq,
+        "B": batch,
+        "F": ffn,
+        "dtype": dtype,
+        "mode": mode,
+    }
 
 
 def _ns(ms: float) -> int:
     return int(round(ms * 1e6))
 
 
-def run_record(*, provider: str, mode: str, seq: int, batch: int, ffn: int, dtype: str,
-               ms: tuple[float, float, float], device_slug: str, protocol_obj: dict, environment_obj: dict,
-               versions: dict, observed: dt.datetime, status: str = "passed") -> dict:
+def run_record(
+    *,
+    provider: str,
+    mode: str,
+    seq: int,
+    batch: int,
+    ffn: int,
+    dtype: str,
+    ms: tuple[float, float, float],
+    device_slug: str,
+    protocol_obj: dict,
+    environment_obj: dict,
+    versions: dict,
+    observed: dt.datetime,
+    status: str = "passed",
+) -> dict:
     """The full record (run, protocol, environment); ms = (p50, p20, p80) in milliseconds."""
     p50, p20, p80 = ms
     observed = observed.astimezone(dt.timezone.utc)
@@ -138,7 +175,8 @@ def run_record(*, provider: str, mode: str, seq: int, batch: int, ffn: int, dtyp
         "spec": {
             "status": status,
             "timing": {"latencyNs": {"median": _ns(p50)}, "primaryStatistic": "median"},
-            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{observed.microsecond // 1000:03d}Z",
+            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{observed.microsecond // 1000:03d}Z",
             "measurements": [
                 {"unit": "ns", "value": _ns(p), "metric": "latency", "statistic": s}
                 for s, p in (("p20", p20), ("p80", p80))
@@ -148,7 +186,7 @@ def run_record(*, provider: str, mode: str, seq: int, batch: int, ffn: int, dtyp
                 "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
                 "benchmark": f"megatron_swiglu/{mode}",
                 "externalId": f"megatron_swiglu/{mode}/{provider}/{device_slug}/{shape}/"
-                              f"{observed:%Y-%m-%d-%H-%M-%S}",
+                f"{observed:%Y-%m-%d-%H-%M-%S}",
             },
             "protocolDigest": digest(protocol_obj),
             "workloadDigest": digest(workload(seq, batch, ffn, dtype, mode)),
@@ -156,7 +194,9 @@ def run_record(*, provider: str, mode: str, seq: int, batch: int, ffn: int, dtyp
             "implementationDigest": digest({"provider": provider, "versions": labels}),
         },
         "metadata": {
-            "name": slug(f"fastglu-megatron-swiglu-{mode}-{provider}-{device_slug}-{shape}-{observed:%Y-%m-%d}"),
+            "name": slug(
+                f"fastglu-megatron-swiglu-{mode}-{provider}-{device_slug}-{shape}-{observed:%Y-%m-%d}"
+            ),
             "title": f"{TITLE} · {provider} · {mode}",
             "labels": labels,
         },

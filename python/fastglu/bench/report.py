@@ -16,6 +16,7 @@ median and the fastest peer's in each round, how many rounds fastglu was the fas
 median over the rounds of each provider's medians (a cell that one round puts on either side of a
 peer is read here, not from one run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,10 @@ def run_label(data) -> str:  # data has rows (write_report and main return early
 def _pyplot():
     """matplotlib's pyplot on the file backend, imported when a plot is made (the tables need none)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -59,8 +62,14 @@ def plot_medians(cells, out: Path, label: str):
         for prov in ("fastglu",) + PEERS:
             pts = [(F, cells[(mode, F)][prov]["ms"][0]) for F in ffns if prov in cells[(mode, F)]]
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=prov, lw=2.2 if prov == "fastglu" else 1.2)
-        floor = [(F, cells[(mode, F)]["fastglu"]["floor_ms"]) for F in ffns if "fastglu" in cells[(mode, F)]]
+                ax.plot(
+                    *zip(*pts), marker="o", ms=3, label=prov, lw=2.2 if prov == "fastglu" else 1.2
+                )
+        floor = [
+            (F, cells[(mode, F)]["fastglu"]["floor_ms"])
+            for F in ffns
+            if "fastglu" in cells[(mode, F)]
+        ]
         if floor and floor[0][1]:
             ax.plot(*zip(*floor), "k--", lw=1, label="bandwidth floor")
         ax.set_xscale("log", base=2)
@@ -82,7 +91,12 @@ def plot_floor_ratio(cells, out: Path, gpu: str):
     fig, ax = plt.subplots(figsize=(8, 5))
     for mode in MODES:
         ffns = sorted(F for (m, F) in cells if m == mode and "fastglu" in cells[(m, F)])
-        ax.plot(ffns, [cells[(mode, F)]["fastglu"]["ratio_to_floor"] for F in ffns], marker="o", label=mode)
+        ax.plot(
+            ffns,
+            [cells[(mode, F)]["fastglu"]["ratio_to_floor"] for F in ffns],
+            marker="o",
+            label=mode,
+        )
     ax.axhline(1.0, color="k", lw=1)
     ax.axhline(1.03, color="gray", ls=":", lw=1, label="1.03 x floor")
     ax.axhline(1.12, color="gray", ls="--", lw=1, label="1.12 x floor")
@@ -99,8 +113,10 @@ def plot_floor_ratio(cells, out: Path, gpu: str):
 
 
 def cells_table(cells) -> str:
-    lines = ["| mode | F | fastglu ms | x floor | fastest peer | peer ms | fastglu / peer |",
-             "|---|---:|---:|---:|---|---:|---:|"]
+    lines = [
+        "| mode | F | fastglu ms | x floor | fastest peer | peer ms | fastglu / peer |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
     for mode in MODES:
         for F in sorted(F for (m, F) in cells if m == mode):
             c = cells[(mode, F)]
@@ -112,8 +128,10 @@ def cells_table(cells) -> str:
                 continue
             best = min(peers, key=peers.get)
             floor_ratio = "n/a" if fg["ratio_to_floor"] is None else f"{fg['ratio_to_floor']:.3f}"
-            lines.append(f"| {mode} | {F} | {fg['ms'][0]:.4f} | {floor_ratio} | {best} | "
-                         f"{peers[best]:.4f} | {fg['ms'][0] / peers[best]:.3f} |")
+            lines.append(
+                f"| {mode} | {F} | {fg['ms'][0]:.4f} | {floor_ratio} | {best} | "
+                f"{peers[best]:.4f} | {fg['ms'][0] / peers[best]:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -122,30 +140,45 @@ def seed_table(cells, data, summary: Path) -> str:
     ffns = {F for (_, F) in cells}
     F = 8192 if 8192 in ffns else max(ffns)
     r = data["rows"][0]
-    lines = [f"S={r['seq']} B={r['batch']} F={F} {r['dtype']}, median ms (p20-p80) from `{summary.as_posix()}`:", "",
-             "| mode | " + " | ".join(("fastglu",) + PEERS) + " | floor |",
-             "|---|" + "---:|" * (len(PEERS) + 2)]
+    lines = [
+        f"S={r['seq']} B={r['batch']} F={F} {r['dtype']}, median ms (p20-p80) from `{summary.as_posix()}`:",
+        "",
+        "| mode | " + " | ".join(("fastglu",) + PEERS) + " | floor |",
+        "|---|" + "---:|" * (len(PEERS) + 2),
+    ]
     for mode in MODES:
         c = cells.get((mode, F), {})
         if not c:
             continue
-        vals = [f"{c[p]['ms'][0]:.4f} ({c[p]['ms'][1]:.4f}-{c[p]['ms'][2]:.4f})" if p in c else "n/a"
-                for p in ("fastglu",) + PEERS]
+        vals = [
+            f"{c[p]['ms'][0]:.4f} ({c[p]['ms'][1]:.4f}-{c[p]['ms'][2]:.4f})" if p in c else "n/a"
+            for p in ("fastglu",) + PEERS
+        ]
         floor = next(iter(c.values()))["floor_ms"]
-        lines.append(f"| {mode} | " + " | ".join(vals) + (" | n/a |" if floor is None else f" | {floor:.4f} |"))
+        lines.append(
+            f"| {mode} | "
+            + " | ".join(vals)
+            + (" | n/a |" if floor is None else f" | {floor:.4f} |")
+        )
     return "\n".join(lines) + "\n"
 
 
 def rounds_table(summaries) -> str:
     """rounds.md's text: the cells measured in every one of the summaries, round by round."""
     rounds = [load(p)[1] for p in summaries]
-    keys = [k for k in sorted(rounds[0], key=lambda k: (MODES.index(k[0]), k[1]))
-            if all(k in r and "fastglu" in r[k] for r in rounds)]
+    keys = [
+        k
+        for k in sorted(rounds[0], key=lambda k: (MODES.index(k[0]), k[1]))
+        if all(k in r and "fastglu" in r[k] for r in rounds)
+    ]
     n = len(rounds)
-    lines = [f"{n} rounds: {', '.join(Path(p).as_posix() for p in summaries)}", "",
-             "| mode | F | fastglu ms, round by round | fastest peer, round by round | fastglu fastest |"
-             " fastglu, median of rounds | fastest peer, median of rounds | fastglu / that peer |",
-             "|---|---:|---|---|---:|---:|---|---:|"]
+    lines = [
+        f"{n} rounds: {', '.join(Path(p).as_posix() for p in summaries)}",
+        "",
+        "| mode | F | fastglu ms, round by round | fastest peer, round by round | fastglu fastest |"
+        " fastglu, median of rounds | fastest peer, median of rounds | fastglu / that peer |",
+        "|---|---:|---|---|---:|---:|---|---:|",
+    ]
     for key in keys:
         fg = [r[key]["fastglu"]["ms"][0] for r in rounds]
         best = []
@@ -155,15 +188,20 @@ def rounds_table(summaries) -> str:
         if None in best:
             continue
         wins = sum(f < b[1] for f, b in zip(fg, best))
-        peer_medians = {p: statistics.median(r[key][p]["ms"][0] for r in rounds)
-                        for p in PEERS if all(p in r[key] for r in rounds)}
+        peer_medians = {
+            p: statistics.median(r[key][p]["ms"][0] for r in rounds)
+            for p in PEERS
+            if all(p in r[key] for r in rounds)
+        }
         if not peer_medians:  # no peer measured in every round
             continue
         top = min(peer_medians, key=peer_medians.get)
         fg_med = statistics.median(fg)
-        lines.append(f"| {key[0]} | {key[1]} | {' '.join(f'{v:.4f}' for v in fg)} | "
-                     f"{' '.join(f'{b[1]:.4f} {b[0]}' for b in best)} | {wins} of {n} | {fg_med:.4f} | "
-                     f"{peer_medians[top]:.4f} {top} | {fg_med / peer_medians[top]:.4f} |")
+        lines.append(
+            f"| {key[0]} | {key[1]} | {' '.join(f'{v:.4f}' for v in fg)} | "
+            f"{' '.join(f'{b[1]:.4f} {b[0]}' for b in best)} | {wins} of {n} | {fg_med:.4f} | "
+            f"{peer_medians[top]:.4f} {top} | {fg_med / peer_medians[top]:.4f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -182,12 +220,21 @@ def write_report(summary: Path, out: Path | None = None) -> Path:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("summary", type=Path, help="summary.json written by python -m fastglu.bench")
-    p.add_argument("--out", type=Path, help="directory for the plots and cells.md (default: the summary's)")
+    p.add_argument(
+        "--out", type=Path, help="directory for the plots and cells.md (default: the summary's)"
+    )
     p.add_argument("--readme", type=Path, help="README whose perf-table section to regenerate")
-    p.add_argument("--rounds", type=Path, nargs="+", metavar="SUMMARY",
-                   help="summary.json files of further rounds of the same shapes: also write rounds.md")
+    p.add_argument(
+        "--rounds",
+        type=Path,
+        nargs="+",
+        metavar="SUMMARY",
+        help="summary.json files of further rounds of the same shapes: also write rounds.md",
+    )
     args = p.parse_args()
     out = write_report(args.summary, args.out)
     print(f"wrote the plots and cells.md to {out}")

@@ -9,6 +9,7 @@ device-to-device copy bandwidth, and writes one kernelindex.dev/v1alpha1 record 
 benchmark-data columns) and, when matplotlib is installed (pip install "fastglu[bench]"), median_ms.png
 and cells.md. Without a CUDA GPU it runs the CPU backend on a small shape with a perf_counter timer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,15 @@ import torch
 
 from . import records
 from .host import identity_function_us
+
 PROVIDERS = ("fastglu", "torch", "compile", "megatron", "liger")
 CPU_PROVIDERS = ("fastglu", "torch")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-TOLERANCE = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-5}  # relative norm error vs the float64 reference
+TOLERANCE = {
+    "bf16": 2e-2,
+    "fp16": 4e-3,
+    "fp32": 1e-5,
+}  # relative norm error vs the float64 reference
 GPU_SHAPE, CPU_SHAPE = (2048, 4, [8192]), (64, 2, [256])  # (S, B, [F])
 
 
@@ -42,25 +48,52 @@ def positive_int(text):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m fastglu.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seq", type=positive_int, help="sequence length S (default 2048; 64 on the CPU backend)")
-    p.add_argument("--batch", type=positive_int, help="micro-batch size B (default 4; 2 on the CPU backend)")
-    p.add_argument("--ffn", type=positive_int, nargs="+",
-                   help="FFN hidden size F, one or more for a sweep; x is [S, B, 2F] (default 8192; 256 on CPU)")
+    p = argparse.ArgumentParser(
+        prog="python -m fastglu.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--seq", type=positive_int, help="sequence length S (default 2048; 64 on the CPU backend)"
+    )
+    p.add_argument(
+        "--batch", type=positive_int, help="micro-batch size B (default 4; 2 on the CPU backend)"
+    )
+    p.add_argument(
+        "--ffn",
+        type=positive_int,
+        nargs="+",
+        help="FFN hidden size F, one or more for a sweep; x is [S, B, 2F] (default 8192; 256 on CPU)",
+    )
     p.add_argument("--dtype", choices=DTYPES, default="bf16", help="input dtype (default bf16)")
-    p.add_argument("--modes", nargs="+", choices=records.MODES, default=list(records.MODES),
-                   metavar="MODE", help="timed passes (forward, backward, full, bwd_only): forward = y = f(x) with x requiring grad; backward = f(x).sum().backward() "
-                        "(the seed's pass); full = f(x).backward(dy); bwd_only = y.backward(dy, retain_graph=True) "
-                        "after one untimed forward (default: all)")
-    p.add_argument("--providers", nargs="+", choices=PROVIDERS, metavar="NAME",
-                   help="implementations to time: fastglu, torch (eager), compile (torch.compile), megatron "
-                        "(Megatron-Core bias_swiglu_impl), liger (LigerFusedGateUpSiLUMulFunction) (default: all that import; fastglu and torch on CPU)")
-    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        choices=records.MODES,
+        default=list(records.MODES),
+        metavar="MODE",
+        help="timed passes (forward, backward, full, bwd_only): forward = y = f(x) with x requiring grad; backward = f(x).sum().backward() "
+        "(the seed's pass); full = f(x).backward(dy); bwd_only = y.backward(dy, retain_graph=True) "
+        "after one untimed forward (default: all)",
+    )
+    p.add_argument(
+        "--providers",
+        nargs="+",
+        choices=PROVIDERS,
+        metavar="NAME",
+        help="implementations to time: fastglu, torch (eager), compile (torch.compile), megatron "
+        "(Megatron-Core bias_swiglu_impl), liger (LigerFusedGateUpSiLUMulFunction) (default: all that import; fastglu and torch on CPU)",
+    )
+    p.add_argument(
+        "--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)"
+    )
     p.add_argument("--quick", action="store_true", help="short smoke run: --rep 20")
-    p.add_argument("--out", type=Path,
-                   help="output directory (default ./bench/results/<gpu-slug>/<UTC time>/, "
-                        "./bench/results/cpu/<UTC time>/ on the CPU backend)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="output directory (default ./bench/results/<gpu-slug>/<UTC time>/, "
+        "./bench/results/cpu/<UTC time>/ on the CPU backend)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.rep = 20
@@ -84,6 +117,7 @@ def load_provider(name, on_gpu):
     """(fn, extra version labels); raises if the provider cannot run here."""
     if name == "fastglu":
         import fastglu
+
         if on_gpu and not fastglu.cuda_available():
             raise RuntimeError("fastglu was built without CUDA")
         return fastglu.swiglu, {}
@@ -93,12 +127,20 @@ def load_provider(name, on_gpu):
         return torch.compile(torch_swiglu), {}
     if name == "megatron":
         from megatron.core.fusions.fused_bias_swiglu import bias_swiglu_impl
-        return (lambda x: bias_swiglu_impl(x, None)), {"megatron_core_version": pkg_version("megatron-core")}
+
+        return (lambda x: bias_swiglu_impl(x, None)), {
+            "megatron_core_version": pkg_version("megatron-core")
+        }
     if name == "liger":
         from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
 
-        def liger(x):  # 0.8.5's backward returns a [T, 2F] gradient, so feed it [T, 2F] views (no copies)
-            return LigerFusedGateUpSiLUMulFunction.apply(x.view(-1, x.shape[-1])).view(*x.shape[:-1], -1)
+        def liger(
+            x,
+        ):  # 0.8.5's backward returns a [T, 2F] gradient, so feed it [T, 2F] views (no copies)
+            return LigerFusedGateUpSiLUMulFunction.apply(x.view(-1, x.shape[-1])).view(
+                *x.shape[:-1], -1
+            )
+
         return liger, {"liger_version": pkg_version("liger-kernel")}
     raise ValueError(name)
 
@@ -107,7 +149,10 @@ def make_bench(on_gpu, rep):
     """bench(fn, grad_to_none) -> (p50, p20, p80) in ms."""
     if on_gpu:
         from triton.testing import do_bench
-        return lambda fn, grads: tuple(do_bench(fn, rep=rep, grad_to_none=grads, quantiles=[0.5, 0.2, 0.8]))
+
+        return lambda fn, grads: tuple(
+            do_bench(fn, rep=rep, grad_to_none=grads, quantiles=[0.5, 0.2, 0.8])
+        )
 
     def cpu_bench(fn, grads, warmup=25):  # do_bench's schedule with a host timer
         def once():
@@ -116,6 +161,7 @@ def make_bench(on_gpu, rep):
             t0 = time.perf_counter()
             fn()
             return (time.perf_counter() - t0) * 1e3
+
         fn()
         est = max(statistics.median([once() for _ in range(5)]), 1e-6)
         for _ in range(max(1, int(warmup / est))):
@@ -123,6 +169,7 @@ def make_bench(on_gpu, rep):
         times = [once() for _ in range(max(10, int(rep / est)))]
         deciles = statistics.quantiles(times, n=10, method="inclusive")  # numpy's default quantiles
         return deciles[4], deciles[1], deciles[7]
+
     return cpu_bench
 
 
@@ -150,6 +197,7 @@ def check(fn, x, dy):
 
     def rel(a, r):
         return ((a.double() - r).norm() / r.norm()).item()
+
     return rel(y.detach(), yr.detach()), rel(xc.grad, xr.grad)
 
 
@@ -163,8 +211,12 @@ def copy_bandwidth(bench, nbytes=1 << 30):
 
 def driver_version():
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
         return out[0] if out else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -172,8 +224,9 @@ def driver_version():
 
 def git_remote():
     try:
-        out = subprocess.run(["git", "remote", "get-url", "origin"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "remote", "get-url", "origin"], capture_output=True, text=True, timeout=10
+        )
         url = out.stdout.strip()
         return url if "://" in url or "@" in url else None  # a local path names nothing to others
     except (OSError, subprocess.SubprocessError):
@@ -184,8 +237,11 @@ def describe_device(on_gpu):
     """(device name, slug, environment object). The environment's software map carries the host's
     identity-Function time (``host_identity_fn_us``: forward and forward + backward per call, on the
     device the run uses), so that host times from different hosts read side by side."""
-    software = {"torch": torch.__version__, "python": platform.python_version(),
-                "host_identity_fn_us": identity_function_us("cuda" if on_gpu else "cpu")}
+    software = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host_identity_fn_us": identity_function_us("cuda" if on_gpu else "cpu"),
+    }
     if on_gpu:
         props = torch.cuda.get_device_properties(0)
         name = props.name
@@ -193,24 +249,51 @@ def describe_device(on_gpu):
         software.update(cuda=torch.version.cuda, driver=driver_version())
         slug = records.slug(name)
     else:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
-        hardware = records.cpu_hardware(platform.processor(), platform.machine(), os.cpu_count(), mem)
+        mem = (
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            if hasattr(os, "sysconf")
+            else None
+        )
+        hardware = records.cpu_hardware(
+            platform.processor(), platform.machine(), os.cpu_count(), mem
+        )
         name, slug = hardware["product"], "cpu"
     return name, slug, records.environment(hardware, software, slug, name)
 
 
 def render_table(rows):
-    head = ["provider", "mode", "F", "p50 ms", "p20 ms", "p80 ms", "floor ms", "/ floor", "/ fastglu"]
+    head = [
+        "provider",
+        "mode",
+        "F",
+        "p50 ms",
+        "p20 ms",
+        "p80 ms",
+        "floor ms",
+        "/ floor",
+        "/ fastglu",
+    ]
     right = head[2:]
 
     def fmt(v, spec):
         return "n/a" if v is None else format(v, spec)
-    body = [[r["provider"], r["mode"], str(r["ffn"]), *(fmt(m, ".4f") for m in r["ms"]),
-             fmt(r["floor_ms"], ".4f"), fmt(r["ratio_to_floor"], ".2f"), fmt(r["ratio_to_fastglu"], ".2f")]
-            for r in rows]
+
+    body = [
+        [
+            r["provider"],
+            r["mode"],
+            str(r["ffn"]),
+            *(fmt(m, ".4f") for m in r["ms"]),
+            fmt(r["floor_ms"], ".4f"),
+            fmt(r["ratio_to_floor"], ".2f"),
+            fmt(r["ratio_to_fastglu"], ".2f"),
+        ]
+        for r in rows
+    ]
     try:
         from rich.console import Console
         from rich.table import Table
+
         table = Table(title="SwiGLU (Megatron layout)")
         for col in head:
             table.add_column(col, justify="right" if col in right else "left")
@@ -223,11 +306,18 @@ def render_table(rows):
         pass
     try:
         from tabulate import tabulate
-        text = tabulate(body, headers=head, colalign=["left" if c not in right else "right" for c in head])
+
+        text = tabulate(
+            body, headers=head, colalign=["left" if c not in right else "right" for c in head]
+        )
     except ImportError:
         widths = [max(len(c) for c in col) for col in zip(head, *body)]
-        text = "\n".join("  ".join(c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(line, widths, head))
-                         for line in [head, *body])
+        text = "\n".join(
+            "  ".join(
+                c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(line, widths, head)
+            )
+            for line in [head, *body]
+        )
     print(text)
     return text + "\n"
 
@@ -238,27 +328,40 @@ def main(argv=None):
     seq, batch, ffns = GPU_SHAPE if on_gpu else CPU_SHAPE
     if not on_gpu:
         default = all(v is None for v in (args.seq, args.batch, args.ffn))
-        print("No CUDA GPU found: running the CPU backend"
-              + (" on a small default shape (S=64, B=2, F=256)" if default else ""))
+        print(
+            "No CUDA GPU found: running the CPU backend"
+            + (" on a small default shape (S=64, B=2, F=256)" if default else "")
+        )
     seq = seq if args.seq is None else args.seq
     batch = batch if args.batch is None else args.batch
     ffns = ffns if args.ffn is None else list(dict.fromkeys(args.ffn))  # duplicates once
-    print(f"shape: S={seq}, B={batch}, F={ffns}, {args.dtype}; modes {args.modes}; rep {args.rep} ms")
+    print(
+        f"shape: S={seq}, B={batch}, F={ffns}, {args.dtype}; modes {args.modes}; rep {args.rep} ms"
+    )
     device, dtype = ("cuda" if on_gpu else "cpu"), DTYPES[args.dtype]
     elem_bytes = torch.empty((), dtype=dtype).element_size()
     bench = make_bench(on_gpu, args.rep)
     gpu, device_slug, env = describe_device(on_gpu)
-    out = args.out or Path("bench", "results", device_slug, dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S"))
+    out = args.out or Path(
+        "bench",
+        "results",
+        device_slug,
+        dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S"),
+    )
     out.mkdir(parents=True, exist_ok=True)
 
     try:
         import fastglu
+
         fastglu_version = fastglu.__version__
     except Exception:  # noqa: BLE001 - reported below when fastglu is one of the providers
         fastglu_version = None
-    base_versions = {"fastglu_version": fastglu_version, "torch_version": torch.__version__,
-                     "triton_version": pkg_version("triton") if on_gpu else None,
-                     "cuda_version": torch.version.cuda}
+    base_versions = {
+        "fastglu_version": fastglu_version,
+        "torch_version": torch.__version__,
+        "triton_version": pkg_version("triton") if on_gpu else None,
+        "cuda_version": torch.version.cuda,
+    }
 
     notes, providers = [], {}
     for name in args.providers or PROVIDERS:
@@ -277,16 +380,20 @@ def main(argv=None):
     if bandwidth:
         print(f"device-to-device copy bandwidth: {bandwidth / 1e12:.3f} TB/s")
     repository = git_remote()
-    protocols = {m: records.protocol(m, "cuda_events" if on_gpu else "perf_counter", args.rep, repository)
-                 for m in args.modes}
+    protocols = {
+        m: records.protocol(m, "cuda_events" if on_gpu else "perf_counter", args.rep, repository)
+        for m in args.modes
+    }
 
     torch.manual_seed(0)
     rows = []
     try:  # a progress bar over the sweep when tqdm is installed
         from tqdm.auto import tqdm
     except ImportError:
+
         def tqdm(it, **_):
             return it
+
     for ffn in tqdm(ffns, desc="F", unit="shape", disable=len(ffns) < 2):
         # Training runs one shape: drop torch.compile's caches (compile and megatron providers) so every shape of
         # a sweep compiles as in a fresh process, static, instead of as a dynamic-shape kernel from the 2nd on.
@@ -309,17 +416,46 @@ def main(argv=None):
                 fwd_err, bwd_err = checks[name]
                 status = "passed" if max(fwd_err, bwd_err) <= TOLERANCE[args.dtype] else "failed"
                 record = records.run_record(
-                    provider=name, mode=mode, seq=seq, batch=batch, ffn=ffn, dtype=args.dtype, ms=ms,
-                    device_slug=device_slug, protocol_obj=protocols[mode], environment_obj=env,
-                    versions=versions, observed=observed, status=status)
+                    provider=name,
+                    mode=mode,
+                    seq=seq,
+                    batch=batch,
+                    ffn=ffn,
+                    dtype=args.dtype,
+                    ms=ms,
+                    device_slug=device_slug,
+                    protocol_obj=protocols[mode],
+                    environment_obj=env,
+                    versions=versions,
+                    observed=observed,
+                    status=status,
+                )
                 path = out / records.record_filename(name, mode, seq, batch, ffn, args.dtype)
                 path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-                floor = records.floor_ms(mode, seq, batch, ffn, elem_bytes, bandwidth) if bandwidth else None
-                rows.append({"provider": name, "mode": mode, "ffn": ffn, "seq": seq, "batch": batch,
-                             "dtype": args.dtype, "ms": list(ms), "floor_ms": floor,
-                             "ratio_to_floor": ms[0] / floor if floor else None, "ratio_to_fastglu": None,
-                             "check_fwd_relerr": fwd_err, "check_bwd_relerr": bwd_err, "status": status,
-                             "versions": record["run"]["metadata"]["labels"], "record": path.name})
+                floor = (
+                    records.floor_ms(mode, seq, batch, ffn, elem_bytes, bandwidth)
+                    if bandwidth
+                    else None
+                )
+                rows.append(
+                    {
+                        "provider": name,
+                        "mode": mode,
+                        "ffn": ffn,
+                        "seq": seq,
+                        "batch": batch,
+                        "dtype": args.dtype,
+                        "ms": list(ms),
+                        "floor_ms": floor,
+                        "ratio_to_floor": ms[0] / floor if floor else None,
+                        "ratio_to_fastglu": None,
+                        "check_fwd_relerr": fwd_err,
+                        "check_bwd_relerr": bwd_err,
+                        "status": status,
+                        "versions": record["run"]["metadata"]["labels"],
+                        "record": path.name,
+                    }
+                )
                 x.grad = None
         del x, dy
 
@@ -327,13 +463,22 @@ def main(argv=None):
     for r in rows:
         if (r["mode"], r["ffn"]) in medians:
             r["ratio_to_fastglu"] = r["ms"][0] / medians[r["mode"], r["ffn"]]
-    rows.sort(key=lambda r: (records.MODES.index(r["mode"]), r["ffn"], PROVIDERS.index(r["provider"])))
+    rows.sort(
+        key=lambda r: (records.MODES.index(r["mode"]), r["ffn"], PROVIDERS.index(r["provider"]))
+    )
 
     table = render_table(rows)
     (out / "table.txt").write_text(table)
-    summary = {"gpu": gpu, "device_slug": device_slug, "versions": {k: v for k, v in base_versions.items() if v},
-               "copy_TBps": bandwidth / 1e12 if bandwidth else None, "rep_ms": args.rep, "notes": notes,
-               "environment": env, "rows": rows}
+    summary = {
+        "gpu": gpu,
+        "device_slug": device_slug,
+        "versions": {k: v for k, v in base_versions.items() if v},
+        "copy_TBps": bandwidth / 1e12 if bandwidth else None,
+        "rep_ms": args.rep,
+        "notes": notes,
+        "environment": env,
+        "rows": rows,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     write_liger_csv(out / "all_benchmark_data.csv", rows, gpu, seq, batch)
     print(f"wrote {len(rows)} records, summary.json, table.txt and all_benchmark_data.csv to {out}")
@@ -342,15 +487,30 @@ def main(argv=None):
         return
     try:
         from .report import write_report
+
         write_report(out / "summary.json")
         print(f"wrote median_ms.png and cells.md to {out}")
     except ImportError as e:  # matplotlib is optional
         print(f"note: no plots ({e}; pip install matplotlib, or fastglu[bench])")
 
 
-LIGER_COLUMNS = ["kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
-                 "x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
-                 "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version"]
+LIGER_COLUMNS = [
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "metric_unit",
+    "x_name",
+    "x_label",
+    "x_value",
+    "y_value_50",
+    "y_value_20",
+    "y_value_80",
+    "extra_benchmark_config_str",
+    "gpu_name",
+    "timestamp",
+    "liger_version",
+]
 
 
 def write_liger_csv(path, rows, gpu, seq, batch):
@@ -361,13 +521,29 @@ def write_liger_csv(path, rows, gpu, seq, batch):
         w = csv.DictWriter(f, fieldnames=LIGER_COLUMNS)
         w.writeheader()
         for r in rows:
-            w.writerow({"kernel_name": "megatron_swiglu", "kernel_provider": r["provider"],
-                        "kernel_operation_mode": r["mode"], "metric_name": "speed", "metric_unit": "ms",
-                        "x_name": "F", "x_label": "ffn_hidden_size", "x_value": r["ffn"],
-                        "y_value_50": r["ms"][0], "y_value_20": r["ms"][1], "y_value_80": r["ms"][2],
-                        "extra_benchmark_config_str": json.dumps({"S": seq, "B": batch, "dtype": r["dtype"]}),
-                        "gpu_name": gpu, "timestamp": stamp,
-                        "liger_version": r["versions"].get("liger_version") or pkg_version("liger-kernel") or ""})
+            w.writerow(
+                {
+                    "kernel_name": "megatron_swiglu",
+                    "kernel_provider": r["provider"],
+                    "kernel_operation_mode": r["mode"],
+                    "metric_name": "speed",
+                    "metric_unit": "ms",
+                    "x_name": "F",
+                    "x_label": "ffn_hidden_size",
+                    "x_value": r["ffn"],
+                    "y_value_50": r["ms"][0],
+                    "y_value_20": r["ms"][1],
+                    "y_value_80": r["ms"][2],
+                    "extra_benchmark_config_str": json.dumps(
+                        {"S": seq, "B": batch, "dtype": r["dtype"]}
+                    ),
+                    "gpu_name": gpu,
+                    "timestamp": stamp,
+                    "liger_version": r["versions"].get("liger_version")
+                    or pkg_version("liger-kernel")
+                    or "",
+                }
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ copy bandwidth measured in the same run (see ``variant_bytes``).
 
 Outputs in --out: variants.json (every row, raw), variants.txt (the table). Runs only on a CUDA GPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,6 +49,7 @@ def build_variants(x, T, F, dtype, device):
     """({name: ({provider: fn(x) -> y}, reference fn on float64)}, [bias, weights]): the leaves
     besides x whose gradients the backward computes."""
     import fastglu
+
     fg = fastglu  # the Megatron-signature functions are exported at the top level
 
     g = torch.Generator(device=device).manual_seed(1)
@@ -81,11 +83,14 @@ def build_variants(x, T, F, dtype, device):
             if weights is not None:
                 y = y * weights.detach().double().view(*xt, 1)
             return y
+
         return f
 
     mc = {}
     try:
-        from megatron.core.fusions import fused_bias_geglu as mg, fused_bias_swiglu as ms
+        from megatron.core.fusions import fused_bias_geglu as mg
+        from megatron.core.fusions import fused_bias_swiglu as ms
+
         mc = {"ms": ms, "mg": mg}
     except Exception as e:  # noqa: BLE001 - reported in the table
         print(f"megatron-core not importable: {e!r}")
@@ -101,53 +106,116 @@ def build_variants(x, T, F, dtype, device):
 
     V = {}
     wv = weights.view(-1, 1)
-    V["bias_swiglu"] = ({"fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, bias),
-                         **({"megatron": lambda xx: mc["ms"].bias_swiglu_impl(xx, bias)} if mc else {})},
-                        ref("silu", bias=bias))
-    V["weighted_swiglu"] = ({"fastglu": lambda xx: fg.weighted_bias_swiglu_impl(xx, None, wv),
-                             **({"megatron": lambda xx: mc["ms"].weighted_bias_swiglu_impl(xx, None, wv)} if mc else {})},
-                            ref("silu", weights=weights))
-    V["bias_geglu"] = ({"fastglu": lambda xx: fg.bias_geglu_impl(xx, bias),
-                        **({"megatron": lambda xx: mc["mg"].bias_geglu_impl(xx, bias)} if mc else {})},
-                       ref("gelu_tanh", bias=bias))
+    V["bias_swiglu"] = (
+        {
+            "fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, bias),
+            **({"megatron": lambda xx: mc["ms"].bias_swiglu_impl(xx, bias)} if mc else {}),
+        },
+        ref("silu", bias=bias),
+    )
+    V["weighted_swiglu"] = (
+        {
+            "fastglu": lambda xx: fg.weighted_bias_swiglu_impl(xx, None, wv),
+            **(
+                {"megatron": lambda xx: mc["ms"].weighted_bias_swiglu_impl(xx, None, wv)}
+                if mc
+                else {}
+            ),
+        },
+        ref("silu", weights=weights),
+    )
+    V["bias_geglu"] = (
+        {
+            "fastglu": lambda xx: fg.bias_geglu_impl(xx, bias),
+            **({"megatron": lambda xx: mc["mg"].bias_geglu_impl(xx, bias)} if mc else {}),
+        },
+        ref("gelu_tanh", bias=bias),
+    )
     V["weighted_bias_quick_geglu_clamp"] = (
-        {"fastglu": lambda xx: fg.weighted_bias_quick_geglu_impl(xx, bias, wv, False, 1.0, 7.0),
-         **({"megatron": lambda xx: mc["mg"].weighted_bias_quick_geglu_impl(xx, bias, wv, False, 1.0, 7.0)}
-            if mc else {})},
-        ref("quick_gelu", bias=bias, weights=weights, clamp=7.0, offset=1.0))
-    V["swiglu_fp8_store"] = ({"fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, None, True),
-                              **({"megatron": lambda xx: mc["ms"].bias_swiglu_impl(xx, None, True)} if mc else {})},
-                             ref("silu"))
-    V["swiglu_clamp"] = ({"fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, None, clamp_value=7.0),
-                          "torch": eager_glu("silu", clamp=7.0)},
-                         ref("silu", clamp=7.0))
-    V["swiglu_interleaved"] = ({"fastglu": lambda xx: fastglu.glu(xx, interleaved=True),
-                                "torch": eager_glu("silu", interleaved=True)},
-                               ref("silu", interleaved=True))
+        {
+            "fastglu": lambda xx: fg.weighted_bias_quick_geglu_impl(xx, bias, wv, False, 1.0, 7.0),
+            **(
+                {
+                    "megatron": lambda xx: mc["mg"].weighted_bias_quick_geglu_impl(
+                        xx, bias, wv, False, 1.0, 7.0
+                    )
+                }
+                if mc
+                else {}
+            ),
+        },
+        ref("quick_gelu", bias=bias, weights=weights, clamp=7.0, offset=1.0),
+    )
+    V["swiglu_fp8_store"] = (
+        {
+            "fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, None, True),
+            **({"megatron": lambda xx: mc["ms"].bias_swiglu_impl(xx, None, True)} if mc else {}),
+        },
+        ref("silu"),
+    )
+    V["swiglu_clamp"] = (
+        {
+            "fastglu": lambda xx: fastglu.bias_swiglu_impl(xx, None, clamp_value=7.0),
+            "torch": eager_glu("silu", clamp=7.0),
+        },
+        ref("silu", clamp=7.0),
+    )
+    V["swiglu_interleaved"] = (
+        {
+            "fastglu": lambda xx: fastglu.glu(xx, interleaved=True),
+            "torch": eager_glu("silu", interleaved=True),
+        },
+        ref("silu", interleaved=True),
+    )
 
     # two-tensor providers take gate and up as two leaves (HF's gate_proj / up_proj outputs): the
     # variant's name says so; main() hands them x's halves as separate tensors
-    V["silu_mul_two_tensor"] = ({"fastglu": lambda a, b: fastglu.silu_mul(a, b),
-                                 **({"liger": lambda a, b: lg.apply(a, b)} if lg else {}),
-                                 "torch": lambda a, b: torch.nn.functional.silu(a) * b},
-                                ref("silu"))
+    V["silu_mul_two_tensor"] = (
+        {
+            "fastglu": lambda a, b: fastglu.silu_mul(a, b),
+            **({"liger": lambda a, b: lg.apply(a, b)} if lg else {}),
+            "torch": lambda a, b: torch.nn.functional.silu(a) * b,
+        },
+        ref("silu"),
+    )
     return V, [bias, weights]
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m fastglu.bench.variants", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seq", type=positive_int, default=2048, help="sequence length S (default 2048)")
+    p = argparse.ArgumentParser(
+        prog="python -m fastglu.bench.variants",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--seq", type=positive_int, default=2048, help="sequence length S (default 2048)"
+    )
     p.add_argument("--batch", type=positive_int, default=4, help="micro-batch size B (default 4)")
-    p.add_argument("--ffn", type=positive_int, default=8192, help="FFN hidden size F (default 8192)")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="x's dtype (default bf16)")
-    p.add_argument("--variants", nargs="+", metavar="NAME", help="subset of variants (default: all)")
-    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)")
+    p.add_argument(
+        "--ffn", type=positive_int, default=8192, help="FFN hidden size F (default 8192)"
+    )
+    p.add_argument(
+        "--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="x's dtype (default bf16)"
+    )
+    p.add_argument(
+        "--variants", nargs="+", metavar="NAME", help="subset of variants (default: all)"
+    )
+    p.add_argument(
+        "--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)"
+    )
     p.add_argument("--out", type=Path, help="output directory (required unless --readme-from)")
-    p.add_argument("--readme-from", type=Path, metavar="VARIANTS_JSON",
-                   help="do not time anything: write the table of a committed variants.json into --readme")
-    p.add_argument("--readme", type=Path, default=Path("README.md"),
-                   help="file whose <!-- variants-table:begin/end --> block --readme-from replaces (default README.md)")
+    p.add_argument(
+        "--readme-from",
+        type=Path,
+        metavar="VARIANTS_JSON",
+        help="do not time anything: write the table of a committed variants.json into --readme",
+    )
+    p.add_argument(
+        "--readme",
+        type=Path,
+        default=Path("README.md"),
+        help="file whose <!-- variants-table:begin/end --> block --readme-from replaces (default README.md)",
+    )
     args = p.parse_args(argv)
     if args.readme_from:
         write_readme_table(args.readme_from, args.readme)
@@ -196,30 +264,46 @@ def main(argv=None):
                         ms = bench(lambda: yy.backward(dy, retain_graph=True), [*xs, *leaves])
                     nbytes = variant_bytes(name, mode, T, F, es)
                     floor = nbytes / bw * 1e3
-                    row[mode] = {"ms": ms[0], "ms_20": ms[1], "ms_80": ms[2], "bytes": nbytes,
-                                 "floor_ms": floor, "ratio_to_floor": ms[0] / floor}
+                    row[mode] = {
+                        "ms": ms[0],
+                        "ms_20": ms[1],
+                        "ms_80": ms[2],
+                        "bytes": nbytes,
+                        "floor_ms": floor,
+                        "ratio_to_floor": ms[0] / floor,
+                    }
             except Exception as e:  # noqa: BLE001 - a provider that fails is reported, not fatal
                 row["error"] = repr(e)[:300]
             rows.append(row)
             print(json.dumps(row))
-    lines = [f"{'variant':34s} {'provider':9s} {'err_fwd':>9s} {'err_dx':>9s} "
-             + " ".join(f"{m + ' ms':>12s} {'x floor':>8s}" for m in MODES)]
+    lines = [
+        f"{'variant':34s} {'provider':9s} {'err_fwd':>9s} {'err_dx':>9s} "
+        + " ".join(f"{m + ' ms':>12s} {'x floor':>8s}" for m in MODES)
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['variant']:34s} {r['provider']:9s} ERROR {r['error'][:80]}")
             continue
-        lines.append(f"{r['variant']:34s} {r['provider']:9s} {r['err_fwd']:9.2e} {r['err_dx']:9.2e} "
-                     + " ".join(f"{r[m]['ms']:12.4f} {r[m]['ratio_to_floor']:8.3f}" for m in MODES))
+        lines.append(
+            f"{r['variant']:34s} {r['provider']:9s} {r['err_fwd']:9.2e} {r['err_dx']:9.2e} "
+            + " ".join(f"{r[m]['ms']:12.4f} {r[m]['ratio_to_floor']:8.3f}" for m in MODES)
+        )
     table = "\n".join(lines)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {"gpu": torch.cuda.get_device_name(), "copy_bandwidth_bytes_per_s": bw,
-            "host_identity_fn_us": identity_function_us("cuda"),
-            "torch": torch.__version__, "megatron_core": pkg_version("megatron-core"),
-            "liger_kernel": pkg_version("liger-kernel"), "python": platform.python_version(),
-            "observed": dt.datetime.now(dt.timezone.utc).isoformat(), "rep_ms": args.rep,
-            "protocol": "triton.testing.do_bench, quantiles 0.5/0.2/0.8, grad_to_none=[input leaves, bias, weights]; bias and weights require grad; "
-                        "two-tensor variants get gate and up as two leaves"}
+    meta = {
+        "gpu": torch.cuda.get_device_name(),
+        "copy_bandwidth_bytes_per_s": bw,
+        "host_identity_fn_us": identity_function_us("cuda"),
+        "torch": torch.__version__,
+        "megatron_core": pkg_version("megatron-core"),
+        "liger_kernel": pkg_version("liger-kernel"),
+        "python": platform.python_version(),
+        "observed": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "rep_ms": args.rep,
+        "protocol": "triton.testing.do_bench, quantiles 0.5/0.2/0.8, grad_to_none=[input leaves, bias, weights]; bias and weights require grad; "
+        "two-tensor variants get gate and up as two leaves",
+    }
     (args.out / "variants.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / "variants.txt").write_text(f"copy bandwidth {bw / 1e12:.3f} TB/s\n" + table + "\n")
 
@@ -229,12 +313,20 @@ def readme_table(data, source):
     m = data["meta"]
     rows = data["rows"]
     r0 = next(r for r in rows if "error" not in r)
-    out = [f"S={r0['S']} B={r0['B']} F={r0['F']} {r0['dtype']} on {m['gpu']}, median ms (x its own floor), "
-           f"from `{source}` (copy bandwidth {m['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s):", "",
-           "| variant | provider | forward | bwd_only | error vs float64 (y, dx) |", "|---|---|---:|---:|---|"]
+    out = [
+        f"S={r0['S']} B={r0['B']} F={r0['F']} {r0['dtype']} on {m['gpu']}, median ms (x its own floor), "
+        f"from `{source}` (copy bandwidth {m['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s):",
+        "",
+        "| variant | provider | forward | bwd_only | error vs float64 (y, dx) |",
+        "|---|---|---:|---:|---|",
+    ]
     for r in rows:  # a provider that failed part way keeps what it measured before the error
-        best = {k: min((q[k]["ms"] for q in rows if q["variant"] == r["variant"] and k in q), default=None)
-                for k in MODES}
+        best = {
+            k: min(
+                (q[k]["ms"] for q in rows if q["variant"] == r["variant"] and k in q), default=None
+            )
+            for k in MODES
+        }
         cells = []
         for k in MODES:
             if k not in r:
