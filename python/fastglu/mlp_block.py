@@ -287,9 +287,8 @@ def _mlp_backward(ctx, dout, dh_out):
     dh, y, dweights = _fc2_dgrad_dglu(
         dout, w2, h, weights, p, want_dw, y, fused and (FUSED_DGRAD or ctx.path == PATH_FUSED)
     )
-    if (
-        dh_out is not None and dh_out.shape == dh.shape
-    ):  # h is an output of the op, not of fastglu.mlp
+    # h is an output of the op (not of fastglu.mlp): its gradient, if any, adds to dh
+    if dh_out is not None and dh_out.shape == dh.shape:
         dh = dh + dh_out
     do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
     dw2 = do2.t() @ _rows(y) if need[2] else None
