@@ -41,7 +41,7 @@ import torch.nn.functional as F_
 
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
-from .ops import glu_params
+from .ops import _fail, glu_params
 
 __all__ = [
     "mlp",
@@ -65,40 +65,43 @@ FUSED_MIN_F = 4096
 FUSED_DGRAD = False
 
 
-def _fail(exc, msg):
-    raise exc(f"fastglu.mlp: {msg}")
-
-
 # ---- validation on metadata (the eager op and the fake implementation share it) ---------------
 
 
 def _check_tensor(t, name, dims, dtypes=_DTYPES):
     if not isinstance(t, torch.Tensor):
-        _fail(TypeError, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        _fail(TypeError, "mlp", f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout != torch.strided:
         _fail(
-            TypeError, f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor"
+            TypeError,
+            "mlp",
+            f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor",
         )
     if t.dtype not in dtypes:
         _fail(
-            TypeError, f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}"
+            TypeError,
+            "mlp",
+            f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}",
         )
     if t.device.type not in ("cpu", "cuda", "meta"):
         _fail(
-            ValueError, f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors"
+            ValueError,
+            "mlp",
+            f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors",
         )
     if t.dim() not in dims:
         _fail(
             ValueError,
+            "mlp",
             f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}",
         )
 
 
 def _check_like(t, x, name, dtype=True):
     if dtype and t.dtype != x.dtype:
-        _fail(TypeError, f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
+        _fail(TypeError, "mlp", f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
     if t.device != x.device:
-        _fail(ValueError, f"{name} is on {t.device} but x is on {x.device}")
+        _fail(ValueError, "mlp", f"{name} is on {t.device} but x is on {x.device}")
 
 
 def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
@@ -117,12 +120,14 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     if w1.shape[1] != H:
         _fail(
             ValueError,
+            "mlp",
             f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
             f"last dimension (hidden) {H}",
         )
     if w1.shape[0] % 2:
         _fail(
             ValueError,
+            "mlp",
             f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even ([2F, hidden]: "
             "gate rows and up rows)",
         )
@@ -130,6 +135,7 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     if tuple(w2.shape) != (H, F):
         _fail(
             ValueError,
+            "mlp",
             f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x {tuple(x.shape)} "
             f"and w1 {tuple(w1.shape)}",
         )
@@ -138,7 +144,7 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
             _check_tensor(b, name, (1,))
             _check_like(b, x, name)
             if tuple(b.shape) != (n,):
-                _fail(ValueError, f"{name} has shape {tuple(b.shape)}; expected ({n},)")
+                _fail(ValueError, "mlp", f"{name} has shape {tuple(b.shape)}; expected ({n},)")
     tokens = math.prod(lead)
     if weights is not None:
         _check_tensor(weights, "weights", (1, 2, 3, 4), _WEIGHT_DTYPES)
@@ -146,6 +152,7 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
         if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
             _fail(
                 ValueError,
+                "mlp",
                 f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
                 f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})",
             )
@@ -156,7 +163,7 @@ def _path_code(fused):
     if fused is None:
         return PATH_AUTO
     if not isinstance(fused, bool):
-        _fail(TypeError, f"fused must be None, True or False, got {fused!r}")
+        _fail(TypeError, "mlp", f"fused must be None, True or False, got {fused!r}")
     return PATH_FUSED if fused else PATH_UNFUSED
 
 
@@ -372,7 +379,7 @@ def mlp(
         fn="mlp",
     )
     if not isinstance(recompute, bool):
-        _fail(TypeError, f"recompute must be True or False, got {recompute!r}")
+        _fail(TypeError, "mlp", f"recompute must be True or False, got {recompute!r}")
     path = _path_code(fused)
     check_mlp(x, w1, w2, bias1, bias2, weights)
     grad = torch.is_grad_enabled() and any(
