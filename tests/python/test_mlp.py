@@ -512,6 +512,7 @@ def test_bench_fwd_bwd_smoke(tmp_path):
     assert {r["benchmark"] for r in rows} == {"mlp_glu/fwd_bwd"}
     assert {r["provider"] for r in rows} == {
         "fastglu_fused",
+        "fastglu_recompute",
         "cublas_fastglu",
         "cublas_compile",
         "cublas_gemm_only",

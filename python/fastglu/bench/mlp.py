@@ -9,6 +9,8 @@ round, under bench/results/<device>/<UTC time>-mlp/):
                     activation only (the workload slug ends in -fc1; the record's title says which).
       fastglu_fused      fastglu.mlp(x, w1, w2, fused=True) (fc1 + SwiGLU in one GEMM, then fc2);
                          fc1 pass: fastglu.linear_glu(x, w1, return_preact=False)
+      fastglu_recompute  fwd_bwd only: fastglu.mlp(x, w1, w2, fused=True, recompute=True) (the
+                         forward keeps x only; the backward recomputes h with one more fc1 GEMM)
       cublas_fastglu     F.linear(x, w1), fastglu.swiglu (standalone SwiGLU), F.linear(y, w2)
       cublas_compile     torch.compile of the eager MLP F.linear -> F.silu(gate) * up -> F.linear
                          (inductor on a GPU; aot_eager on the CPU, where it only exercises the harness)
@@ -17,11 +19,19 @@ round, under bench/results/<device>/<UTC time>-mlp/):
       liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
       quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True,
                          tuned=--quack-tuned)
-                    (liger and quack have no fc1-only form: the "fc1" pass lists them as skipped)
+      megatron           Megatron-Core's MLP (TP = 1, local spec: ColumnParallelLinear fc1, its fused
+                         bias_swiglu_impl, RowParallelLinear fc2; no bias), weights copied from w1, w2
+      megatron_fastglu   the same module through fastglu.megatron's fused route (what
+                         fastglu.megatron.apply(mlp=True) runs: fastglu.mlp on its weights)
+                    (liger, quack and the Megatron MLP have no fc1-only form: the "fc1" pass lists
+                    them as skipped)
   mlp_glu/fwd_bwd   the same block, forward then backward with a fixed random dO (x, w1, w2 require
                     grad; their gradients reset to None before each iteration); providers as above
                     (cublas_gemm_only: the six GEMMs, fc1 and fc2 forward, dgrad and wgrad, fed
                     ready buffers). Checked: the output and dx against an fp32 torch autograd reference.
+                    On a GPU each provider's peak memory over one step is recorded too (`peak MiB`:
+                    torch.cuda.max_memory_allocated during the step less the memory allocated before
+                    it, which holds x, the weights, dO and the previous step's gradients).
   gemm/forward      out = x @ w^T at the fc1 shape (M = T, N = 2F, K = H) and the fc2 shape
                     (M = T, N = H, K = F); providers fastglu (fastglu.linear) and cublas (F.linear).
 
@@ -56,11 +66,14 @@ SHAPES = [
 SMOKE_SHAPES = [(16, 32, 24), (5, 24, 40)]
 MLP_PROVIDERS = (
     "fastglu_fused",
+    "fastglu_recompute",
     "cublas_fastglu",
     "cublas_compile",
     "cublas_gemm_only",
     "liger",
     "quack",
+    "megatron",
+    "megatron_fastglu",
 )
 MODES = ("forward", "fwd_bwd")
 GEMM_PROVIDERS = ("fastglu", "cublas")
@@ -229,6 +242,12 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
     def fused_train(x, w1, w2):
         return lambda: fastglu.mlp(x, w1, w2, fused=True)
 
+    def recompute(x, w1, w2, fc1_only):
+        raise RuntimeError("fwd_bwd only: the forward alone is fastglu_fused's")
+
+    def recompute_train(x, w1, w2):
+        return lambda: fastglu.mlp(x, w1, w2, fused=True, recompute=True)
+
     def cublas_fastglu(x, w1, w2, fc1_only):
         if fc1_only:
             return lambda: fastglu.swiglu(F_.linear(x, w1))
@@ -274,6 +293,8 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
         try:
             if name == "fastglu_fused":
                 out[name] = (fused, fused_train, {})
+            elif name == "fastglu_recompute":
+                out[name] = (recompute, recompute_train, {})
             elif name == "cublas_fastglu":
                 out[name] = (cublas_fastglu, cublas_fastglu_train, {})
             elif name == "cublas_compile":
@@ -330,9 +351,109 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
                         "quack_tuned": str(quack_tuned),
                     },
                 )
+            elif name in ("megatron", "megatron_fastglu"):
+                if not on_gpu:
+                    raise RuntimeError("GPU only")
+                make_m, train_m = megatron_provider(name == "megatron_fastglu")
+                out[name] = (
+                    make_m,
+                    train_m,
+                    {"megatron_core_version": pkg_version("megatron-core")},
+                )
         except Exception as e:  # noqa: BLE001 - optional peers fail to import in many ways
             notes.append(f"{name}: skipped ({type(e).__name__}: {e})")
     return out
+
+
+_MEGATRON = {}  # "stock_forward": Megatron's own MLP.forward, captured before any routing
+_MEGATRON_MODULES = {}  # (H, F, dtype) -> the module (one alive at a time)
+
+
+def megatron_provider(routed):
+    """(make, train) of Megatron-Core's MLP at TP = 1 on one process (world size 1, gloo), one module
+    per (H, F, dtype), its weights copied from w1 and w2. routed: the forward of
+    fastglu.megatron_mlp (the route apply(mlp=True) installs), else Megatron's own MLP.forward."""
+    import socket
+
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.transformer.mlp import MLP, MLPSubmodules
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    from fastglu import megatron_mlp
+
+    if "stock_forward" not in _MEGATRON:
+        if megatron_mlp.is_routed():
+            raise RuntimeError("Megatron's MLP.forward is routed already: no stock forward to time")
+        _MEGATRON["stock_forward"] = MLP.forward
+    if not dist.is_initialized():
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=1, rank=0)
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel()
+
+    def module(w1, w2):
+        F, H = w1.shape[0] // 2, w1.shape[1]
+        key = (H, F, w1.dtype)
+        if key not in _MEGATRON_MODULES:
+            cfg = TransformerConfig(
+                num_layers=1,
+                hidden_size=H,
+                ffn_hidden_size=F,
+                num_attention_heads=max(1, H // 128),
+                gated_linear_unit=True,
+                activation_func=F_.silu,
+                bias_activation_fusion=True,
+                add_bias_linear=False,
+                params_dtype=w1.dtype,
+                perform_initialization=False,
+                use_cpu_initialization=w1.device.type == "cpu",
+            )
+            mlp = MLP(
+                cfg,
+                MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear),
+                ffn_hidden_size=F,
+            ).to(w1.device)
+            _MEGATRON_MODULES.clear()
+            _MEGATRON_MODULES[key] = mlp
+        mlp = _MEGATRON_MODULES[key]
+        with torch.no_grad():
+            mlp.linear_fc1.weight.copy_(w1)
+            mlp.linear_fc2.weight.copy_(w2)
+        return mlp
+
+    stock = _MEGATRON["stock_forward"]
+
+    def call(mlp, x):
+        x3 = x.view(x.shape[0], 1, x.shape[1])  # [S, B, H]
+        if routed:
+            reason = megatron_mlp.why_not(mlp, x3)
+            if reason is not None:
+                raise RuntimeError(f"fastglu's route does not take it: {reason}")
+            out, _ = megatron_mlp.fused_forward(mlp, x3)
+        else:
+            out, _ = stock(mlp, x3)
+        return out.view(x.shape[0], -1)
+
+    def make(x, w1, w2, fc1_only):
+        if fc1_only:
+            raise RuntimeError("Megatron's MLP has no fc1-only form")
+        mlp = module(w1, w2)
+        return lambda: call(mlp, x)
+
+    def train(x, w1, w2):
+        mlp = module(w1, w2)
+
+        def fwd():
+            mlp.zero_grad(set_to_none=True)  # as the step does for the other providers' leaves
+            return call(mlp, x)
+
+        return fwd
+
+    return make, train
 
 
 GEMM_ONLY_TRAIN = (
@@ -368,6 +489,16 @@ def train_step(name, train, x, w1, w2, dout):
         return o
 
     return step, leaves, None
+
+
+def peak_mib(step):
+    """Peak memory of one step() in MiB above what was allocated before it (CUDA)."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
 def reference(x, w1, w2, fc1_only, interleaved=False):
@@ -465,8 +596,9 @@ def main(argv=None):
     rows = []
     torch.manual_seed(0)
 
-    def time_cells(benchmark, pass_, T, H, F, cells, flops, workload, title):
-        """cells: name -> (fn, versions, relerr); times them in rotating order, one record per round."""
+    def time_cells(benchmark, pass_, T, H, F, cells, flops, workload, title, peaks=None):
+        """cells: name -> (fn, versions, relerr); times them in rotating order, one record per round.
+        peaks: name -> peak MiB of one call (fwd_bwd on a GPU), kept in the rows and the table."""
         names = list(cells)
         shape_slug = slug_of(T, H, F, args.dtype, "" if pass_ == "mlp" else pass_)
         for r in range(args.rounds):
@@ -510,6 +642,7 @@ def main(argv=None):
                         "relerr": err,
                         "status": status,
                         "record": fname,
+                        "peak_mib": (peaks or {}).get(name),
                     }
                 )
 
@@ -522,6 +655,8 @@ def main(argv=None):
             ref = reference(x, w1, w2, pass_ == "fc1")
             cells = {}
             for name, (make, _, versions) in providers.items():
+                if name == "fastglu_recompute":  # fwd_bwd only
+                    continue
                 try:
                     fn = make(x, w1, w2, pass_ == "fc1")
                     # the limit has no activation: checked against its own GEMMs
@@ -556,11 +691,13 @@ def main(argv=None):
         if "fwd_bwd" in args.mode:
             dout = torch.randn(T, H, device=device, dtype=dtype)
             ref_out, ref_dx = reference_fwd_bwd(x, w1, w2, dout)
-            cells = {}
+            cells, peaks = {}, {}
             for name, (_, train, versions) in providers.items():
                 try:
                     step, leaves, buffers = train_step(name, train, x, w1, w2, dout)
                     got = step()
+                    if on_gpu:
+                        peaks[name] = peak_mib(step)
                     own = (
                         (ref_out, ref_dx)
                         if buffers is None
@@ -596,6 +733,7 @@ def main(argv=None):
                 18 * T * H * F,
                 workload,
                 "GLU MLP forward + backward (fc1 -> SwiGLU -> fc2)",
+                peaks,
             )
             del cells, dout
         if not args.no_gemm:
@@ -688,6 +826,7 @@ def summary_table(rows):
         "/ baseline",
         "relerr",
         "status",
+        "peak MiB",
     ]
     lines = []
     for (b, p, w, prov), v in cells.items():
@@ -706,6 +845,7 @@ def summary_table(rows):
                 f"{m / base:.3f}" if base else "n/a",
                 f"{v[0]['relerr']:.2e}",
                 "/".join(sorted({x["status"] for x in v})),
+                "n/a" if v[0].get("peak_mib") is None else f"{v[0]['peak_mib']:.0f}",
             ]
         )
     widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
