@@ -9,7 +9,8 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8;
+#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8
+#                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -37,6 +38,16 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   step "peers from .whl/"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8"
+want_py() { for s_ in $PY_STAGES; do want "$s_" && return 0; done; return 1; }
+if want_py; then
+  # The Python package builds beside the C build (its own CMake tree): the two take about as long
+  # as the longest kernel file on the machine's cores, instead of one after the other.
+  step "Python package (pip install --no-build-isolation), in the background"
+  (python3 -m pip install -q --no-build-isolation --no-deps . > /tmp/pip-build.log 2>&1; echo $? > /tmp/pip-build.rc) &
+  PIP_PID=$!
 fi
 
 step "C build (CMake) with the ptxas resource report"
@@ -75,9 +86,10 @@ if want ctest; then
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 
-if want pytest || want variants || want host || want bench || want llama || want ncufwd || want fp8; then
-  step "Python package (pip install --no-build-isolation)"
-  python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+if want_py; then
+  step "Python package: waiting for the background build"
+  wait "$PIP_PID"; cat /tmp/pip-build.log >> "$OUT/build.log"
+  [ "$(cat /tmp/pip-build.rc)" = 0 ] || { tail -40 /tmp/pip-build.log; exit 1; }
 fi
 
 if want pytest; then
@@ -194,6 +206,12 @@ if want ncufwd; then
     | while read -r f; do cp "$f" "$OUT/extra/codegen/$(echo "${f#/tmp/}" | tr / _)"; done
   echo "   codegen files: $(ls "$OUT/extra/codegen" | wc -l)"
   unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR
+fi
+if want mlpbench; then
+  # the MLP block (issue tables): MLP_ARGS, e.g. "--mode fwd_bwd --rounds 3 --shape 8192,4096,8192"
+  step "the MLP block and the GEMM against their peers (python -m fastglu.bench.mlp $MLP_ARGS)"
+  timeout "${MLP_TIMEOUT:-400}" python3 -m fastglu.bench.mlp --out "$OUT/extra/mlp" ${MLP_ARGS:-} 2>&1 \
+    | grep -v Warning | tee "$OUT/extra/mlp.log" | tail -60
 fi
 if want llama; then
   step "examples/llama on the GPU (bf16)"
