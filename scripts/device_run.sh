@@ -104,7 +104,7 @@ if want sanitize; then
     for t in ${SANITIZE_TESTS:-build-device/test_swiglu_cuda build-device/test_glu_cuda}; do
       [ -x "$t" ] || continue
       echo "   $(basename "$t")"
-      FASTGLU_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -3
+      FASTGLU_TEST_QUICK=1 FASTGLU_TEST_SANITIZE=1 timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -3
       echo "   exit status ${PIPESTATUS[0]} (124: ran past SANITIZE_TIMEOUT)"
     done
   done 2>&1 | tee -a "$OUT/tests.log"

@@ -8,7 +8,10 @@
  * (fastglu_linear_dglu_bwd_cuda) the same way: the variants at odd shapes, the issue's shapes,
  * aligned shapes the sm_90a kernel takes (SPLIT, no dweights; INTERLEAVED and dweights run the
  * general kernel), bad input, determinism under both kernels. Exits 77 (CTest:
- * skipped) when no CUDA device is usable. FASTGLU_TEST_QUICK set: without T = 8193. */
+ * skipped) when no CUDA device is usable. FASTGLU_TEST_QUICK set: without T = 8193.
+ * FASTGLU_TEST_SANITIZE set (for compute-sanitizer, which runs kernels 10-100x slower): the small
+ * suites, one aligned shape per operation for the sm_90a kernels, bad input and determinism at
+ * T = 3 only. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -88,7 +91,9 @@ int main(void) {
                                        {3, 0, 5}, {257, 8, 1408}, {67, 136, 200}};
     static const gemm_shape odd[] = {{1, 2880, 1408}, {3, 2880, 2880}, {8193, 2880, 5632}};
     static const gemm_shape aligned[] = {{256, 512, 384}, {1024, 4096, 1408}};
-    const int n_odd = getenv("FASTGLU_TEST_QUICK") ? 2 : 3;
+    const int sanitize = getenv("FASTGLU_TEST_SANITIZE") != NULL;
+    const int n_odd = sanitize ? 0 : getenv("FASTGLU_TEST_QUICK") ? 2 : 3;
+    const int n_aligned = sanitize ? 1 : 2, n_dglu_aligned = sanitize ? 1 : 3;
     gemm_seed("test_gemm_cuda");
     int failed = 0;
     for (int path = 0; path < 2; ++path) {
@@ -98,18 +103,19 @@ int main(void) {
         /* the issue's shapes: the plain linear with bias, SwiGLU with bias, the interleaved
          * variant with everything; bf16 and fp16 */
         failed += run_gemm_suite(&b, odd, n_odd, 6, (1u << 1) | (1u << 3) | (1u << 5));
-        failed += run_gemm_suite(&b, aligned, 2, 6, ~0u);
+        failed += run_gemm_suite(&b, aligned, n_aligned, 6, ~0u);
         failed += run_gemm_errors(&b);
         failed += run_dglu_suite(&b, dglu_small, 6, 7, ~0u);
         /* SwiGLU, GELU_TANH with weights, the interleaved variant with everything; bf16, fp16 */
         failed += run_dglu_suite(&b, dglu_odd, n_odd, 6, (1u << 2) | (1u << 4) | (1u << 5));
-        failed += run_dglu_suite(&b, dglu_aligned, 3, 6, ~0u);
+        failed += run_dglu_suite(&b, dglu_aligned + (sanitize ? 2 : 0), n_dglu_aligned, 6, ~0u);
         failed += run_dglu_errors(&b);
     }
     set_path(0);
     b.name = "cuda";
-    failed += run_gemm_determinism(&b, odd + 1, n_odd - 1, set_path, 2);
-    failed += run_dglu_determinism(&b, dglu_odd + 1, n_odd - 1, set_path, 2);
+    const int n_det = sanitize ? 1 : n_odd - 1; /* from (3, 2880, 2880) */
+    failed += run_gemm_determinism(&b, odd + 1, n_det, set_path, 2);
+    failed += run_dglu_determinism(&b, dglu_odd + 1, n_det, set_path, 2);
     check(cudaStreamDestroy(stream), "cudaStreamDestroy");
     return failed ? 1 : 0;
 }
