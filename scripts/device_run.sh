@@ -34,10 +34,26 @@ step "machine"
   python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } 2>&1 | tee "$OUT/build.log"
 
+# Peers: wheels in .whl/ go into a folder named site-packages (quack fingerprints functions outside
+# one) that every python3 of this script adds as a site directory (its .pth files processed:
+# cutlass-dsl needs its own), through a sitecustomize on PYTHONPATH. nvidia-cutlass-dsl-libs-cu13 is
+# over one call's carry: its files, as tar.xz split in two parts (.peerA/ and .peerB/, carried in two
+# calls in a row while the machine stays warm), are unpacked into the same folder once both are here.
+SITE=/tmp/py/site-packages
 if ls .whl/*.whl >/dev/null 2>&1; then
   step "peers from .whl/"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  mkdir -p "$SITE" /tmp/py/boot
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+    >> "$OUT/build.log" 2>&1 || echo "note: some peer wheels did not install (see build.log)"
+  if ls .peerA/* .peerB/* >/dev/null 2>&1 && [ ! -d "$SITE/nvidia_cutlass_dsl/cu13" ]; then
+    cat .peerA/* .peerB/* | xz -d | tar -x -C "$SITE" && echo "cutlass-dsl libs-cu13 unpacked"
+  fi
+  printf 'import site\nsite.addsitedir(%r)\n' "$SITE" > /tmp/py/boot/sitecustomize.py
+  export PYTHONPATH=/tmp/py/boot${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c 'import importlib.metadata as m
+for d in ("liger-kernel", "megatron-core", "quack-kernels", "nvidia-cutlass-dsl"):
+    try: print(d, m.version(d))
+    except Exception as e: print(d, "missing", e)'
 fi
 
 PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8"
