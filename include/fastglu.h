@@ -549,8 +549,8 @@ FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
 /* Testing hook: 1 makes fastglu_glu_*_cuda and fastglu_swiglu_*_cuda use the family's general
  * kernels (any alignment, features read at run time) where they would pick a specialised one (the
  * plain-SwiGLU kernels, the specialised flat and tile kernels); 0 (the default) restores the
- * choice. Results are bitwise the same either way (tests/c/test_glu_cuda.c and test_swiglu_cuda.c
- * show it). Not thread-safe. */
+ * choice. Results are bitwise the same either way (tests/c/test_glu_cuda.c shows it). Not
+ * thread-safe. */
 FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
 
 /* =============================================================================================

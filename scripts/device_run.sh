@@ -117,10 +117,13 @@ if want sanitize; then
   step "compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the CUDA C test"
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
     echo "-- $tool"
-    for t in ${SANITIZE_TESTS:-build-device/test_swiglu_cuda build-device/test_glu_cuda}; do
-      [ -x "$t" ] || continue
-      echo "   $(basename "$t")"
-      FASTGLU_TEST_QUICK=1 FASTGLU_TEST_SANITIZE=1 timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -3
+    # executable[:argument]: test_glu_cuda --swiglu is SwiGLU's entry points (CTest swiglu_cuda)
+    for t in ${SANITIZE_TESTS:-build-device/test_glu_cuda:--swiglu build-device/test_glu_cuda}; do
+      exe=${t%%:*} arg=
+      [[ "$t" == *:* ]] && arg=${t#*:}
+      [ -x "$exe" ] || continue
+      echo "   $(basename "$exe") $arg"
+      FASTGLU_TEST_QUICK=1 FASTGLU_TEST_SANITIZE=1 timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$exe" $arg 2>&1 | tail -3
       echo "   exit status ${PIPESTATUS[0]} (124: ran past SANITIZE_TIMEOUT)"
     done
   done 2>&1 | tee -a "$OUT/tests.log"

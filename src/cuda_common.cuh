@@ -53,7 +53,7 @@ static __device__ __forceinline__ float rcp_approx(float x) {
     asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
-#endif /* (tests/emu/shim defines these on the host) */
+#endif /* (the host emulation, tests/emu, takes glu_math.h's host sigmoid instead) */
 
 #define LOG2E 1.44269504f
 

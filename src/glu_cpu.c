@@ -30,57 +30,22 @@
 #include "convert.h"
 #include "cpu_elements.h"
 #include "fp8.h"
+#include "glu_math.h"
 #include "internal.h"
 
 #define CHUNK FASTGLU_TILE_COLS
 
 /* Element loads and stores: cpu_elements.h. */
 
-/* ---- the activations (include/fastglu.h; Megatron-Core fused_bias_swiglu.py: swiglu,
- *      swiglu_back; fused_bias_geglu.py: geglu, geglu_back, quick_gelu, quick_geglu_back) ----
+/* ---- the math ------------------------------------------------------------------------------
  *
- * The CUDA kernels' operations (src/glu_math.cuh: `activation`, `make_math`), each rounded to fp32
- * (-ffp-contract=off; fmaf where the kernels fuse): act(z) = z s and act'(z) = s + z s (1 - s) q'(z)
- * with s = sigmoid(q(z)) = 1 / (1 + 2^(-log2(e) q(z))), q = k z for SILU (k = 1) and QUICK_GELU
- * (k = 1.702); GELU_TANH through 0.5 (1 + tanh x) = sigmoid(2 x): q = 2 * 0.79788456 z (1 + 0.044715
- * z^2) (Megatron's geglu / geglu_back in real arithmetic). The sigmoid is include/fastglu.h's:
- * exp2f and a division where the GPU takes 2^x and 1 / x from its special-function unit (the
- * division keeps a subnormal sigmoid, as the GPU's reciprocal does). fastglu_swiglu_*_cpu is this
- * code with the plain SILU parameters (src/swiglu.c); a zero offset is added as -0 (offset_term),
- * as the CUDA kernels add it (make_math), so an up of -0 stays -0. */
-
-#define LOG2E 1.44269504f
-
-/* The offset as added to up: a zero offset as -0, which keeps an up of -0 (-0 + -0 = -0, where
- * -0 + 0 = +0), as the CUDA kernels and the plain SwiGLU path do. */
-static float offset_term(const fastglu_glu_params *p) {
-    return p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
-}
-#define GELU_K (2.0f * 0.79788456f)
-
-/* sigmoid(q(z)), and q'(z) in *dq */
-static inline float act_sigmoid(fastglu_activation act, float z, float *dq) {
-    const int gelu = act == FASTGLU_ACT_GELU_TANH;
-    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
-    const float kl = -k * LOG2E; /* -q log2(e) = kl z (times 1 + 0.044715 z^2 for GELU) */
-    const float z2 = z * z;
-    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
-    *dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
-    return 1.0f / (1.0f + exp2f(ql));
-}
-
-static inline float act_fwd(fastglu_activation act, float z) {
-    float dq;
-    return z * act_sigmoid(act, z, &dq);
-}
-
-/* act(z) and act'(z) */
-static inline void act_bwd(fastglu_activation act, float z, float *a, float *da) {
-    float dq;
-    const float s = act_sigmoid(act, z, &dq);
-    *a = z * s;
-    *da = fmaf(*a * (1.0f - s), dq, s);
-}
+ * src/glu_math.h, the CUDA kernels' own per-element math (glu_elem_forward, glu_elem_backward,
+ * glu_fp8_operand, make_math) in its general mode (MM_ANY), compiled for the host: the same fp32
+ * operations in the same order, each rounded on its own (-ffp-contract=off; fmaf where the kernels
+ * fuse), and the sigmoid from exp2f and a division where the GPU takes 2^x and 1 / x from its
+ * special-function unit (the division keeps a subnormal sigmoid, as the GPU's reciprocal does).
+ * fastglu_swiglu_*_cpu is this code with the plain SILU parameters (src/swiglu.c); a zero offset is
+ * added as -0 (make_math), as the CUDA kernels add it, so an up of -0 stays -0. */
 
 /* ---- operand addressing -------------------------------------------------------------------- */
 
@@ -123,18 +88,12 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
                     int64_t output_rs, unsigned char *saved_fp8, int64_t saved_rs, int64_t T,
                     int64_t F, fastglu_dtype dt) {
     const operands o = make_operands(p->layout, gate, gate_rs, up, up_rs);
-    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const int clamp = fastglu_clamps(p);
-    const float c = fastglu_glu_clamp(p, dt), off = offset_term(p), mg = p->gate_multiplier;
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, has_b = bias != NULL;
+    const glu_math m = make_math(p, dt, saved_fp8 != NULL);
     const int64_t bstep = o.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     float g[CHUNK], u[CHUNK], bg[CHUNK], bu[CHUNK], y[CHUNK], g8[CHUNK], u8[CHUNK];
-    const int sat = fastglu_fp8_saturate();
-    float lo = 0.0f,
-          hi = 0.0f; /* the copy's values next to the bound (validated: c < 448 or inf) */
-    if (clamp && saved_fp8) fastglu_e4m3_clamp_bounds(c, &lo, &hi);
     for (int64_t t = 0; t < T; ++t) {
         const float w = weights ? load_one(weights_dtype, weights, t * weights_stride) : 1.0f;
-        const float scale = p->down_multiplier * w;
         for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
             const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
             load_f32(dt, o.g, t * o.g_rs + o.g_off + j0 * o.step, o.step, n, 1.0f, g);
@@ -142,17 +101,18 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
             if (saved_fp8) { /* the operands before bias; with a clamp, on the clamp's side */
                 unsigned char *row = saved_fp8 + t * saved_rs;
                 for (int k = 0; k < n; ++k) {
-                    g8[k] = clamp ? fastglu_fp8_gate_operand(g[k], c, lo, hi) : g[k];
-                    u8[k] = clamp ? fastglu_fp8_up_operand(u[k], c, lo, hi) : u[k];
+                    g8[k] = glu_fp8_operand(MM_ANY, &m, g[k], 0);
+                    u8[k] = glu_fp8_operand(MM_ANY, &m, u[k], 1);
                 }
                 if (il) {
                     for (int k = 0; k < n; ++k) {
-                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g8[k], sat);
-                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u8[k], sat);
+                        row[2 * (j0 + k)] = fastglu_f32_to_e4m3(g8[k], m.fp8_sat);
+                        row[2 * (j0 + k) + 1] = fastglu_f32_to_e4m3(u8[k], m.fp8_sat);
                     }
                 } else {
-                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g8[k], sat);
-                    for (int k = 0; k < n; ++k) row[F + j0 + k] = fastglu_f32_to_e4m3(u8[k], sat);
+                    for (int k = 0; k < n; ++k) row[j0 + k] = fastglu_f32_to_e4m3(g8[k], m.fp8_sat);
+                    for (int k = 0; k < n; ++k)
+                        row[F + j0 + k] = fastglu_f32_to_e4m3(u8[k], m.fp8_sat);
                 }
             }
             if (bias) {
@@ -160,15 +120,9 @@ static void glu_fwd(const fastglu_glu_params *p, const void *gate, int64_t gate_
                 load_f32(dt, bias, b0, bstep, n, 1.0f, bg);
                 load_f32(dt, bias, b0 + bup, bstep, n, 1.0f, bu);
             }
-            for (int k = 0; k < n; ++k) {
-                float a = g[k], v = u[k];
-                if (clamp) { /* torch.clamp: NaN stays NaN */
-                    a = a > c ? c : a;
-                    v = v > c ? c : (v < -c ? -c : v);
-                }
-                if (bias) a += bg[k], v += bu[k];
-                y[k] = scale * act_fwd(p->activation, mg * a) * (v + off);
-            }
+            for (int k = 0; k < n; ++k) /* (w = 1 without weights: m_d 1 = m_d exactly) */
+                y[k] = glu_elem_forward(MM_ANY, has_b, 1, &m, g[k], u[k], has_b ? bg[k] : 0.0f,
+                                        has_b ? bu[k] : 0.0f, w);
             store_f32(dt, output, t * output_rs + j0, 1, n, y);
         }
     }
@@ -196,9 +150,8 @@ typedef struct bwd_args {
 static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
-    const int clamp = fastglu_clamps(p);
-    const float c = fastglu_glu_clamp(p, A->dt), off = offset_term(p), mg = p->gate_multiplier,
-                md = p->down_multiplier;
+    const int has_b = A->bias != NULL;
+    const glu_math m = make_math(p, A->dt, 0);
     const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     const int64_t tiles = (F + CHUNK - 1) / CHUNK;
     float g[CHUNK], u[CHUNK], d[CHUNK], bg[CHUNK], bu[CHUNK], dg[CHUNK], du[CHUNK];
@@ -211,7 +164,6 @@ static void glu_bwd(const bwd_args *A) {
         for (int64_t t = t0; t < t1; ++t) {
             const float w =
                 A->weights ? load_one(A->weights_dtype, A->weights, t * A->weights_stride) : 1.0f;
-            const float e0 = md * w;
             const float sinv = A->scale_inv ? A->scale_inv[t * A->scale_stride] : 1.0f;
             for (int64_t j0 = 0, tile = 0; j0 < F; j0 += CHUNK, ++tile) {
                 const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
@@ -227,24 +179,15 @@ static void glu_bwd(const bwd_args *A) {
                 }
                 float part = 0.0f; /* this tile's dweights partial */
                 for (int k = 0; k < n; ++k) {
-                    float a = g[k], v = u[k];
-                    if (clamp) {
-                        a = a > c ? c : a;
-                        v = v > c ? c : (v < -c ? -c : v);
-                    }
-                    if (A->bias) a += bg[k], v += bu[k];
-                    float act, dact;
-                    act_bwd(p->activation, mg * a, &act, &dact);
-                    const float vo = v + off, e = e0 * d[k];
-                    const float d_a = e * vo * dact * mg, d_v = e * act;
-                    /* torch.clamp's gradient: through where the raw operand was inside */
-                    dg[k] = (!clamp || g[k] <= c) ? d_a : 0.0f;
-                    du[k] = (!clamp || (u[k] >= -c && u[k] <= c)) ? d_v : 0.0f;
+                    const glu_grads q =
+                        glu_elem_backward(MM_ANY, has_b, 1, &m, g[k], u[k], has_b ? bg[k] : 0.0f,
+                                          has_b ? bu[k] : 0.0f, w, d[k]);
+                    dg[k] = q.dg, du[k] = q.du;
                     if (slab) {
-                        slab[b0 + k * step] += d_a;
-                        slab[b0 + bup + k * step] += d_v;
+                        slab[b0 + k * step] += q.dbg;
+                        slab[b0 + bup + k * step] += q.dbu;
                     }
-                    if (A->ws_dweights) part += md * act * vo * d[k];
+                    if (A->ws_dweights) part += q.dw;
                 }
                 store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step, step,
                           n, dg);

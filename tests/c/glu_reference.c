@@ -1627,3 +1627,296 @@ int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on)) {
                     }
     return end("glu specialised vs general kernels", b);
 }
+
+/* ---- SwiGLU's entry points as the family's SiLU case -------------------------------------- */
+
+/* An operand layout of Megatron's fc1 output for the wrappers: padding of the input rows (a column
+ * slice of a wider tensor), the input's element offset (misaligns vectors), padding of the output
+ * rows (whose gaps must stay untouched), and dy's strides. */
+typedef struct sw_layout {
+    const char *name;
+    int64_t in_pad, in_offset, out_pad;
+    int dy_kind; /* 0 contiguous, 1 scalar (strides 0, 0), 2 row-broadcast (0, 1), 3 column stride
+                    2, 4 transposed (row stride 1, column stride tokens) */
+} sw_layout;
+
+/* An operand: mostly 2 N(0, 1), some saturated (|x| in [8, 100]), and signed zeros at fixed places
+ * (an up of -0 keeps its sign through the zero offset). */
+static double sw_value(int64_t i) {
+    if (i % 61 == 17) return (i / 61) % 2 ? -0.0 : 0.0;
+    if (rng_next() % 32 == 0) return (rng_next() & 1 ? -1.0 : 1.0) * (8.0 + 92.0 * rng_uniform());
+    return 2.0 * rng_normal();
+}
+
+static void sw_fail(const glu_backend *b, const char *what, const sw_layout *l, fastglu_dtype dt,
+                    int64_t T, int64_t F, const char *msg, double value) {
+    printf("FAIL %s swiglu %s: %s %s T=%lld F=%lld: %s (%g)\n", b->name, what, l->name,
+           dtype_name(dt), (long long)T, (long long)F, msg, value);
+    failures++;
+}
+
+static double sw_rel_err(const double *got, const double *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double d = got[i] - ref[i];
+        num += d * d, den += ref[i] * ref[i];
+    }
+    if (!(num == num)) return INFINITY; /* NaN: never passes */
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Elements of rows x cols that differ bytewise: a at a_rs, a_cs against c at c_rs, c_cs. */
+static int64_t sw_diff(const unsigned char *a, int64_t a_rs, int64_t a_cs, const unsigned char *c,
+                       int64_t c_rs, int64_t c_cs, int64_t rows, int64_t cols, size_t es) {
+    int64_t bad = 0;
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t j = 0; j < cols; ++j)
+            bad += memcmp(a + (t * a_rs + j * a_cs) * es, c + (t * c_rs + j * c_cs) * es, es) != 0;
+    return bad;
+}
+
+/* Bytes outside rows x width at row stride rs from element off that differ from the sentinel. */
+static int64_t sw_damage(const unsigned char *buf, size_t n, size_t es, int64_t off, int64_t rows,
+                         int64_t width, int64_t rs) {
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t e = (int64_t)(i / es) - off;
+        const int inside = e >= 0 && e / rs < rows && e % rs < width;
+        if (!inside && buf[i] != 0x7f) bad++;
+    }
+    return bad;
+}
+
+static void *sw_put(const glu_backend *b, const void *h, size_t n) {
+    void *d = b->alloc(n);
+    b->upload(d, h, n);
+    return d;
+}
+static unsigned char *sw_get(const glu_backend *b, const void *d, size_t n) {
+    unsigned char *h = malloc(n);
+    b->download(h, d, n);
+    return h;
+}
+
+/* The backend's family calls with plain operands: no bias, weights, fp8 or reductions. */
+static fastglu_status glu_flat_fwd(const glu_backend *b, const fastglu_glu_params *p,
+                                   const void *gate, int64_t g_rs, const void *up, int64_t u_rs,
+                                   void *y, int64_t y_rs, int64_t T, int64_t F, fastglu_dtype dt) {
+    return b->fwd(p, gate, g_rs, up, u_rs, NULL, NULL, dt, 0, y, y_rs, NULL, 0, T, F, dt);
+}
+static fastglu_status glu_flat_bwd(const glu_backend *b, const fastglu_glu_params *p,
+                                   const void *dy, int64_t dy_rs, int64_t dy_cs, const void *gate,
+                                   int64_t g_rs, const void *up, int64_t u_rs, void *d_gate,
+                                   int64_t dg_rs, void *d_up, int64_t du_rs, int64_t T, int64_t F,
+                                   fastglu_dtype dt) {
+    return b->bwd(p, dy, dy_rs, dy_cs, gate, g_rs, up, u_rs, dt, NULL, 0, NULL, NULL, dt, 0, d_gate,
+                  dg_rs, d_up, du_rs, NULL, NULL, NULL, 0, T, F, dt);
+}
+
+/* One case: the wrappers' forward and backward (in place: dinput = input), the float64 reference
+ * and the sentinel; with_glu: fastglu_glu_* with the plain SILU parameters on the same inputs, its
+ * buffers bitwise equal to the wrappers'; forms: also gate and up as two tensors and interleaved. */
+static void sw_case(const glu_backend *b, const glu_swiglu_entry *s, fastglu_dtype dt, int64_t T,
+                    int64_t F, const sw_layout *l, int in_place, int with_glu, int forms) {
+    const size_t es = fastglu_dtype_size(dt);
+    const int64_t W = 2 * F;
+    const int64_t in_rs = in_place ? W : W + l->in_pad, in_off = in_place ? 0 : l->in_offset;
+    const int64_t out_rs = F + l->out_pad, din_rs = in_place ? W : W + l->out_pad;
+    const int64_t in_n = in_off + (T - 1) * in_rs + W;
+    const int64_t out_n = (T - 1) * out_rs + F + 3, din_n = (T - 1) * din_rs + W + 3;
+    int64_t dy_rs, dy_cs, dy_n;
+    switch (in_place ? 0 : l->dy_kind) {
+    case 1: dy_rs = 0, dy_cs = 0, dy_n = 1; break;
+    case 2: dy_rs = 0, dy_cs = 1, dy_n = F; break;
+    case 3: dy_rs = 2 * F, dy_cs = 2, dy_n = T * 2 * F; break;
+    case 4: dy_rs = 1, dy_cs = T, dy_n = T * F; break;
+    default: dy_rs = F, dy_cs = 1, dy_n = T * F; break;
+    }
+    const sw_layout inpl = {"in-place", 0, 0, 0, 0};
+    if (in_place) l = &inpl;
+    const fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    unsigned char *h_in = malloc(in_n * es), *h_dy = malloc(dy_n * es);
+    unsigned char *h_out = malloc(out_n * es), *h_din = malloc(din_n * es);
+    double *got = malloc(sizeof(double) * T * W), *ref = malloc(sizeof(double) * T * W);
+    for (int64_t i = 0; i < in_n; ++i) store(dt, h_in, i, sw_value(i));
+    for (int64_t i = 0; i < dy_n; ++i) store(dt, h_dy, i, rng_normal());
+    memset(h_out, 0x7f, out_n * es);
+    memset(h_din, 0x7f, din_n * es);
+    const unsigned char *x = h_in + in_off * es; /* the operands as uploaded */
+
+    /* the wrappers; outputs start 1 element in, so that a write one element early is caught too */
+    void *d_in = sw_put(b, h_in, in_n * es), *d_dy = sw_put(b, h_dy, dy_n * es);
+    void *d_out = sw_put(b, h_out, out_n * es),
+         *d_din = in_place ? NULL : sw_put(b, h_din, din_n * es);
+    char *in0 = (char *)d_in + in_off * es;
+    char *din0 = in_place ? in0 : (char *)d_din + es;
+    fastglu_status st = s->fwd(in0, in_rs, (char *)d_out + es, out_rs, T, F, dt);
+    fastglu_status st2 = s->bwd(d_dy, dy_rs, dy_cs, in0, in_rs, din0, din_rs, T, F, dt);
+    b->sync();
+    unsigned char *r_out = sw_get(b, d_out, out_n * es);
+    unsigned char *r_din = in_place ? sw_get(b, d_in, in_n * es) : sw_get(b, d_din, din_n * es);
+    const int64_t rd_off = in_place ? 0 : 1; /* dinput's first element in r_din */
+    checks++;
+    if (st != FASTGLU_SUCCESS || st2 != FASTGLU_SUCCESS) {
+        sw_fail(b, "status", l, dt, T, F, fastglu_last_error_message(), (double)(st ? st : st2));
+        goto done;
+    }
+
+    /* the float64 reference and the sentinel */
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < F; ++j) {
+            const double g = load(dt, x, t * in_rs + j), u = load(dt, x, t * in_rs + F + j);
+            ref[t * F + j] = g * sigmoid(g) * u;
+            got[t * F + j] = load(dt, r_out, 1 + t * out_rs + j);
+        }
+    double e = sw_rel_err(got, ref, T * F);
+    checks++;
+    if (!(e <= tolerance(dt))) sw_fail(b, "forward", l, dt, T, F, "relative error", e);
+    int64_t bad = sw_damage(r_out, out_n * es, es, 1, T, F, out_rs);
+    checks++;
+    if (bad) sw_fail(b, "forward", l, dt, T, F, "bytes written outside the output", (double)bad);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < F; ++j) {
+            const double g = load(dt, x, t * in_rs + j), u = load(dt, x, t * in_rs + F + j);
+            const double d = load(dt, h_dy, t * dy_rs + j * dy_cs), sg = sigmoid(g);
+            ref[t * W + j] = d * sg * (1 + g * (1 - sg)) * u;
+            ref[t * W + F + j] = d * g * sg;
+            got[t * W + j] = load(dt, r_din, rd_off + t * din_rs + j);
+            got[t * W + F + j] = load(dt, r_din, rd_off + t * din_rs + F + j);
+        }
+    e = sw_rel_err(got, ref, T * W);
+    checks++;
+    if (!(e <= tolerance(dt))) sw_fail(b, "backward", l, dt, T, F, "relative error", e);
+    if (!in_place) {
+        bad = sw_damage(r_din, din_n * es, es, 1, T, W, din_rs);
+        checks++;
+        if (bad) sw_fail(b, "backward", l, dt, T, F, "bytes written outside dinput", (double)bad);
+    }
+
+    if (with_glu) { /* the family's call on the same operands: the same bits, buffer for buffer */
+        void *g_in = sw_put(b, h_in, in_n * es), *g_out = sw_put(b, h_out, out_n * es);
+        void *g_din = in_place ? NULL : sw_put(b, h_din, din_n * es);
+        char *gi0 = (char *)g_in + in_off * es, *gd0 = in_place ? gi0 : (char *)g_din + es;
+        st = glu_flat_fwd(b, &p, gi0, in_rs, gi0 + F * es, in_rs, (char *)g_out + es, out_rs, T, F,
+                          dt);
+        st2 = glu_flat_bwd(b, &p, d_dy, dy_rs, dy_cs, gi0, in_rs, gi0 + F * es, in_rs, gd0, din_rs,
+                           gd0 + F * es, din_rs, T, F, dt);
+        b->sync();
+        unsigned char *q_out = sw_get(b, g_out, out_n * es);
+        unsigned char *q_din = in_place ? sw_get(b, g_in, in_n * es) : sw_get(b, g_din, din_n * es);
+        checks += 3;
+        if (st != FASTGLU_SUCCESS || st2 != FASTGLU_SUCCESS)
+            sw_fail(b, "glu status", l, dt, T, F, fastglu_last_error_message(),
+                    (double)(st ? st : st2));
+        else {
+            if ((bad = sw_diff(r_out, 0, 1, q_out, 0, 1, 1, out_n, es)))
+                sw_fail(b, "forward", l, dt, T, F, "elements differ from fastglu_glu_fwd's",
+                        (double)bad);
+            if ((bad = sw_diff(r_din, 0, 1, q_din, 0, 1, 1, in_place ? in_n : din_n, es)))
+                sw_fail(b, "backward", l, dt, T, F, "elements differ from fastglu_glu_bwd's",
+                        (double)bad);
+        }
+        free(q_out), free(q_din);
+        b->release(g_in), b->release(g_out);
+        if (g_din) b->release(g_din);
+    }
+
+    if (forms) { /* gate and up as two [T, F] tensors, and interleaved [T, 2F] */
+        unsigned char *h_g = malloc(T * F * es), *h_u = malloc(T * F * es),
+                      *h_x = malloc(T * W * es);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < F; ++j) {
+                memcpy(h_g + (t * F + j) * es, x + (t * in_rs + j) * es, es);
+                memcpy(h_u + (t * F + j) * es, x + (t * in_rs + F + j) * es, es);
+                memcpy(h_x + (t * W + 2 * j) * es, x + (t * in_rs + j) * es, es);
+                memcpy(h_x + (t * W + 2 * j + 1) * es, x + (t * in_rs + F + j) * es, es);
+            }
+        fastglu_glu_params pil = p;
+        pil.layout = FASTGLU_LAYOUT_INTERLEAVED;
+        unsigned char *h_o = malloc(T * W * es);
+        memset(h_o, 0x7f, T * W * es);
+        void *dg = sw_put(b, h_g, T * F * es), *du = sw_put(b, h_u, T * F * es);
+        void *dx = sw_put(b, h_x, T * W * es);
+        void *o1 = sw_put(b, h_o, T * F * es), *o2 = sw_put(b, h_o, T * F * es);
+        void *dg1 = sw_put(b, h_o, T * F * es), *du1 = sw_put(b, h_o, T * F * es);
+        void *dx2 = sw_put(b, h_o, T * W * es);
+        const fastglu_status s1 = glu_flat_fwd(b, &p, dg, F, du, F, o1, F, T, F, dt);
+        const fastglu_status s2 = glu_flat_fwd(b, &pil, dx, W, NULL, 0, o2, F, T, F, dt);
+        const fastglu_status s3 =
+            glu_flat_bwd(b, &p, d_dy, dy_rs, dy_cs, dg, F, du, F, dg1, F, du1, F, T, F, dt);
+        const fastglu_status s4 =
+            glu_flat_bwd(b, &pil, d_dy, dy_rs, dy_cs, dx, W, NULL, 0, dx2, W, NULL, 0, T, F, dt);
+        b->sync();
+        unsigned char *a1 = sw_get(b, o1, T * F * es), *a2 = sw_get(b, o2, T * F * es);
+        unsigned char *a3 = sw_get(b, dg1, T * F * es), *a4 = sw_get(b, du1, T * F * es);
+        unsigned char *a5 = sw_get(b, dx2, T * W * es);
+        const unsigned char *ro = r_out + es, *rd = r_din + rd_off * es;
+        checks += 2;
+        if (s1 || s2 || s3 || s4)
+            sw_fail(b, "two tensors / interleaved status", l, dt, T, F,
+                    fastglu_last_error_message(), (double)(s1 | s2 | s3 | s4));
+        else {
+            bad = sw_diff(ro, out_rs, 1, a1, F, 1, T, F, es) +
+                  sw_diff(ro, out_rs, 1, a2, F, 1, T, F, es);
+            if (bad)
+                sw_fail(b, "forward", l, dt, T, F,
+                        "elements differ from fastglu_glu_fwd's (two tensors, interleaved)",
+                        (double)bad);
+            bad = sw_diff(rd, din_rs, 1, a3, F, 1, T, F, es) +
+                  sw_diff(rd + F * es, din_rs, 1, a4, F, 1, T, F, es) +
+                  sw_diff(rd, din_rs, 1, a5, W, 2, T, F, es) +
+                  sw_diff(rd + F * es, din_rs, 1, a5 + es, W, 2, T, F, es);
+            if (bad)
+                sw_fail(b, "backward", l, dt, T, F,
+                        "elements differ from fastglu_glu_bwd's (two tensors, interleaved)",
+                        (double)bad);
+        }
+        void *rel[] = {dg, du, dx, o1, o2, dg1, du1, dx2};
+        for (size_t i = 0; i < sizeof rel / sizeof *rel; ++i) b->release(rel[i]);
+        free(h_g), free(h_u), free(h_x), free(h_o), free(a1), free(a2), free(a3), free(a4),
+            free(a5);
+    }
+
+done:
+    b->release(d_in), b->release(d_dy), b->release(d_out);
+    if (d_din) b->release(d_din);
+    free(h_in), free(h_dy), free(h_out), free(h_din), free(got), free(ref), free(r_out),
+        free(r_din);
+}
+
+int run_glu_swiglu(const glu_backend *b, const glu_swiglu_entry *s) {
+    begin("swiglu entry points", b);
+    static const int64_t widths[] = {1, 3, 768, 1408, 3420, 5632, 8192};
+    static const int64_t rows[] = {1, 257};
+    static const sw_layout layouts[] = {
+        {"contiguous", 0, 0, 0, 0},
+        {"column-slice", 24, 8, 8, 0},    /* rows of a wider tensor, still 16-byte aligned */
+        {"misaligned", 5, 3, 1, 3},       /* odd offsets and strides: narrow vectors */
+        {"dy-scalar", 0, 0, 0, 1},        /* y.sum().backward() */
+        {"dy-row-broadcast", 8, 0, 0, 2}, /* dy expanded over rows */
+        {"dy-transposed", 0, 0, 0, 4},    /* dy read column-major */
+    };
+    for (size_t d = 0; d < 3; ++d)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r) {
+                for (size_t l = 0; l < sizeof layouts / sizeof *layouts; ++l)
+                    sw_case(b, s, dtypes[d], rows[r], widths[w], &layouts[l], 0, 1, l == 0);
+                sw_case(b, s, dtypes[d], rows[r], widths[w], &layouts[0], 1, 1, 0);
+            }
+    return end("swiglu entry points", b);
+}
+
+int run_glu_swiglu_sentinel_sweep(const glu_backend *b, const glu_swiglu_entry *s) {
+    begin("swiglu sentinel sweep", b);
+    /* widths that break vectorised kernels (odd, prime, just past a power of two, misaligned
+     * halves) x row counts from one to past a 4096-row wave */
+    static const int64_t widths[] = {1,   2,   3,   5,   7,    8,    127,  256,
+                                     257, 320, 640, 768, 1408, 2816, 3420, 5632};
+    static const int64_t rows[] = {1, 2, 257, 4097};
+    static const sw_layout padded = {"sweep", 0, 0, 3, 0};
+    for (size_t d = 0; d < 3; ++d)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; ++r)
+                sw_case(b, s, dtypes[d], rows[r], widths[w], &padded, 0, 0, 0);
+    return end("swiglu sentinel sweep", b);
+}

@@ -89,4 +89,34 @@ int run_glu_clamp_edges(const glu_backend *b);
  * bitwise identical, for every dtype, layout and bias / weights / fp8 / reduction case. */
 int run_glu_paths_agree(const glu_backend *b, void (*set_generic)(int on));
 
+/* SwiGLU's entry points of one backend (fastglu_swiglu_{fwd,bwd}_*, src/swiglu.c: the family's call
+ * with the plain SILU parameters on Megatron's fc1 output; the stream, if any, bound by the
+ * wrapper). */
+typedef struct glu_swiglu_entry {
+    fastglu_status (*fwd)(const void *input, int64_t input_row_stride, void *output,
+                          int64_t output_row_stride, int64_t tokens, int64_t F,
+                          fastglu_dtype dtype);
+    fastglu_status (*bwd)(const void *dy, int64_t dy_row_stride, int64_t dy_col_stride,
+                          const void *input, int64_t input_row_stride, void *dinput,
+                          int64_t dinput_row_stride, int64_t tokens, int64_t F,
+                          fastglu_dtype dtype);
+} glu_swiglu_entry;
+
+/* SwiGLU's entry points as the family's SiLU case: each case (F in {1, 3, 768, 1408, 3420, 5632,
+ * 8192} x tokens in {1, 257} x dtype x operand layouts: contiguous, a column slice of a wider
+ * tensor, misaligned offsets and odd strides, dy scalar / row-broadcast / transposed / column
+ * stride 2, and the in-place backward) runs the wrappers and fastglu_glu_* with the plain SILU
+ * parameters on the same fresh random inputs (signed zeros and saturated values among them): the
+ * wrappers' output and dinput must equal the family's bit for bit over the whole sentinel-filled
+ * buffer, match the float64 reference (relative norm error by dtype), and leave every byte outside
+ * the output rows alone. In the contiguous layout the family is also run with gate and up as two
+ * tensors and interleaved, and must give the same bits. Returns the number of failed checks. */
+int run_glu_swiglu(const glu_backend *b, const glu_swiglu_entry *s);
+
+/* SwiGLU's sentinel sweep through the wrappers: F in {1, 2, 3, 5, 7, 8, 127, 256, 257, 320, 640,
+ * 768, 1408, 2816, 3420, 5632} x tokens in {1, 2, 257, 4097} x every dtype, outputs in padded rows
+ * pre-filled with a sentinel: every output element written (float64 reference), no other byte
+ * touched. Returns the number of failed checks. */
+int run_glu_swiglu_sentinel_sweep(const glu_backend *b, const glu_swiglu_entry *s);
+
 #endif

@@ -8,10 +8,16 @@
  * ones); the specialised kernels bitwise against the general ones on every case. Exits 77 (CTest: skipped) when no CUDA device is
  * usable.
  *
- *   test_glu_cuda            everything (FASTGLU_TEST_QUICK set: without the sentinel sweep)
+ * SwiGLU's entry points (fastglu_swiglu_*_cuda) are tested as the family's SiLU case (--swiglu).
+ *
+ *   test_glu_cuda            the family (FASTGLU_TEST_QUICK set: without the sentinel sweep)
+ *   test_glu_cuda --swiglu   fastglu_swiglu_*_cuda: the family's bits (and with gate and up as two
+ *                            tensors, interleaved), the float64 reference, the sentinel, and the
+ *                            wrappers' sentinel sweep (FASTGLU_TEST_QUICK set: without the sweep)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -77,7 +83,17 @@ static void set_grid(int k) {
 }
 static void set_generic(int on) { fastglu_debug_set_generic_kernels(on); }
 
-int main(void) {
+static fastglu_status swiglu_fwd(const void *in, int64_t in_rs, void *out, int64_t out_rs,
+                                 int64_t T, int64_t F, fastglu_dtype dt) {
+    return fastglu_swiglu_fwd_cuda(in, in_rs, out, out_rs, T, F, dt, stream);
+}
+static fastglu_status swiglu_bwd(const void *dy, int64_t dy_rs, int64_t dy_cs, const void *in,
+                                 int64_t in_rs, void *din, int64_t din_rs, int64_t T, int64_t F,
+                                 fastglu_dtype dt) {
+    return fastglu_swiglu_bwd_cuda(dy, dy_rs, dy_cs, in, in_rs, din, din_rs, T, F, dt, stream);
+}
+
+int main(int argc, char **argv) {
     if (!fastglu_cuda_available()) {
         printf("no CUDA device: skipped\n");
         return 77;
@@ -88,10 +104,18 @@ int main(void) {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     const glu_backend b = {"cuda",   fwd,        bwd,          dev_alloc,
                            dev_free, dev_upload, dev_download, dev_sync};
-    int failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
-                 run_glu_clamp_edges(&b) + run_glu_determinism(&b, set_grid, 4) +
-                 run_glu_paths_agree(&b, set_generic) + run_glu_suite(&b);
-    if (!getenv("FASTGLU_TEST_QUICK")) failed += run_glu_sentinel_sweep(&b);
+    const int quick = getenv("FASTGLU_TEST_QUICK") != NULL;
+    int failed;
+    if (argc > 1 && strcmp(argv[1], "--swiglu") == 0) {
+        const glu_swiglu_entry sw = {swiglu_fwd, swiglu_bwd};
+        failed = run_glu_swiglu(&b, &sw) + (quick ? 0 : run_glu_swiglu_sentinel_sweep(&b, &sw));
+        check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+        return failed ? 1 : 0;
+    }
+    failed = run_glu_fp8_exact(&b) + run_glu_fp8_store_exact(&b) + run_glu_param_edges(&b) +
+             run_glu_clamp_edges(&b) + run_glu_determinism(&b, set_grid, 4) +
+             run_glu_paths_agree(&b, set_generic) + run_glu_suite(&b);
+    if (!quick) failed += run_glu_sentinel_sweep(&b);
     fastglu_debug_set_max_blocks(0);
     check(cudaStreamDestroy(stream), "cudaStreamDestroy");
     return failed ? 1 : 0;

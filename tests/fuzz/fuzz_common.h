@@ -1,5 +1,5 @@
 /*
- * fuzz_common.h — what the libFuzzer harnesses (fuzz_swiglu.c, fuzz_glu.c) share: the byte reader
+ * fuzz_common.h — what the libFuzzer harness (fuzz_glu.c) uses: the byte reader
  * that turns an input into choices, the span of a strided region, and the driver of a build
  * without libFuzzer (FASTGLU_FUZZ_STANDALONE: random inputs for a bounded time).
  */

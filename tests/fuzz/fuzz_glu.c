@@ -1,7 +1,8 @@
 /*
  * fuzz_glu.c — a libFuzzer harness for the gated-linear-unit family's CPU entry points
- * (fastglu_glu_fwd_cpu, fastglu_glu_bwd_cpu); build with clang -fsanitize=fuzzer,address,undefined
- * (see tests/fuzz/run.sh).
+ * (fastglu_glu_fwd_cpu, fastglu_glu_bwd_cpu) and SwiGLU's (fastglu_swiglu_*_cpu, the family's SiLU
+ * case); build with clang -fsanitize=fuzzer,address,undefined (see tests/fuzz/run.sh). The input's
+ * first byte picks the family's harness (3 in 4) or SwiGLU's (swiglu_input, below).
  *
  * Each input picks the activation and layout (invalid ones included), clamp (0, boundary values,
  * NaN, negative, +Inf), offset and multipliers (sometimes NaN / Inf), dtype (fp8 and unknown ones
@@ -241,8 +242,147 @@ static const float offsets[] = {0.0f, 1.0f, -0.5f, 0.0f, 1.0f, 0.25f, NAN, INFIN
 static const float gmuls[] = {1.0f, 0.8f, 1.702f, -1.0f, 1.0f, 2.0f, 1.0f, -INFINITY};
 static const float dmuls[] = {1.0f, 1.5f, 0.5f, 1.0f, -2.0f, 1.0f, 0.0f, NAN};
 
+/* ---- SwiGLU's entry points ---------------------------------------------------------------- */
+
+/* fastglu_swiglu_{fwd,bwd}_cpu on Megatron's fc1 output. The input picks a dtype (an invalid one
+ * included), tokens, F, row strides (too small, zero, padded), dy's two strides (zero, transposed,
+ * padded), element offsets of every pointer (0..7: misaligned vectors, and misaligned elements),
+ * NULL pointers, and aliasing (the output placed inside the input, or the backward in place); every
+ * buffer exactly its extent, outputs pre-filled with a sentinel. Then:
+ *  - a call that fails must leave every output buffer, and the input, byte-identical;
+ *  - a call that succeeds must match a float64 reference on every output element, leave the gaps
+ *    between output rows intact, and equal bit for bit what fastglu_glu_*_cpu with the plain SILU
+ *    parameters writes for the same operands (gate = input, up = input + F). */
+static long n_sw_fwd_ok, n_sw_fwd_err, n_sw_bwd_ok, n_sw_bwd_err, n_sw_in_place_ok;
+
+static int swiglu_input(reader *r) {
+    const unsigned dsel = next(r) % 4;
+    const int dt = dsel < 3 ? (int)dsel : 5; /* 5 is invalid */
+    const size_t es = esize(dt);
+    const int sdt = dsel < 3 ? dt : FASTGLU_DTYPE_BF16; /* how the values are stored */
+    const int64_t T = (int64_t)(next(r) % (MAX_TOKENS + 1)) - (next(r) % 16 == 0);
+    const int64_t F = (int64_t)((next(r) | next(r) << 8) % (MAX_F + 1)) - (next(r) % 16 == 0);
+    const int64_t W = 2 * F;
+    const int64_t in_rs = pick_stride(r, W), out_rs = pick_stride(r, F), din_rs = pick_stride(r, W);
+    int64_t dy_rs, dy_cs;
+    switch (next(r) % 4) {
+    case 0: dy_rs = F, dy_cs = 1; break;
+    case 1: dy_rs = 0, dy_cs = 0; break;
+    case 2: dy_rs = 1, dy_cs = T > 0 ? T : 1; break;
+    default: dy_rs = pick_stride(r, F), dy_cs = next(r) % 3; break;
+    }
+    const unsigned off_in = next(r) % 8, off_out = next(r) % 8, off_dy = next(r) % 8,
+                   off_din = next(r) % 8, byte_off = next(r) % 8 == 0; /* misaligned element */
+    const unsigned flags = next(r);
+    const int null_in = flags % 29 == 1, alias_out = flags % 7 == 2, in_place = flags % 5 == 3;
+    const fastglu_glu_params silu = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+
+    const int64_t n_in = off_in + span(T, W, in_rs, 1), n_out = off_out + span(T, F, out_rs, 1);
+    const int64_t n_dy = off_dy + span(T, F, dy_rs, dy_cs), n_din = off_din + span(T, W, din_rs, 1);
+    unsigned char *in = malloc(n_in * es + 1), *out = malloc(n_out * es + 1);
+    unsigned char *dy = malloc(n_dy * es + 1), *din = malloc(n_din * es + 1);
+    unsigned char *out0 = malloc(n_out * es + 1), *din0 = malloc(n_din * es + 1);
+    unsigned char *fam = malloc((n_in > n_din ? n_in : n_din) * es + (n_out * es) + 1);
+    for (int64_t i = 0; i < n_in; ++i) store(sdt, in, i, ((int)next(r) - 128) / 24.0);
+    for (int64_t i = 0; i < n_dy; ++i) store(sdt, dy, i, ((int)next(r) - 128) / 32.0);
+    memset(out, 0x7f, n_out * es + 1);
+    memset(din, 0x7f, n_din * es + 1);
+
+    const void *x = null_in ? NULL : (const void *)(in + off_in * es + byte_off);
+    void *y = alias_out ? (void *)(in + off_in * es) : (void *)(out + off_out * es);
+    const void *g = dy + off_dy * es;
+    void *dx = in_place ? (void *)(in + off_in * es) : (void *)(din + off_din * es);
+    /* the in-place backward reads what it overwrites: keep the original input for the reference */
+    unsigned char *in_copy = malloc(n_in * es + 1);
+    memcpy(in_copy, in, n_in * es + 1);
+    const unsigned char *xin = in_copy + off_in * es; /* reference reads go here */
+
+    /* forward */
+    memcpy(out0, out, n_out * es + 1);
+    fastglu_status st = fastglu_swiglu_fwd_cpu(x, in_rs, y, out_rs, T, F, (fastglu_dtype)dt);
+    if (st == FASTGLU_SUCCESS && T > 0 && F > 0)
+        n_sw_fwd_ok++;
+    else if (st != FASTGLU_SUCCESS)
+        n_sw_fwd_err++;
+    if (st != FASTGLU_SUCCESS || alias_out) {
+        /* a failure, or an accepted alias (which would be a bug: out overlaps the input), must
+         * have left everything alone; the input must be unchanged too */
+        if (memcmp(out, out0, n_out * es + 1) != 0 || memcmp(in, in_copy, n_in * es + 1) != 0)
+            abort();
+        if (alias_out && st == FASTGLU_SUCCESS && T > 0 && F > 0) abort();
+    } else if (T > 0 && F > 0) {
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < F; ++j) {
+                const double gt = load(dt, xin, t * in_rs + j),
+                             up = load(dt, xin, t * in_rs + F + j);
+                const double got = load(dt, out + off_out * es, t * out_rs + j);
+                if (!close_enough(dt, got, gt * sigmoid(gt) * up, 0.0)) abort();
+            }
+        /* gaps between rows (and the bytes before and after) keep the sentinel */
+        for (int64_t e = 0; e < n_out; ++e) {
+            const int64_t rel = e - off_out;
+            const int inside =
+                rel >= 0 && (T == 1 ? rel < F : rel / out_rs < T && rel % out_rs < F);
+            if (!inside && memcmp(out + e * es, out0 + e * es, es) != 0) abort();
+        }
+        /* the family's call on the same operands writes the same bytes */
+        memcpy(fam, out0, n_out * es + 1);
+        if (glu_fwd_cpu_flat(&silu, x, in_rs, (const char *)x + F * es, in_rs, NULL, NULL,
+                             (fastglu_dtype)dt, 0, fam + off_out * es, out_rs, NULL, 0, T, F,
+                             (fastglu_dtype)dt) != FASTGLU_SUCCESS ||
+            memcmp(fam, out, n_out * es + 1) != 0)
+            abort();
+    }
+
+    /* backward */
+    memcpy(din0, din, n_din * es + 1);
+    unsigned char *in_before = malloc(n_in * es + 1);
+    memcpy(in_before, in, n_in * es + 1);
+    st = fastglu_swiglu_bwd_cpu(g, dy_rs, dy_cs, x, in_rs, dx, din_rs, T, F, (fastglu_dtype)dt);
+    if (st == FASTGLU_SUCCESS && T > 0 && F > 0)
+        n_sw_bwd_ok++, n_sw_in_place_ok += in_place;
+    else if (st != FASTGLU_SUCCESS)
+        n_sw_bwd_err++;
+    if (st != FASTGLU_SUCCESS) {
+        if (memcmp(din, din0, n_din * es + 1) != 0 || memcmp(in, in_before, n_in * es + 1) != 0)
+            abort();
+    } else if (T > 0 && F > 0) {
+        const unsigned char *res = in_place ? in + off_in * es : din + off_din * es;
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < F; ++j) {
+                const double gt = load(dt, in_before + off_in * es, t * in_rs + j);
+                const double up = load(dt, in_before + off_in * es, t * in_rs + F + j);
+                const double d = load(dt, dy + off_dy * es, t * dy_rs + j * dy_cs),
+                             sg = sigmoid(gt);
+                if (!close_enough(dt, load(dt, res, t * din_rs + j),
+                                  d * sg * (1 + gt * (1 - sg)) * up, 0.0))
+                    abort();
+                if (!close_enough(dt, load(dt, res, t * din_rs + F + j), d * gt * sg, 0.0)) abort();
+            }
+        /* the family's call on the same operands (in place: on a copy of the input) */
+        const int64_t n_res = in_place ? n_in : n_din;
+        const unsigned char *res_buf = in_place ? in : din;
+        memcpy(fam, in_place ? in_before : din0, n_res * es + 1);
+        const unsigned char *fx =
+            in_place ? fam + off_in * es + byte_off : (const unsigned char *)x;
+        unsigned char *fd = in_place ? fam + off_in * es : fam + off_din * es;
+        if (glu_bwd_cpu_flat(&silu, g, dy_rs, dy_cs, fx, in_rs, fx + F * es, in_rs,
+                             (fastglu_dtype)dt, NULL, 0, NULL, NULL, (fastglu_dtype)dt, 0, fd,
+                             din_rs, fd + F * es, din_rs, NULL, NULL, NULL, 0, T, F,
+                             (fastglu_dtype)dt) != FASTGLU_SUCCESS ||
+            memcmp(fam, res_buf, n_res * es + 1) != 0)
+            abort();
+    }
+    free(in), free(out), free(dy), free(din), free(out0), free(din0), free(in_copy),
+        free(in_before), free(fam);
+    return 0;
+}
+
+/* ---- the family ---------------------------------------------------------------------------- */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
+    if (next(&r) % 4 == 0) return swiglu_input(&r);
     /* ---- the call's shape ---- */
     const unsigned dsel = next(&r) % 8;
     const int dt = dsel < 6 ? (int)(dsel % 3) : dsel == 6 ? 3 : 5; /* 3 (fp8) and 5: invalid */
@@ -538,6 +678,9 @@ int main(int argc, char **argv) {
            "reductions), %ld rejected)\n",
            runs, n_fwd_ok, n_fp8_store_ok, n_fwd_err, n_bwd_ok, n_in_place_ok, n_fp8_ok, n_red_ok,
            n_bwd_err);
+    printf("fuzz_glu_standalone: swiglu entry points: forward: %ld computed, %ld rejected; "
+           "backward: %ld computed, %ld of them in place, %ld rejected\n",
+           n_sw_fwd_ok, n_sw_fwd_err, n_sw_bwd_ok, n_sw_in_place_ok, n_sw_bwd_err);
     return 0;
 }
 #endif

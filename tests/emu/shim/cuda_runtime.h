@@ -1,5 +1,5 @@
 #pragma once
-/* Host shim of the CUDA runtime for emulating swiglu_cuda.cu sequentially. */
+/* Host shim of the CUDA runtime for emulating the kernels sequentially (tests/emu). */
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -28,16 +28,14 @@ template <typename W> static inline W __ldcs(const W *p) { emu_ldcs++; return em
 template <typename W> static inline W emu_ld_plain(const W *p) { emu_ldplain++; return emu_load(p); }
 template <typename W> static inline void __stcs(W *p, W v) { emu_stcs++; emu_chk(p); memcpy(p, &v, sizeof v); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
-/* fp32 arithmetic with explicit rounding, and the special-function unit's 2^x (flushing subnormals)
- * and 1 / x as the SwiGLU kernels use them and the CPU backend computes them (src/swiglu_cpu.c),
- * so that the two compare bit for bit; the GPU's approximations differ from these by a few ulp. */
+/* fp32 arithmetic with explicit rounding (the family's math, src/glu_math.h, takes its host branch
+ * here: exp2f and a division for the sigmoid, as the CPU backend, so the two compare bit for bit;
+ * the GPU's special-function unit differs from these by a few ulp), and the flush of subnormals
+ * that gemm_emu.cpp's stand-in for rcp.approx.ftz uses. */
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float emu_ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
-static inline float ex2_ftz(float x) { return emu_ftz(exp2f(emu_ftz(x))); }
-static inline float rcp_approx(float x) { return 1.0f / x; }
-static inline float rcp_sigmoid(float x) { return 1.0f / x; }
 typedef struct emu_stream *cudaStream_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35 };
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
