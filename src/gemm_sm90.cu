@@ -52,12 +52,14 @@
  * fc2 dgrad + dGLU (EPI_DGLU, fastglu_linear_dglu_bwd_cuda): dY = dO @ w2 with w2 [K, F] row-major,
  * so B is MN-major: the producer loads it as BN / 64 TMA boxes of 64 k rows x 64 columns (128-byte
  * swizzle) and the consumers multiply with wgmma's transposed-B mode (tnspB = 1) through an
- * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY; the epilogue
- * reads each pair's gate and up from h (SPLIT, 32-bit loads), runs the family's backward
- * (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is inside h) on the unrounded fp32 dY and stores d_gate,
- * d_up and y (glu_forward, the forward epilogue's operations) from registers. dweights, which
- * needs a reduction across column tiles, is left to the general kernel. GEMM_SM90_DGLU=0 turns the
- * dgrad over to the general kernel.
+ * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY. The consumers
+ * prefetch the tile's h rows (gate and up) to L2 GEMM_DGLU_PREFETCH_KB k-blocks before the main loop
+ * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
+ * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is
+ * inside h) on the unrounded fp32 dY and y (glu_forward, the forward epilogue's operations), then
+ * d_gate, d_up and y through the TMA-store staging (16-byte aligned outputs) or from registers.
+ * dweights, which needs a reduction across column tiles, is left to the general kernel.
+ * GEMM_SM90_DGLU=0 turns the dgrad over to the general kernel.
  *
  * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
@@ -97,7 +99,23 @@
 #define GEMM_SMEM_BYTES                                                                            \
     (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
 
-enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2, EPI_DGLU = 3 };
+/* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
+ * the dgrad's MN-major main loop with the plain epilogue (dY rounded into dh's gate half), and the
+ * dGLU epilogue that loads h pair by pair between its stores, kept to be timed beside EPI_DGLU. */
+enum {
+    EPI_PLAIN = 0,
+    EPI_GLU_SPLIT = 1,
+    EPI_GLU_INTERLEAVED = 2,
+    EPI_DGLU = 3,
+    EPI_DGRAD = 4,
+    EPI_DGLU_OLD = 5
+};
+/* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
+#define EPI_MN_MAJOR(e) ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD)
+/* EPI_DGLU: the tile's h rows are prefetched to L2 this many k-blocks before the main loop ends */
+#ifndef GEMM_DGLU_PREFETCH_KB
+#define GEMM_DGLU_PREFETCH_KB 16
+#endif
 
 /* 0 turns the fc2 dgrad + dGLU problem over to the general kernel (fastglu_gemm_sm90_supported
  * refuses it; its kernels are not compiled) */
@@ -460,7 +478,7 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M)
             w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
-    if (EPI == EPI_DGLU) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
+    if (EPI == EPI_DGLU_OLD) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
         const int64_t F = a.N;
         T *dh = (T *)a.dh;
 #pragma unroll
@@ -604,7 +622,7 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
     const int row0 = tm * GEMM_BM + st->c * 64;
     const T *bias = (const T *)a.bias;
     uint32_t v[16];
-    if (EPI == EPI_PLAIN) {
+    if (EPI == EPI_PLAIN || EPI == EPI_DGRAD) {
 #pragma unroll
         for (int j = 0; j < BN / 64; j++) {
 #pragma unroll
@@ -672,6 +690,139 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
 #pragma unroll
         for (int k = 0; k < 16; k++) v[k] = __float_as_uint(g[k]);
         put_chunk(st, map_y, v, col0, row0);
+    }
+}
+
+/* ---- the fc2 dgrad + dGLU epilogue ----------------------------------------------------------
+ * Chunk by chunk (64 columns of dY: n8 blocks 8j .. 8j + 7): the chunk's h words (gate and up, 16
+ * pairs each) are loaded first, as one batch of independent loads that hit L2 (the main loop
+ * prefetched the tile's h rows there), then the family's backward and forward on the pairs, then
+ * d_gate, d_up and y go out through the TMA-store staging (TS) or from registers. Loading h pair
+ * by pair between the stores (EPI_DGLU_OLD) made a chain of dependent DRAM round trips per tile
+ * while the tensor cores waited. The arithmetic is the same, operation for operation. */
+
+/* h's pair as two fp32 values */
+static __device__ __forceinline__ void unpack2(__nv_bfloat16 *, uint32_t v, float *a, float *b) {
+    __nv_bfloat162 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __bfloat1622float2(t);
+    *a = f.x, *b = f.y;
+}
+static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, float *b) {
+    __half2 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __half22float2(t);
+    *a = f.x, *b = f.y;
+}
+
+/* the words of h's gate (hg) and up (hu) of this thread's pairs in the chunk at col0 (rows r0 +
+ * {0, 8}); 0 outside [M, F] (those results are clipped or skipped) */
+template <typename T>
+static __device__ __forceinline__ void dglu_load(const gemm_args &a, int64_t r0, int64_t col0,
+                                                 uint32_t *hg, uint32_t *hu) {
+    const int q = threadIdx.x % 4;
+    const T *h = (const T *)a.h;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t row = r0 + 8 * e;
+        const T *hr = h + (row < a.M ? row : 0) * a.h_row_stride;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int64_t col = col0 + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
+            uint32_t g = 0, u = 0;
+            if (row < a.M && col < a.N) {
+                g = __ldg((const unsigned int *)(hr + col));
+                u = __ldg((const unsigned int *)(hr + a.N + col));
+            }
+            hg[2 * i + e] = g, hu[2 * i + e] = u;
+        }
+    }
+}
+
+/* the h rows of this consumer's 64 x 256 block (gate and up, 512 bytes each) into L2: thread lt
+ * takes row lt / 2, gate (lt even) or up */
+template <typename T>
+static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm, int tn, int c) {
+    const int lt = threadIdx.x % 128;
+    const int64_t row = (int64_t)tm * GEMM_BM + c * 64 + lt / 2, col0 = (int64_t)tn * GEMM_BN;
+    if (row >= a.M) return;
+    const T *p = (const T *)a.h + row * a.h_row_stride + (lt % 2) * a.N;
+    const int64_t last = min(col0 + GEMM_BN, a.N) - 1;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (col0 + 64 * k <= last)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + col0 + 64 * k));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + last)); /* the line of the block's end */
+}
+
+/* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
+ * gate and up words, y (when wanted) into vy */
+template <typename T>
+static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const float *d, int j,
+                                                  const float *w, uint32_t *hg, uint32_t *hu,
+                                                  uint32_t *vy, int want_y) {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float g0, g1, u0, u1;
+            unpack2((T *)0, hg[2 * i + e], &g0, &g1);
+            unpack2((T *)0, hu[2 * i + e], &u0, &u1);
+            const float dy0 = d[4 * (8 * j + i) + 2 * e], dy1 = d[4 * (8 * j + i) + 2 * e + 1];
+            const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], dy0);
+            const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
+            hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
+            hu[2 * i + e] = pack2((T *)0, r0g.du, r1g.du);
+            if (want_y)
+                vy[2 * i + e] =
+                    pack2((T *)0, glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
+                          glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
+        }
+}
+
+/* One consumer warpgroup's 64 x 256 block of dY to d_gate, d_up (dh's halves: map_h0, map_h1) and
+ * y (map_y). The first chunk's loads are not issued under the last k-block's wgmma: the 32 more
+ * live registers beside the 128 accumulators make ptxas serialize the wgmma (warning C7515). */
+template <typename T, int TS>
+static __device__ __forceinline__ void
+epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_stage *st,
+              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int row0 = tm * GEMM_BM + c * 64;
+    const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
+    T *y = (T *)a.y, *dh = (T *)a.dh;
+    float w[2] = {1.0f, 1.0f};
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        if (a.weights && r0 + 8 * e < a.M)
+            w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+#pragma unroll
+    for (int j = 0; j < GEMM_BN / 64; j++) {
+        const int col0 = tn * GEMM_BN + 64 * j;
+        if (col0 >= a.N) break; /* the same for the whole warpgroup */
+        uint32_t hg[16], hu[16], vy[16];
+        dglu_load<T>(a, r0, col0, hg, hu);
+        dglu_chunk<T>(a, d, j, w, hg, hu, vy, y != NULL);
+        if (TS) {
+            put_chunk(st, map_h0, hg, col0, row0);
+            put_chunk(st, map_h1, hu, col0, row0);
+            if (y) put_chunk(st, map_y, vy, col0, row0);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int64_t col = (int64_t)col0 + 8 * i + 2 * q;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M && col < a.N) {
+                        T *dr = dh + row * a.dh_row_stride;
+                        *(uint32_t *)(dr + col) = hg[2 * i + e];
+                        *(uint32_t *)(dr + a.N + col) = hu[2 * i + e];
+                        if (y) *(uint32_t *)(y + row * a.y_row_stride + col) = vy[2 * i + e];
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -763,7 +914,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                     mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
-                    if (EPI == EPI_DGLU) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
+                    if (EPI_MN_MAJOR(EPI)) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
 #pragma unroll
                         for (int j = 0; j < BN / 64; j++)
                             tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s,
@@ -797,12 +948,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
+            const int pf_kb = max(a.num_k_blocks - GEMM_DGLU_PREFETCH_KB, 0);
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
                 const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
                 wgmma_fence();
-                if (EPI == EPI_DGLU) {
+                if (EPI_MN_MAJOR(EPI)) {
 #pragma unroll
                     for (int k = 0; k < GEMM_BK / 16; k++)
                         wgmma_tile<T, BN, 1>(d, smem_desc(sa + 32 * k),
@@ -813,6 +965,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                         wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 }
                 wgmma_commit();
+                if (EPI == EPI_DGLU && kb == pf_kb) dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
@@ -828,7 +981,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
 #endif
-            if (TS)
+            if constexpr (EPI == EPI_DGLU)
+                epilogue_dglu<T, TS>(a, d, tm, tn, c, &st, &map_h0, &map_h1, &map_y);
+            else if constexpr (TS)
                 epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else
                 epilogue<T, EPI, BN>(a, d, tm, tn, c);
@@ -895,15 +1050,22 @@ static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
 static int tma_store_off;                  /* 1: every output stored from registers */
 static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
 static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
+/* the dgrad's epilogue: 0 EPI_DGLU, 1 EPI_DGLU_OLD (h loaded pair by pair, stored from
+ * registers), 2 EPI_DGRAD (no dGLU: dY rounded to the dtype into dh's first F columns) */
+static int dglu_variant;
 extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
 extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
 extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
 extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+extern "C" void fastglu_gemm_sm90_set_dglu_variant(int v) {
+    dglu_variant = v >= 0 && v <= 2 ? v : 0;
+}
 #else
 #define group_m_setting GEMM_GROUP_M
 #define tma_store_off 0
 #define mm_force (-1)
 #define bn_force 0
+#define dglu_variant 0
 #endif
 
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -911,11 +1073,23 @@ typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const gemm_args);
 
 static int epi_of(const fastglu_gemm_problem *p) {
-    if (p->dglu) return EPI_DGLU;
+    if (p->dglu) return dglu_variant == 1 ? EPI_DGLU_OLD : dglu_variant == 2 ? EPI_DGRAD : EPI_DGLU;
     return !p->glu                                        ? EPI_PLAIN
            : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED
                                                           : EPI_GLU_SPLIT;
 }
+
+/* GEMM_SM90_DGLU=0: the dGLU kernels are not instantiated (EPI_PLAIN stands in, never picked) */
+#define GEMM_DGLU_EPI(e) (GEMM_SM90_DGLU ? (e) : EPI_PLAIN)
+#if defined(FASTGLU_GEMM_DEV_HOOKS)
+#define GEMM_PICK_DEV(T)                                                                           \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU_OLD)                                                     \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_OLD), 0, 256, MM_ANY>;                   \
+    if (GEMM_SM90_DGLU && epi == EPI_DGRAD)                                                        \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGRAD), 1, 256, MM_ANY>;
+#else
+#define GEMM_PICK_DEV(T)
+#endif
 
 static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
 #define GEMM_PICK(T)                                                                               \
@@ -933,7 +1107,9 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
     }                                                                                              \
     if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;           \
     if (GEMM_SM90_DGLU && epi == EPI_DGLU)                                                         \
-        return gemm_sm90_kernel < T, GEMM_SM90_DGLU ? EPI_DGLU : EPI_PLAIN, 0, 256, MM_ANY > ;     \
+        return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_ANY>                   \
+                  : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 0, 256, MM_ANY>;                  \
+    GEMM_PICK_DEV(T)                                                                               \
     return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
@@ -975,7 +1151,10 @@ static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
 
 static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     const int epi = epi_of(p);
-    if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU || tma_store_off) return 0;
+    if (epi == EPI_DGRAD) return 1; /* development only: its callers pass aligned outputs */
+    if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU_OLD || tma_store_off) return 0;
+    if (epi == EPI_DGLU) /* dh's up half starts F elements on: 16-byte aligned as F % 8 == 0 */
+        return out_tma_ok(p->dh, p->dh_row_stride, p->M) && out_tma_ok(p->y, p->y_row_stride, p->M);
     return out_tma_ok(p->h, p->h_row_stride, p->M) &&
            (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
@@ -1100,7 +1279,15 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1),
         memset(&map_y, 0, sizeof map_y);
     if (r == CUDA_SUCCESS && ts) {
-        if (!glu) {
+        if (p->dglu) {
+            /* d_gate and d_up as two [M, F] tensors (dh's halves), y */
+            r = make_out_map(&map_h0, p->dh, p->M, p->N, p->dh_row_stride, dt);
+            if (r == CUDA_SUCCESS)
+                r = make_out_map(&map_h1, (char *)p->dh + 2 * p->N, p->M, p->N, p->dh_row_stride,
+                                 dt);
+            if (r == CUDA_SUCCESS && p->y)
+                r = make_out_map(&map_y, p->y, p->M, p->N, p->y_row_stride, dt);
+        } else if (!glu) {
             r = make_out_map(&map_h0, p->h, p->M, p->N, p->h_row_stride, dt);
         } else {
             /* gate and up halves of h as two [M, F] tensors: an edge tile clips at F */
