@@ -2,13 +2,16 @@
 # Device run of the sm_90a GEMM: SASS check, correctness, determinism, timing (bench/gemm/sm90_dev.py).
 # Uses the libraries in build-dev/ when they load on this machine, else builds them here.
 # Usage: scripts/device_gemm.sh [extra sm90_dev.py args]; logs under $OUT (or ./device-out).
+# The fc2 dgrad + dGLU's checks and A/B only: scripts/device_gemm.sh --dglu
 set -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}
 mkdir -p "$OUT" build-dev
 NVCC=${NVCC:-nvcc}
 command -v $NVCC >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
-if ! python3 -c "import ctypes; ctypes.CDLL('build-dev/libgemm_sm90.so')" 2>/dev/null; then
+# rebuilt when it does not load or a source is newer (a stale library lacks newer hooks)
+if ! python3 -c "import ctypes; ctypes.CDLL('build-dev/libgemm_sm90.so')" 2>/dev/null ||
+    [ -n "$(find src/gemm_sm90.cu src/gemm_internal.h src/glu_math.cuh -newer build-dev/libgemm_sm90.so 2>/dev/null)" ]; then
     echo "building libgemm_sm90.so here"
     $NVCC -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -DFASTGLU_GEMM_DEV_HOOKS -Iinclude -Isrc \
         src/gemm_sm90.cu src/common.c src/glu_common.c -o build-dev/libgemm_sm90.so || exit 1
