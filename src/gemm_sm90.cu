@@ -23,11 +23,13 @@
  * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for INTERLEAVED) the pairs are
  * stored from registers.
  *
- * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
- * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
- * stage before either producer refills it (the peer's arrive at the default .release.cta: with
- * .release.cluster the fence on every k-block costs 20-35%). It is not the default: beside the
- * default build it reads from -3% to +3% by shape, within the noise (bench/gemm/NOTES.md).
+ * Clusters of 2 (the kernel's template parameter CL: GEMM_CLUSTER=2 for the whole build, or per
+ * launch in the development build, fastglu_gemm_sm90_set_cluster, for the plain GEMM and the
+ * TMA-store SPLIT) pair blocks on vertically adjacent tiles into a cluster that loads each B tile
+ * once, half by each block, by TMA multicast; both blocks' consumers release a stage before either
+ * producer refills it (the peer's arrive at the default .release.cta: with .release.cluster the
+ * fence on every k-block costs 20-35%). It is not the default: beside the default build it reads
+ * from -3% to +3% by shape, within the noise (bench/gemm/NOTES.md).
  *
  * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
  * (+ bias), rounded to the dtype.
@@ -430,10 +432,11 @@ static __device__ __forceinline__ float token_weight(const void *w, int dtype, i
 }
 
 /* Unit t of the grouped order: group row units, all their column tiles, then the next group. A
- * unit is GEMM_CLUSTER vertically adjacent tiles (one a block of the cluster). */
+ * unit is CL vertically adjacent tiles (one a block of the cluster). */
+template <int CL>
 static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, int *tm, int *tn) {
-    const int units_m = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER;
-    const int group = max(a.group_m / GEMM_CLUSTER, 1);
+    const int units_m = (a.tiles_m + CL - 1) / CL;
+    const int group = max(a.group_m / CL, 1);
     const int per_group = group * a.tiles_n;
     const int g = t / per_group, first = g * group;
     const int gs = min(units_m - first, group);
@@ -854,9 +857,9 @@ static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_
 }
 
 /* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
-static __device__ __forceinline__ void release(uint32_t bar, int rank) {
+template <int CL> static __device__ __forceinline__ void release(uint32_t bar, int rank) {
     mbar_arrive(bar);
-    if (GEMM_CLUSTER > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
+    if (CL > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
 }
 
 #endif /* !__CUDA_ARCH__ || GEMM_SM90_DEVICE */
@@ -864,8 +867,9 @@ static __device__ __forceinline__ void release(uint32_t bar, int rank) {
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
- * stored from registers. */
-template <typename T, int EPI, int TS, int BN, int MM>
+ * stored from registers. CL: blocks per cluster (1, or 2 sharing B by multicast; the launch's
+ * cluster dimension must match). */
+template <typename T, int EPI, int TS, int BN, int MM, int CL = GEMM_CLUSTER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b0,
@@ -879,20 +883,20 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
     const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
     const int wg = threadIdx.x / 128;
-    /* units (GEMM_CLUSTER tiles, one per block of a cluster): this block takes tile rank */
-    const int num_units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
-    const int unit0 = blockIdx.x / GEMM_CLUSTER, unit_step = gridDim.x / GEMM_CLUSTER;
-    const int rank = GEMM_CLUSTER == 1 ? 0 : (int)cluster_ctarank();
+    /* units (CL tiles, one per block of a cluster): this block takes tile rank */
+    const int num_units = (a.tiles_m + CL - 1) / CL * a.tiles_n;
+    const int unit0 = blockIdx.x / CL, unit_step = gridDim.x / CL;
+    const int rank = CL == 1 ? 0 : (int)cluster_ctarank();
     if (threadIdx.x == 0) {
         for (int s = 0; s < GEMM_STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
             /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
              * (a stage is refilled in all of them at once) */
-            mbar_init(empty + 8 * s, 8 * GEMM_CLUSTER);
+            mbar_init(empty + 8 * s, 8 * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (GEMM_CLUSTER == 1)
+    if (CL == 1)
         __syncthreads();
     else
         cluster_sync();
@@ -903,8 +907,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             uint32_t ph = 0;
             for (int t = unit0; t < num_units; t += unit_step) {
                 int tm, tn;
-                tile_coords(a, t, &tm, &tn);
-                tm = tm * GEMM_CLUSTER + rank;
+                tile_coords<CL>(a, t, &tm, &tn);
+                tm = tm * CL + rank;
                 const int m0 = tm * GEMM_BM;
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
@@ -919,7 +923,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                         for (int j = 0; j < BN / 64; j++)
                             tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s,
                                         tn * BN + 64 * j, kb * GEMM_BK);
-                    } else if (GEMM_CLUSTER == 1) {
+                    } else if (CL == 1) {
                         tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
                         tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
                     } else if (rank == 0) { /* the first half of B for both blocks */
@@ -941,9 +945,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         uint32_t ph = 0;
         for (int t = unit0; t < num_units; t += unit_step) {
             int tm, tn;
-            tile_coords(a, t, &tm, &tn);
-            tm = tm * GEMM_CLUSTER +
-                 rank; /* past the last row tile: computes zeros, stores nothing */
+            tile_coords<CL>(a, t, &tm, &tn);
+            tm = tm * CL + rank; /* past the last row tile: computes zeros, stores nothing */
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
@@ -969,17 +972,17 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
-                if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+                if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
                 prev = s;
 #else
                 wgmma_wait<0>();
-                if (threadIdx.x % 32 == 0) release(empty + 8 * s, rank);
+                if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
 #endif
                 if (++s == GEMM_STAGES) s = 0, ph ^= 1;
             }
 #if GEMM_WAIT_DEPTH == 1
             wgmma_wait<0>();
-            if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+            if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
             if constexpr (EPI == EPI_DGLU)
                 epilogue_dglu<T, TS>(a, d, tm, tn, c, &st, &map_h0, &map_h1, &map_y);
@@ -991,7 +994,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
     /* no block leaves while its peer may still write its stages or arrive on its barriers */
-    if (GEMM_CLUSTER > 1) cluster_sync();
+    if (CL > 1) cluster_sync();
 #endif
 }
 
@@ -1060,12 +1063,17 @@ extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn ==
 extern "C" void fastglu_gemm_sm90_set_dglu_variant(int v) {
     dglu_variant = v >= 0 && v <= 2 ? v : 0;
 }
+/* blocks per cluster of the plain GEMM and the TMA-store SPLIT fc1 + GLU: 0 the build's
+ * (GEMM_CLUSTER), 1, or 2 (B multicast to the pair) */
+static int cluster_force;
+extern "C" void fastglu_gemm_sm90_set_cluster(int c) { cluster_force = c == 1 || c == 2 ? c : 0; }
 #else
 #define group_m_setting GEMM_GROUP_M
 #define tma_store_off 0
 #define mm_force (-1)
 #define bn_force 0
 #define dglu_variant 0
+#define cluster_force 0
 #endif
 
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -1087,12 +1095,34 @@ static int epi_of(const fastglu_gemm_problem *p) {
         return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_OLD), 0, 256, MM_ANY>;                   \
     if (GEMM_SM90_DGLU && epi == EPI_DGRAD)                                                        \
         return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGRAD), 1, 256, MM_ANY>;
+/* the other cluster size than the build's, for the plain GEMM and the TMA-store SPLIT */
+#define GEMM_CL_ALT (3 - GEMM_CLUSTER)
+#define GEMM_PICK_CLUSTER(T)                                                                       \
+    if (cluster_force == GEMM_CL_ALT && (epi == EPI_PLAIN || (epi == EPI_GLU_SPLIT && ts))) {      \
+        *cl = GEMM_CL_ALT;                                                                         \
+        if (epi == EPI_PLAIN && bn == 192)                                                         \
+            return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY, GEMM_CL_ALT>                \
+                      : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY, GEMM_CL_ALT>;               \
+        if (epi == EPI_PLAIN)                                                                      \
+            return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY, GEMM_CL_ALT>                \
+                      : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY, GEMM_CL_ALT>;               \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K, GEMM_CL_ALT>;      \
+        if (mm == MM_KCLAMP)                                                                       \
+            return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP, GEMM_CL_ALT>;             \
+        if (mm == MM_GELU)                                                                         \
+            return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU, GEMM_CL_ALT>;               \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY, GEMM_CL_ALT>;                    \
+    }
 #else
 #define GEMM_PICK_DEV(T)
+#define GEMM_PICK_CLUSTER(T)
 #endif
 
-static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
+/* the kernel of the problem; *cl: its blocks per cluster */
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt, int *cl) {
+    *cl = GEMM_CLUSTER;
 #define GEMM_PICK(T)                                                                               \
+    GEMM_PICK_CLUSTER(T)                                                                           \
     if (epi == EPI_PLAIN && bn == 192)                                                             \
         return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY>                                 \
                   : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>;                                \
@@ -1302,7 +1332,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
                                  "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
+    int cl = GEMM_CLUSTER;
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt, &cl);
     err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
@@ -1331,40 +1362,39 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     else
         memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
-#if GEMM_CLUSTER == 1
-    const int tiles = a.tiles_m * a.tiles_n;
-    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
-                           GEMM_SMEM_BYTES, (cudaStream_t)stream);
-#else
-    const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1,
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(GEMM_CLUSTER * (sms / GEMM_CLUSTER)), cfg.blockDim = dim3(GEMM_THREADS);
-    cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
-    cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
-    /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC whose
-     * free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
-    static const void *occ_kern[32];
-    static int occ_clusters[32];
-    int max_units = 0;
-    for (int i = 0; i < 32 && occ_kern[i]; i++)
-        if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
-    if (!max_units) {
-        err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
-        if (err != cudaSuccess || max_units < 1) max_units = sms / GEMM_CLUSTER, err = cudaSuccess;
-        for (int i = 0; i < 32; i++)
-            if (!occ_kern[i]) {
-                occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
-                break;
-            }
+    if (cl == 1) {
+        const int tiles = a.tiles_m * a.tiles_n;
+        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+        err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
+                               GEMM_SMEM_BYTES, (cudaStream_t)stream);
+    } else {
+        const int units = (a.tiles_m + cl - 1) / cl * a.tiles_n;
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cl, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(cl * (sms / cl)), cfg.blockDim = dim3(GEMM_THREADS);
+        cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+        cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
+        /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC
+         * whose free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
+        static const void *occ_kern[32];
+        static int occ_clusters[32];
+        int max_units = 0;
+        for (int i = 0; i < 32 && occ_kern[i]; i++)
+            if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
+        if (!max_units) {
+            err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
+            if (err != cudaSuccess || max_units < 1) max_units = sms / cl, err = cudaSuccess;
+            for (int i = 0; i < 32; i++)
+                if (!occ_kern[i]) {
+                    occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
+                    break;
+                }
+        }
+        cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * cl));
+        err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
     }
-    cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER));
-    err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
-#endif
     return launch_status("gemm_sm90", err);
 }

@@ -3,7 +3,11 @@
   python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so [--glu-lib build-dev/libglu.so]
       (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
       src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
-      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--dglu]
+      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--bn 0,256] [--cluster 0,2]
+      [--dglu]
+
+--cluster 0,2: also check and time the plain GEMM and the TMA-store fc1 + SPLIT GLU with clusters of
+two blocks sharing B by multicast (fastglu_gemm_sm90_set_cluster; providers *_cl2).
 
 --dglu: the fc2 dgrad + dGLU (EPI_DGLU) only. Checks: dh elementwise against float64 (dY = d_out @
 w2 exactly, dh = dY * D with D the family's derivative), y against the float64 family math, both
@@ -208,15 +212,20 @@ def glu_ref(hd, F_, params, wts):
 
 def check_all(lib, log):
     fails, res = 0, []
-    for ts, bn in ((1, 0), (0, 0), (1, 192), (0, 192), (1, 256)):
+    passes = [(1, 0, 0), (0, 0, 0), (1, 192, 0), (0, 192, 0), (1, 256, 0)]
+    if 2 in CLUSTERS:  # the cluster-of-2 kernels: plain (both epilogues) and TMA-store SPLIT
+        passes += [(1, 0, 2), (0, 0, 2), (1, 192, 2)]
+    for ts, bn, cl in passes:
         lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
         lib.lib.fastglu_gemm_sm90_set_bn(bn)
-        tag = f"[tma_store={ts} bn={bn or 'auto'}] "
+        lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+        tag = f"[tma_store={ts} bn={bn or 'auto'}{f' cluster={cl}' if cl else ''}] "
         f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bn != 0)
         fails += f
         res += [tag + x for x in r]
     lib.lib.fastglu_gemm_sm90_set_tma_store(1)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
     return fails, res
 
 
@@ -413,6 +422,7 @@ def check_all_once(lib, log, plain_only=False):
 
 
 BNS = (0,)
+CLUSTERS = (0,)
 FUSED_ONLY = False
 SHAPES = [
     (8192, 4096, 8192),
@@ -453,13 +463,17 @@ def time_all(lib, log, group_ms, alts=()):
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
                     for bn in BNS:
+                        for cl in CLUSTERS if vlib is lib else (0,):
 
-                        def mine(g=g, vlib=vlib, bn=bn):
-                            vlib.lib.fastglu_gemm_sm90_set_group_m(g)
-                            vlib.lib.fastglu_gemm_sm90_set_bn(bn)
-                            vlib.run(p, check=False)
+                            def mine(g=g, vlib=vlib, bn=bn, cl=cl):
+                                vlib.lib.fastglu_gemm_sm90_set_group_m(g)
+                                vlib.lib.fastglu_gemm_sm90_set_bn(bn)
+                                if vlib is lib:
+                                    lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+                                vlib.run(p, check=False)
 
-                        provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"] = mine
+                            name = f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"
+                            provs[name + (f"_cl{cl}" if cl else "")] = mine
             res = time_rounds(provs)
             flop = 2.0 * M * N * K
             row = {
@@ -476,6 +490,7 @@ def time_all(lib, log, group_ms, alts=()):
             del x, w, out
     lib.lib.fastglu_gemm_sm90_set_group_m(0)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
     for T, H, F_ in SHAPES:
@@ -506,6 +521,13 @@ def time_all(lib, log, group_ms, alts=()):
         }
         for vname, vlib in alts:
             provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
+        for cl in CLUSTERS:
+            if cl:
+                provs[f"sm90_fused_cl{cl}"] = lambda cl=cl: (
+                    lib.lib.fastglu_gemm_sm90_set_cluster(cl),
+                    lib.run(p, check=False),
+                    lib.lib.fastglu_gemm_sm90_set_cluster(0),
+                )
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
         res = time_rounds(provs)
@@ -753,17 +775,20 @@ def small(lib):
     x = torch.randn(130, 136, device="cuda", dtype=dt)
     w = torch.randn(264, 136, device="cuda", dtype=dt)
     out = torch.empty(130, 264, device="cuda", dtype=dt)
-    lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
-    for layout in (SPLIT, INTERLEAVED):
-        params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
-        w2 = torch.randn(272, 136, device="cuda", dtype=dt)
-        h = torch.empty(130, 272, device="cuda", dtype=dt)
-        y = torch.empty(130, 136, device="cuda", dtype=dt)
-        lib.run(
-            lib.problem(
-                x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136
+    for cl in sorted(set(CLUSTERS) | {0}):  # the build's cluster size, and any other asked for
+        lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+        lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
+        for layout in (SPLIT, INTERLEAVED):
+            params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
+            w2 = torch.randn(272, 136, device="cuda", dtype=dt)
+            h = torch.empty(130, 272, device="cuda", dtype=dt)
+            y = torch.empty(130, 136, device="cuda", dtype=dt)
+            lib.run(
+                lib.problem(
+                    x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136
+                )
             )
-        )
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
     # the dgrad + dGLU: TMA-store (aligned) and register (padded by 2) epilogues, the earlier one
     params = GluParams(SILU, SPLIT, 7.0, 1.0, 1.0, 1.0)
     w2 = torch.randn(136, 136, device="cuda", dtype=dt)
@@ -793,6 +818,11 @@ def main():
     )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
     ap.add_argument(
+        "--cluster",
+        default="0",
+        help="blocks per cluster to check and time: 0 (the build's), 1, 2 (B multicast), e.g. 0,2",
+    )
+    ap.add_argument(
         "--small", action="store_true", help="a few small problems only (for compute-sanitizer)"
     )
     ap.add_argument(
@@ -812,6 +842,8 @@ def main():
 
     summary = {}
     fails = 0
+    global CLUSTERS
+    CLUSTERS = tuple(int(c) for c in args.cluster.split(","))
     if args.small:
         return small(lib)
     if args.dglu:
