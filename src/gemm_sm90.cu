@@ -60,8 +60,12 @@
  * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is
  * inside h) on the unrounded fp32 dY and y (glu_forward, the forward epilogue's operations), then
  * d_gate, d_up and y through the TMA-store staging (16-byte aligned outputs) or from registers.
- * dweights, which needs a reduction across column tiles, is left to the general kernel.
- * GEMM_SM90_DGLU=0 turns the dgrad over to the general kernel.
+ * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
+ * block taking every column tile of its row tile in order (block_tile), each row's sum over the
+ * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
+ * running sum over the column tiles kept in shared memory: deterministic, one block per 128 tokens
+ * (fewer blocks than multiprocessors below 128 x 132 tokens, far faster still than the general
+ * kernel's FMA loop). GEMM_SM90_DGLU=0 turns the dgrad over to the general kernel.
  *
  * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
@@ -96,10 +100,10 @@
 /* the TMA-store epilogue's staging: per consumer warpgroup two buffers of 64 rows x 64 columns */
 #define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
 #define GEMM_OUT_BYTES (2 * 2 * GEMM_OUT_BUF_BYTES)
-/* stages, output buffers, the full and empty barriers, 1024 bytes of slack to align the ring
- * (128-byte swizzle) */
+/* stages, output buffers, the full and empty barriers, the dweights partial of the tile's 128
+ * tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte swizzle) */
 #define GEMM_SMEM_BYTES                                                                            \
-    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
+    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8 + GEMM_BM * 4)
 
 /* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
  * the dgrad's MN-major main loop with the plain epilogue (dY rounded into dh's gate half), and the
@@ -110,10 +114,12 @@ enum {
     EPI_GLU_INTERLEAVED = 2,
     EPI_DGLU = 3,
     EPI_DGRAD = 4,
-    EPI_DGLU_OLD = 5
+    EPI_DGLU_OLD = 5,
+    EPI_DGLU_DW = 6 /* EPI_DGLU with dweights: row-owner schedule, the sum kept in shared memory */
 };
 /* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
-#define EPI_MN_MAJOR(e) ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD)
+#define EPI_MN_MAJOR(e)                                                                            \
+    ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD || (e) == EPI_DGLU_DW)
 /* EPI_DGLU: the tile's h rows are prefetched to L2 this many k-blocks before the main loop ends */
 #ifndef GEMM_DGLU_PREFETCH_KB
 #define GEMM_DGLU_PREFETCH_KB 16
@@ -140,6 +146,8 @@ typedef struct gemm_args {
     int64_t y_row_stride;
     void *dh; /* EPI_DGLU: [M, 2F]; h (above) is then the saved input */
     int64_t dh_row_stride;
+    void *dweights; /* EPI_DGLU_DW: [M] of weights_dtype */
+    int64_t dweights_stride;
     glu_math m;
 } gemm_args;
 
@@ -443,6 +451,27 @@ static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, in
     const int r = t - g * per_group;
     *tm = first + r % gs;
     *tn = r / gs;
+}
+
+/* The u-th tile (u = 0, 1, ...) of this block, 0 past its last; the producer and the consumers walk
+ * the same sequence. Persistent order: units blockIdx / CL + u * (grid / CL) of the grouped order,
+ * row tile rank of the unit. Row-owner order (EPI_DGLU_DW, CL 1): row tiles blockIdx + k * grid,
+ * each with its column tiles in order, so that a token's dweights sum stays in one block, in a
+ * fixed order. */
+template <int EPI, int CL>
+static __device__ __forceinline__ int block_tile(const gemm_args &a, int u, int rank, int *tm,
+                                                 int *tn) {
+    if (EPI == EPI_DGLU_DW) {
+        const int64_t r = blockIdx.x + (int64_t)(u / a.tiles_n) * gridDim.x;
+        if (r >= a.tiles_m) return 0;
+        *tm = (int)r, *tn = u % a.tiles_n;
+        return 1;
+    }
+    const int64_t t = (int64_t)(blockIdx.x / CL) + (int64_t)u * (gridDim.x / CL);
+    if (t >= (int64_t)((a.tiles_m + CL - 1) / CL) * a.tiles_n) return 0;
+    tile_coords<CL>(a, (int)t, tm, tn);
+    *tm = *tm * CL + rank; /* past the last row tile: computes zeros, stores nothing */
+    return 1;
 }
 
 /* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
@@ -759,11 +788,12 @@ static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm,
 }
 
 /* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
- * gate and up words, y (when wanted) into vy */
-template <typename T>
+ * gate and up words, y (when wanted) into vy; DW: the pairs' dweights terms added to dwp[e] (row
+ * e) in order */
+template <typename T, int DW>
 static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const float *d, int j,
                                                   const float *w, uint32_t *hg, uint32_t *hu,
-                                                  uint32_t *vy, int want_y) {
+                                                  uint32_t *vy, int want_y, float *dwp) {
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
@@ -776,6 +806,7 @@ static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const floa
             const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
             hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
             hu[2 * i + e] = pack2((T *)0, r0g.du, r1g.du);
+            if (DW) dwp[e] = __fadd_rn(__fadd_rn(dwp[e], r0g.dw), r1g.dw);
             if (want_y)
                 vy[2 * i + e] =
                     pack2((T *)0, glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
@@ -786,15 +817,16 @@ static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const floa
 /* One consumer warpgroup's 64 x 256 block of dY to d_gate, d_up (dh's halves: map_h0, map_h1) and
  * y (map_y). The first chunk's loads are not issued under the last k-block's wgmma: the 32 more
  * live registers beside the 128 accumulators make ptxas serialize the wgmma (warning C7515). */
-template <typename T, int TS>
+template <typename T, int TS, int DW>
 static __device__ __forceinline__ void
 epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_stage *st,
-              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
+              float *dw_sum) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
     const int row0 = tm * GEMM_BM + c * 64;
     const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
     T *y = (T *)a.y, *dh = (T *)a.dh;
-    float w[2] = {1.0f, 1.0f};
+    float w[2] = {1.0f, 1.0f}, dwp[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M)
@@ -805,7 +837,7 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
         if (col0 >= a.N) break; /* the same for the whole warpgroup */
         uint32_t hg[16], hu[16], vy[16];
         dglu_load<T>(a, r0, col0, hg, hu);
-        dglu_chunk<T>(a, d, j, w, hg, hu, vy, y != NULL);
+        dglu_chunk<T, DW>(a, d, j, w, hg, hu, vy, y != NULL, dwp);
         if (TS) {
             put_chunk(st, map_h0, hg, col0, row0);
             put_chunk(st, map_h1, hu, col0, row0);
@@ -823,6 +855,32 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
                         *(uint32_t *)(dr + a.N + col) = hu[2 * i + e];
                         if (y) *(uint32_t *)(y + row * a.y_row_stride + col) = vy[2 * i + e];
                     }
+                }
+            }
+        }
+    }
+    if (DW) {
+        /* the row's four lanes (q) in a fixed tree (each lane gets the same sum), then the row's
+         * running sum over the column tiles in order: kept by lane q = 0 in shared memory (the same
+         * thread owns the row in every tile), stored after the last column tile */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float v = dwp[e];
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            const int lr = c * 64 + warp * 16 + lane / 4 + 8 * e;
+            if (q == 0) {
+                const float sum = tn == 0 ? v : __fadd_rn(dw_sum[lr], v);
+                dw_sum[lr] = sum;
+                const int64_t row = r0 + 8 * e;
+                if (tn == a.tiles_n - 1 && row < a.M) {
+                    const int64_t o = row * a.dweights_stride;
+                    if (a.weights_dtype == FASTGLU_DTYPE_FP32)
+                        ((float *)a.dweights)[o] = sum;
+                    else if (a.weights_dtype == FASTGLU_DTYPE_FP16)
+                        from_f32((__half *)a.dweights + o, sum);
+                    else
+                        from_f32((__nv_bfloat16 *)a.dweights + o, sum);
                 }
             }
         }
@@ -883,10 +941,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
     const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
     const int wg = threadIdx.x / 128;
-    /* units (CL tiles, one per block of a cluster): this block takes tile rank */
-    const int num_units = (a.tiles_m + CL - 1) / CL * a.tiles_n;
-    const int unit0 = blockIdx.x / CL, unit_step = gridDim.x / CL;
+    /* units (CL tiles, one per block of a cluster): this block takes tile rank (block_tile) */
     const int rank = CL == 1 ? 0 : (int)cluster_ctarank();
+    float *dw_sum = (float *)(smem_raw + (empty + 8 * GEMM_STAGES - smem_u32(smem_raw)));
     if (threadIdx.x == 0) {
         for (int s = 0; s < GEMM_STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
@@ -905,10 +962,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         if (threadIdx.x == 0) {
             int s = 0;
             uint32_t ph = 0;
-            for (int t = unit0; t < num_units; t += unit_step) {
-                int tm, tn;
-                tile_coords<CL>(a, t, &tm, &tn);
-                tm = tm * CL + rank;
+            int tm, tn;
+            for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
                 const int m0 = tm * GEMM_BM;
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
@@ -943,10 +998,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
-        for (int t = unit0; t < num_units; t += unit_step) {
-            int tm, tn;
-            tile_coords<CL>(a, t, &tm, &tn);
-            tm = tm * CL + rank; /* past the last row tile: computes zeros, stores nothing */
+        int tm, tn;
+        for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
@@ -968,7 +1021,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                         wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 }
                 wgmma_commit();
-                if (EPI == EPI_DGLU && kb == pf_kb) dglu_prefetch<T>(a, tm, tn, c);
+                if ((EPI == EPI_DGLU || EPI == EPI_DGLU_DW) && kb == pf_kb)
+                    dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
@@ -984,8 +1038,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
-            if constexpr (EPI == EPI_DGLU)
-                epilogue_dglu<T, TS>(a, d, tm, tn, c, &st, &map_h0, &map_h1, &map_y);
+            if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
+                epilogue_dglu<T, TS, EPI == EPI_DGLU_DW>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
+                                                         &map_y, dw_sum);
             else if constexpr (TS)
                 epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else
@@ -1081,6 +1136,7 @@ typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const gemm_args);
 
 static int epi_of(const fastglu_gemm_problem *p) {
+    if (p->dglu && p->dweights) return EPI_DGLU_DW;
     if (p->dglu) return dglu_variant == 1 ? EPI_DGLU_OLD : dglu_variant == 2 ? EPI_DGRAD : EPI_DGLU;
     return !p->glu                                        ? EPI_PLAIN
            : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED
@@ -1139,6 +1195,9 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
     if (GEMM_SM90_DGLU && epi == EPI_DGLU)                                                         \
         return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_ANY>                   \
                   : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 0, 256, MM_ANY>;                  \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU_DW)                                                      \
+        return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 1, 256, MM_ANY>                \
+                  : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 0, 256, MM_ANY>;               \
     GEMM_PICK_DEV(T)                                                                               \
     return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
@@ -1183,7 +1242,7 @@ static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     const int epi = epi_of(p);
     if (epi == EPI_DGRAD) return 1; /* development only: its callers pass aligned outputs */
     if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU_OLD || tma_store_off) return 0;
-    if (epi == EPI_DGLU) /* dh's up half starts F elements on: 16-byte aligned as F % 8 == 0 */
+    if (epi == EPI_DGLU || epi == EPI_DGLU_DW) /* dh's up half: F elements on, F % 8 == 0 */
         return out_tma_ok(p->dh, p->dh_row_stride, p->M) && out_tma_ok(p->y, p->y_row_stride, p->M);
     return out_tma_ok(p->h, p->h_row_stride, p->M) &&
            (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
@@ -1200,11 +1259,12 @@ static int device_ok(int device);
 
 /* fc2 dgrad + dGLU (EPI_DGLU): bf16 / fp16; M, N (F), K >= 1; K and F multiples of 8; dO (x) and
  * w2 (w, [K, F]) 16-byte aligned with row strides multiples of 8 and below 2^38 (TMA); SPLIT; h, dh
- * and y 4-byte aligned with even row strides (pairs as one 32-bit word); no dweights (its
- * reduction runs in the general kernel); coordinates and the tile count below 2^31. */
+ * and y 4-byte aligned with even row strides (pairs as one 32-bit word); dweights (with weights)
+ * only in a build without clusters (its row-owner order); coordinates and the tile count below
+ * 2^31. */
 static int dglu_supported(const fastglu_gemm_problem *p) {
-    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT || p->dweights)
-        return 0;
+    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
+    if (p->dweights && (GEMM_CLUSTER != 1 || !p->weights)) return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
@@ -1357,13 +1417,16 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.y_row_stride = p->y_row_stride;
     a.dh = p->dh;
     a.dh_row_stride = p->dh_row_stride;
+    a.dweights = p->dweights;
+    a.dweights_stride = p->dweights_stride;
     if (glu)
         a.m = make_math(p->glu, p->dtype, 0);
     else
         memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
     if (cl == 1) {
-        const int tiles = a.tiles_m * a.tiles_n;
+        /* row-owner order with dweights: one block per row tile at most */
+        const int tiles = p->dglu && p->dweights ? a.tiles_m : a.tiles_m * a.tiles_n;
         const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
         err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
                                GEMM_SMEM_BYTES, (cudaStream_t)stream);

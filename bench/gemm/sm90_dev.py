@@ -552,7 +552,7 @@ def time_all(lib, log, group_ms, alts=()):
 DGLU_NEW, DGLU_OLD, DGRAD_PLAIN = 0, 1, 2
 
 
-def dglu_problem(lib, d_out, w2, h, dh, y, params, weights=None):
+def dglu_problem(lib, d_out, w2, h, dh, y, params, weights=None, dweights=None):
     p = Problem()
     lib._keep = params
     p.glu = ctypes.pointer(params)
@@ -565,6 +565,8 @@ def dglu_problem(lib, d_out, w2, h, dh, y, params, weights=None):
     p.y, p.y_row_stride = ptr(y), (y.stride(0) if y is not None else 0)
     p.dglu = 1
     p.dh, p.dh_row_stride = ptr(dh), dh.stride(0)
+    p.dweights = ptr(dweights)
+    p.dweights_stride = dweights.stride(0) if dweights is not None else 0
     p.M, p.K, p.N = d_out.shape[0], d_out.shape[1], w2.shape[1]
     p.dtype = dt_code(d_out.dtype)
     return p
@@ -670,6 +672,30 @@ def check_dglu(lib, log):
         if with_y:
             same = same and torch.equal(y.view(torch.int16), oy.view(torch.int16))
         rec(same, name + f" [dh, y bitwise == the earlier epilogue]: {'ok' if same else 'FAIL'}")
+        if wts is not None:  # dweights (the row-owner kernel): float64, dh the same bits
+            dw = torch.full((T,), float("nan"), device="cuda", dtype=wts.dtype)
+            dh2 = padded(T, 2 * F_, pad, dtype)
+            y2 = padded(T, F_, pad, dtype) if with_y else None
+            dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh2, y2, params, wts, dw), DGLU_NEW)
+            dw2 = torch.full_like(dw, float("nan"))
+            dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh2, y2, params, wts, dw2), DGLU_NEW)
+            torch.cuda.synchronize()
+            dw_ref = (glu_ref(h.double(), F_, params, None) * dY).sum(1)
+            fin = bool(torch.isfinite(dw).all())
+            relw = (torch.linalg.norm(dw.double() - dw_ref) / torch.linalg.norm(dw_ref)).item()
+            tolw = max(tol, 1e-2 if wts.dtype == torch.bfloat16 else 1e-5)
+            ok = fin and relw <= tolw
+            rec(ok, name + f" [dweights vs float64]: rel {relw:.2e} {'ok' if ok else 'FAIL'}")
+            same = torch.equal(dh2.view(torch.int16), dh.view(torch.int16)) and torch.equal(
+                dw.view(torch.uint8), dw2.view(torch.uint8)
+            )
+            if with_y:
+                same = same and torch.equal(y2.view(torch.int16), y.view(torch.int16))
+            rec(
+                same,
+                name + f" [with dweights: dh, y bitwise, dweights deterministic]: "
+                f"{'ok' if same else 'FAIL'}",
+            )
         if pad:  # the padding columns keep the sentinel
             kept = bool(torch.isnan(dh.as_strided((T, pad), (dh.stride(0), 1), 2 * F_)).all())
             rec(kept, name + f" [dh's padding untouched]: {'ok' if kept else 'FAIL'}")
@@ -744,6 +770,9 @@ def time_dglu(lib, log):
         dh = torch.empty(T, 2 * F_, device="cuda", dtype=dtype)
         y = torch.empty(T, F_, device="cuda", dtype=dtype)
         p = dglu_problem(lib, d_out, w2, h, dh, y, params)
+        wts = torch.rand(T, device="cuda") + 0.1
+        dw = torch.empty(T, device="cuda")
+        pw = dglu_problem(lib, d_out, w2, h, dh, y, params, wts, dw)
         un_name, un = unfused_provider(d_out, w2, h)
         provs = {
             "cublas": lambda: d_out @ w2,
@@ -751,6 +780,7 @@ def time_dglu(lib, log):
             "fused": lambda: dglu_run(lib, p, DGLU_NEW, check=False),
             "fused_old": lambda: dglu_run(lib, p, DGLU_OLD, check=False),
             "dgrad_plain": lambda: dglu_run(lib, p, DGRAD_PLAIN, check=False),
+            "fused_dweights": lambda: dglu_run(lib, pw, DGLU_NEW, check=False),
         }
         res = time_rounds(provs)
         bwd = res[un_name] - res["cublas"]
@@ -765,7 +795,7 @@ def time_dglu(lib, log):
         row["old_over_fused"] = res["fused_old"] / res["fused"]
         rows.append(row)
         log(json.dumps(row))
-        del d_out, w2, h, dh, y
+        del d_out, w2, h, dh, y, wts, dw
     return rows
 
 
@@ -789,14 +819,23 @@ def small(lib):
                 )
             )
     lib.lib.fastglu_gemm_sm90_set_cluster(0)
-    # the dgrad + dGLU: TMA-store (aligned) and register (padded by 2) epilogues, the earlier one
+    # the dgrad + dGLU: TMA-store (aligned) and register (padded by 2) epilogues, with dweights
+    # (row-owner order), the earlier epilogue, the MN-major dgrad alone
     params = GluParams(SILU, SPLIT, 7.0, 1.0, 1.0, 1.0)
     w2 = torch.randn(136, 136, device="cuda", dtype=dt)
     h = torch.randn(130, 272, device="cuda", dtype=dt)
-    for pad, variant in ((0, DGLU_NEW), (2, DGLU_NEW), (0, DGLU_OLD), (0, DGRAD_PLAIN)):
+    for pad, variant, with_dw in (
+        (0, DGLU_NEW, False),
+        (2, DGLU_NEW, False),
+        (0, DGLU_NEW, True),
+        (2, DGLU_NEW, True),
+        (0, DGLU_OLD, False),
+        (0, DGRAD_PLAIN, False),
+    ):
         dh, y = padded(130, 272, pad, dt), padded(130, 136, pad, dt)
         wts = torch.rand(130, device="cuda")
-        dglu_run(lib, dglu_problem(lib, x, w2, h, dh, y, params, wts), variant)
+        dw = torch.empty(130, device="cuda") if with_dw else None
+        dglu_run(lib, dglu_problem(lib, x, w2, h, dh, y, params, wts, dw), variant)
     torch.cuda.synchronize()
     print("small: done")
     return 0
