@@ -57,9 +57,11 @@
  * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY. The consumers
  * prefetch the tile's h rows (gate and up) to L2 GEMM_DGLU_PREFETCH_KB k-blocks before the main loop
  * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
- * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is
- * inside h) on the unrounded fp32 dY and y (glu_forward, the forward epilogue's operations), then
- * d_gate, d_up and y through the TMA-store staging (16-byte aligned outputs) or from registers.
+ * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
+ * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
+ * the general mode MM_ANY with fewer instructions) on the unrounded fp32 dY and y (glu_forward,
+ * the forward epilogue's operations), then d_gate, d_up and y through the TMA-store staging
+ * (16-byte aligned outputs) or from registers.
  * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
  * block taking every column tile of its row tile in order (block_tile), each row's sum over the
  * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
@@ -790,7 +792,7 @@ static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm,
 /* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
  * gate and up words, y (when wanted) into vy; DW: the pairs' dweights terms added to dwp[e] (row
  * e) in order */
-template <typename T, int DW>
+template <typename T, int DW, int MM>
 static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const float *d, int j,
                                                   const float *w, uint32_t *hg, uint32_t *hu,
                                                   uint32_t *vy, int want_y, float *dwp) {
@@ -802,22 +804,21 @@ static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const floa
             unpack2((T *)0, hg[2 * i + e], &g0, &g1);
             unpack2((T *)0, hu[2 * i + e], &u0, &u1);
             const float dy0 = d[4 * (8 * j + i) + 2 * e], dy1 = d[4 * (8 * j + i) + 2 * e + 1];
-            const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], dy0);
-            const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
+            const glu_grads r0g = glu_backward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], dy0);
+            const glu_grads r1g = glu_backward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
             hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
             hu[2 * i + e] = pack2((T *)0, r0g.du, r1g.du);
             if (DW) dwp[e] = __fadd_rn(__fadd_rn(dwp[e], r0g.dw), r1g.dw);
             if (want_y)
-                vy[2 * i + e] =
-                    pack2((T *)0, glu_forward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
-                          glu_forward<MM_ANY, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
+                vy[2 * i + e] = pack2((T *)0, glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
+                                      glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
         }
 }
 
 /* One consumer warpgroup's 64 x 256 block of dY to d_gate, d_up (dh's halves: map_h0, map_h1) and
  * y (map_y). The first chunk's loads are not issued under the last k-block's wgmma: the 32 more
  * live registers beside the 128 accumulators make ptxas serialize the wgmma (warning C7515). */
-template <typename T, int TS, int DW>
+template <typename T, int TS, int DW, int MM>
 static __device__ __forceinline__ void
 epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_stage *st,
               const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
@@ -837,7 +838,7 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
         if (col0 >= a.N) break; /* the same for the whole warpgroup */
         uint32_t hg[16], hu[16], vy[16];
         dglu_load<T>(a, r0, col0, hg, hu);
-        dglu_chunk<T, DW>(a, d, j, w, hg, hu, vy, y != NULL, dwp);
+        dglu_chunk<T, DW, MM>(a, d, j, w, hg, hu, vy, y != NULL, dwp);
         if (TS) {
             put_chunk(st, map_h0, hg, col0, row0);
             put_chunk(st, map_h1, hu, col0, row0);
@@ -1039,8 +1040,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
             if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
-                epilogue_dglu<T, TS, EPI == EPI_DGLU_DW>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
-                                                         &map_y, dw_sum);
+                epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
+                                                             &map_y, dw_sum);
             else if constexpr (TS)
                 epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else
@@ -1192,9 +1193,15 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
         return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                 \
     }                                                                                              \
     if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;           \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU && ts) {                                                 \
+        if (mm == MM_K) return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_K>;         \
+        if (mm == MM_KCLAMP)                                                                       \
+            return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_KCLAMP>;                \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_GELU>;   \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_ANY>;                       \
+    }                                                                                              \
     if (GEMM_SM90_DGLU && epi == EPI_DGLU)                                                         \
-        return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_ANY>                   \
-                  : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 0, 256, MM_ANY>;                  \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 0, 256, MM_ANY>;                       \
     if (GEMM_SM90_DGLU && epi == EPI_DGLU_DW)                                                      \
         return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 1, 256, MM_ANY>                \
                   : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 0, 256, MM_ANY>;               \
