@@ -490,8 +490,9 @@ FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(const fastglu_glu_params *
  * CUDA: one kernel on `stream`, no allocation, no synchronization: on compute capability 9.0 the
  * TMA + wgmma kernel where it takes the problem (bf16 / fp16; H and F multiples of 8; d_out and w2
  * 16-byte aligned with row strides multiples of 8; SPLIT; h, dh and y 4-byte aligned with even row
- * strides; no dweights), else the general tiled kernel (any shape, layout, alignment; with
- * dweights, each block takes all F columns of its tokens). Errors: FASTGLU_ERROR_INVALID_VALUE,
+ * strides; with dweights, each block takes all F columns of its 128 tokens), else the general
+ * tiled kernel (any shape, layout, alignment; with dweights, each block takes all F columns of its
+ * 64 tokens). dweights is deterministic either way. Errors: FASTGLU_ERROR_INVALID_VALUE,
  * FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA, FASTGLU_ERROR_CUDA.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API fastglu_status fastglu_linear_dglu_bwd_cuda(

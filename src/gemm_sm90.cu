@@ -23,11 +23,13 @@
  * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for INTERLEAVED) the pairs are
  * stored from registers.
  *
- * GEMM_CLUSTER=2 (not the default) pairs blocks on vertically adjacent tiles into a cluster that
- * loads each B tile once, half by each block, by TMA multicast; both blocks' consumers release a
- * stage before either producer refills it (the peer's arrive at the default .release.cta: with
- * .release.cluster the fence on every k-block costs 20-35%). It is not the default: beside the
- * default build it reads from -3% to +3% by shape, within the noise (bench/gemm/NOTES.md).
+ * Clusters of 2 (the kernel's template parameter CL: GEMM_CLUSTER=2 for the whole build, or per
+ * launch in the development build, fastglu_gemm_sm90_set_cluster, for the plain GEMM and the
+ * TMA-store SPLIT) pair blocks on vertically adjacent tiles into a cluster that loads each B tile
+ * once, half by each block, by TMA multicast; both blocks' consumers release a stage before either
+ * producer refills it (the peer's arrive at the default .release.cta: with .release.cluster the
+ * fence on every k-block costs 20-35%). It is not the default: beside the default build it reads
+ * from -3% to +3% by shape, within the noise (bench/gemm/NOTES.md).
  *
  * Plain GEMM: the B tile is BN consecutive rows of w (two TMA boxes of BN / 2 rows); out = acc
  * (+ bias), rounded to the dtype.
@@ -52,12 +54,20 @@
  * fc2 dgrad + dGLU (EPI_DGLU, fastglu_linear_dglu_bwd_cuda): dY = dO @ w2 with w2 [K, F] row-major,
  * so B is MN-major: the producer loads it as BN / 64 TMA boxes of 64 k rows x 64 columns (128-byte
  * swizzle) and the consumers multiply with wgmma's transposed-B mode (tnspB = 1) through an
- * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY; the epilogue
- * reads each pair's gate and up from h (SPLIT, 32-bit loads), runs the family's backward
- * (glu_backward<MM_ANY, 0, 1>, no bias: fc1's is inside h) on the unrounded fp32 dY and stores d_gate,
- * d_up and y (glu_forward, the forward epilogue's operations) from registers. dweights, which
- * needs a reduction across column tiles, is left to the general kernel. GEMM_SM90_DGLU=0 turns the
- * dgrad over to the general kernel.
+ * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY. The consumers
+ * prefetch the tile's h rows (gate and up) to L2 GEMM_DGLU_PREFETCH_KB k-blocks before the main loop
+ * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
+ * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
+ * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
+ * the general mode MM_ANY with fewer instructions) on the unrounded fp32 dY and y (glu_forward,
+ * the forward epilogue's operations), then d_gate, d_up and y through the TMA-store staging
+ * (16-byte aligned outputs) or from registers.
+ * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
+ * block taking every column tile of its row tile in order (block_tile), each row's sum over the
+ * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
+ * running sum over the column tiles kept in shared memory: deterministic, one block per 128 tokens
+ * (fewer blocks than multiprocessors below 128 x 132 tokens, far faster still than the general
+ * kernel's FMA loop). GEMM_SM90_DGLU=0 turns the dgrad over to the general kernel.
  *
  * Bitwise deterministic: each output element is one thread's fixed sequence of wgmma k-steps.
  */
@@ -92,12 +102,30 @@
 /* the TMA-store epilogue's staging: per consumer warpgroup two buffers of 64 rows x 64 columns */
 #define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
 #define GEMM_OUT_BYTES (2 * 2 * GEMM_OUT_BUF_BYTES)
-/* stages, output buffers, the full and empty barriers, 1024 bytes of slack to align the ring
- * (128-byte swizzle) */
+/* stages, output buffers, the full and empty barriers, the dweights partial of the tile's 128
+ * tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte swizzle) */
 #define GEMM_SMEM_BYTES                                                                            \
-    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8)
+    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8 + GEMM_BM * 4)
 
-enum { EPI_PLAIN = 0, EPI_GLU_SPLIT = 1, EPI_GLU_INTERLEAVED = 2, EPI_DGLU = 3 };
+/* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
+ * the dgrad's MN-major main loop with the plain epilogue (dY rounded into dh's gate half), and the
+ * dGLU epilogue that loads h pair by pair between its stores, kept to be timed beside EPI_DGLU. */
+enum {
+    EPI_PLAIN = 0,
+    EPI_GLU_SPLIT = 1,
+    EPI_GLU_INTERLEAVED = 2,
+    EPI_DGLU = 3,
+    EPI_DGRAD = 4,
+    EPI_DGLU_OLD = 5,
+    EPI_DGLU_DW = 6 /* EPI_DGLU with dweights: row-owner schedule, the sum kept in shared memory */
+};
+/* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
+#define EPI_MN_MAJOR(e)                                                                            \
+    ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD || (e) == EPI_DGLU_DW)
+/* EPI_DGLU: the tile's h rows are prefetched to L2 this many k-blocks before the main loop ends */
+#ifndef GEMM_DGLU_PREFETCH_KB
+#define GEMM_DGLU_PREFETCH_KB 16
+#endif
 
 /* 0 turns the fc2 dgrad + dGLU problem over to the general kernel (fastglu_gemm_sm90_supported
  * refuses it; its kernels are not compiled) */
@@ -120,6 +148,8 @@ typedef struct gemm_args {
     int64_t y_row_stride;
     void *dh; /* EPI_DGLU: [M, 2F]; h (above) is then the saved input */
     int64_t dh_row_stride;
+    void *dweights; /* EPI_DGLU_DW: [M] of weights_dtype */
+    int64_t dweights_stride;
     glu_math m;
 } gemm_args;
 
@@ -412,16 +442,38 @@ static __device__ __forceinline__ float token_weight(const void *w, int dtype, i
 }
 
 /* Unit t of the grouped order: group row units, all their column tiles, then the next group. A
- * unit is GEMM_CLUSTER vertically adjacent tiles (one a block of the cluster). */
+ * unit is CL vertically adjacent tiles (one a block of the cluster). */
+template <int CL>
 static __device__ __forceinline__ void tile_coords(const gemm_args &a, int t, int *tm, int *tn) {
-    const int units_m = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER;
-    const int group = max(a.group_m / GEMM_CLUSTER, 1);
+    const int units_m = (a.tiles_m + CL - 1) / CL;
+    const int group = max(a.group_m / CL, 1);
     const int per_group = group * a.tiles_n;
     const int g = t / per_group, first = g * group;
     const int gs = min(units_m - first, group);
     const int r = t - g * per_group;
     *tm = first + r % gs;
     *tn = r / gs;
+}
+
+/* The u-th tile (u = 0, 1, ...) of this block, 0 past its last; the producer and the consumers walk
+ * the same sequence. Persistent order: units blockIdx / CL + u * (grid / CL) of the grouped order,
+ * row tile rank of the unit. Row-owner order (EPI_DGLU_DW, CL 1): row tiles blockIdx + k * grid,
+ * each with its column tiles in order, so that a token's dweights sum stays in one block, in a
+ * fixed order. */
+template <int EPI, int CL>
+static __device__ __forceinline__ int block_tile(const gemm_args &a, int u, int rank, int *tm,
+                                                 int *tn) {
+    if (EPI == EPI_DGLU_DW) {
+        const int64_t r = blockIdx.x + (int64_t)(u / a.tiles_n) * gridDim.x;
+        if (r >= a.tiles_m) return 0;
+        *tm = (int)r, *tn = u % a.tiles_n;
+        return 1;
+    }
+    const int64_t t = (int64_t)(blockIdx.x / CL) + (int64_t)u * (gridDim.x / CL);
+    if (t >= (int64_t)((a.tiles_m + CL - 1) / CL) * a.tiles_n) return 0;
+    tile_coords<CL>(a, (int)t, tm, tn);
+    *tm = *tm * CL + rank; /* past the last row tile: computes zeros, stores nothing */
+    return 1;
 }
 
 /* One consumer warpgroup's 64 x 256 accumulators (rows r0 + {0, 8} of each n8 block i, columns
@@ -460,7 +512,7 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M)
             w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
-    if (EPI == EPI_DGLU) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
+    if (EPI == EPI_DGLU_OLD) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
         const int64_t F = a.N;
         T *dh = (T *)a.dh;
 #pragma unroll
@@ -604,7 +656,7 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
     const int row0 = tm * GEMM_BM + st->c * 64;
     const T *bias = (const T *)a.bias;
     uint32_t v[16];
-    if (EPI == EPI_PLAIN) {
+    if (EPI == EPI_PLAIN || EPI == EPI_DGRAD) {
 #pragma unroll
         for (int j = 0; j < BN / 64; j++) {
 #pragma unroll
@@ -675,6 +727,167 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
     }
 }
 
+/* ---- the fc2 dgrad + dGLU epilogue ----------------------------------------------------------
+ * Chunk by chunk (64 columns of dY: n8 blocks 8j .. 8j + 7): the chunk's h words (gate and up, 16
+ * pairs each) are loaded first, as one batch of independent loads that hit L2 (the main loop
+ * prefetched the tile's h rows there), then the family's backward and forward on the pairs, then
+ * d_gate, d_up and y go out through the TMA-store staging (TS) or from registers. Loading h pair
+ * by pair between the stores (EPI_DGLU_OLD) made a chain of dependent DRAM round trips per tile
+ * while the tensor cores waited. The arithmetic is the same, operation for operation. */
+
+/* h's pair as two fp32 values */
+static __device__ __forceinline__ void unpack2(__nv_bfloat16 *, uint32_t v, float *a, float *b) {
+    __nv_bfloat162 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __bfloat1622float2(t);
+    *a = f.x, *b = f.y;
+}
+static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, float *b) {
+    __half2 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __half22float2(t);
+    *a = f.x, *b = f.y;
+}
+
+/* the words of h's gate (hg) and up (hu) of this thread's pairs in the chunk at col0 (rows r0 +
+ * {0, 8}); 0 outside [M, F] (those results are clipped or skipped) */
+template <typename T>
+static __device__ __forceinline__ void dglu_load(const gemm_args &a, int64_t r0, int64_t col0,
+                                                 uint32_t *hg, uint32_t *hu) {
+    const int q = threadIdx.x % 4;
+    const T *h = (const T *)a.h;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t row = r0 + 8 * e;
+        const T *hr = h + (row < a.M ? row : 0) * a.h_row_stride;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int64_t col = col0 + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
+            uint32_t g = 0, u = 0;
+            if (row < a.M && col < a.N) {
+                g = __ldg((const unsigned int *)(hr + col));
+                u = __ldg((const unsigned int *)(hr + a.N + col));
+            }
+            hg[2 * i + e] = g, hu[2 * i + e] = u;
+        }
+    }
+}
+
+/* the h rows of this consumer's 64 x 256 block (gate and up, 512 bytes each) into L2: thread lt
+ * takes row lt / 2, gate (lt even) or up */
+template <typename T>
+static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm, int tn, int c) {
+    const int lt = threadIdx.x % 128;
+    const int64_t row = (int64_t)tm * GEMM_BM + c * 64 + lt / 2, col0 = (int64_t)tn * GEMM_BN;
+    if (row >= a.M) return;
+    const T *p = (const T *)a.h + row * a.h_row_stride + (lt % 2) * a.N;
+    const int64_t last = min(col0 + GEMM_BN, a.N) - 1;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (col0 + 64 * k <= last)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + col0 + 64 * k));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + last)); /* the line of the block's end */
+}
+
+/* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
+ * gate and up words, y (when wanted) into vy; DW: the pairs' dweights terms added to dwp[e] (row
+ * e) in order */
+template <typename T, int DW, int MM>
+static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const float *d, int j,
+                                                  const float *w, uint32_t *hg, uint32_t *hu,
+                                                  uint32_t *vy, int want_y, float *dwp) {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float g0, g1, u0, u1;
+            unpack2((T *)0, hg[2 * i + e], &g0, &g1);
+            unpack2((T *)0, hu[2 * i + e], &u0, &u1);
+            const float dy0 = d[4 * (8 * j + i) + 2 * e], dy1 = d[4 * (8 * j + i) + 2 * e + 1];
+            const glu_grads r0g = glu_backward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], dy0);
+            const glu_grads r1g = glu_backward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
+            hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
+            hu[2 * i + e] = pack2((T *)0, r0g.du, r1g.du);
+            if (DW) dwp[e] = __fadd_rn(__fadd_rn(dwp[e], r0g.dw), r1g.dw);
+            if (want_y)
+                vy[2 * i + e] = pack2((T *)0, glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
+                                      glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
+        }
+}
+
+/* One consumer warpgroup's 64 x 256 block of dY to d_gate, d_up (dh's halves: map_h0, map_h1) and
+ * y (map_y). The first chunk's loads are not issued under the last k-block's wgmma: the 32 more
+ * live registers beside the 128 accumulators make ptxas serialize the wgmma (warning C7515). */
+template <typename T, int TS, int DW, int MM>
+static __device__ __forceinline__ void
+epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_stage *st,
+              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
+              float *dw_sum) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int row0 = tm * GEMM_BM + c * 64;
+    const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
+    T *y = (T *)a.y, *dh = (T *)a.dh;
+    float w[2] = {1.0f, 1.0f}, dwp[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        if (a.weights && r0 + 8 * e < a.M)
+            w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+#pragma unroll
+    for (int j = 0; j < GEMM_BN / 64; j++) {
+        const int col0 = tn * GEMM_BN + 64 * j;
+        if (col0 >= a.N) break; /* the same for the whole warpgroup */
+        uint32_t hg[16], hu[16], vy[16];
+        dglu_load<T>(a, r0, col0, hg, hu);
+        dglu_chunk<T, DW, MM>(a, d, j, w, hg, hu, vy, y != NULL, dwp);
+        if (TS) {
+            put_chunk(st, map_h0, hg, col0, row0);
+            put_chunk(st, map_h1, hu, col0, row0);
+            if (y) put_chunk(st, map_y, vy, col0, row0);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int64_t col = (int64_t)col0 + 8 * i + 2 * q;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t row = r0 + 8 * e;
+                    if (row < a.M && col < a.N) {
+                        T *dr = dh + row * a.dh_row_stride;
+                        *(uint32_t *)(dr + col) = hg[2 * i + e];
+                        *(uint32_t *)(dr + a.N + col) = hu[2 * i + e];
+                        if (y) *(uint32_t *)(y + row * a.y_row_stride + col) = vy[2 * i + e];
+                    }
+                }
+            }
+        }
+    }
+    if (DW) {
+        /* the row's four lanes (q) in a fixed tree (each lane gets the same sum), then the row's
+         * running sum over the column tiles in order: kept by lane q = 0 in shared memory (the same
+         * thread owns the row in every tile), stored after the last column tile */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float v = dwp[e];
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            const int lr = c * 64 + warp * 16 + lane / 4 + 8 * e;
+            if (q == 0) {
+                const float sum = tn == 0 ? v : __fadd_rn(dw_sum[lr], v);
+                dw_sum[lr] = sum;
+                const int64_t row = r0 + 8 * e;
+                if (tn == a.tiles_n - 1 && row < a.M) {
+                    const int64_t o = row * a.dweights_stride;
+                    if (a.weights_dtype == FASTGLU_DTYPE_FP32)
+                        ((float *)a.dweights)[o] = sum;
+                    else if (a.weights_dtype == FASTGLU_DTYPE_FP16)
+                        from_f32((__half *)a.dweights + o, sum);
+                    else
+                        from_f32((__nv_bfloat16 *)a.dweights + o, sum);
+                }
+            }
+        }
+    }
+}
+
 /* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
 template <int TB>
 static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) {
@@ -703,9 +916,9 @@ static __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_
 }
 
 /* a stage read by this warp goes back: to this block's producer and, in a cluster, to the peer's */
-static __device__ __forceinline__ void release(uint32_t bar, int rank) {
+template <int CL> static __device__ __forceinline__ void release(uint32_t bar, int rank) {
     mbar_arrive(bar);
-    if (GEMM_CLUSTER > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
+    if (CL > 1) mbar_arrive_peer(bar, (uint32_t)rank ^ 1);
 }
 
 #endif /* !__CUDA_ARCH__ || GEMM_SM90_DEVICE */
@@ -713,8 +926,9 @@ static __device__ __forceinline__ void release(uint32_t bar, int rank) {
 /* ---- the kernel ---------------------------------------------------------------------------- */
 
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
- * stored from registers. */
-template <typename T, int EPI, int TS, int BN, int MM>
+ * stored from registers. CL: blocks per cluster (1, or 2 sharing B by multicast; the launch's
+ * cluster dimension must match). */
+template <typename T, int EPI, int TS, int BN, int MM, int CL = GEMM_CLUSTER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b0,
@@ -728,20 +942,19 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
     const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
     const int wg = threadIdx.x / 128;
-    /* units (GEMM_CLUSTER tiles, one per block of a cluster): this block takes tile rank */
-    const int num_units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
-    const int unit0 = blockIdx.x / GEMM_CLUSTER, unit_step = gridDim.x / GEMM_CLUSTER;
-    const int rank = GEMM_CLUSTER == 1 ? 0 : (int)cluster_ctarank();
+    /* units (CL tiles, one per block of a cluster): this block takes tile rank (block_tile) */
+    const int rank = CL == 1 ? 0 : (int)cluster_ctarank();
+    float *dw_sum = (float *)(smem_raw + (empty + 8 * GEMM_STAGES - smem_u32(smem_raw)));
     if (threadIdx.x == 0) {
         for (int s = 0; s < GEMM_STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
             /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
              * (a stage is refilled in all of them at once) */
-            mbar_init(empty + 8 * s, 8 * GEMM_CLUSTER);
+            mbar_init(empty + 8 * s, 8 * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (GEMM_CLUSTER == 1)
+    if (CL == 1)
         __syncthreads();
     else
         cluster_sync();
@@ -750,10 +963,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         if (threadIdx.x == 0) {
             int s = 0;
             uint32_t ph = 0;
-            for (int t = unit0; t < num_units; t += unit_step) {
-                int tm, tn;
-                tile_coords(a, t, &tm, &tn);
-                tm = tm * GEMM_CLUSTER + rank;
+            int tm, tn;
+            for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
                 const int m0 = tm * GEMM_BM;
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
@@ -763,12 +974,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                     mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
                     const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
-                    if (EPI == EPI_DGLU) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
+                    if (EPI_MN_MAJOR(EPI)) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
 #pragma unroll
                         for (int j = 0; j < BN / 64; j++)
                             tma_load_2d(sb + j * (64 * GEMM_BK * 2), &map_b0, full + 8 * s,
                                         tn * BN + 64 * j, kb * GEMM_BK);
-                    } else if (GEMM_CLUSTER == 1) {
+                    } else if (CL == 1) {
                         tma_load_2d(sb, &map_b0, full + 8 * s, kb * GEMM_BK, b0);
                         tma_load_2d(sb + BN / 2 * GEMM_BK * 2, mb1, full + 8 * s, kb * GEMM_BK, b1);
                     } else if (rank == 0) { /* the first half of B for both blocks */
@@ -788,21 +999,19 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
-        for (int t = unit0; t < num_units; t += unit_step) {
-            int tm, tn;
-            tile_coords(a, t, &tm, &tn);
-            tm = tm * GEMM_CLUSTER +
-                 rank; /* past the last row tile: computes zeros, stores nothing */
+        int tm, tn;
+        for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
+            const int pf_kb = max(a.num_k_blocks - GEMM_DGLU_PREFETCH_KB, 0);
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
                 const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
                 wgmma_fence();
-                if (EPI == EPI_DGLU) {
+                if (EPI_MN_MAJOR(EPI)) {
 #pragma unroll
                     for (int k = 0; k < GEMM_BK / 16; k++)
                         wgmma_tile<T, BN, 1>(d, smem_desc(sa + 32 * k),
@@ -813,22 +1022,27 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                         wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 }
                 wgmma_commit();
+                if ((EPI == EPI_DGLU || EPI == EPI_DGLU_DW) && kb == pf_kb)
+                    dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
-                if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+                if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
                 prev = s;
 #else
                 wgmma_wait<0>();
-                if (threadIdx.x % 32 == 0) release(empty + 8 * s, rank);
+                if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
 #endif
                 if (++s == GEMM_STAGES) s = 0, ph ^= 1;
             }
 #if GEMM_WAIT_DEPTH == 1
             wgmma_wait<0>();
-            if (prev >= 0 && threadIdx.x % 32 == 0) release(empty + 8 * prev, rank);
+            if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
-            if (TS)
+            if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
+                epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
+                                                             &map_y, dw_sum);
+            else if constexpr (TS)
                 epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else
                 epilogue<T, EPI, BN>(a, d, tm, tn, c);
@@ -836,7 +1050,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
     /* no block leaves while its peer may still write its stages or arrive on its barriers */
-    if (GEMM_CLUSTER > 1) cluster_sync();
+    if (CL > 1) cluster_sync();
 #endif
 }
 
@@ -895,15 +1109,27 @@ static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
 static int tma_store_off;                  /* 1: every output stored from registers */
 static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
 static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
+/* the dgrad's epilogue: 0 EPI_DGLU, 1 EPI_DGLU_OLD (h loaded pair by pair, stored from
+ * registers), 2 EPI_DGRAD (no dGLU: dY rounded to the dtype into dh's first F columns) */
+static int dglu_variant;
 extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ? g : GEMM_GROUP_M; }
 extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
 extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
 extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+extern "C" void fastglu_gemm_sm90_set_dglu_variant(int v) {
+    dglu_variant = v >= 0 && v <= 2 ? v : 0;
+}
+/* blocks per cluster of the plain GEMM and the TMA-store SPLIT fc1 + GLU: 0 the build's
+ * (GEMM_CLUSTER), 1, or 2 (B multicast to the pair) */
+static int cluster_force;
+extern "C" void fastglu_gemm_sm90_set_cluster(int c) { cluster_force = c == 1 || c == 2 ? c : 0; }
 #else
 #define group_m_setting GEMM_GROUP_M
 #define tma_store_off 0
 #define mm_force (-1)
 #define bn_force 0
+#define dglu_variant 0
+#define cluster_force 0
 #endif
 
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -911,14 +1137,49 @@ typedef void (*gemm_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const gemm_args);
 
 static int epi_of(const fastglu_gemm_problem *p) {
-    if (p->dglu) return EPI_DGLU;
+    if (p->dglu && p->dweights) return EPI_DGLU_DW;
+    if (p->dglu) return dglu_variant == 1 ? EPI_DGLU_OLD : dglu_variant == 2 ? EPI_DGRAD : EPI_DGLU;
     return !p->glu                                        ? EPI_PLAIN
            : p->glu->layout == FASTGLU_LAYOUT_INTERLEAVED ? EPI_GLU_INTERLEAVED
                                                           : EPI_GLU_SPLIT;
 }
 
-static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt) {
+/* GEMM_SM90_DGLU=0: the dGLU kernels are not instantiated (EPI_PLAIN stands in, never picked) */
+#define GEMM_DGLU_EPI(e) (GEMM_SM90_DGLU ? (e) : EPI_PLAIN)
+#if defined(FASTGLU_GEMM_DEV_HOOKS)
+#define GEMM_PICK_DEV(T)                                                                           \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU_OLD)                                                     \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_OLD), 0, 256, MM_ANY>;                   \
+    if (GEMM_SM90_DGLU && epi == EPI_DGRAD)                                                        \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGRAD), 1, 256, MM_ANY>;
+/* the other cluster size than the build's, for the plain GEMM and the TMA-store SPLIT */
+#define GEMM_CL_ALT (3 - GEMM_CLUSTER)
+#define GEMM_PICK_CLUSTER(T)                                                                       \
+    if (cluster_force == GEMM_CL_ALT && (epi == EPI_PLAIN || (epi == EPI_GLU_SPLIT && ts))) {      \
+        *cl = GEMM_CL_ALT;                                                                         \
+        if (epi == EPI_PLAIN && bn == 192)                                                         \
+            return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY, GEMM_CL_ALT>                \
+                      : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY, GEMM_CL_ALT>;               \
+        if (epi == EPI_PLAIN)                                                                      \
+            return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 256, MM_ANY, GEMM_CL_ALT>                \
+                      : gemm_sm90_kernel<T, EPI_PLAIN, 0, 256, MM_ANY, GEMM_CL_ALT>;               \
+        if (mm == MM_K) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_K, GEMM_CL_ALT>;      \
+        if (mm == MM_KCLAMP)                                                                       \
+            return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_KCLAMP, GEMM_CL_ALT>;             \
+        if (mm == MM_GELU)                                                                         \
+            return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_GELU, GEMM_CL_ALT>;               \
+        return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY, GEMM_CL_ALT>;                    \
+    }
+#else
+#define GEMM_PICK_DEV(T)
+#define GEMM_PICK_CLUSTER(T)
+#endif
+
+/* the kernel of the problem; *cl: its blocks per cluster */
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt, int *cl) {
+    *cl = GEMM_CLUSTER;
 #define GEMM_PICK(T)                                                                               \
+    GEMM_PICK_CLUSTER(T)                                                                           \
     if (epi == EPI_PLAIN && bn == 192)                                                             \
         return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY>                                 \
                   : gemm_sm90_kernel<T, EPI_PLAIN, 0, 192, MM_ANY>;                                \
@@ -932,8 +1193,19 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype
         return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                 \
     }                                                                                              \
     if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;           \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU && ts) {                                                 \
+        if (mm == MM_K) return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_K>;         \
+        if (mm == MM_KCLAMP)                                                                       \
+            return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_KCLAMP>;                \
+        if (mm == MM_GELU) return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_GELU>;   \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_ANY>;                       \
+    }                                                                                              \
     if (GEMM_SM90_DGLU && epi == EPI_DGLU)                                                         \
-        return gemm_sm90_kernel < T, GEMM_SM90_DGLU ? EPI_DGLU : EPI_PLAIN, 0, 256, MM_ANY > ;     \
+        return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 0, 256, MM_ANY>;                       \
+    if (GEMM_SM90_DGLU && epi == EPI_DGLU_DW)                                                      \
+        return ts ? gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 1, 256, MM_ANY>                \
+                  : gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU_DW), 0, 256, MM_ANY>;               \
+    GEMM_PICK_DEV(T)                                                                               \
     return gemm_sm90_kernel<T, EPI_GLU_INTERLEAVED, 0, 256, MM_ANY>;
     if (dt == FASTGLU_DTYPE_BF16) {
         GEMM_PICK(__nv_bfloat16)
@@ -975,7 +1247,10 @@ static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
 
 static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     const int epi = epi_of(p);
-    if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU || tma_store_off) return 0;
+    if (epi == EPI_DGRAD) return 1; /* development only: its callers pass aligned outputs */
+    if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU_OLD || tma_store_off) return 0;
+    if (epi == EPI_DGLU || epi == EPI_DGLU_DW) /* dh's up half: F elements on, F % 8 == 0 */
+        return out_tma_ok(p->dh, p->dh_row_stride, p->M) && out_tma_ok(p->y, p->y_row_stride, p->M);
     return out_tma_ok(p->h, p->h_row_stride, p->M) &&
            (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
@@ -991,11 +1266,12 @@ static int device_ok(int device);
 
 /* fc2 dgrad + dGLU (EPI_DGLU): bf16 / fp16; M, N (F), K >= 1; K and F multiples of 8; dO (x) and
  * w2 (w, [K, F]) 16-byte aligned with row strides multiples of 8 and below 2^38 (TMA); SPLIT; h, dh
- * and y 4-byte aligned with even row strides (pairs as one 32-bit word); no dweights (its
- * reduction runs in the general kernel); coordinates and the tile count below 2^31. */
+ * and y 4-byte aligned with even row strides (pairs as one 32-bit word); dweights (with weights)
+ * only in a build without clusters (its row-owner order); coordinates and the tile count below
+ * 2^31. */
 static int dglu_supported(const fastglu_gemm_problem *p) {
-    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT || p->dweights)
-        return 0;
+    if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
+    if (p->dweights && (GEMM_CLUSTER != 1 || !p->weights)) return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
     const int64_t lim = ((int64_t)1 << 31) - 2 * GEMM_BN;
@@ -1100,7 +1376,15 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1),
         memset(&map_y, 0, sizeof map_y);
     if (r == CUDA_SUCCESS && ts) {
-        if (!glu) {
+        if (p->dglu) {
+            /* d_gate and d_up as two [M, F] tensors (dh's halves), y */
+            r = make_out_map(&map_h0, p->dh, p->M, p->N, p->dh_row_stride, dt);
+            if (r == CUDA_SUCCESS)
+                r = make_out_map(&map_h1, (char *)p->dh + 2 * p->N, p->M, p->N, p->dh_row_stride,
+                                 dt);
+            if (r == CUDA_SUCCESS && p->y)
+                r = make_out_map(&map_y, p->y, p->M, p->N, p->y_row_stride, dt);
+        } else if (!glu) {
             r = make_out_map(&map_h0, p->h, p->M, p->N, p->h_row_stride, dt);
         } else {
             /* gate and up halves of h as two [M, F] tensors: an edge tile clips at F */
@@ -1115,7 +1399,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
                                  "gemm_sm90: cuTensorMapEncodeTiled failed (%d)", (int)r);
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt);
+    int cl = GEMM_CLUSTER;
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt, &cl);
     err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
@@ -1139,45 +1424,47 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.y_row_stride = p->y_row_stride;
     a.dh = p->dh;
     a.dh_row_stride = p->dh_row_stride;
+    a.dweights = p->dweights;
+    a.dweights_stride = p->dweights_stride;
     if (glu)
         a.m = make_math(p->glu, p->dtype, 0);
     else
         memset(&a.m, 0, sizeof a.m);
     void *args[] = {&map_a, &map_b0, &map_b1, &map_h0, &map_h1, &map_y, &a};
-#if GEMM_CLUSTER == 1
-    const int tiles = a.tiles_m * a.tiles_n;
-    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
-                           GEMM_SMEM_BYTES, (cudaStream_t)stream);
-#else
-    const int units = (a.tiles_m + GEMM_CLUSTER - 1) / GEMM_CLUSTER * a.tiles_n;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = GEMM_CLUSTER, attr[0].val.clusterDim.y = 1,
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(GEMM_CLUSTER * (sms / GEMM_CLUSTER)), cfg.blockDim = dim3(GEMM_THREADS);
-    cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
-    cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
-    /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC whose
-     * free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
-    static const void *occ_kern[32];
-    static int occ_clusters[32];
-    int max_units = 0;
-    for (int i = 0; i < 32 && occ_kern[i]; i++)
-        if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
-    if (!max_units) {
-        err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
-        if (err != cudaSuccess || max_units < 1) max_units = sms / GEMM_CLUSTER, err = cudaSuccess;
-        for (int i = 0; i < 32; i++)
-            if (!occ_kern[i]) {
-                occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
-                break;
-            }
+    if (cl == 1) {
+        /* row-owner order with dweights: one block per row tile at most */
+        const int tiles = p->dglu && p->dweights ? a.tiles_m : a.tiles_m * a.tiles_n;
+        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+        err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
+                               GEMM_SMEM_BYTES, (cudaStream_t)stream);
+    } else {
+        const int units = (a.tiles_m + cl - 1) / cl * a.tiles_n;
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cl, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(cl * (sms / cl)), cfg.blockDim = dim3(GEMM_THREADS);
+        cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+        cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
+        /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC
+         * whose free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */
+        static const void *occ_kern[32];
+        static int occ_clusters[32];
+        int max_units = 0;
+        for (int i = 0; i < 32 && occ_kern[i]; i++)
+            if (occ_kern[i] == (const void *)kern) max_units = occ_clusters[i];
+        if (!max_units) {
+            err = cudaOccupancyMaxActiveClusters(&max_units, (const void *)kern, &cfg);
+            if (err != cudaSuccess || max_units < 1) max_units = sms / cl, err = cudaSuccess;
+            for (int i = 0; i < 32; i++)
+                if (!occ_kern[i]) {
+                    occ_kern[i] = (const void *)kern, occ_clusters[i] = max_units;
+                    break;
+                }
+        }
+        cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * cl));
+        err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
     }
-    cfg.gridDim = dim3((unsigned)((units < max_units ? units : max_units) * GEMM_CLUSTER));
-    err = cudaLaunchKernelExC(&cfg, (const void *)kern, args);
-#endif
     return launch_status("gemm_sm90", err);
 }

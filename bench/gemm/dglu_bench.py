@@ -5,13 +5,14 @@ the unfused path it replaces and against the plain cuBLAS dgrad GEMM.
 
 Providers, per (T, H, F) workload of bench/gemm (the fc2 dgrad of the MLP, SwiGLU, SPLIT h):
   fused      linear_dglu_bwd(d_out, w2, h): dh and y (the sm_90a kernel where it takes the shape)
-  fused+dw   the same with per-token weights and their gradient (the general tiled kernel, which
-             reduces dweights)
+  fused+dw   the same with per-token weights and their gradient (on sm_90a the row-owner order:
+             a block takes all column tiles of its 128 tokens)
   unfused    dY = d_out @ w2 (cuBLAS), then y = fastglu.glu(h) and its backward (autograd)
   cublas     d_out @ w2 alone (the GEMM the fused kernel extends)
 Each: triton.testing.do_bench median (rep=100) when triton is installed, else the median of 50 CUDA
 event-timed calls; rounds rotate the providers' order; the report is the median over rounds in ms
-and the fused path's ratio to the others. No assertions: a measurement, not a test.
+and the fused path's ratio to the others. No assertions: a measurement, not a test. The A/B of the
+kernel's variants in one process (earlier epilogue, main loop alone): bench/gemm/sm90_dev.py --dglu.
 """
 
 import argparse

@@ -3,7 +3,19 @@
   python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so [--glu-lib build-dev/libglu.so]
       (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
       src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
-      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16]
+      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--bn 0,256] [--cluster 0,2]
+      [--dglu]
+
+--cluster 0,2: also check and time the plain GEMM and the TMA-store fc1 + SPLIT GLU with clusters of
+two blocks sharing B by multicast (fastglu_gemm_sm90_set_cluster; providers *_cl2).
+
+--dglu: the fc2 dgrad + dGLU (EPI_DGLU) only. Checks: dh elementwise against float64 (dY = d_out @
+w2 exactly, dh = dY * D with D the family's derivative), y against the float64 family math, both
+bitwise equal to the earlier epilogue (fastglu_gemm_sm90_set_dglu_variant(1)), NaN-filled outputs,
+padding untouched, the TMA-store and register paths, the MN-major dgrad alone against float64,
+determinism. A/B in rounds: cuBLAS d_out @ w2, unfused (cuBLAS + the installed fastglu's glu_fwd and
+glu_bwd, else torch's SwiGLU), the fused kernel, the earlier epilogue, the MN-major dgrad with the
+plain epilogue; the budget is cuBLAS + 0.2 (unfused - cuBLAS).
 
 Correctness: fresh random inputs each run, outputs pre-filled with NaN. The GEMM against
 x.double() @ w.double().T (+ bias): every element within 2^-8 (bf16) / 2^-11 (fp16) of |ref| plus
@@ -200,15 +212,20 @@ def glu_ref(hd, F_, params, wts):
 
 def check_all(lib, log):
     fails, res = 0, []
-    for ts, bn in ((1, 0), (0, 0), (1, 192), (0, 192), (1, 256)):
+    passes = [(1, 0, 0), (0, 0, 0), (1, 192, 0), (0, 192, 0), (1, 256, 0)]
+    if 2 in CLUSTERS:  # the cluster-of-2 kernels: plain (both epilogues) and TMA-store SPLIT
+        passes += [(1, 0, 2), (0, 0, 2), (1, 192, 2)]
+    for ts, bn, cl in passes:
         lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
         lib.lib.fastglu_gemm_sm90_set_bn(bn)
-        tag = f"[tma_store={ts} bn={bn or 'auto'}] "
+        lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+        tag = f"[tma_store={ts} bn={bn or 'auto'}{f' cluster={cl}' if cl else ''}] "
         f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bn != 0)
         fails += f
         res += [tag + x for x in r]
     lib.lib.fastglu_gemm_sm90_set_tma_store(1)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
     return fails, res
 
 
@@ -405,6 +422,7 @@ def check_all_once(lib, log, plain_only=False):
 
 
 BNS = (0,)
+CLUSTERS = (0,)
 FUSED_ONLY = False
 SHAPES = [
     (8192, 4096, 8192),
@@ -445,13 +463,17 @@ def time_all(lib, log, group_ms, alts=()):
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
                     for bn in BNS:
+                        for cl in CLUSTERS if vlib is lib else (0,):
 
-                        def mine(g=g, vlib=vlib, bn=bn):
-                            vlib.lib.fastglu_gemm_sm90_set_group_m(g)
-                            vlib.lib.fastglu_gemm_sm90_set_bn(bn)
-                            vlib.run(p, check=False)
+                            def mine(g=g, vlib=vlib, bn=bn, cl=cl):
+                                vlib.lib.fastglu_gemm_sm90_set_group_m(g)
+                                vlib.lib.fastglu_gemm_sm90_set_bn(bn)
+                                if vlib is lib:
+                                    lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+                                vlib.run(p, check=False)
 
-                        provs[f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"] = mine
+                            name = f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"
+                            provs[name + (f"_cl{cl}" if cl else "")] = mine
             res = time_rounds(provs)
             flop = 2.0 * M * N * K
             row = {
@@ -468,6 +490,7 @@ def time_all(lib, log, group_ms, alts=()):
             del x, w, out
     lib.lib.fastglu_gemm_sm90_set_group_m(0)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
     for T, H, F_ in SHAPES:
@@ -498,6 +521,13 @@ def time_all(lib, log, group_ms, alts=()):
         }
         for vname, vlib in alts:
             provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
+        for cl in CLUSTERS:
+            if cl:
+                provs[f"sm90_fused_cl{cl}"] = lambda cl=cl: (
+                    lib.lib.fastglu_gemm_sm90_set_cluster(cl),
+                    lib.run(p, check=False),
+                    lib.lib.fastglu_gemm_sm90_set_cluster(0),
+                )
         if lib.glu is not None:
             provs["fastglu_act"] = lambda: lib.glu_fwd(params, hc, F_, y)
         res = time_rounds(provs)
@@ -515,23 +545,297 @@ def time_all(lib, log, group_ms, alts=()):
     return rows, fused
 
 
+# ---- fc2 dgrad + dGLU (EPI_DGLU) -----------------------------------------------------------
+# fastglu_gemm_sm90_set_dglu_variant: 0 the library's dGLU epilogue, 1 the earlier one (h loaded
+# pair by pair, stored from registers), 2 the dgrad's MN-major main loop with the plain epilogue
+# (dY rounded into dh's first F columns, no dGLU)
+DGLU_NEW, DGLU_OLD, DGRAD_PLAIN = 0, 1, 2
+
+
+def dglu_problem(lib, d_out, w2, h, dh, y, params, weights=None, dweights=None):
+    p = Problem()
+    lib._keep = params
+    p.glu = ctypes.pointer(params)
+    p.x, p.x_row_stride = ptr(d_out), d_out.stride(0)
+    p.w, p.w_row_stride = ptr(w2), w2.stride(0)
+    p.weights = ptr(weights)
+    p.weights_dtype = dt_code(weights.dtype) if weights is not None else FP32
+    p.weights_stride = weights.stride(0) if weights is not None else 0
+    p.h, p.h_row_stride = ptr(h), h.stride(0)
+    p.y, p.y_row_stride = ptr(y), (y.stride(0) if y is not None else 0)
+    p.dglu = 1
+    p.dh, p.dh_row_stride = ptr(dh), dh.stride(0)
+    p.dweights = ptr(dweights)
+    p.dweights_stride = dweights.stride(0) if dweights is not None else 0
+    p.M, p.K, p.N = d_out.shape[0], d_out.shape[1], w2.shape[1]
+    p.dtype = dt_code(d_out.dtype)
+    return p
+
+
+def dglu_run(lib, p, variant, check=True):
+    lib.lib.fastglu_gemm_sm90_set_dglu_variant(variant)
+    try:
+        lib.run(p, check=check)
+    finally:
+        lib.lib.fastglu_gemm_sm90_set_dglu_variant(DGLU_NEW)
+
+
+def padded(M, cols, pad, dtype, fill=float("nan")):
+    """[M, cols] view of a [M, cols + pad] buffer filled with the sentinel"""
+    return torch.full((M, cols + pad), fill, device="cuda", dtype=dtype)[:, :cols]
+
+
+def dglu_ref(d_out, w2, h, F_, params, wts):
+    """float64 (dh, y, D, S, dY): dh = dY * D with D the family's elementwise derivative of y(h) (y_j
+    depends on gate j and up j only), dY = d_out @ w2 exactly; S = |d_out| @ |w2| for the fp32
+    accumulation's bound."""
+    dy = d_out.double() @ w2.double()
+    h64 = h.double().clone().requires_grad_(True)
+    y = glu_ref(h64, F_, params, wts)
+    (D,) = torch.autograd.grad(y.sum(), h64)
+    D = D.detach()
+    dh = D * torch.cat([dy, dy], dim=1)
+    S = d_out.double().abs() @ w2.double().abs()
+    return dh, y.detach(), D, S, dy
+
+
+def check_dglu(lib, log):
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    fails, results = 0, []
+
+    def rec(ok, msg):
+        nonlocal fails
+        fails += not ok
+        results.append(msg)
+        log(msg)
+
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        cases += [
+            # act, clamp, offset, m_g, m_d, weights dtype, y, (T, H, F), output padding
+            (dtype, SILU, 7.0, 1.0, 1.0, 1.0, torch.float32, True, (130, 136, 136), 0),
+            (dtype, SILU, 0.0, 0.0, 1.0, 1.0, None, True, (130, 136, 136), 2),
+            (dtype, SILU, 0.0, 0.0, 1.0, 1.0, torch.bfloat16, False, (1000, 1408, 1416), 0),
+            (dtype, GELU_TANH, 0.0, 0.0, 1.0, 1.0, None, True, (8193, 2880, 2880), 0),
+            (dtype, QUICK_GELU, 7.0, 0.5, 0.5, 2.0, torch.float32, True, (3, 4096, 5632), 8),
+            (dtype, SILU, 0.0, 0.0, 1.0, 1.0, None, True, (4096, 8192, 3584), 2),
+        ]
+    for dtype, act, clamp, off, gm, dm, wdt, with_y, (T, H, F_), pad in cases:
+        params = GluParams(act, SPLIT, clamp, off, gm, dm)
+        d_out = torch.randn(T, H, device="cuda", dtype=dtype)
+        w2 = (torch.randn(H, F_, device="cuda") * H**-0.5).to(dtype)
+        h = (torch.randn(T, 2 * F_, device="cuda") * 2).to(dtype)
+        wts = (torch.rand(T, device="cuda") + 0.1).to(wdt) if wdt is not None else None
+        outs = {}
+        for variant in (DGLU_NEW, DGLU_OLD):
+            dh = padded(T, 2 * F_, pad, dtype)
+            y = padded(T, F_, pad, dtype) if with_y else None
+            dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh, y, params, wts), variant)
+            outs[variant] = (dh, y)
+        torch.cuda.synchronize()
+        dh, y = outs[DGLU_NEW]
+        name = (
+            f"dglu {str(dtype)[6:]} act={act} c={clamp} o={off} gm={gm} dm={dm} "
+            f"w={wdt and str(wdt)[6:]} y={with_y} T={T} H={H} F={F_} pad={pad}"
+        )
+        dh_ref, y_ref, D, S, dY = dglu_ref(d_out, w2, h, F_, params, wts)
+        eps = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
+        tol = 1e-2 if dtype == torch.bfloat16 else 1e-3
+        # dh = dY * D: the kernel's dY carries the fp32 sum's error (K 2^-22 S), its D the fp32
+        # math's (1e-5 |ref|, and 1e-5 max|D| |dY| where D's terms cancel: the gate's derivative
+        # crosses zero), the store one rounding (eps |ref|); 2^-24: fp16 subnormals
+        SS, dYY = torch.cat([S, S], dim=1), torch.cat([dY, dY], dim=1).abs()
+        bound = (
+            (eps + 1e-5) * dh_ref.abs()
+            + D.abs() * H * 2.0**-22 * SS
+            + 1e-5 * D.abs().max() * dYY
+            + 2.0**-24
+        )
+        err = (dh.double() - dh_ref).abs()
+        fin = bool(torch.isfinite(dh).all())
+        relv = (torch.linalg.norm(dh.double() - dh_ref) / torch.linalg.norm(dh_ref)).item()
+        ok = fin and bool((err <= bound).all()) and relv <= tol
+        worst = (err / bound).max().item() if fin else float("nan")
+        rec(
+            ok,
+            name + f" [dh vs float64]: rel {relv:.2e} worst {worst:.3f} {'ok' if ok else 'FAIL'}",
+        )
+        if with_y:
+            err = (y.double() - y_ref).abs()
+            bound = (eps + 1e-5) * y_ref.abs() + 2.0**-24 + 1e-6 * y_ref.abs().max()
+            fin = bool(torch.isfinite(y).all())
+            ok = fin and bool((err <= bound).all())
+            worst = (err / bound).max().item() if fin else float("nan")
+            rec(ok, name + f" [y vs float64]: worst {worst:.3f} {'ok' if ok else 'FAIL'}")
+        odh, oy = outs[DGLU_OLD]
+        same = torch.equal(dh.view(torch.int16), odh.view(torch.int16))
+        if with_y:
+            same = same and torch.equal(y.view(torch.int16), oy.view(torch.int16))
+        rec(same, name + f" [dh, y bitwise == the earlier epilogue]: {'ok' if same else 'FAIL'}")
+        if wts is not None:  # dweights (the row-owner kernel): float64, dh the same bits
+            dw = torch.full((T,), float("nan"), device="cuda", dtype=wts.dtype)
+            dh2 = padded(T, 2 * F_, pad, dtype)
+            y2 = padded(T, F_, pad, dtype) if with_y else None
+            dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh2, y2, params, wts, dw), DGLU_NEW)
+            dw2 = torch.full_like(dw, float("nan"))
+            dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh2, y2, params, wts, dw2), DGLU_NEW)
+            torch.cuda.synchronize()
+            dw_ref = (glu_ref(h.double(), F_, params, None) * dY).sum(1)
+            fin = bool(torch.isfinite(dw).all())
+            relw = (torch.linalg.norm(dw.double() - dw_ref) / torch.linalg.norm(dw_ref)).item()
+            tolw = max(tol, 1e-2 if wts.dtype == torch.bfloat16 else 1e-5)
+            ok = fin and relw <= tolw
+            rec(ok, name + f" [dweights vs float64]: rel {relw:.2e} {'ok' if ok else 'FAIL'}")
+            same = torch.equal(dh2.view(torch.int16), dh.view(torch.int16)) and torch.equal(
+                dw.view(torch.uint8), dw2.view(torch.uint8)
+            )
+            if with_y:
+                same = same and torch.equal(y2.view(torch.int16), y.view(torch.int16))
+            rec(
+                same,
+                name + f" [with dweights: dh, y bitwise, dweights deterministic]: "
+                f"{'ok' if same else 'FAIL'}",
+            )
+        if pad:  # the padding columns keep the sentinel
+            kept = bool(torch.isnan(dh.as_strided((T, pad), (dh.stride(0), 1), 2 * F_)).all())
+            rec(kept, name + f" [dh's padding untouched]: {'ok' if kept else 'FAIL'}")
+        del dh_ref, y_ref, D, S, SS, dY, dYY, outs
+    # the MN-major main loop alone (dY rounded into dh's first F columns)
+    for dtype in (torch.bfloat16, torch.float16):
+        T, H, F_ = 1000, 1408, 1416
+        params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
+        d_out = torch.randn(T, H, device="cuda", dtype=dtype)
+        w2 = (torch.randn(H, F_, device="cuda") * H**-0.5).to(dtype)
+        h = torch.randn(T, 2 * F_, device="cuda", dtype=dtype)
+        dh = padded(T, 2 * F_, 0, dtype)
+        dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh, None, params), DGRAD_PLAIN)
+        torch.cuda.synchronize()
+        ref = d_out.double() @ w2.double()
+        scale = d_out.double().abs() @ w2.double().abs()
+        ok, msg = gemm_ref_check(
+            f"dgrad plain {str(dtype)[6:]} T={T} H={H} F={F_}", dh[:, :F_], ref, scale, dtype, H
+        )
+        rec(ok, msg)
+    # determinism
+    T, H, F_ = 8192, 4096, 8192
+    params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
+    d_out = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+    w2 = (torch.randn(H, F_, device="cuda") * H**-0.5).to(torch.bfloat16)
+    h = torch.randn(T, 2 * F_, device="cuda", dtype=torch.bfloat16)
+    o = []
+    for _ in range(2):
+        dh, y = padded(T, 2 * F_, 0, torch.bfloat16), padded(T, F_, 0, torch.bfloat16)
+        dglu_run(lib, dglu_problem(lib, d_out, w2, h, dh, y, params), DGLU_NEW)
+        o.append((dh, y))
+    torch.cuda.synchronize()
+    same = torch.equal(o[0][0], o[1][0]) and torch.equal(o[0][1], o[1][1])
+    rec(same, f"determinism dglu {T}x{H} F={F_}: {'ok' if same else 'FAIL'}")
+    return fails, results
+
+
+def unfused_provider(d_out, w2, h):
+    """cuBLAS dgrad, then the standalone GLU forward (y) and backward (dh): the installed fastglu
+    when it imports, else torch's SwiGLU (labelled so)."""
+    try:
+        import fastglu.ops as fo
+
+        def run():
+            dy = d_out @ w2
+            fo.glu_fwd(h)
+            fo.glu_bwd(dy, h)
+
+        return "unfused", run
+    except ImportError:
+        F_ = w2.shape[1]
+
+        def run():
+            dy = (d_out @ w2).float()
+            g, u = h[:, :F_].float(), h[:, F_:].float()
+            s = torch.sigmoid(g)
+            a = g * s
+            (a * u).to(h.dtype)
+            torch.cat([dy * u * s * (1 + g * (1 - s)), dy * a], 1).to(h.dtype)
+
+        return "unfused_torch", run
+
+
+def time_dglu(lib, log):
+    rows = []
+    for T, H, F_ in SHAPES:
+        dtype = torch.bfloat16
+        params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
+        d_out = torch.randn(T, H, device="cuda", dtype=dtype)
+        w2 = (torch.randn(H, F_, device="cuda") * H**-0.5).to(dtype)
+        h = torch.randn(T, 2 * F_, device="cuda", dtype=dtype)
+        dh = torch.empty(T, 2 * F_, device="cuda", dtype=dtype)
+        y = torch.empty(T, F_, device="cuda", dtype=dtype)
+        p = dglu_problem(lib, d_out, w2, h, dh, y, params)
+        wts = torch.rand(T, device="cuda") + 0.1
+        dw = torch.empty(T, device="cuda")
+        pw = dglu_problem(lib, d_out, w2, h, dh, y, params, wts, dw)
+        un_name, un = unfused_provider(d_out, w2, h)
+        provs = {
+            "cublas": lambda: d_out @ w2,
+            un_name: un,
+            "fused": lambda: dglu_run(lib, p, DGLU_NEW, check=False),
+            "fused_old": lambda: dglu_run(lib, p, DGLU_OLD, check=False),
+            "dgrad_plain": lambda: dglu_run(lib, p, DGRAD_PLAIN, check=False),
+            "fused_dweights": lambda: dglu_run(lib, pw, DGLU_NEW, check=False),
+        }
+        res = time_rounds(provs)
+        bwd = res[un_name] - res["cublas"]
+        row = {
+            "shape": f"fc2 dgrad+dglu T={T} H={H} F={F_}",
+            "ms": res,
+            "budget_ms": res["cublas"] + 0.2 * bwd,
+            "unfused": un_name,
+        }
+        row["fused_over_budget"] = res["fused"] / row["budget_ms"]
+        row["fused_over_unfused"] = res["fused"] / res[un_name]
+        row["old_over_fused"] = res["fused_old"] / res["fused"]
+        rows.append(row)
+        log(json.dumps(row))
+        del d_out, w2, h, dh, y, wts, dw
+    return rows
+
+
 def small(lib):
     """A plain and a GLU problem with edges in every direction, for compute-sanitizer."""
     dt = torch.bfloat16
     x = torch.randn(130, 136, device="cuda", dtype=dt)
     w = torch.randn(264, 136, device="cuda", dtype=dt)
     out = torch.empty(130, 264, device="cuda", dtype=dt)
-    lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
-    for layout in (SPLIT, INTERLEAVED):
-        params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
-        w2 = torch.randn(272, 136, device="cuda", dtype=dt)
-        h = torch.empty(130, 272, device="cuda", dtype=dt)
-        y = torch.empty(130, 136, device="cuda", dtype=dt)
-        lib.run(
-            lib.problem(
-                x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136
+    for cl in sorted(set(CLUSTERS) | {0}):  # the build's cluster size, and any other asked for
+        lib.lib.fastglu_gemm_sm90_set_cluster(cl)
+        lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
+        for layout in (SPLIT, INTERLEAVED):
+            params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
+            w2 = torch.randn(272, 136, device="cuda", dtype=dt)
+            h = torch.empty(130, 272, device="cuda", dtype=dt)
+            y = torch.empty(130, 136, device="cuda", dtype=dt)
+            lib.run(
+                lib.problem(
+                    x, w2, h, y=y, params=params, weights=torch.rand(130, device="cuda"), F_=136
+                )
             )
-        )
+    lib.lib.fastglu_gemm_sm90_set_cluster(0)
+    # the dgrad + dGLU: TMA-store (aligned) and register (padded by 2) epilogues, with dweights
+    # (row-owner order), the earlier epilogue, the MN-major dgrad alone
+    params = GluParams(SILU, SPLIT, 7.0, 1.0, 1.0, 1.0)
+    w2 = torch.randn(136, 136, device="cuda", dtype=dt)
+    h = torch.randn(130, 272, device="cuda", dtype=dt)
+    for pad, variant, with_dw in (
+        (0, DGLU_NEW, False),
+        (2, DGLU_NEW, False),
+        (0, DGLU_NEW, True),
+        (2, DGLU_NEW, True),
+        (0, DGLU_OLD, False),
+        (0, DGRAD_PLAIN, False),
+    ):
+        dh, y = padded(130, 272, pad, dt), padded(130, 136, pad, dt)
+        wts = torch.rand(130, device="cuda")
+        dw = torch.empty(130, device="cuda") if with_dw else None
+        dglu_run(lib, dglu_problem(lib, x, w2, h, dh, y, params, wts, dw), variant)
     torch.cuda.synchronize()
     print("small: done")
     return 0
@@ -553,7 +857,18 @@ def main():
     )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
     ap.add_argument(
+        "--cluster",
+        default="0",
+        help="blocks per cluster to check and time: 0 (the build's), 1, 2 (B multicast), e.g. 0,2",
+    )
+    ap.add_argument(
         "--small", action="store_true", help="a few small problems only (for compute-sanitizer)"
+    )
+    ap.add_argument(
+        "--dglu",
+        action="store_true",
+        help="the fc2 dgrad + dGLU only: its checks and the A/B (cuBLAS, unfused, the fused "
+        "kernel, the earlier epilogue, the MN-major dgrad without epilogue)",
     )
     args = ap.parse_args()
     lib = Lib(args.lib, args.glu_lib)
@@ -566,8 +881,12 @@ def main():
 
     summary = {}
     fails = 0
+    global CLUSTERS
+    CLUSTERS = tuple(int(c) for c in args.cluster.split(","))
     if args.small:
         return small(lib)
+    if args.dglu:
+        return main_dglu(lib, args, log)
     if not args.skip_correct:
         fails, res = check_all(lib, log)
         summary["correct_fails"] = fails
@@ -598,6 +917,33 @@ def main():
                 f"{r['shape']:32s} "
                 + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items())
                 + f" budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f} ({r['act_used']})"
+            )
+    return 1 if fails else 0
+
+
+def main_dglu(lib, args, log):
+    summary, fails = {}, 0
+    if not args.skip_correct:
+        fails, res = check_dglu(lib, log)
+        summary["dglu_correct_fails"], summary["dglu_correct"] = fails, res
+    if not args.skip_time:
+        summary["dglu"] = time_dglu(lib, log)
+    json.dump(summary, open(os.path.join(args.out, "sm90_dev_dglu.json"), "w"), indent=1)
+    print("\n=== summary ===")
+    if not args.skip_correct:
+        print(f"dglu correctness: {fails} failures of {len(summary['dglu_correct'])}")
+        for r in summary["dglu_correct"]:
+            if "FAIL" in r:
+                print("  " + r)
+    if not args.skip_time:
+        print("ms (median of 4 rounds); budget = cublas + 0.2 (unfused - cublas)")
+        for r in summary["dglu"]:
+            print(
+                f"{r['shape']:40s} "
+                + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items())
+                + f" | budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f}"
+                + f" fused/{r['unfused']} {r['fused_over_unfused']:.3f}"
+                + f" old/fused {r['old_over_fused']:.2f}"
             )
     return 1 if fails else 0
 

@@ -666,8 +666,9 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     const fastglu_tensor tdh = tensor(at(&dh, off * es), dt, dh_rs),
                          tdh2 = tensor(at(&dh2, off * es), dt, dh_rs);
     const fastglu_tensor ty = tensor(at(&y, off * es), dt, y_rs);
-    /* dweights on the odd cases (aligned ones without it are the sm_90a kernel's on CUDA) */
-    const int want_dw = v->weights && odd;
+    /* dweights wherever there are weights (on CUDA the aligned cases take the sm_90a kernel's
+     * row-owner path, whose dh must be the bits of the call without dweights below) */
+    const int want_dw = v->weights != 0;
     const fastglu_tensor tdw = tensor(want_dw ? at(&dw, off * esize(wdt)) : NULL, wdt, dws);
     const fastglu_tensor none = tensor(NULL, dt, 0), none_w = tensor(NULL, wdt, 0);
     const fastglu_glu_params p = params_of(v);
@@ -910,8 +911,7 @@ int run_dglu_determinism(const gemm_backend *b, const gemm_shape *shapes, int n_
         for (int64_t i = 0; i < T; ++i) put(dt, wt.host, i, uniform(0.1, 1));
         buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt);
         const fastglu_glu_params p = params_of(v);
-        /* configuration k (with dweights: the general kernel on CUDA; without: the kernel of the
-         * configuration) */
+        /* configuration k (the kernel of the configuration), without and with dweights */
         for (int k = 0; k < 2 * (set_config ? n_configs : 1); ++k)
             for (int rep = 0; rep < 2; ++rep) {
                 if (set_config) set_config(k / 2);

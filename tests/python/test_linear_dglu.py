@@ -188,6 +188,23 @@ def test_cuda_aligned_shapes(dtype, variant):
     assert rel(dh, dh_cpu.double()) <= HOUSE[dtype]
 
 
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("wdt", [torch.float32, torch.bfloat16])
+def test_cuda_aligned_dweights(wdt):
+    """dweights at a shape the sm_90a kernel takes (on an H200 its row-owner path): against float64,
+    dh bitwise the call without dweights, deterministic."""
+    d_out, w2, h, weights = make((1000,), 1408, 1416, torch.bfloat16, "cuda", wdt)
+    dh, y, dw = linear_dglu_bwd(d_out, w2, h, "silu", weights=weights, return_dweights=True)
+    dh_ref, y_ref, dw_ref = reference(d_out, w2, h, weights, "silu", {}, torch.bfloat16)
+    assert rel(dh, dh_ref) <= HOUSE[torch.bfloat16]
+    assert rel(y, y_ref) <= HOUSE[torch.bfloat16]
+    assert dw.dtype == wdt and rel(dw, dw_ref) <= max(HOUSE[torch.bfloat16], HOUSE[wdt])
+    dh2, y2 = linear_dglu_bwd(d_out, w2, h, "silu", weights=weights)
+    assert torch.equal(dh, dh2) and torch.equal(y, y2)
+    _, _, dw2 = linear_dglu_bwd(d_out, w2, h, "silu", weights=weights, return_dweights=True)
+    assert torch.equal(dw, dw2)
+
+
 def test_opcheck_fake():
     d_out, w2, h, weights = make((3,), 8, 5, torch.float32, "cpu", torch.float32)
     args = (d_out, w2, h, weights, 0, 0, 0.0, 0.0, 1.0, 1.0, True, True)
