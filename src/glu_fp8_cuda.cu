@@ -39,6 +39,8 @@
  * fastglu_glu_bwd_fp8_cuda (BWD = 1): the same tiles over dh [T, 2F] in h's layout; a column of dh
  * maps to an operand column j and to d_gate or d_up; each element's gradient from gate, up and dy
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
+ * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
+ * their launch order interleaves them (split_tile), so that the second read comes from L2.
  */
 #include "fp8_recipe.h"
 #include "glu_fp8.h"
@@ -157,6 +159,17 @@ static __device__ __forceinline__ unsigned group_max(unsigned mask, unsigned v, 
 #endif
 }
 
+/* The backward with SPLIT: dh's column tile of launch row y (of n), interleaving d_gate's tiles
+ * (0 .. ng - 1, ng = ceil(F / 128): those with a column of d_gate) with d_up's (ng .. n - 1):
+ * d_gate's tile m, then d_up's tile ng + m, whose operand columns are next to m's. Both read the
+ * same gate, up and dy columns; launched one tile row apart (T / 128 blocks), the second read finds
+ * them in L2, so that DRAM sees the operands about once. */
+static __device__ __forceinline__ int64_t split_tile(int64_t y, int64_t n, int64_t F) {
+    const int64_t ng = (F + TILE - 1) / TILE, nu = n - ng, p = ng < nu ? ng : nu;
+    if (y < 2 * p) return y & 1 ? ng + (y >> 1) : y >> 1;
+    return ng > nu ? y - p : y;
+}
+
 /* One element of the quantised operand (column col of y or dh) from the operands, loaded one by
  * one: the path of lanes outside the vector path. */
 template <typename E, int BWD>
@@ -192,7 +205,8 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
     const unsigned hmask = 0xffffu << (16 * half);
-    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = (int64_t)blockIdx.y * TILE;
+    const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
+    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = by * TILE;
     const int nt = (int)min((int64_t)TILE, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
     const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     float ts = 0.0f;
@@ -282,7 +296,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             float s = ts;
             if (MODE == MODE_BLOCK) {
                 s = fastglu_fp8_scale(group_max(hmask, am, 16), a.pow2);
-                if (valid && l16 == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, blockIdx.y) = s;
+                if (valid && l16 == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
             }
             if (!valid) continue;
             unsigned char *drow = a.d + t * a.d_rs + j0 + c;
