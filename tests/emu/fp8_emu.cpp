@@ -219,8 +219,8 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
     snprintf(what, sizeof what,
              "%s act=%d il=%d bias=%d w=%d clamp=%g dt=%d T=%lld F=%lld tensor=%d mn=%d pow2=%d "
              "colwise=%d strides=%d",
-             bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt,
-             (long long)T, (long long)F, tensor, mn, pow2, colwise, strides);
+             bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt, (long long)T,
+             (long long)F, tensor, mn, pow2, colwise, strides);
     const size_t es = fastglu_dtype_size(dt);
     const int64_t X = bwd ? 2 * F : F, p16 = 16 / (int64_t)es;
     int64_t in_rs = 2 * F + 3, dy_rs = F + 1, y_rs = X + 2, d_rs = X + 5, dt_rs = T + 7;
@@ -229,12 +229,17 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         in_rs = 2 * F + 2 * p16, dy_rs = F + p16, y_rs = X + p16, d_rs = X + 16,
         dt_rs = (T + 15) / 16 * 16 + 16;
     const int64_t nb = (X + 127) / 128, nbt = (T + 127) / 128;
-    const int64_t s_ld = tensor ? 0 : mn ? T + 1 : nb + 1, st_ld = tensor ? 0 : mn ? X + 1 : nbt + 1;
+    const int64_t s_ld = tensor ? 0
+                         : mn   ? T + 1
+                                : nb + 1,
+                  st_ld = tensor ? 0
+                          : mn   ? X + 1
+                                 : nbt + 1;
     const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld;
     const int64_t st_n = tensor || !colwise ? 1 : mn ? nbt * st_ld : X * st_ld;
     /* 16-byte aligned host buffers: the alignment the kernel sees is the strides' */
-    std::vector<uint4> hbuf((size_t)(T * in_rs) * es / 16 + 2), dybuf((size_t)(T * dy_rs) * es / 16 + 2),
-        bbuf((size_t)(2 * F) * es / 16 + 2);
+    std::vector<uint4> hbuf((size_t)(T * in_rs) * es / 16 + 2),
+        dybuf((size_t)(T * dy_rs) * es / 16 + 2), bbuf((size_t)(2 * F) * es / 16 + 2);
     unsigned char *h = (unsigned char *)hbuf.data(), *dy = (unsigned char *)dybuf.data(),
                   *b = (unsigned char *)bbuf.data();
     std::vector<float> w((size_t)T);
@@ -258,8 +263,8 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         u.ws.assign(64, 0x77);
         /* 16-byte aligned starts: vector<unsigned char> storage is malloc'd (16-byte aligned) */
         fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
-        fastglu_tensor bt = {bias ? b : NULL, dt, 1}, wt = {weights ? w.data() : NULL,
-                                                              FASTGLU_DTYPE_FP32, 1};
+        fastglu_tensor bt = {bias ? b : NULL, dt, 1},
+                       wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1};
         fastglu_tensor yt = {with_y ? u.y.data() : NULL, dt, y_rs}, dyt = {dy, dt, dy_rs};
         fastglu_fp8_out out;
         memset(&out, 0, sizeof out);
@@ -284,17 +289,16 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         std::vector<unsigned char> yc(o[1].y.size(), 0xa5), dc((size_t)(T * d_rs) + 32);
         std::vector<float> sc((size_t)s_n), stc((size_t)st_n);
         fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
-        fastglu_tensor bt = {bias ? b : NULL, dt, 1}, wt = {weights ? w.data() : NULL,
-                                                              FASTGLU_DTYPE_FP32, 1};
+        fastglu_tensor bt = {bias ? b : NULL, dt, 1},
+                       wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1};
         fastglu_tensor yt = {yc.data(), dt, y_rs}, dyt = {dy, dt, dy_rs};
         fastglu_fp8_out out;
         memset(&out, 0, sizeof out);
         out.data = (fastglu_tensor){dc.data(), FASTGLU_DTYPE_FP8_E4M3, d_rs};
         out.scale = (fastglu_tensor){sc.data(), FASTGLU_DTYPE_FP32, s_ld};
-        const fastglu_status st = bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt,
-                                                                &out, T, F)
-                                      : fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt,
-                                                                &out, T, F);
+        const fastglu_status st =
+            bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F)
+                : fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
         if (st != FASTGLU_SUCCESS) FAIL("%s: CPU status %d", what, (int)st);
         if (memcmp(yc.data(), o[1].y.data(), yc.size()))
             FAIL("%s: the kernel's y (dh) differs from the CPU backend's", what);
@@ -302,7 +306,8 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
     /* the recipe on the kernel's own y, into sentinel-filled buffers like the kernel's */
     std::vector<float> yv((size_t)(T * X));
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < X; ++j) yv[(size_t)(t * X + j)] = get(dt, o[1].y.data(), t * y_rs + j);
+        for (int64_t j = 0; j < X; ++j)
+            yv[(size_t)(t * X + j)] = get(dt, o[1].y.data(), t * y_rs + j);
     outs e;
     e.d.assign(o[1].d.size(), 0xa5), e.dt.assign(o[1].dt.size(), 0xa5);
     e.s.assign((size_t)s_n, -1234.5f), e.st.assign((size_t)st_n, -1234.5f);
@@ -314,7 +319,8 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         for (int64_t k = 0; k < nb; ++k) {
             uint32_t am = 0;
             const int64_t n = X - 128 * k < 128 ? X - 128 * k : 128;
-            for (int64_t j = 0; j < n; ++j) am = max(am, fastglu_abs_bits(yv[(size_t)(t * X + 128 * k + j)]));
+            for (int64_t j = 0; j < n; ++j)
+                am = max(am, fastglu_abs_bits(yv[(size_t)(t * X + 128 * k + j)]));
             const float s = tensor ? ts : fastglu_fp8_scale(am, pow2);
             if (!tensor) e.s[(size_t)(mn ? k * s_ld + t : t * s_ld + k)] = s;
             for (int64_t j = 0; j < n; ++j)
@@ -355,8 +361,9 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
 
 int main(void) {
     fastglu_set_fp8_saturate(1);
-    /* F = 3: one ragged lane; 136: a ragged tile, F % 8 == 0 (the backward's 16-byte path);
-     * 260: F % 8 != 0. T = 130: a last tile of 2 tokens; 17: one tile. */
+    /* F = 3: one ragged lane; 136: a ragged tile, F % 8 == 0 (the backward's 16-byte path; its tile
+     * order with a d_gate tile more than d_up's); 260: F % 8 != 0. T = 130: a last tile of 2
+     * tokens; 17: one tile. */
     static const int64_t Fs[] = {3, 136, 260};
     for (int strides = ODD; strides <= VIEW; ++strides)
         for (int fi = 0; fi < 3; ++fi)
@@ -374,6 +381,8 @@ int main(void) {
                 run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, F, bwd, 1, 0, 0, 0,
                          strides);
             }
+    /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
+    run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
     printf("%ld launches, %ld blocks emulated; %ld misaligned loads\n", launches, blocks_run,
            emu_misaligned);
     if (emu_misaligned) FAIL("misaligned loads");
