@@ -11,6 +11,8 @@
 #                                                    build ctest pytest tune host bench;
 #                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8
 #                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
+#                                                    (fp8: STAGES=fp8 alone builds and runs the FP8
+#                                                    kernels' C and Python tests and benchmark);
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -136,9 +138,15 @@ if want variants; then
   python3 -m fastglu.bench.variants --out "$OUT/extra/variants" 2>&1 | tail -20
 fi
 if want fp8; then
-  step "the GLU quantised to FP8 against its floor and the unfused path (python -m fastglu.bench.fp8)"
-  python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -5
-  python3 -m fastglu.bench.fp8 --out "$OUT/extra/fp8.json" 2>&1 | tail -20
+  # STAGES=fp8 alone is the FP8 kernels' whole check: the C test on the GPU (codes and scales
+  # against the float64 recipe and the fp32 recipe bit for bit), the Python tests, their ptxas
+  # report, then the benchmark at the issue's shapes (fused vs floor vs unfused, with the check)
+  step "the GLU quantised to FP8: CTest glu_fp8_cuda, tests/python/test_glu_fp8.py, benchmark"
+  { grep "glu_fp8_kernel" "$OUT/kernels.txt" | head -40
+    (cd build-device && ctest --output-on-failure -R "^glu_fp8_cuda$")
+    python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -8
+    python3 -m fastglu.bench.fp8 --tokens 8192 --ffn 2880 8192 14336 --out "$OUT/extra/fp8.json"
+  } 2>&1 | tee "$OUT/fp8.log" | tail -45
 fi
 if want cbench; then
   step "the C benchmark program (fastglu-bench) at the seed shape"

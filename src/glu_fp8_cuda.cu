@@ -3,26 +3,44 @@
  * the recipe of include/fastglu.h ("The activation quantised to FP8"), in the pass that computes it.
  *
  * One block of 256 threads (8 warps) per tile of 128 tokens x 128 columns: one row-wise block wide
- * (1 x 128) and one column-wise block tall (128 x 1). Each warp takes rows of the tile; lane l
- * holds columns l, l + 32, l + 64, l + 96 (each access of a warp is 32 consecutive elements: loads
- * of gate / up, stores of y and of the fp8 bytes, coalesced). Per row: y (glu_math.cuh's
- * glu_forward, the general path's operations, so y is fastglu_glu_fwd_cuda's y bit for bit),
- * rounded to dtype, stored when asked; the row's amax by a warp max over the bits of |y|
- * (fp8_recipe.h); its scale; the codes. For the column-wise copy the rounded y also goes to shared
- * memory (row pitch an odd number of words: the column reads below are free of bank conflicts);
- * after a barrier each warp takes columns of the tile, lane l tokens l, l + 32, l + 64, l + 96:
- * the column's amax, its scale, and the codes written along y_t's row (32 consecutive bytes per
- * store): the transposition happens in shared memory, in the same kernel.
+ * (1 x 128) and one column-wise block tall (128 x 1). The kernels are memory-bound, so the layout
+ * is chosen for the bytes in flight (an H200 needs some 40 KB per SM):
  *
- * FASTGLU_FP8_SCALING_TENSOR: a 4-byte memset of the workspace, a first kernel (MODE_AMAX) that
- * computes y (stores it when asked) and folds its tile's amax into the workspace with one
- * atomicMax per block (the max over the bits is exact and order-free: deterministic), and a second
- * (MODE_TENSOR) that reads the amax, derives the scale (block (0, 0) stores it), recomputes y from
- * the operands and writes the codes with that scale.
+ * Row phase. A half-warp takes a row of the tile, lane l (0..15) its 8 consecutive columns 8 l ..
+ * 8 l + 7: 16 bytes of each operand per lane (two 16-byte loads for fp32), so a 1 x 128 block is one
+ * half-warp and its amax one 16-lane max (__reduce_max_sync over the half-warp's mask). A warp
+ * takes two rows a step, the block 16; each thread issues the loads of U steps (4 for 2-byte
+ * dtypes, 2 for fp32 and for the backward's three operands) before it computes any of them. Per
+ * row: y (glu_math.cuh's glu_forward, the general path's operations, so y is fastglu_glu_fwd_cuda's
+ * y bit for bit), rounded to dtype, stored when asked (16-byte stores); the row's amax over the
+ * bits of |y| (fp8_recipe.h); its scale; the 8 codes in one 8-byte store.
  *
- * fastglu_glu_bwd_fp8_cuda (BWD = 1): the same tiles over dh [T, 2F] in h's layout; lane l's column
+ * That vector path needs SPLIT operands whose rows start on 16 bytes (base and row stride), y
+ * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a lane's 8 columns of dh
+ * then lie in d_gate or in d_up); the host decides once per launch (fp8_args.vec). Otherwise, and
+ * for a lane whose 8 columns pass the tile's last column, the lane loads and computes its elements
+ * one by one (the same math: the same bits).
+ *
+ * Column-wise copy. The row phase also puts the rounded y in shared memory (row pitch 132 2-byte or
+ * 130 fp32 elements: 8-byte stores, and the column reads below hit 32 distinct banks). After a
+ * barrier a half-warp takes a column of the tile, lane l its tokens l, l + 16, .., l + 112: the
+ * column's amax (a 16-lane max), its scale, and its codes into a second shared tile laid out as
+ * y_t's rows; after another barrier the block writes that tile out along y_t's rows with 16-byte
+ * stores (the transposition happens in shared memory, in the same kernel).
+ *
+ * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
+ * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
+ * y and reading it back moves as many bytes as reading h again). A 4-byte memset of the workspace,
+ * a first kernel (MODE_AMAX) that computes y (stores it when asked) and folds its tile's amax into
+ * the workspace with one atomicMax per warp (the max over the bits is exact and order-free:
+ * deterministic) and writes nothing else, and a second (MODE_TENSOR) that reads the amax, derives
+ * the scale (block (0, 0) stores it), recomputes y from the operands and writes the codes.
+ *
+ * fastglu_glu_bwd_fp8_cuda (BWD = 1): the same tiles over dh [T, 2F] in h's layout; a column of dh
  * maps to an operand column j and to d_gate or d_up; each element's gradient from gate, up and dy
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
+ * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
+ * their launch order interleaves them (split_tile), so that the second read comes from L2.
  */
 #include "fp8_recipe.h"
 #include "glu_fp8.h"
@@ -31,8 +49,9 @@
 #define TILE FASTGLU_FP8_BLOCK
 #define THREADS 256
 #define WARPS (THREADS / 32)
-#define PER_LANE (TILE / 32)
-#define ROWS 2 /* rows of a warp in flight at once */
+#define SPAN 8                /* a lane's consecutive columns: 16 bytes of a 2-byte dtype */
+#define STEP_ROWS (2 * WARPS) /* rows of the block per step: one per half-warp */
+#define CT_PITCH (TILE + 16)  /* bytes per row of the column-wise codes' tile */
 
 enum { MODE_BLOCK = 0, MODE_AMAX = 1, MODE_TENSOR = 2 };
 
@@ -41,6 +60,8 @@ typedef struct fp8_args {
     const void *gate, *up, *bias, *weights, *dy;
     int64_t g_rs, u_rs, w_stride, step, bias_up; /* step: 1 SPLIT, 2 INTERLEAVED */
     int w_dtype, mn_major, pow2;
+    int vec;   /* the row phase's 16-byte path (see the header) */
+    int vec_t; /* y_t's rows start on 16 bytes: 16-byte stores of the column-wise codes */
     void *y;
     int64_t y_rs;
     unsigned char *d, *dt;
@@ -51,6 +72,68 @@ typedef struct fp8_args {
     int64_t dy_rs;
     int64_t T, F, W; /* W: the quantised operand's width, F (y) or 2F (dh) */
 } fp8_args;
+
+/* Per dtype and direction: the shared tile's row pitch in elements (8-byte row starts; 2 l + const
+ * words apart for tokens l = 0..15, so a half-warp's column read hits 16 distinct banks, the other
+ * half-warp's column the other 16); the row steps whose loads a thread issues before computing any
+ * (unroll: 128 bytes of loads in flight per thread in the forward, 96 in the backward); the blocks
+ * per SM the registers are held to (3: <= 80 registers, 4: <= 64; the 2-byte forward needs ~110
+ * unbounded and spills at 64, the backward fits 64 with its 2 steps). */
+template <typename E, int BWD> struct geom {
+    enum {
+        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
+        tile_bytes = TILE * pitch * (int)sizeof(E),
+        unroll = sizeof(E) == 4 || BWD ? 2 : 4,
+        min_blocks = BWD && sizeof(E) != 4 ? 4 : 3
+    };
+};
+
+/* 8 consecutive elements of dtype E as 32-bit words (16 bytes, 32 for fp32). */
+template <typename E> struct vec8 {
+    unsigned w[2 * sizeof(E)];
+};
+
+static __device__ __forceinline__ float vget(const vec8<float> &v, int i) {
+    return __uint_as_float(v.w[i]);
+}
+static __device__ __forceinline__ float vget(const vec8<__half> &v, int i) {
+    return __half2float(__ushort_as_half((unsigned short)(v.w[i >> 1] >> (16 * (i & 1)))));
+}
+static __device__ __forceinline__ float vget(const vec8<__nv_bfloat16> &v, int i) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)(v.w[i >> 1] >> (16 * (i & 1)))));
+}
+static __device__ __forceinline__ unsigned ebits(float e) { return __float_as_uint(e); }
+static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_ushort(e); }
+static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
+    return __bfloat16_as_ushort(e);
+}
+template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e) {
+    vec8<E> v;
+#pragma unroll
+    for (int k = 0; k < 2 * (int)sizeof(E); ++k)
+        v.w[k] = sizeof(E) == 4 ? ebits(e[k]) : ebits(e[2 * k]) | ebits(e[2 * k + 1]) << 16;
+    return v;
+}
+/* Global loads and stores of the 8 elements at p (16-byte aligned). The operands never overlap
+ * the outputs (fastglu_check_glu_fp8): the read-only path. */
+template <typename E> static __device__ __forceinline__ void ld8(vec8<E> &v, const E *p) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E) / 2; ++k) {
+        const uint4 x = __ldg((const uint4 *)p + k);
+        v.w[4 * k] = x.x, v.w[4 * k + 1] = x.y, v.w[4 * k + 2] = x.z, v.w[4 * k + 3] = x.w;
+    }
+}
+template <typename E> static __device__ __forceinline__ void st8(E *p, const vec8<E> &v) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E) / 2; ++k)
+        ((uint4 *)p)[k] = make_uint4(v.w[4 * k], v.w[4 * k + 1], v.w[4 * k + 2], v.w[4 * k + 3]);
+}
+/* The same into shared memory at p (8-byte aligned). */
+template <typename E> static __device__ __forceinline__ void st8_shared(E *p, const vec8<E> &v) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E); ++k)
+        ((uint2 *)p)[k] = make_uint2(v.w[2 * k], v.w[2 * k + 1]);
+}
 
 static __device__ __forceinline__ float load_w(const void *w, int dtype, int64_t i) {
     switch (dtype) {
@@ -65,97 +148,145 @@ static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, 
     return mn ? s + b * ld + i : s + i * ld + b;
 }
 
-static __device__ __forceinline__ unsigned warp_max(unsigned v) {
+/* max over the threads of mask (all of them execute it) */
+static __device__ __forceinline__ unsigned group_max(unsigned mask, unsigned v, int width) {
 #if __CUDA_ARCH__ >= 800
-    return __reduce_max_sync(0xffffffffu, v);
+    (void)width;
+    return __reduce_max_sync(mask, v);
 #else
-    for (int o = 16; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = width / 2; o; o >>= 1) v = max(v, __shfl_xor_sync(mask, v, o));
     return v;
 #endif
 }
 
-/* Shared-memory row pitch in elements: an odd number of 32-bit words. */
-template <typename E> struct pitch {
-    enum { value = sizeof(E) == 4 ? TILE + 1 : TILE + 2 };
-};
+/* The backward with SPLIT: dh's column tile of launch row y (of n), interleaving d_gate's tiles
+ * (0 .. ng - 1, ng = ceil(F / 128): those with a column of d_gate) with d_up's (ng .. n - 1):
+ * d_gate's tile m, then d_up's tile ng + m, whose operand columns are next to m's. Both read the
+ * same gate, up and dy columns; launched one tile row apart (T / 128 blocks), the second read finds
+ * them in L2, so that DRAM sees the operands about once. */
+static __device__ __forceinline__ int64_t split_tile(int64_t y, int64_t n, int64_t F) {
+    const int64_t ng = (F + TILE - 1) / TILE, nu = n - ng, p = ng < nu ? ng : nu;
+    if (y < 2 * p) return y & 1 ? ng + (y >> 1) : y >> 1;
+    return ng > nu ? y - p : y;
+}
+
+/* One element of the quantised operand (column col of y or dh) from the operands, loaded one by
+ * one: the path of lanes outside the vector path. */
+template <typename E, int BWD>
+static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, int64_t col,
+                                                float w) {
+    const E *gate = (const E *)a.gate, *up = (const E *)a.up;
+    int is_up = 0;
+    int64_t j = col;
+    if (BWD) {
+        if (a.step == 2)
+            is_up = (int)(col & 1), j = col >> 1;
+        else if (col >= a.F)
+            is_up = 1, j = col - a.F;
+    }
+    const float g = to_f32(gate[t * a.g_rs + j * a.step]), u = to_f32(up[t * a.u_rs + j * a.step]);
+    float bg = -0.0f, bu = -0.0f; /* no bias: -0, as the general path adds it */
+    if (a.bias) {
+        bg = to_f32(((const E *)a.bias)[j * a.step]);
+        bu = to_f32(((const E *)a.bias)[j * a.step + a.bias_up]);
+    }
+    if (!BWD) return glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w);
+    const glu_grads gr = glu_backward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w,
+                                                    to_f32(((const E *)a.dy)[t * a.dy_rs + j]));
+    return is_up ? gr.du : gr.dg;
+}
 
 template <typename E, int MODE, int COLWISE, int BWD>
-__global__ void __launch_bounds__(THREADS, 4) glu_fp8_kernel(const fp8_args a) {
+__global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
+    glu_fp8_kernel(const fp8_args a) {
+    enum { P = geom<E, BWD>::pitch, U = geom<E, BWD>::unroll };
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    E(*tile)[pitch<E>::value] = (E(*)[pitch<E>::value])smem_raw;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = (int64_t)blockIdx.y * TILE;
+    E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
+    unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
+    const unsigned hmask = 0xffffu << (16 * half);
+    const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
+    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = by * TILE;
     const int nt = (int)min((int64_t)TILE, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
-    const E *gate = (const E *)a.gate, *up = (const E *)a.up;
+    const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     float ts = 0.0f;
     if (MODE == MODE_TENSOR) {
         ts = fastglu_fp8_scale(*(volatile unsigned *)a.amax, a.pow2);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.s[0] = ts;
     }
-    /* lane's columns: the operands' column jc[k] and, for dh, whether it is d_up's (h's layout) */
-    float bg[PER_LANE], bu[PER_LANE];
-    int64_t jc[PER_LANE];
-    int is_up[PER_LANE];
-#pragma unroll
-    for (int k = 0; k < PER_LANE; ++k) {
-        const int64_t col = j0 + lane + 32 * k;
-        is_up[k] = BWD ? (a.step == 2 ? (int)(col & 1) : col >= a.F) : 0;
-        jc[k] = BWD ? (a.step == 2 ? col >> 1 : (is_up[k] ? col - a.F : col)) : col;
-        bg[k] = bu[k] = -0.0f; /* no bias: -0, as the general path adds it */
-        if (a.bias && lane + 32 * k < nj) {
-            bg[k] = to_f32(((const E *)a.bias)[jc[k] * a.step]);
-            bu[k] = to_f32(((const E *)a.bias)[jc[k] * a.step + a.bias_up]);
-        }
-    }
+    const int c = SPAN * l16;               /* the lane's first column in the tile */
+    const int vl = a.vec && c + SPAN <= nj; /* the lane's columns by the vector path */
+    /* vector path (SPLIT): the operands' column of the lane's first element; dh: d_up's or not */
+    int64_t jv = j0 + c;
+    int up_half = 0;
+    if (BWD && jv >= a.F) jv -= a.F, up_half = 1;
     unsigned tile_max = 0;
-    /* ROWS rows per warp and step, every operand of them loaded before any store (the stores of y
-     * and of the tile could alias the operands as far as the compiler knows, so it would not move a
-     * load above them): 2 x ROWS x PER_LANE loads in flight per lane */
-    for (int r0 = warp; r0 < nt; r0 += WARPS * ROWS) {
-        float g[ROWS][PER_LANE], u[ROWS][PER_LANE], d[ROWS][PER_LANE], w[ROWS];
+    const int nsteps = (nt + STEP_ROWS - 1) / STEP_ROWS;
+    for (int s0 = 0; s0 < nsteps; s0 += U) {
+        /* the loads of U steps, before any of them is used (the stores below could alias the
+         * operands as far as the compiler knows: it would not move a load above them) */
+        vec8<E> rg[U], ru[U], rd[U];
 #pragma unroll
-        for (int q = 0; q < ROWS; ++q) {
-            const int r = r0 + q * WARPS;
-            const int64_t t = t0 + r;
-            w[q] = 1.0f;
-            if (r < nt && a.weights) w[q] = load_w(a.weights, a.w_dtype, t * a.w_stride);
-#pragma unroll
-            for (int k = 0; k < PER_LANE; ++k) {
-                const int c = lane + 32 * k;
-                g[q][k] = u[q][k] = d[q][k] = 0.0f;
-                if (r < nt && c < nj) {
-                    const int64_t j = jc[k];
-                    g[q][k] = to_f32(gate[t * a.g_rs + j * a.step]);
-                    u[q][k] = to_f32(up[t * a.u_rs + j * a.step]);
-                    if (BWD) d[q][k] = to_f32(((const E *)a.dy)[t * a.dy_rs + j]);
-                }
+        for (int q = 0; q < U; ++q) {
+            const int r = (s0 + q) * STEP_ROWS + 2 * warp + half;
+            if (vl && r < nt) {
+                const int64_t t = t0 + r;
+                ld8(rg[q], gate + t * a.g_rs + jv);
+                ld8(ru[q], up + t * a.u_rs + jv);
+                if (BWD) ld8(rd[q], dy + t * a.dy_rs + jv);
             }
         }
 #pragma unroll
-        for (int q = 0; q < ROWS; ++q) {
-            const int r = r0 + q * WARPS;
-            if (r >= nt) break; /* uniform across the warp */
+        for (int q = 0; q < U; ++q) {
+            if (s0 + q >= nsteps) break; /* uniform across the block */
+            const int r = (s0 + q) * STEP_ROWS + 2 * warp + half;
+            const int valid = r < nt; /* uniform across the half-warp */
             const int64_t t = t0 + r;
-            float yv[PER_LANE];
+            E ye[SPAN];
             unsigned am = 0;
+            if (valid) {
+                const float w = a.weights ? load_w(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+                if (vl) {
 #pragma unroll
-            for (int k = 0; k < PER_LANE; ++k) {
-                const int c = lane + 32 * k;
-                yv[k] = 0.0f;
-                if (c < nj) {
-                    E e;
-                    if (BWD) {
-                        const glu_grads gr = glu_backward<MM_ANY, 1, 1>(
-                            a.m, g[q][k], u[q][k], bg[k], bu[k], w[q], d[q][k]);
-                        from_f32(&e, is_up[k] ? gr.du : gr.dg);
-                    } else {
-                        from_f32(&e, glu_forward<MM_ANY, 1, 1>(a.m, g[q][k], u[q][k], bg[k], bu[k],
-                                                               w[q]));
+                    for (int e = 0; e < SPAN; ++e) {
+                        float bg = -0.0f, bu = -0.0f;
+                        if (a.bias) {
+                            bg = to_f32(((const E *)a.bias)[jv + e]);
+                            bu = to_f32(((const E *)a.bias)[jv + e + a.bias_up]);
+                        }
+                        float v;
+                        if (BWD) {
+                            const glu_grads gr = glu_backward<MM_ANY, 1, 1>(
+                                a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
+                            v = up_half ? gr.du : gr.dg;
+                        } else {
+                            v = glu_forward<MM_ANY, 1, 1>(a.m, vget(rg[q], e), vget(ru[q], e), bg,
+                                                          bu, w);
+                        }
+                        from_f32(&ye[e], v);
+                        am = max(am, fastglu_abs_bits(to_f32(ye[e])));
                     }
-                    if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c] = e;
-                    if (COLWISE) tile[r][c] = e;
-                    yv[k] = to_f32(e); /* the value quantised: y rounded to dtype */
-                    am = max(am, fastglu_abs_bits(yv[k]));
+                } else {
+#pragma unroll
+                    for (int e = 0; e < SPAN; ++e) {
+                        from_f32(&ye[e], 0.0f);
+                        if (c + e < nj) {
+                            from_f32(&ye[e], element<E, BWD>(a, t, j0 + c + e, w));
+                            am = max(am, fastglu_abs_bits(to_f32(ye[e])));
+                        }
+                    }
+                }
+                if (vl) {
+                    const vec8<E> yv = pack8(ye);
+                    if (MODE != MODE_TENSOR && a.y) st8((E *)a.y + t * a.y_rs + j0 + c, yv);
+                    if (COLWISE) st8_shared(tile + r * P + c, yv);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < SPAN; ++e) {
+                        if (c + e >= nj) break;
+                        if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c + e] = ye[e];
+                        if (COLWISE) tile[r * P + c + e] = ye[e];
+                    }
                 }
             }
             if (MODE == MODE_AMAX) {
@@ -164,48 +295,77 @@ __global__ void __launch_bounds__(THREADS, 4) glu_fp8_kernel(const fp8_args a) {
             }
             float s = ts;
             if (MODE == MODE_BLOCK) {
-                s = fastglu_fp8_scale(warp_max(am), a.pow2);
-                if (lane == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, blockIdx.y) = s;
+                s = fastglu_fp8_scale(group_max(hmask, am, 16), a.pow2);
+                if (valid && l16 == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
             }
-            unsigned char *drow = a.d + t * a.d_rs + j0;
+            if (!valid) continue;
+            unsigned char *drow = a.d + t * a.d_rs + j0 + c;
+            if (vl) {
+                unsigned lo = 0, hi = 0;
 #pragma unroll
-            for (int k = 0; k < PER_LANE; ++k)
-                if (lane + 32 * k < nj) drow[lane + 32 * k] = fastglu_fp8_quantise(yv[k], s);
+                for (int e = 0; e < 4; ++e) {
+                    lo |= (unsigned)fastglu_fp8_quantise(to_f32(ye[e]), s) << (8 * e);
+                    hi |= (unsigned)fastglu_fp8_quantise(to_f32(ye[e + 4]), s) << (8 * e);
+                }
+                *(uint2 *)drow = make_uint2(lo, hi);
+            } else {
+#pragma unroll
+                for (int e = 0; e < SPAN; ++e)
+                    if (c + e < nj) drow[e] = fastglu_fp8_quantise(to_f32(ye[e]), s);
+            }
         }
     }
     if (MODE == MODE_AMAX) {
-        tile_max = warp_max(tile_max);
+        tile_max = group_max(0xffffffffu, tile_max, 32);
         if (lane == 0) atomicMax(a.amax, tile_max);
         return;
     }
     if (!COLWISE) return;
     __syncthreads();
-    for (int c = warp; c < nj; c += WARPS) {
-        float v[PER_LANE];
+    /* a half-warp per column, 8 columns each: columns 2 (fp32: 1) apart in the two half-warps of a
+     * warp, so that their reads fall in different banks */
+#pragma unroll 1
+    for (int p = 0; p < 8; ++p) {
+        const int cl =
+            16 * warp + (sizeof(E) == 4 ? 2 * p + half : (p & 1) + 4 * (p >> 1) + 2 * half);
+        if (cl >= nj) continue; /* uniform across the half-warp */
+        float v[8];
         unsigned am = 0;
 #pragma unroll
-        for (int i = 0; i < PER_LANE; ++i) {
-            const int r = lane + 32 * i;
-            v[i] = r < nt ? to_f32(tile[r][c]) : 0.0f;
-            if (r < nt) am = max(am, fastglu_abs_bits(v[i]));
+        for (int i = 0; i < 8; ++i) {
+            const int r = l16 + 16 * i;
+            v[i] = 0.0f;
+            if (r < nt) v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
         }
         float s = ts;
         if (MODE == MODE_BLOCK) {
-            s = fastglu_fp8_scale(warp_max(am), a.pow2);
-            if (lane == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + c, blockIdx.x) = s;
+            s = fastglu_fp8_scale(group_max(hmask, am, 16), a.pow2);
+            if (l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
         }
-        unsigned char *drow = a.dt + (j0 + c) * a.dt_rs + t0;
 #pragma unroll
-        for (int i = 0; i < PER_LANE; ++i)
-            if (lane + 32 * i < nt) drow[lane + 32 * i] = fastglu_fp8_quantise(v[i], s);
+        for (int i = 0; i < 8; ++i)
+            if (l16 + 16 * i < nt) ct[cl * CT_PITCH + l16 + 16 * i] = fastglu_fp8_quantise(v[i], s);
+    }
+    __syncthreads();
+    /* y_t's rows j0 .. j0 + nj - 1, tokens t0 .. t0 + nt - 1: 16 bytes a thread */
+    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
+        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
+        if (r0 >= nt) continue;
+        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
+        const unsigned char *src = ct + cl * CT_PITCH + r0;
+        if (a.vec_t && r0 + 16 <= nt) {
+            *(uint4 *)dst = *(const uint4 *)src;
+        } else {
+            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
+        }
     }
 }
 
 template <typename E, int MODE, int COLWISE, int BWD>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
     const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD>;
-    const size_t smem = COLWISE ? sizeof(E) * TILE * pitch<E>::value : 0;
-    if (smem > 48 * 1024) { /* fp32 with the column-wise copy: the opt-in, on the current device */
+    const size_t smem = COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0;
+    if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
         const cudaError_t err =
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
@@ -272,6 +432,12 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.st = (float *)out->scale_t.data, a.st_ld = out->scale_t.row_stride;
     a.amax = (unsigned *)out->workspace;
     a.T = tokens, a.F = F, a.W = W;
+    a.vec = !il && (!dy || F % 8 == 0) && access_width(gate.data, a.g_rs, tokens, es) == 16 &&
+            access_width(a.up, a.u_rs, tokens, es) == 16 &&
+            (!dy || access_width(a.dy, a.dy_rs, tokens, es) == 16) &&
+            (!a.y || access_width(a.y, a.y_rs, tokens, es) == 16) &&
+            access_width_cap(a.d, a.d_rs, tokens, 1, 8) == 8;
+    a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, W, 1, 16) == 16;
     const int tensor = recipe->scaling == FASTGLU_FP8_SCALING_TENSOR, colwise = a.dt != NULL;
     cudaStream_t s = (cudaStream_t)stream;
     const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, tensor, colwise, s)

@@ -1,11 +1,13 @@
 /* test_glu_fp8.c — fastglu_glu_fwd_fp8_* (the activation quantised to float8_e4m3fn, include/
  * fastglu.h "The activation quantised to FP8") against a float64 implementation of the recipe
  * applied to the backend's own y (fastglu_glu_fwd_* in dtype, which the recipe quantises): scales
- * bit for bit, data within one e4m3 step (the reference divides in float64, the library in fp32),
- * the fused y bit for bit, every byte around the outputs (row and scale padding) left as the
+ * bit for bit, data within one e4m3 step (the reference divides in float64, the library in fp32)
+ * and equal to the library's fp32 arithmetic run on the host (fp8_recipe.h), the fused y bit for bit, every byte around the outputs (row and scale padding) left as the
  * sentinel. Every variant of the family (activations, bias, per-token weights, clamp, offset,
- * multipliers, INTERLEAVED), F = 1, 3, 1408, 2880, T = 1, 257, both scale layouts, power-of-two
- * scales, per-tensor scaling, NaN / inf / all-zero blocks, fresh random inputs each run.
+ * multipliers, INTERLEAVED), F = 1, 3, 1408, 2880, 3420, 5632, T = 1, 257, 8193, padded, contiguous
+ * and 16-byte-aligned strided rows (the CUDA kernel's element and 16-byte paths), both scale
+ * layouts, power-of-two scales, per-tensor scaling, NaN / inf / all-zero blocks, fresh random
+ * inputs each run.
  *
  * The backward (fastglu_glu_bwd_fp8_*) likewise: dh [T, 2F] in h's layout against the
  * quantisation of fastglu_glu_bwd_*'s d_gate / d_up.
@@ -22,6 +24,7 @@
 
 #include "convert.h"
 #include "fastglu.h"
+#include "fp8_recipe.h"
 #include "glu_flat.h"
 
 #ifdef FP8_TEST_CUDA
@@ -137,6 +140,11 @@ static void check_block(const char *what, const float *y, int64_t stride, int64_
                 FAIL("%s[%lld]: code 0x%02x, expected NaN", what, (long long)k, got);
             continue;
         }
+        /* the library's arithmetic (fp32 division, src/fp8_recipe.h) on the host: bit for bit */
+        const int lib = fastglu_fp8_quantise(y[k * stride], scale);
+        if (got != lib)
+            FAIL("%s[%lld]: code 0x%02x, the fp32 recipe gives 0x%02x (y %.9g / scale %.9g)", what,
+                 (long long)k, got, lib, (double)y[k * stride], s);
         const int want = e4m3_nearest(q);
         if (got == want) continue;
         ++*inexact;
@@ -200,22 +208,32 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
     return fp16_to_f32(((const uint16_t *)base)[i]);
 }
 
+/* Row strides of the operands and outputs. STRIDES_ODD: every row padded by an odd number of
+ * elements (no 16-byte rows: the CUDA kernel's element-by-element path); STRIDES_DENSE: contiguous
+ * tensors (torch's; the 16-byte path wherever F % 8 == 0); STRIDES_VIEW: rows padded by 16 bytes
+ * or more (strided views whose rows stay 16-byte aligned: the 16-byte path, y_t's 16-byte
+ * stores). */
+enum { STRIDES_ODD = 0, STRIDES_DENSE = 1, STRIDES_VIEW = 2 };
+
 /* specials: 1 plants a NaN, an inf and an all-zero row (T >= 3). */
-static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
-                     int specials, int bwd) {
+static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt, int64_t T,
+                             int64_t F, int specials, int bwd, int strides) {
     char what[256];
-    snprintf(
-        what, sizeof what,
-        "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d specials=%d",
-        BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling,
-        (int)c->layout, c->pow2, c->colwise, c->with_y, specials);
+    snprintf(what, sizeof what,
+             "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d "
+             "specials=%d strides=%d",
+             BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F,
+             (int)c->scaling, (int)c->layout, c->pow2, c->colwise, c->with_y, specials, strides);
     const int64_t X = bwd ? 2 * F : F; /* the quantised operand's width: y [T, F] or dh [T, 2F] */
-    const int64_t dy_rs = F + 1;
     const size_t es = esize(dt);
+    const int64_t pad16 = 16 / (int64_t)es; /* 16 bytes of elements */
     const int il = v->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const int64_t in_rs = 2 * F + 3; /* gate | up in one row, padded */
     const int64_t nb = (X + 127) / 128, nbt = (T + 127) / 128;
-    const int64_t d_rs = X + 5, dt_rs = T + 7, y_rs = X + 2;
+    int64_t dy_rs = F + 1, in_rs = 2 * F + 3, d_rs = X + 5, dt_rs = T + 7, y_rs = X + 2;
+    if (strides == STRIDES_DENSE) dy_rs = F, in_rs = 2 * F, d_rs = X, dt_rs = T, y_rs = X;
+    if (strides == STRIDES_VIEW)
+        dy_rs = F + pad16, in_rs = 2 * F + 2 * pad16, d_rs = X + 32,
+        dt_rs = (T + 15) / 16 * 16 + 16, y_rs = X + pad16;
     const int tensor = c->scaling == FASTGLU_FP8_SCALING_TENSOR;
     const int mn = c->layout == FASTGLU_FP8_SCALES_MN_MAJOR;
     /* scale tensors with padding: MN-major ld = rows + 2, row-major ld = nb + 1 */
@@ -414,6 +432,11 @@ done:
         free(dyh);
 }
 
+static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
+                     int specials, int bwd) {
+    run_case_strides(v, c, dt, T, F, specials, bwd, STRIDES_ODD);
+}
+
 /* Bad arguments: a status, a message, nothing written. */
 static void bad_inputs(void) {
     unsigned char h[64 * 2 * 2], d[64];
@@ -505,6 +528,40 @@ int main(void) {
                 run_case(&variants[3], &configs[ci], dts[k], 130, 129, 0, bwd);
             }
         }
+    /* the CUDA kernel's 16-byte path: contiguous tensors and 16-byte-aligned strided views; the
+     * issue's shapes (F = 3420: Megatron's up = gate + F is only 8-byte aligned, the element
+     * path), a last tile of 2 tokens (T = 130) and of one (T = 8193). Sized for the host's float64
+     * check (about 10^8 codes). */
+    static const int64_t Fv[] = {1, 3, 1408, 2880, 3420, 5632};
+    static const int cv[] = {0, 3}; /* block (MN-major, y, column-wise); tensor (the same) */
+    for (int strides = STRIDES_DENSE; strides <= STRIDES_VIEW; ++strides) {
+        for (int fi = 0; fi < 6; ++fi)
+            for (int bwd = 0; bwd < 2; ++bwd) {
+                for (int k = 0; k < 2; ++k) {
+                    run_case_strides(&variants[0], &configs[cv[k]], FASTGLU_DTYPE_BF16, 1, Fv[fi],
+                                     0, bwd, strides);
+                    run_case_strides(&variants[0], &configs[cv[k]], FASTGLU_DTYPE_BF16, 130, Fv[fi],
+                                     1, bwd, strides);
+                }
+                if (Fv[fi] != 3 && Fv[fi] != 1408 && Fv[fi] != 2880) continue;
+                for (int vi = 1; vi < nv; ++vi)
+                    run_case_strides(&variants[vi], &configs[Fv[fi] == 3 ? 1 : 0],
+                                     FASTGLU_DTYPE_BF16, 130, Fv[fi], 0, bwd, strides);
+                for (int k = 1; k < 3; ++k) {
+                    run_case_strides(&variants[0], &configs[2], dts[k], 130, Fv[fi], 1, bwd,
+                                     strides);
+                    run_case_strides(&variants[3], &configs[3], dts[k], 130, Fv[fi], 0, bwd,
+                                     strides);
+                }
+            }
+        for (int bwd = 0; bwd < 2; ++bwd)
+            for (int k = 0; k < 2; ++k) {
+                run_case_strides(&variants[0], &configs[cv[k]], FASTGLU_DTYPE_BF16, 8193, 3, 0, bwd,
+                                 strides);
+                run_case_strides(&variants[0], &configs[cv[k]], FASTGLU_DTYPE_BF16, 8193, 136, 0,
+                                 bwd, strides);
+            }
+    }
     bad_inputs();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

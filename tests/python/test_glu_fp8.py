@@ -294,3 +294,35 @@ def test_scaled_mm_reads_the_layouts():
     dw = torch._scaled_mm(dyt_q, out.data_t.t(), a_s, out.scale_t.t(), out_dtype=torch.float32)
     want = (dyt_q.float() * dyt_s.repeat_interleave(128, 1)) @ y
     assert (dw - want).norm() / want.norm() < 0.07
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_unfused_reference_is_the_recipe(device):
+    """python -m fastglu.bench.fp8's unfused path (torch ops) is the float64 recipe: scales bit for
+    bit (on CUDA a division by the Python scalar 448.0 runs as a multiplication by its fp32
+    reciprocal, one ulp off for about half of the blocks), data within one e4m3 step; and its
+    check reports a scale one ulp off and a code two steps off."""
+    from fastglu.bench import fp8 as bench
+
+    T, F = 257, 1408
+    x, _ = make("swiglu", T, F, torch.bfloat16, device)
+    y = fastglu.glu(x)
+    q, s = bench.quant_rows(y)
+    s64, q64 = ref_block(y.double().cpu(), False)
+    check_scales(s, s64)
+    check_codes(q, q64)
+    qt, st = bench.quant_rows(y.t())
+    s64t, q64t = ref_block(y.double().cpu().t().contiguous(), False)
+    check_scales(st, s64t)
+    check_codes(qt, q64t)
+    qs, ss = bench.quant_tensor(y)
+    check_scales(ss.reshape(1), ref_scales(y.double().cpu().abs().amax().reshape(1), False))
+
+    o = glu_fp8(x, columnwise=True)
+    assert bench.compare(o, (q, s, qt, st), True) == "ok"
+    s_off = s.clone()
+    s_off[3, 1] = torch.nextafter(s_off[3, 1], torch.tensor(1.0, device=device))
+    assert bench.compare(o, (q, s_off, qt, st), True) == "MISMATCH: 1 scales"
+    q_off = q.view(torch.uint8).clone()
+    q_off[5, 7] = q_off[5, 7] ^ 0x02  # two codes away: the mantissa's middle bit
+    assert bench.compare(o, (q_off.view(FP8), s, qt, st), True) == "MISMATCH: 1 codes"

@@ -11,7 +11,8 @@ For T tokens and F = ffn_hidden_size (bf16 input [T, 2F]), per case:
   floor     the bytes the fused design must move at the device's copy bandwidth: read x (twice for
             per-tensor scaling: the amax must be known before any element is quantised), write the
             fp8 data and scales (twice with the column-wise copy)
-Each case first checks that fused and unfused give the same scales and data within one e4m3 step.
+Each case first checks fused against unfused: scales bit for bit, data within one e4m3 step ("check"
+column: ok, or MISMATCH with the number of scales / codes beyond that bound).
 The issue's bar: fused <= 1.10 x floor and >= 1.5 x faster than unfused.
 
     python -m fastglu.bench.fp8 [--tokens 8192] [--ffn 2880 8192 14336] [--out fp8.json]
@@ -33,23 +34,31 @@ from .swiglu import copy_bandwidth, make_bench
 FP8 = torch.float8_e4m3fn
 
 
-def quant_rows(y, pow2=False):
+def recipe_scale(amax):
+    """amax / 448 correctly rounded to fp32 (1 for amax 0), as the recipe defines the scale. The
+    divisor is a tensor on amax's device: on CUDA, ``amax / 448.0`` with a Python scalar is
+    computed as ``amax * (1 / 448)`` (aten's BinaryDivTrueKernel.cu turns a division by a CPU
+    scalar into a multiplication by its fp32 reciprocal), which is one ulp off for about half of
+    the amax values."""
+    s = amax / torch.full_like(amax, 448.0)
+    return torch.where(amax == 0, torch.ones_like(amax), s)
+
+
+def quant_rows(y):
     """The recipe on y [R, C] in torch ops (1 x 128 blocks): (data, scale [R, nb])."""
     R, C = y.shape
     nb = -(-C // 128)
     yf = y.float()
     if C % 128:
         yf = torch.nn.functional.pad(yf, (0, nb * 128 - C))
-    amax = yf.view(R, nb, 128).abs().amax(-1)
-    s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+    s = recipe_scale(yf.view(R, nb, 128).abs().amax(-1))
     q = (yf.view(R, nb, 128) / s.unsqueeze(-1)).view(R, nb * 128)[:, :C].to(FP8)
     return q, s
 
 
 def quant_tensor(y):
     yf = y.float()
-    amax = yf.abs().amax()
-    s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+    s = recipe_scale(yf.abs().amax())
     return (yf / s).to(FP8), s
 
 
@@ -74,14 +83,41 @@ def floor_bytes(T, F, scaling, columnwise, bwd=False):
     return reads + writes
 
 
-def one_step(a, b):
+def codes_beyond_one_step(a, b):
+    """How many e4m3 codes of a and b are more than one step apart (same sign and magnitudes at
+    most one code apart, or both zeros of either sign, count as agreeing)."""
     ai, bi = a.view(torch.uint8).int(), b.view(torch.uint8).int()
-    return bool(
-        (
-            ((ai ^ bi) & 0x80 == 0) & ((ai & 0x7F) - (bi & 0x7F)).abs().le(1)
-            | ((ai & 0x7F) == 0) & ((bi & 0x7F) == 0)
-        ).all()
+    ok = (((ai ^ bi) & 0x80) == 0) & ((ai & 0x7F) - (bi & 0x7F)).abs().le(1) | (
+        ((ai & 0x7F) == 0) & ((bi & 0x7F) == 0)
     )
+    return int((~ok).sum())
+
+
+def scales_differing(a, b):
+    """How many scales of a and b differ in value (NaN equal to NaN)."""
+    if a.shape != b.shape:
+        return max(a.numel(), b.numel())
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return int((~same).sum())
+
+
+def compare(o, ref, columnwise):
+    """The fused output against the unfused one: the check's bound is scales bit for bit and data
+    within one e4m3 step (fused divides y by the scale in fp32 on the device as torch does, so the
+    codes are expected equal; one step is the recipe's tolerance, docs/fp8.md). Returns a short
+    verdict naming what broke the bound."""
+    q, s, qt, st = ref
+    bad = []
+    if n := scales_differing(o.scale, s.reshape(o.scale.shape)):
+        bad.append(f"{n} scales")
+    if n := codes_beyond_one_step(o.data, q):
+        bad.append(f"{n} codes")
+    if columnwise:
+        if st is not None and (n := scales_differing(o.scale_t, st)):
+            bad.append(f"{n} scales_t")
+        if n := codes_beyond_one_step(o.data_t, qt):
+            bad.append(f"{n} codes_t")
+    return "ok" if not bad else "MISMATCH: " + ", ".join(bad)
 
 
 def main(argv=None):
@@ -100,7 +136,7 @@ def main(argv=None):
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s")
     print(
         f"{'F':>6s} {'case':>18s} {'fused ms':>9s} {'floor ms':>9s} {'x floor':>8s} "
-        f"{'unfused ms':>10s} {'speedup':>8s}  check"
+        f"{'unfused ms':>10s} {'speedup':>8s}  check (scales exact, data within one e4m3 step)"
     )
     rows = []
     T = args.tokens
@@ -119,11 +155,7 @@ def main(argv=None):
             def unfused_path(x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise):
                 return unfused(x, scaling, columnwise, dy)
 
-            o = fused()
-            q, s, qt, st = unfused_path()
-            ok = torch.equal(o.scale, s) and one_step(o.data, q)
-            if columnwise:
-                ok = ok and one_step(o.data_t, qt) and (st is None or torch.equal(o.scale_t, st))
+            verdict = compare(fused(), unfused_path(), columnwise)
             t_f = bench(fused, None)[0]
             t_u = bench(unfused_path, None)[0]
             floor = floor_bytes(T, F, scaling, columnwise, bwd) / bw * 1e3
@@ -137,12 +169,12 @@ def main(argv=None):
                 "ratio_to_floor": t_f / floor,
                 "unfused_ms": t_u,
                 "speedup": t_u / t_f,
-                "check": ok,
+                "check": verdict,
             }
             rows.append(row)
             print(
                 f"{F:6d} {case:>18s} {t_f:9.4f} {floor:9.4f} {t_f / floor:8.3f} {t_u:10.4f} "
-                f"{t_u / t_f:8.2f}  {'ok' if ok else 'MISMATCH'}"
+                f"{t_u / t_f:8.2f}  {verdict}"
             )
     if args.out:
         with open(args.out, "w") as f:

@@ -1,0 +1,391 @@
+/* tests/emu/fp8_emu.cpp — the FP8 kernels of src/glu_fp8_cuda.cu compiled as host C++
+ * (tests/emu/shim stands in for the CUDA headers) and run block by block, each block's 256 threads
+ * as coroutines (ucontext) that switch at __syncthreads() and at every warp shuffle (each waits at a
+ * barrier of the threads in its mask, so a half-warp's shuffles pair only with its own lanes). The
+ * entry points fastglu_glu_fwd_fp8_cuda / fastglu_glu_bwd_fp8_cuda run on host memory; their codes
+ * and scales are compared bit for bit with the recipe (src/fp8_recipe.h) applied on the host to the
+ * y (dh) the same kernel wrote, whole buffers with their padding (sentinels), and the codes of a run
+ * without y with those of the run with it. Contiguous, 16-byte-aligned and odd row strides reach
+ * the kernel's 16-byte and element-by-element paths; UBSan checks the alignment of every vector
+ * access and the shim counts misaligned loads. */
+#include <ucontext.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#define FASTGLU_HOST_EMULATION 1
+#define FASTGLU_HAVE_CUDA 1
+static void emu_sync(void);
+static unsigned emu_shfl_xor(unsigned mask, unsigned v, int o);
+#define __syncthreads emu_sync
+#define __shared__
+#include "cuda_runtime.h"
+static inline float rcp_ftz(float x) { return emu_ftz(1.0f / emu_ftz(x)); }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int o) {
+    return emu_shfl_xor(mask, v, o);
+}
+static inline unsigned atomicMax(unsigned *p, unsigned v) {
+    const unsigned old = *p;
+    if (v > old) *p = v;
+    return old;
+}
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+static inline cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int v) {
+    return v <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue;
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    memset(p, v, n);
+    return cudaSuccess;
+}
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
+static inline __half __ushort_as_half(unsigned short b) {
+    __half h;
+    h.x = b;
+    return h;
+}
+static inline unsigned short __half_as_ushort(__half h) { return h.x; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) {
+    __nv_bfloat16 h;
+    h.x = b;
+    return h;
+}
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+
+alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared memory */
+
+#include "glu_fp8_cuda.cu"
+
+dim3 blockIdx, threadIdx, gridDim, blockDim;
+long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
+
+/* ---- coroutines ------------------------------------------------------------------------------ */
+
+static ucontext_t sched_ctx;
+static std::vector<ucontext_t> th_ctx;
+static std::vector<std::vector<char>> stacks;
+static std::vector<int> done;
+static int cur, nthreads;
+static void (*body)(const fp8_args &);
+static const fp8_args *body_args;
+
+typedef struct barrier {
+    int arrived;
+    long phase;
+} barrier;
+static std::map<std::pair<int, unsigned>, barrier> bars; /* (warp or -1, mask) */
+
+/* Waits until every thread of the group (count threads) has arrived. */
+static void arrive(std::pair<int, unsigned> key, int count) {
+    barrier &b = bars[key];
+    const long phase = b.phase;
+    if (++b.arrived == count) {
+        b.arrived = 0, b.phase++;
+        return;
+    }
+    while (bars[key].phase == phase) swapcontext(&th_ctx[cur], &sched_ctx);
+}
+static void emu_sync(void) { arrive(std::make_pair(-1, 0u), nthreads); }
+
+static unsigned slots[1024];
+static unsigned emu_shfl_xor(unsigned mask, unsigned v, int o) {
+    const int t = cur, warp = t / 32, lane = t % 32;
+    if (!(mask >> lane & 1u) || !(mask >> (lane ^ o) & 1u)) {
+        fprintf(stderr, "shuffle: lane %d or its partner %d outside mask %08x\n", lane, lane ^ o,
+                mask);
+        abort();
+    }
+    const std::pair<int, unsigned> key = std::make_pair(warp, mask);
+    const int count = __builtin_popcount(mask);
+    slots[t] = v;
+    arrive(key, count); /* every lane of the group has written */
+    const unsigned r = slots[warp * 32 + (lane ^ o)];
+    arrive(key, count); /* every lane has read before any writes again */
+    return r;
+}
+static void trampoline(void) {
+    body(*body_args);
+    done[cur] = 1;
+}
+
+template <typename E, int MODE, int COLWISE, int BWD> static void run_k(const fp8_args &a) {
+    glu_fp8_kernel<E, MODE, COLWISE, BWD>(a);
+}
+template <typename E, int MODE, int COLWISE, int BWD> static int try_k(const void *f) {
+    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD>) return 0;
+    body = run_k<E, MODE, COLWISE, BWD>;
+    return 1;
+}
+template <typename E, int BWD> static int find_e(const void *f) {
+    return try_k<E, MODE_BLOCK, 0, BWD>(f) || try_k<E, MODE_BLOCK, 1, BWD>(f) ||
+           try_k<E, MODE_AMAX, 0, BWD>(f) || try_k<E, MODE_TENSOR, 0, BWD>(f) ||
+           try_k<E, MODE_TENSOR, 1, BWD>(f);
+}
+
+static long launches, blocks_run;
+cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args, size_t smem,
+                             cudaStream_t) {
+    if (!(find_e<float, 0>(f) || find_e<__half, 0>(f) || find_e<__nv_bfloat16, 0>(f) ||
+          find_e<float, 1>(f) || find_e<__half, 1>(f) || find_e<__nv_bfloat16, 1>(f)))
+        return cudaErrorInvalidValue;
+    if (smem > sizeof smem_raw) return cudaErrorInvalidValue;
+    launches++;
+    body_args = (const fp8_args *)args[0];
+    gridDim = grid, blockDim = block;
+    nthreads = (int)block.x;
+    th_ctx.resize(nthreads), done.resize(nthreads), stacks.resize(nthreads);
+    for (unsigned by = 0; by < grid.y; ++by)
+        for (unsigned bx = 0; bx < grid.x; ++bx) {
+            blockIdx = dim3(bx, by, 0);
+            blocks_run++;
+            memset(smem_raw, 0x5a, smem); /* shared memory starts as junk */
+            bars.clear();
+            for (int t = 0; t < nthreads; ++t) {
+                stacks[t].resize(1 << 16);
+                getcontext(&th_ctx[t]);
+                th_ctx[t].uc_stack.ss_sp = stacks[t].data();
+                th_ctx[t].uc_stack.ss_size = stacks[t].size();
+                th_ctx[t].uc_link = &sched_ctx;
+                makecontext(&th_ctx[t], trampoline, 0);
+                done[t] = 0;
+            }
+            for (int live = nthreads; live > 0;) {
+                live = 0;
+                for (int t = 0; t < nthreads; ++t) {
+                    if (done[t]) continue;
+                    cur = t, threadIdx = dim3((unsigned)t, 0, 0);
+                    swapcontext(&sched_ctx, &th_ctx[t]);
+                    live += !done[t];
+                }
+            }
+        }
+    return cudaSuccess;
+}
+
+/* ---- the check ------------------------------------------------------------------------------- */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
+    if (dt == FASTGLU_DTYPE_FP32)
+        ((float *)base)[i] = v;
+    else
+        ((uint16_t *)base)[i] = dt == FASTGLU_DTYPE_BF16 ? f32_to_bf16(v) : f32_to_fp16(v);
+}
+static float get(fastglu_dtype dt, const void *base, int64_t i) {
+    if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
+    const uint16_t h = ((const uint16_t *)base)[i];
+    return dt == FASTGLU_DTYPE_BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
+}
+
+static int failures;
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        if (failures++ < 20) {                                                                     \
+            fprintf(stderr, "FAIL: ");                                                             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
+enum { ODD = 0, DENSE = 1, VIEW = 2 };
+
+struct outs {
+    std::vector<unsigned char> y, d, dt, ws;
+    std::vector<float> s, st;
+};
+
+/* One case: the kernel with y, then without; the recipe on the host from the kernel's y. */
+static void run_case(fastglu_activation act, int il, int bias, int weights, float clamp,
+                     fastglu_dtype dt, int64_t T, int64_t F, int bwd, int tensor, int mn, int pow2,
+                     int colwise, int strides) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "%s act=%d il=%d bias=%d w=%d clamp=%g dt=%d T=%lld F=%lld tensor=%d mn=%d pow2=%d "
+             "colwise=%d strides=%d",
+             bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt, (long long)T,
+             (long long)F, tensor, mn, pow2, colwise, strides);
+    const size_t es = fastglu_dtype_size(dt);
+    const int64_t X = bwd ? 2 * F : F, p16 = 16 / (int64_t)es;
+    int64_t in_rs = 2 * F + 3, dy_rs = F + 1, y_rs = X + 2, d_rs = X + 5, dt_rs = T + 7;
+    if (strides == DENSE) in_rs = 2 * F, dy_rs = F, y_rs = X, d_rs = X, dt_rs = T;
+    if (strides == VIEW)
+        in_rs = 2 * F + 2 * p16, dy_rs = F + p16, y_rs = X + p16, d_rs = X + 16,
+        dt_rs = (T + 15) / 16 * 16 + 16;
+    const int64_t nb = (X + 127) / 128, nbt = (T + 127) / 128;
+    const int64_t s_ld = tensor ? 0
+                         : mn   ? T + 1
+                                : nb + 1,
+                  st_ld = tensor ? 0
+                          : mn   ? X + 1
+                                 : nbt + 1;
+    const int64_t s_n = tensor ? 2 : mn ? nb * s_ld : T * s_ld;
+    const int64_t st_n = tensor || !colwise ? 1 : mn ? nbt * st_ld : X * st_ld;
+    /* 16-byte aligned host buffers: the alignment the kernel sees is the strides' */
+    std::vector<uint4> hbuf((size_t)(T * in_rs) * es / 16 + 2),
+        dybuf((size_t)(T * dy_rs) * es / 16 + 2), bbuf((size_t)(2 * F) * es / 16 + 2);
+    unsigned char *h = (unsigned char *)hbuf.data(), *dy = (unsigned char *)dybuf.data(),
+                  *b = (unsigned char *)bbuf.data();
+    std::vector<float> w((size_t)T);
+    for (int64_t i = 0; i < T * in_rs; ++i) put(dt, h, i, (float)(urand() * 8.0 - 4.0));
+    for (int64_t i = 0; i < T * dy_rs; ++i) put(dt, dy, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < 2 * F; ++i) put(dt, b, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < T; ++i) w[(size_t)i] = (float)urand();
+    if (T >= 3) /* an all-zero row of the operands */
+        for (int64_t j = 0; j < 2 * F; ++j) put(dt, h, 2 * in_rs + j, 0.0f);
+    fastglu_glu_params p = fastglu_glu_params_default(act);
+    p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT, p.clamp_value = clamp;
+    fastglu_fp8_recipe r = {tensor ? FASTGLU_FP8_SCALING_TENSOR : FASTGLU_FP8_SCALING_BLOCK_1X128,
+                            mn ? FASTGLU_FP8_SCALES_MN_MAJOR : FASTGLU_FP8_SCALES_ROW_MAJOR, pow2};
+    outs o[2];
+    for (int with_y = 1; with_y >= 0; --with_y) {
+        outs &u = o[with_y];
+        u.y.assign((size_t)(T * y_rs) * es + 32, 0xa5);
+        u.d.assign((size_t)(T * d_rs) + 32, 0xa5);
+        u.dt.assign((size_t)(X * dt_rs) + 32, 0xa5);
+        u.s.assign((size_t)s_n, -1234.5f), u.st.assign((size_t)st_n, -1234.5f);
+        u.ws.assign(64, 0x77);
+        /* 16-byte aligned starts: vector<unsigned char> storage is malloc'd (16-byte aligned) */
+        fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
+        fastglu_tensor bt = {bias ? b : NULL, dt, 1},
+                       wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1};
+        fastglu_tensor yt = {with_y ? u.y.data() : NULL, dt, y_rs}, dyt = {dy, dt, dy_rs};
+        fastglu_fp8_out out;
+        memset(&out, 0, sizeof out);
+        out.data = (fastglu_tensor){u.d.data(), FASTGLU_DTYPE_FP8_E4M3, d_rs};
+        out.scale = (fastglu_tensor){u.s.data(), FASTGLU_DTYPE_FP32, s_ld};
+        if (colwise) {
+            out.data_t = (fastglu_tensor){u.dt.data(), FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+            if (!tensor) out.scale_t = (fastglu_tensor){u.st.data(), FASTGLU_DTYPE_FP32, st_ld};
+        }
+        out.workspace = u.ws.data(), out.workspace_bytes = 64;
+        const fastglu_status st =
+            bwd ? fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, NULL)
+                : fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, NULL);
+        if (st != FASTGLU_SUCCESS) {
+            FAIL("%s: status %d: %s", what, (int)st, fastglu_last_error_message());
+            return;
+        }
+    }
+    /* the kernel's y (dh) against the CPU backend's: the same per-element math (the shim's
+     * special-function stand-ins are the CPU backend's) */
+    {
+        std::vector<unsigned char> yc(o[1].y.size(), 0xa5), dc((size_t)(T * d_rs) + 32);
+        std::vector<float> sc((size_t)s_n), stc((size_t)st_n);
+        fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
+        fastglu_tensor bt = {bias ? b : NULL, dt, 1},
+                       wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1};
+        fastglu_tensor yt = {yc.data(), dt, y_rs}, dyt = {dy, dt, dy_rs};
+        fastglu_fp8_out out;
+        memset(&out, 0, sizeof out);
+        out.data = (fastglu_tensor){dc.data(), FASTGLU_DTYPE_FP8_E4M3, d_rs};
+        out.scale = (fastglu_tensor){sc.data(), FASTGLU_DTYPE_FP32, s_ld};
+        const fastglu_status st =
+            bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F)
+                : fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
+        if (st != FASTGLU_SUCCESS) FAIL("%s: CPU status %d", what, (int)st);
+        if (memcmp(yc.data(), o[1].y.data(), yc.size()))
+            FAIL("%s: the kernel's y (dh) differs from the CPU backend's", what);
+    }
+    /* the recipe on the kernel's own y, into sentinel-filled buffers like the kernel's */
+    std::vector<float> yv((size_t)(T * X));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < X; ++j)
+            yv[(size_t)(t * X + j)] = get(dt, o[1].y.data(), t * y_rs + j);
+    outs e;
+    e.d.assign(o[1].d.size(), 0xa5), e.dt.assign(o[1].dt.size(), 0xa5);
+    e.s.assign((size_t)s_n, -1234.5f), e.st.assign((size_t)st_n, -1234.5f);
+    uint32_t tam = 0;
+    for (size_t i = 0; i < yv.size(); ++i) tam = max(tam, fastglu_abs_bits(yv[i]));
+    const float ts = fastglu_fp8_scale(tam, pow2);
+    if (tensor) e.s[0] = ts;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < nb; ++k) {
+            uint32_t am = 0;
+            const int64_t n = X - 128 * k < 128 ? X - 128 * k : 128;
+            for (int64_t j = 0; j < n; ++j)
+                am = max(am, fastglu_abs_bits(yv[(size_t)(t * X + 128 * k + j)]));
+            const float s = tensor ? ts : fastglu_fp8_scale(am, pow2);
+            if (!tensor) e.s[(size_t)(mn ? k * s_ld + t : t * s_ld + k)] = s;
+            for (int64_t j = 0; j < n; ++j)
+                e.d[(size_t)(t * d_rs + 128 * k + j)] =
+                    fastglu_fp8_quantise(yv[(size_t)(t * X + 128 * k + j)], s);
+        }
+    if (colwise)
+        for (int64_t j = 0; j < X; ++j)
+            for (int64_t k = 0; k < nbt; ++k) {
+                uint32_t am = 0;
+                const int64_t n = T - 128 * k < 128 ? T - 128 * k : 128;
+                for (int64_t i = 0; i < n; ++i)
+                    am = max(am, fastglu_abs_bits(yv[(size_t)((128 * k + i) * X + j)]));
+                const float s = tensor ? ts : fastglu_fp8_scale(am, pow2);
+                if (!tensor) e.st[(size_t)(mn ? k * st_ld + j : j * st_ld + k)] = s;
+                for (int64_t i = 0; i < n; ++i)
+                    e.dt[(size_t)(j * dt_rs + 128 * k + i)] =
+                        fastglu_fp8_quantise(yv[(size_t)((128 * k + i) * X + j)], s);
+            }
+    for (int with_y = 1; with_y >= 0; --with_y) {
+        const outs &u = o[with_y];
+        const char *run = with_y ? "with y" : "without y";
+        if (memcmp(u.d.data(), e.d.data(), e.d.size()))
+            FAIL("%s (%s): data differs from the recipe on the kernel's y", what, run);
+        if (memcmp(u.dt.data(), e.dt.data(), e.dt.size()))
+            FAIL("%s (%s): data_t differs from the recipe on the kernel's y", what, run);
+        if (memcmp(u.s.data(), e.s.data(), e.s.size() * 4))
+            FAIL("%s (%s): scales differ from the recipe on the kernel's y", what, run);
+        if (memcmp(u.st.data(), e.st.data(), e.st.size() * 4))
+            FAIL("%s (%s): scale_t differs from the recipe on the kernel's y", what, run);
+    }
+    for (size_t i = 0; i < o[0].y.size(); ++i)
+        if (o[0].y[i] != 0xa5) {
+            FAIL("%s: y written without y", what);
+            break;
+        }
+}
+
+int main(void) {
+    fastglu_set_fp8_saturate(1);
+    /* F = 3: one ragged lane; 136: a ragged tile, F % 8 == 0 (the backward's 16-byte path; its tile
+     * order with a d_gate tile more than d_up's); 260: F % 8 != 0. T = 130: a last tile of 2
+     * tokens; 17: one tile. */
+    static const int64_t Fs[] = {3, 136, 260};
+    for (int strides = ODD; strides <= VIEW; ++strides)
+        for (int fi = 0; fi < 3; ++fi)
+            for (int bwd = 0; bwd < 2; ++bwd) {
+                const int64_t F = Fs[fi];
+                run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, F, bwd, 0, 1, 0, 1,
+                         strides);
+                run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 17, F, bwd, 1, 1, 0, 1,
+                         strides);
+                if (F != 136 || strides == VIEW) continue;
+                run_case(FASTGLU_ACT_QUICK_GELU, 1, 1, 1, 7.0f, FASTGLU_DTYPE_BF16, 130, F, bwd, 0,
+                         1, 0, 1, strides);
+                run_case(FASTGLU_ACT_GELU_TANH, 0, 1, 1, 2.5f, FASTGLU_DTYPE_FP16, 17, F, bwd, 0, 0,
+                         1, 1, strides);
+                run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, F, bwd, 1, 0, 0, 0,
+                         strides);
+            }
+    /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
+    run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
+    printf("%ld launches, %ld blocks emulated; %ld misaligned loads\n", launches, blocks_run,
+           emu_misaligned);
+    if (emu_misaligned) FAIL("misaligned loads");
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures || launches == 0 ? 1 : 0;
+}
