@@ -289,6 +289,18 @@ def _glu_kw(p):
     )
 
 
+def _no_autocast(impl):
+    """impl with autocast off: the op's GEMMs and the reference path's fp32 matmuls keep the dtypes
+    the recipe gives them inside an autocast region (the op has no autocast rule of its own, so
+    the region's state would reach the matmuls)."""
+
+    def run(*args):
+        with torch.autocast(args[0].device.type, enabled=False):
+            return impl(*args)
+
+    return run
+
+
 def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
     lead, T, H, F = check_mlp_fp8(x, w1, w2)
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
@@ -403,10 +415,10 @@ def _backward(ctx, dout, *_unused):
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
 _TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch.Tag, "pt2_compliant_tag") else ()
 torch.library.define("fastglu::mlp_fp8_fwd", FWD_SCHEMA, lib=_LIB, tags=_TAGS)
-torch.library.impl("fastglu::mlp_fp8_fwd", ("cpu", "cuda"), _fwd_impl, lib=_LIB)
+torch.library.impl("fastglu::mlp_fp8_fwd", ("cpu", "cuda"), _no_autocast(_fwd_impl), lib=_LIB)
 torch.library.register_fake("fastglu::mlp_fp8_fwd", _fwd_fake, lib=_LIB)
 torch.library.define("fastglu::mlp_fp8_bwd", BWD_SCHEMA, lib=_LIB, tags=_TAGS)
-torch.library.impl("fastglu::mlp_fp8_bwd", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
+torch.library.impl("fastglu::mlp_fp8_bwd", ("cpu", "cuda"), _no_autocast(_bwd_impl), lib=_LIB)
 torch.library.register_fake("fastglu::mlp_fp8_bwd", _bwd_fake, lib=_LIB)
 torch.library.register_autograd("fastglu::mlp_fp8_fwd", _backward, setup_context=_setup, lib=_LIB)
 

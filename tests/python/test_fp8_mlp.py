@@ -384,3 +384,16 @@ def test_bench_floor_bytes():
     assert fwd["quantise w1"] == 2 * (2 * n + n) + 4 * 2
     assert fwd["glu_fp8 (h -> y fp8)"] == 2 * n * 2 + n + 4 * 128
     assert sum(floor_bytes(128, 128, 128, "fwd_bwd").values()) > sum(fwd.values())
+
+
+def test_autocast_region_changes_nothing():
+    """Inside torch.autocast (the Llama example's bf16 mode) the block computes what it computes
+    outside: its reference path's fp32 matmuls are not autocast to bf16."""
+    x, w1, w2, dout = make(64, 128, 96, torch.bfloat16, "cpu", wdtype=torch.float32)
+    want = run_block(x, w1, w2, dout)
+    xs, w1s, w2s = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = mlp_fp8(xs, w1s, w2s)
+    out.backward(dout)
+    for got, w in zip((out.detach(), xs.grad, w1s.grad, w2s.grad), want):
+        assert torch.equal(got, w)
