@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8;
+#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8 fp8mlp;
 #                                                    "sanitize" runs compute-sanitizer too, over
 #                                                    $SANITIZE_TESTS: default both CUDA C tests,
 #                                                    with $SANITIZE_TOOLS: default all four)
@@ -75,7 +75,7 @@ if want ctest; then
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") 2>&1 | tee "$OUT/tests.log"
 fi
 
-if want pytest || want variants || want host || want bench || want llama || want ncufwd || want fp8; then
+if want pytest || want variants || want host || want bench || want llama || want ncufwd || want fp8 || want fp8mlp; then
   step "Python package (pip install --no-build-isolation)"
   python3 -m pip install -q --no-build-isolation --no-deps . >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
@@ -108,6 +108,25 @@ if want fp8; then
   step "the GLU quantised to FP8 against its floor and the unfused path (python -m fastglu.bench.fp8)"
   python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -5
   python3 -m fastglu.bench.fp8 --out "$OUT/extra/fp8.json" 2>&1 | tail -20
+fi
+if want fp8mlp; then
+  # The MLP block with FP8 GEMMs (fastglu.mlp_fp8): its GPU tests (torch._scaled_mm's blockwise path
+  # against the reference path), the block against the bf16 block at issue 26's shapes, and the
+  # Llama example trained in bf16 and with the FP8 block (same seed; the rounding run stays: it
+  # sets the bf16 bound of the fastglu run): extra/fp8mlp/ holds
+  # pytest.log, bench/ (records, summary.json, table.txt), llama/ (results.json, train.log, loss.png).
+  step "the FP8 MLP block: GPU tests, benchmark, Llama bf16 vs fp8 (fastglu.mlp_fp8)"
+  mkdir -p "$OUT/extra/fp8mlp"
+  timeout "${PYTEST_TIMEOUT:-420}" python3 -m pytest -q -rs tests/python/test_fp8_mlp.py \
+    "tests/python/test_example_llama.py::test_fp8_run_trains_within_the_band" \
+    > "$OUT/extra/fp8mlp/pytest.log" 2>&1
+  echo "pytest exit status $?"; tail -6 "$OUT/extra/fp8mlp/pytest.log"
+  timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench.fp8_mlp --out "$OUT/extra/fp8mlp/bench" 2>&1 \
+    | tee "$OUT/extra/fp8mlp/bench.log" | tail -14
+  CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8} timeout "${LLAMA_TIMEOUT:-300}" \
+    python3 examples/llama/train.py --device cuda --dtype bfloat16 --fp8 --no-control \
+    --out "$OUT/extra/fp8mlp/llama" 2>&1 | tail -6
+  echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
 fi
 if want cbench; then
   step "the C benchmark program (fastglu-bench) at the seed shape"
