@@ -26,8 +26,10 @@ transposition, so the backward quantises ``w.t()`` directly.
 GEMMs: ``torch._scaled_mm`` with blockwise scales (cuBLAS >= 12.9 on sm_90; scale layouts as
 aten/src/ATen/native/cuda/ScaledBlas.cpp checks them: 1 x 128 scales ``[rows, K/128]`` with
 strides ``(1, rows)``; 128 x 128 scales ``[rows/128, K/128]`` with strides ``(round_up(K/128, 4),
-1)``, the padding cuBLAS needs, PyTorch >= 2.10) where it is available: a CUDA device of compute
-capability 9.x, PyTorch >= 2.10, T, H and F multiples of 16. Elsewhere (the CPU, another GPU, an
+1)``, the padding cuBLAS reads, which PyTorch checks since pytorch/pytorch#166752; an older
+PyTorch takes unpadded rows, used where the two agree) where it is available: a CUDA device of
+compute capability 9.x whose torch._scaled_mm takes these scales (asked once per device with a
+tiny GEMM), T, H and F multiples of 16. Elsewhere (the CPU, another GPU, an
 older torch, other sizes) the **reference path** runs: each GEMM dequantises its two operands
 (data * scale, in fp32) and multiplies them in fp32. It takes exactly the quantised operands the
 scaled GEMM would take, so the CPU exercises the block's whole recipe, but it is not fast and it
@@ -48,6 +50,7 @@ reduce their gradients yet), float64.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -117,12 +120,13 @@ def quantize_1x128(t: torch.Tensor):
     return data, scale
 
 
-def quantize_128x128(w: torch.Tensor):
+def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     """128 x 128 block quantisation of a weight ``w [R, C]``: ``(data [R, C] float8_e4m3fn
     contiguous, scale [ceil(R/128), ceil(C/128)] fp32 with strides (round_up(ceil(C/128), 4), 1))``:
     the layout ``torch._scaled_mm`` takes for ``ScalingType.BlockWise128x128`` on ``w`` as the
     transposed second operand (``_scaled_mm(a, data.t(), scale_a, scale.t())``; cuBLAS reads the
-    block rows 16-byte aligned). ``quantize_128x128(w.t())`` gives the transposed weight's data
+    block rows 16-byte aligned; ``pad_scales=False``: row stride ceil(C/128), what PyTorch before
+    pytorch/pytorch#166752 checks). ``quantize_128x128(w.t())`` gives the transposed weight's data
     and the same scales transposed."""
     R, C = w.shape
     nr, nc = _blocks(R), _blocks(C)
@@ -133,7 +137,8 @@ def quantize_128x128(w: torch.Tensor):
     s = _scale_of(blocks.abs().amax((1, 3)))
     q = (blocks / s[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
     data = q[:R, :C].contiguous() if (R % 128 or C % 128) else q
-    scale = torch.empty((nr, _round4(nc)), dtype=torch.float32, device=w.device)[:, :nc]
+    ld = _round4(nc) if pad_scales else nc
+    scale = torch.empty((nr, ld), dtype=torch.float32, device=w.device)[:, :nc]
     scale.copy_(s)
     return data, scale
 
@@ -154,33 +159,57 @@ def dequantize_128x128(data, scale):
 # ---- the GEMMs -----------------------------------------------------------------------------------
 
 
-def _torch_at_least(major, minor):
-    v = torch.__version__.split("+")[0].split(".")
-    try:
-        return (int(v[0]), int(v[1])) >= (major, minor)
-    except (ValueError, IndexError):
-        return False
-
-
-# PyTorch checks the 128 x 128 scales' padded row stride (what cuBLAS reads) from 2.10 on; before,
-# it took unpadded scales that cuBLAS misread where ceil(K/128) % 4 != 0 (pytorch/pytorch#166752).
-_TORCH_BLOCKWISE = hasattr(torch, "_scaled_mm") and _torch_at_least(2, 10)
+@functools.lru_cache(maxsize=None)
+def _blockwise_layout(device_index: int):
+    """How this process's torch._scaled_mm takes 128 x 128 weight scales on the device: "padded"
+    (row stride round_up(K/128, 4): what cuBLAS reads; PyTorch checks it since
+    pytorch/pytorch#166752), "unpadded" (row stride K/128: the PyTorch before it), or None (no
+    blockwise scaling: an older PyTorch or cuBLAS). Asked once per device with a tiny GEMM whose K
+    has 3 blocks (where the two differ); PyTorch checks the layouts on the host before the launch,
+    so a refusal is a RuntimeError here, never a wrong result."""
+    dev = torch.device("cuda", device_index)
+    a = torch.zeros(128, 384, dtype=FP8, device=dev)
+    w = torch.zeros(128, 384, dtype=FP8, device=dev)
+    a_scale = torch.ones((3, 128), device=dev).t()
+    for name, ld in (("padded", 4), ("unpadded", 3)):
+        w_scale = torch.ones((1, ld), device=dev)[:, :3]
+        try:
+            torch._scaled_mm(a, w.t(), a_scale, w_scale.t(), out_dtype=torch.bfloat16)
+        except (RuntimeError, ValueError):
+            continue
+        return name
+    return None
 
 
 def scaled_mm_available(x: torch.Tensor, w1: torch.Tensor) -> bool:
     """Whether ``gemm=None`` runs the block's GEMMs through ``torch._scaled_mm`` (blockwise scales)
-    for these operands: CUDA, compute capability 9.x, PyTorch >= 2.10, tokens, hidden and F
-    multiples of 16 (``_scaled_mm``'s operand alignment). Metadata only: no host synchronisation."""
+    for these operands: CUDA, compute capability 9.x, a torch._scaled_mm that takes 1 x 128 and
+    128 x 128 scales (asked once per device), tokens, hidden and F multiples of 16 (``_scaled_mm``'s
+    operand alignment). No host synchronisation."""
     T = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return _scaled_ok(x.device, T, w1.shape[1], w1.shape[0])
 
 
 def _scaled_ok(device, T, H, F2):
-    if not _TORCH_BLOCKWISE or device.type != "cuda":
+    if not hasattr(torch, "_scaled_mm") or device.type != "cuda":
         return False
     if torch.cuda.get_device_capability(device)[0] != 9:
         return False
-    return T > 0 and T % 16 == 0 and H % 16 == 0 and F2 % 32 == 0
+    if not (T > 0 and T % 16 == 0 and H % 16 == 0 and F2 % 32 == 0):
+        return False
+    layout = _blockwise_layout(device.index if device.index is not None else 0)
+    if layout == "unpadded":
+        # that PyTorch hands cuBLAS unpadded 128 x 128 scales, which cuBLAS misreads unless every
+        # weight GEMM's K has a multiple of 4 blocks (then the two layouts are the same)
+        return all(_blocks(k) % 4 == 0 for k in (H, F2 // 2, F2))
+    return layout is not None
+
+
+def _pad(device, scaled):
+    """Whether the weights' scales take the padded row stride (see _blockwise_layout)."""
+    if not scaled:
+        return True
+    return _blockwise_layout(device.index if device.index is not None else 0) == "padded"
 
 
 def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
@@ -268,8 +297,9 @@ def _use_scaled(gemm, device, T, H, F2):
             ValueError,
             _FN,
             f"gemm='scaled_mm': torch._scaled_mm's blockwise scaling is not available for "
-            f"{T} tokens, hidden {H}, F {F2 // 2} on {device} (needs CUDA sm_90, PyTorch >= 2.10 (this is "
-            f"{torch.__version__}), tokens, hidden and F multiples of 16)",
+            f"{T} tokens, hidden {H}, F {F2 // 2} on {device} (needs CUDA sm_90, a "
+            f"torch._scaled_mm taking blockwise scales (torch {torch.__version__}), tokens, "
+            "hidden and F multiples of 16)",
         )
     return ok
 
@@ -307,10 +337,11 @@ def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, dow
     scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
     x2 = x.reshape(T, H)
     xq, xs = quantize_1x128(x2)
-    w1q, w1s = quantize_128x128(w1)
+    pad = _pad(x.device, scaled)
+    w1q, w1s = quantize_128x128(w1, pad_scales=pad)
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
     o = _fp8.glu_fp8(h, columnwise=save, **_glu_kw(p))
-    w2q, w2s = quantize_128x128(w2)
+    w2q, w2s = quantize_128x128(w2, pad_scales=pad)
     out = _mm(o.data, o.scale, w2q, w2s, x.dtype, scaled).view(lead + (H,))
     if not save:
         e = x.new_empty((0,))
@@ -362,12 +393,13 @@ def _bwd_impl(
     scaled = _use_scaled(gemm, h.device, T, H, F2)
     do = dout.reshape(T, H).to(h.dtype)
     doq, dos = quantize_1x128(do)  # dO [T, H], 1 x 128 along H (fc2's dgrad)
-    w2tq, w2ts = quantize_128x128(w2.t())  # w2^T [F, H]
+    pad = _pad(h.device, scaled)
+    w2tq, w2ts = quantize_128x128(w2.t(), pad_scales=pad)  # w2^T [F, H]
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
     dotq, dots = quantize_1x128(do.t())  # dO^T [H, T], 1 x 128 along the tokens (fc2's wgrad)
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
     g = _fp8.glu_bwd_fp8(dy, h, columnwise=True, **_glu_kw(p))
-    w1tq, w1ts = quantize_128x128(w1.t())  # w1^T [H, 2F]
+    w1tq, w1ts = quantize_128x128(w1.t(), pad_scales=pad)  # w1^T [H, 2F]
     dx = _mm(g.data, g.scale, w1tq, w1ts, h.dtype, scaled)  # [T, H]
     dw1 = _mm(g.data_t, g.scale_t, xtq, xts, w1.dtype, scaled)  # [2F, H]
     return dx, dw1, dw2
@@ -478,9 +510,6 @@ def mlp_fp8(
         _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
     check_mlp_fp8(x, w1, w2)
     code = _GEMMS[gemm]
-    if code == GEMM_SCALED_MM:
-        T = x.numel() // x.shape[-1]
-        _use_scaled(code, x.device, T, w1.shape[1], w1.shape[0])  # raises here, not inside the op
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (x, w1, w2))
     out = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, code, grad)[0]
     return out

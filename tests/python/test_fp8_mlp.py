@@ -159,6 +159,8 @@ def test_quantize_128x128_is_the_recipe(R, C):
     nr, nc = -(-R // 128), -(-C // 128)
     assert data.shape == (R, C) and data.is_contiguous()
     assert scale.shape == (nr, nc) and scale.stride() == ((nc + 3) // 4 * 4, 1)
+    assert torch.equal(quantize_128x128(w, pad_scales=False)[1], scale)
+    assert quantize_128x128(w, pad_scales=False)[1].stride() == (nc, 1)
     p = torch.zeros(nr * 128, nc * 128, dtype=torch.float64)
     p[:R, :C] = w.double()
     assert torch.equal(scale.double(), scale64(p.view(nr, 128, nc, 128).abs().amax((1, 3))))
