@@ -114,7 +114,8 @@ def quantize_1x128(t: torch.Tensor):
     blocks = tf.reshape(R, nb, 128)
     s = _scale_of(blocks.abs().amax(-1))
     q = (blocks / s.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(R, nb * 128)
-    data = q[:, :C].contiguous() if C % 128 else q
+    # contiguous: for a transposed t the elementwise ops keep t's column-major strides
+    data = q[:, :C].contiguous()
     scale = torch.empty((nb, R), dtype=torch.float32, device=t.device).t()
     scale.copy_(s)
     return data, scale
@@ -136,7 +137,7 @@ def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     blocks = wf.reshape(nr, 128, nc, 128)
     s = _scale_of(blocks.abs().amax((1, 3)))
     q = (blocks / s[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
-    data = q[:R, :C].contiguous() if (R % 128 or C % 128) else q
+    data = q[:R, :C].contiguous()  # w.t() keeps its strides through the elementwise ops
     ld = _round4(nc) if pad_scales else nc
     scale = torch.empty((nr, ld), dtype=torch.float32, device=w.device)[:, :nc]
     scale.copy_(s)
