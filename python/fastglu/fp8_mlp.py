@@ -108,14 +108,15 @@ def quantize_1x128(t: torch.Tensor):
     columns)."""
     R, C = t.shape
     nb = _blocks(C)
-    tf = t.float()
+    # in t's dtype (abs and max are exact there); contiguous, so that the data comes out row-major
+    # (a transposed t costs this one copy)
+    tp = torch.nn.functional.pad(t, (0, nb * 128 - C)) if C % 128 else t.contiguous()
+    blocks = tp.view(R, nb, 128)
+    s = _scale_of(blocks.abs().amax(-1).float())
+    q = torch.div(blocks, s.unsqueeze(-1))  # in fp32 (type promotion): the recipe's division
+    data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(R, nb * 128)
     if C % 128:
-        tf = torch.nn.functional.pad(tf, (0, nb * 128 - C))
-    blocks = tf.reshape(R, nb, 128)
-    s = _scale_of(blocks.abs().amax(-1))
-    q = (blocks / s.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(R, nb * 128)
-    # contiguous: for a transposed t the elementwise ops keep t's column-major strides
-    data = q[:, :C].contiguous()
+        data = data[:, :C].contiguous()
     scale = torch.empty((nb, R), dtype=torch.float32, device=t.device).t()
     scale.copy_(s)
     return data, scale
@@ -131,13 +132,15 @@ def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     and the same scales transposed."""
     R, C = w.shape
     nr, nc = _blocks(R), _blocks(C)
-    wf = w.float()
+    # in w's dtype, contiguous (w.t(): one copy), as quantize_1x128
+    pad = (0, nc * 128 - C, 0, nr * 128 - R)
+    wp = torch.nn.functional.pad(w, pad) if (R % 128 or C % 128) else w.contiguous()
+    blocks = wp.view(nr, 128, nc, 128)
+    s = _scale_of(blocks.abs().amax((1, 3)).float())
+    q = torch.div(blocks, s[:, None, :, None])
+    data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
     if R % 128 or C % 128:
-        wf = torch.nn.functional.pad(wf, (0, nc * 128 - C, 0, nr * 128 - R))
-    blocks = wf.reshape(nr, 128, nc, 128)
-    s = _scale_of(blocks.abs().amax((1, 3)))
-    q = (blocks / s[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
-    data = q[:R, :C].contiguous()  # w.t() keeps its strides through the elementwise ops
+        data = data[:R, :C].contiguous()
     ld = _round4(nc) if pad_scales else nc
     scale = torch.empty((nr, ld), dtype=torch.float32, device=w.device)[:, :nc]
     scale.copy_(s)
