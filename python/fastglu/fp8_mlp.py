@@ -169,14 +169,18 @@ def _blockwise_layout(device_index: int):
     (row stride round_up(K/128, 4): what cuBLAS reads; PyTorch checks it since
     pytorch/pytorch#166752), "unpadded" (row stride K/128: the PyTorch before it), or None (no
     blockwise scaling: an older PyTorch or cuBLAS). Asked once per device with a tiny GEMM whose K
-    has 3 blocks (where the two differ); PyTorch checks the layouts on the host before the launch,
-    so a refusal is a RuntimeError here, never a wrong result."""
-    dev = torch.device("cuda", device_index)
+    has 3 blocks and whose weight 2 block rows (where the two layouts differ: PyTorch skips the
+    stride check of a dimension of size 1); PyTorch checks the layouts on the host before the
+    launch, so a refusal is a RuntimeError here, never a wrong result."""
+    return _probe_layout(torch.device("cuda", device_index))
+
+
+def _probe_layout(dev):
     a = torch.zeros(128, 384, dtype=FP8, device=dev)
-    w = torch.zeros(128, 384, dtype=FP8, device=dev)
+    w = torch.zeros(256, 384, dtype=FP8, device=dev)
     a_scale = torch.ones((3, 128), device=dev).t()
     for name, ld in (("padded", 4), ("unpadded", 3)):
-        w_scale = torch.ones((1, ld), device=dev)[:, :3]
+        w_scale = torch.ones((2, ld), device=dev)[:, :3]
         try:
             torch._scaled_mm(a, w.t(), a_scale, w_scale.t(), out_dtype=torch.bfloat16)
         except (RuntimeError, ValueError):

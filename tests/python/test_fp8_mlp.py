@@ -425,17 +425,17 @@ def _is_1x128(t, scale):
     )
 
 
-def _is_128x128(t, scale):
+def _is_128x128(t, scale, padded=True):
     nk = -(-t.shape[1] // 128)
     return (
         scale.dtype == torch.float32
         and scale.dim() == 2
-        and _check_size_stride(scale, 0, -(-t.shape[0] // 128), (nk + 3) // 4 * 4)
+        and _check_size_stride(scale, 0, -(-t.shape[0] // 128), (nk + 3) // 4 * 4 if padded else nk)
         and _check_size_stride(scale, 1, nk, 1)
     )
 
 
-def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype):
+def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, padded=True):
     """torch._scaled_mm's CUDA checks for the DeepSeek recipes as aten/src/ATen/native/cuda/
     ScaledBlas.cpp writes them (get_joint_scaling: is_desired_scaling(a, scale_a, lhs) and
     is_desired_scaling(b.t(), scale_b.t(), rhs); the 128 x 128 scales' padded row stride), then
@@ -445,12 +445,12 @@ def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype):
     assert b.stride(0) == 1 and b.stride(1) >= b.shape[0], f"b must be column-major: {b.stride()}"
     assert a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 and b.shape[1] % 16 == 0
     bt, sbt = b.t(), scale_b.t()
-    if _is_1x128(a, scale_a) and _is_128x128(bt, sbt):
+    if _is_1x128(a, scale_a) and _is_128x128(bt, sbt, padded):
         bd = dequantize_128x128(bt, sbt)
     elif _is_1x128(a, scale_a) and _is_1x128(bt, sbt):
         bd = dequantize_1x128(bt, sbt)
     else:
-        raise AssertionError(
+        raise RuntimeError(
             f"invalid scaling: a {tuple(a.shape)} scale_a {tuple(scale_a.shape)} "
             f"{scale_a.stride()}, b {tuple(b.shape)} scale_b {tuple(scale_b.shape)} {scale_b.stride()}"
         )
@@ -479,3 +479,18 @@ def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, 
     want = run_block(x, w1, w2, dout, gemm="reference")
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("torch_kind", ["padded", "unpadded", None])
+def test_probe_tells_the_weight_scale_layouts_apart(monkeypatch, torch_kind):
+    """The once-per-device question to torch._scaled_mm, against an emulation of each PyTorch:
+    one checking the padded 128 x 128 scale rows (pytorch/pytorch#166752), one checking unpadded
+    rows, one without blockwise scaling."""
+
+    def fake(a, b, scale_a, scale_b, out_dtype=None):
+        if torch_kind is None:
+            raise RuntimeError("Invalid scaling configuration")
+        return emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, torch_kind == "padded")
+
+    monkeypatch.setattr(torch, "_scaled_mm", fake)
+    assert fp8_mlp._probe_layout(torch.device("cpu")) == torch_kind
