@@ -9,7 +9,7 @@
 #   bash scripts/device_run.sh [bench args...]     e.g. bash scripts/device_run.sh --ffn 8192
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
-#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8
+#                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8 fp8mlp
 #                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
 #                                                    (fp8: STAGES=fp8 alone builds and runs the FP8
 #                                                    kernels' C and Python tests and benchmark);
@@ -58,7 +58,7 @@ for d in ("liger-kernel", "megatron-core", "quack-kernels", "nvidia-cutlass-dsl"
     except Exception as e: print(d, "missing", e)'
 fi
 
-PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8"
+PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8 fp8mlp"
 want_py() { for s_ in $PY_STAGES; do want "$s_" && return 0; done; return 1; }
 if want_py; then
   # The Python package builds beside the C build (its own CMake tree): the two take about as long
@@ -147,6 +147,25 @@ if want fp8; then
     python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -8
     python3 -m fastglu.bench.fp8 --tokens 8192 --ffn 2880 8192 14336 --out "$OUT/extra/fp8.json"
   } 2>&1 | tee "$OUT/fp8.log" | tail -45
+fi
+if want fp8mlp; then
+  # The MLP block with FP8 GEMMs (fastglu.mlp_fp8): its GPU tests (torch._scaled_mm's blockwise path
+  # against the reference path), the block against the bf16 block at issue 26's shapes, and the
+  # Llama example trained in bf16 and with the FP8 block (same seed; the rounding run stays: it
+  # sets the bf16 bound of the fastglu run): extra/fp8mlp/ holds
+  # pytest.log, bench/ (records, summary.json, table.txt), llama/ (results.json, train.log, loss.png).
+  step "the FP8 MLP block: GPU tests, benchmark, Llama bf16 vs fp8 (fastglu.mlp_fp8)"
+  mkdir -p "$OUT/extra/fp8mlp"
+  timeout "${PYTEST_TIMEOUT:-420}" python3 -m pytest -q -rs tests/python/test_fp8_mlp.py \
+    "tests/python/test_example_llama.py::test_fp8_run_trains_within_the_band" \
+    > "$OUT/extra/fp8mlp/pytest.log" 2>&1
+  echo "pytest exit status $?"; tail -6 "$OUT/extra/fp8mlp/pytest.log"
+  timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench.fp8_mlp --out "$OUT/extra/fp8mlp/bench" 2>&1 \
+    | tee "$OUT/extra/fp8mlp/bench.log" | tail -14
+  CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8} timeout "${LLAMA_TIMEOUT:-300}" \
+    python3 examples/llama/train.py --device cuda --dtype bfloat16 --fp8 --no-control \
+    --out "$OUT/extra/fp8mlp/llama" 2>&1 | tail -6
+  echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
 fi
 if want cbench; then
   step "the C benchmark program (fastglu-bench) at the seed shape"

@@ -33,6 +33,8 @@ def plot(result: dict, path: Path):
     top.plot(steps, runs["torch"]["loss"], label="torch: silu(gate) * up", lw=2.5, alpha=0.6)
     fastglu_label = "fastglu.swiglu([gate | up])" if fused else "fastglu.silu_mul(gate, up)"
     top.plot(steps, runs["fastglu"]["loss"], label=fastglu_label, lw=1, ls="--")
+    if "fp8" in runs:
+        top.plot(steps, runs["fp8"]["loss"], label="fastglu.mlp_fp8 (FP8 GEMMs, blockwise)", lw=1)
     top.set_ylabel("training loss (nats / character)")
     top.set_title(
         f"Llama-style decoder, {cfg['device']} {cfg['dtype']}: dim {cfg['dim']}, {cfg['layers']} layers, "
@@ -46,6 +48,7 @@ def plot(result: dict, path: Path):
         "fastglu": "fastglu - torch",
         "rounding": "rounding control (gate * sigmoid(gate) * up) - torch",
         "control": "control (torch again) - torch",
+        "fp8": "fastglu.mlp_fp8 (FP8 block) - torch",
     }
     for name, label in labels.items():
         if name not in runs:
@@ -73,15 +76,32 @@ def plot(result: dict, path: Path):
         ls="--",
         label=f"tolerance over the first {cfg['early']} steps",
     )
+    if "fp8" in runs and cfg.get("fp8_band"):
+        n = len(ref)
+        bottom.hlines(
+            cfg["fp8_band"],
+            n - max(1, n // 10) + 1,
+            n,
+            color="purple",
+            lw=1,
+            ls=":",
+            label="fp8 band (mean |delta loss| over the last tenth, and held-out)",
+        )
     bottom.set_yscale("log")
     bottom.set_xlabel("step")
     bottom.set_ylabel("|delta loss|")
-    bottom.set_title(
+    title = (
         f"fastglu vs torch: max |delta loss| {result['max_abs_dloss']:.2g} (step "
         f"{result['max_abs_dloss_step']}), {result['early_max_abs_dloss']:.2g} over the first "
-        f"{cfg['early']} steps",
-        fontsize=10,
+        f"{cfg['early']} steps"
     )
+    f8 = result.get("vs_torch", {}).get("fp8")
+    if f8 and "tail_mean_abs_dloss" in f8:
+        title += (
+            f"\nfp8 vs torch: mean |delta loss| {f8['tail_mean_abs_dloss']:.2g} over the last "
+            f"tenth, held-out {f8['abs_dval_loss']:.2g} (band {cfg.get('fp8_band', 0):.2g})"
+        )
+    bottom.set_title(title, fontsize=10)
     bottom.legend(fontsize=8)
     bottom.grid(alpha=0.3)
     fig.tight_layout()

@@ -19,12 +19,15 @@ PyTorch. Public API:
   return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``gemm.py``).
 - ``fastglu.mlp(x, w1, w2, activation=..., bias1=, bias2=, weights=, recompute=, fused=)``: the gated
   MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp_block.py``); ``fastglu.modules.GLUMLP`` its module.
+- ``fastglu.mlp_fp8(x, w1, w2, activation=..., gemm=None)``: the same block with FP8 GEMMs
+  (DeepSeek-V3's blockwise recipe, ``torch._scaled_mm``; ``fp8_mlp.py``).
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
 
 Modules, each importing only those below it (``tests/python/test_layering.py`` checks it):
 
 - ``megatron.py`` (Megatron-Core routing), ``modules.py`` (nn.Modules): on ``functional``;
+- ``fp8_mlp.py``: ``fastglu.mlp_fp8``, on ``fp8`` and ``ops``;
 - ``mlp_block.py``: ``fastglu.mlp`` and ``GLUMLP``, on ``gemm``, ``library`` and ``ops``;
 - ``gemm.py``: ``fastglu.linear`` / ``linear_glu`` / ``linear_dglu_bwd`` and their torch.library ops,
   on ``library`` and ``ops``;
@@ -56,6 +59,7 @@ except ImportError as _e:
         "pip install 'nvidia-cuda-runtime>=13.0,<14'"
     ) from _e
 from . import fp8, megatron, modules, ops
+from .fp8_mlp import mlp_fp8
 from .functional import (
     GLUFunction,
     SwiGLUFunction,
@@ -111,4 +115,5 @@ __all__ = [
     "linear_dglu_bwd",
     "mlp",
     "fp8",
+    "mlp_fp8",
 ]

@@ -142,6 +142,35 @@ def test_bf16_autocast_runs_agree(train_mod, tmp_path):
     assert train_mod.compare(runs["fastglu"]["loss"], runs["rounding"]["loss"])[0] <= 2e-2
 
 
+def test_fp8_run_trains_within_the_band(train_mod, tmp_path, monkeypatch):
+    """--fp8 (tiny, CPU: fastglu.mlp_fp8's reference path, the same quantised operands): the whole
+    MLP ran as the FP8 block in every layer of every step, its curve is not the bf16 one (the
+    quantisation moves it) but within the band, and the results carry its comparison."""
+    calls = {"fwd": 0}
+    block = train_mod.ACTIVATIONS["fused"]["fp8"]
+
+    def counting(x, w1, w2):
+        calls["fwd"] += 1
+        return block(x, w1, w2)
+
+    counting.whole_block = True
+    monkeypatch.setitem(train_mod.ACTIVATIONS["fused"], "fp8", counting)
+    argv = TINY + ["--fp8", "--no-control", "--no-rounding", "--out", str(tmp_path)]
+    assert train_mod.main(argv) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert set(result["runs"]) == {"torch", "fastglu", "fp8"}
+    assert calls["fwd"] > STEPS * LAYERS
+    f8 = result["vs_torch"]["fp8"]
+    # FP8 GEMMs, not the fp32 block again (the fastglu run: ~5e-7; fp8: ~3e-4 over these 30 steps)
+    assert f8["max_abs_dloss"] > TOL
+    assert (
+        result["checks"]["fp8_band"] and f8["tail_mean_abs_dloss"] <= result["config"]["fp8_band"]
+    )
+    assert "fp8      vs torch: mean |delta loss|" in (tmp_path / "train.log").read_text()
+    if importlib.util.find_spec("matplotlib"):
+        assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 BAD_ARGS = [
     ["--dim", "30", "--heads", "4"],
     ["--dim", "36", "--heads", "4"],
@@ -150,6 +179,7 @@ BAD_ARGS = [
     ["--dtype", "float16"],
     ["--device", "tpu"],
     ["--mlp", "interleaved"],
+    ["--mlp", "separate", "--fp8"],
 ]
 
 

@@ -1,0 +1,523 @@
+"""The gated MLP block with its GEMMs in FP8: ``fastglu.mlp_fp8(x, w1, w2, ...)``.
+
+DeepSeek-V3's fine-grained recipe (docs/fp8.md, "The FP8 MLP block"): every GEMM operand is
+float8_e4m3fn with fp32 scales, activations and gradients in 1 x 128 blocks along the GEMM's
+reduction dimension, weights in 128 x 128 blocks::
+
+    fc1     h   = x @ w1^T          x [T, H] 1x128 (along H),      w1 [2F, H] 128x128
+    GLU     y   = glu(h)            fastglu.fp8.glu_fp8: y quantised 1x128 for fc2 (and y^T 1x128
+                                    along the tokens for fc2's wgrad) in the pass that computes it
+    fc2     out = y @ w2^T          y [T, F] 1x128,                w2 [H, F] 128x128
+    backward
+    fc2 dgrad   dy  = dO @ w2       dO [T, H] 1x128,               w2^T [F, H] 128x128
+    fc2 wgrad   dw2 = dO^T @ y      dO^T [H, T] 1x128 (tokens),    y^T [F, T] 1x128 (tokens)
+    dGLU        dh  = glu'(h) dy    fastglu.fp8.glu_bwd_fp8: dh quantised 1x128 along 2F (dgrad)
+                                    and dh^T 1x128 along the tokens (wgrad), in one pass
+    fc1 dgrad   dx  = dh @ w1       dh [T, 2F] 1x128,              w1^T [H, 2F] 128x128
+    fc1 wgrad   dw1 = dh^T @ x      dh^T [2F, T] 1x128 (tokens),   x^T [H, T] 1x128 (tokens)
+
+The quantisation is the recipe of ``fastglu.fp8``: scale = amax(|v| over the block) / 448 in fp32
+(1 for an all-zero block), data = e4m3 cast of v / scale (fp32 division, saturating), so
+``v ~ data * scale``. x, dO and the weights are quantised here in torch ops (``quantize_1x128``,
+``quantize_128x128``); y and dh by fastglu's fused kernels. The weights are quantised at every
+call (nothing is cached across steps); a 128 x 128 block's scale does not change under
+transposition, so the backward quantises ``w.t()`` directly.
+
+GEMMs: ``torch._scaled_mm`` with blockwise scales (cuBLAS >= 12.9 on sm_90; scale layouts as
+aten/src/ATen/native/cuda/ScaledBlas.cpp checks them: 1 x 128 scales ``[rows, K/128]`` with
+strides ``(1, rows)``; 128 x 128 scales ``[rows/128, K/128]`` with strides ``(round_up(K/128, 4),
+1)``, the padding cuBLAS reads, which PyTorch checks since pytorch/pytorch#166752; an older
+PyTorch takes unpadded rows, used where the two agree) where it is available: a CUDA device of
+compute capability 9.x whose torch._scaled_mm takes these scales (asked once per device with a
+tiny GEMM), T, H and F multiples of 16. Elsewhere (the CPU, another GPU, an
+older torch, other sizes) the **reference path** runs: each GEMM dequantises its two operands
+(data * scale, in fp32) and multiplies them in fp32. It takes exactly the quantised operands the
+scaled GEMM would take, so the CPU exercises the block's whole recipe, but it is not fast and it
+is not an FP8 GEMM. ``gemm="reference"`` forces it, ``gemm="scaled_mm"`` asks for
+``torch._scaled_mm`` and raises ValueError where it is not available; ``fastglu.fp8_mlp.
+scaled_mm_available(x, w1)`` says which one ``gemm=None`` takes.
+
+GEMM outputs: h and dy in x's dtype (the GLU kernels read them there), out and dx in x's dtype,
+dw1 / dw2 in the weights' dtype (fp32 master weights get fp32 gradients straight from the GEMM).
+
+The op is ``torch.ops.fastglu.mlp_fp8_fwd`` with its backward ``torch.ops.fastglu.mlp_fp8_bwd``
+(torch.library, fake implementations, autograd registered): ``torch.compile(fullgraph=True)``
+traces the block without a graph break.
+
+Not supported (ValueError / TypeError): biases and per-token weights (the FP8 GLU backward does not
+reduce their gradients yet), float64.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from . import _C
+from . import fp8 as _fp8
+from .ops import _fail, glu_params
+
+__all__ = [
+    "mlp_fp8",
+    "quantize_1x128",
+    "quantize_128x128",
+    "dequantize_1x128",
+    "dequantize_128x128",
+    "scaled_mm_available",
+    "GEMM_AUTO",
+    "GEMM_SCALED_MM",
+    "GEMM_REFERENCE",
+]
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+GEMM_AUTO, GEMM_SCALED_MM, GEMM_REFERENCE = 0, 1, 2
+_GEMMS = {None: GEMM_AUTO, "scaled_mm": GEMM_SCALED_MM, "reference": GEMM_REFERENCE}
+_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_ACT_NAMES = {_C.ACT_SILU: "silu", _C.ACT_GELU_TANH: "gelu_tanh", _C.ACT_QUICK_GELU: "quick_gelu"}
+_FN = "mlp_fp8"
+
+
+def _blocks(n):
+    return (n + 127) // 128
+
+
+def _round4(n):
+    return (n + 3) // 4 * 4
+
+
+# ---- the recipe in torch ops -------------------------------------------------------------------
+
+
+def _scale_of(amax):
+    """fp32 amax -> the recipe's scale: amax / 448 (correctly rounded fp32 division), 1 where the
+    block is all zero, the smallest fp32 subnormal where the quotient underflows; NaN / inf stay."""
+    s = amax / FP8_MAX
+    s = torch.where(s == 0, torch.full_like(s, 2.0**-149), s)
+    return torch.where(amax == 0, torch.ones_like(s), s)
+
+
+def quantize_1x128(t: torch.Tensor):
+    """Row-wise 1 x 128 quantisation of ``t [R, C]``: ``(data [R, C] float8_e4m3fn contiguous,
+    scale [R, ceil(C/128)] fp32 with strides (1, R))``: the layout ``torch._scaled_mm`` takes for
+    ``ScalingType.BlockWise1x128`` (and the layout of ``fastglu.fp8.glu_fp8``'s default
+    ``scale_layout="mn_major"``). The last block of a row is shorter when C is not a multiple of
+    128. ``t`` may be any float dtype and any strides (``quantize_1x128(x.t())`` quantises the
+    columns)."""
+    R, C = t.shape
+    nb = _blocks(C)
+    # in t's dtype (abs and max are exact there); contiguous, so that the data comes out row-major
+    # (a transposed t costs this one copy)
+    tp = torch.nn.functional.pad(t, (0, nb * 128 - C)) if C % 128 else t.contiguous()
+    blocks = tp.view(R, nb, 128)
+    s = _scale_of(blocks.abs().amax(-1).float())
+    q = torch.div(blocks, s.unsqueeze(-1))  # in fp32 (type promotion): the recipe's division
+    data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(R, nb * 128)
+    if C % 128:
+        data = data[:, :C].contiguous()
+    scale = torch.empty((nb, R), dtype=torch.float32, device=t.device).t()
+    scale.copy_(s)
+    return data, scale
+
+
+def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
+    """128 x 128 block quantisation of a weight ``w [R, C]``: ``(data [R, C] float8_e4m3fn
+    contiguous, scale [ceil(R/128), ceil(C/128)] fp32 with strides (round_up(ceil(C/128), 4), 1))``:
+    the layout ``torch._scaled_mm`` takes for ``ScalingType.BlockWise128x128`` on ``w`` as the
+    transposed second operand (``_scaled_mm(a, data.t(), scale_a, scale.t())``; cuBLAS reads the
+    block rows 16-byte aligned; ``pad_scales=False``: row stride ceil(C/128), what PyTorch before
+    pytorch/pytorch#166752 checks). ``quantize_128x128(w.t())`` gives the transposed weight's data
+    and the same scales transposed."""
+    R, C = w.shape
+    nr, nc = _blocks(R), _blocks(C)
+    # in w's dtype, contiguous (w.t(): one copy), as quantize_1x128
+    pad = (0, nc * 128 - C, 0, nr * 128 - R)
+    wp = torch.nn.functional.pad(w, pad) if (R % 128 or C % 128) else w.contiguous()
+    blocks = wp.view(nr, 128, nc, 128)
+    s = _scale_of(blocks.abs().amax((1, 3)).float())
+    q = torch.div(blocks, s[:, None, :, None])
+    data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
+    if R % 128 or C % 128:
+        data = data[:R, :C].contiguous()
+    ld = _round4(nc) if pad_scales else nc
+    scale = torch.empty((nr, ld), dtype=torch.float32, device=w.device)[:, :nc]
+    scale.copy_(s)
+    return data, scale
+
+
+def dequantize_1x128(data, scale):
+    """``data.float() * scale`` with each 1 x 128 scale spread over its block: [R, C] fp32."""
+    C = data.shape[1]
+    return data.float() * scale.repeat_interleave(128, dim=1)[:, :C]
+
+
+def dequantize_128x128(data, scale):
+    """``data.float() * scale`` with each 128 x 128 scale spread over its block: [R, C] fp32."""
+    R, C = data.shape
+    s = scale.repeat_interleave(128, dim=0)[:R].repeat_interleave(128, dim=1)[:, :C]
+    return data.float() * s
+
+
+# ---- the GEMMs -----------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _blockwise_layout(device_index: int):
+    """How this process's torch._scaled_mm takes 128 x 128 weight scales on the device: "padded"
+    (row stride round_up(K/128, 4): what cuBLAS reads; PyTorch checks it since
+    pytorch/pytorch#166752), "unpadded" (row stride K/128: the PyTorch before it), or None (no
+    blockwise scaling: an older PyTorch or cuBLAS). Asked once per device with a tiny GEMM whose K
+    has 3 blocks and whose weight 2 block rows (where the two layouts differ: PyTorch skips the
+    stride check of a dimension of size 1); PyTorch checks the layouts on the host before the
+    launch, so a refusal is a RuntimeError here, never a wrong result."""
+    return _probe_layout(torch.device("cuda", device_index))
+
+
+def _probe_layout(dev):
+    a = torch.zeros(128, 384, dtype=FP8, device=dev)
+    w = torch.zeros(256, 384, dtype=FP8, device=dev)
+    a_scale = torch.ones((3, 128), device=dev).t()
+    for name, ld in (("padded", 4), ("unpadded", 3)):
+        w_scale = torch.ones((2, ld), device=dev)[:, :3]
+        try:
+            torch._scaled_mm(a, w.t(), a_scale, w_scale.t(), out_dtype=torch.bfloat16)
+        except (RuntimeError, ValueError):
+            continue
+        return name
+    return None
+
+
+def scaled_mm_available(x: torch.Tensor, w1: torch.Tensor) -> bool:
+    """Whether ``gemm=None`` runs the block's GEMMs through ``torch._scaled_mm`` (blockwise scales)
+    for these operands: CUDA, compute capability 9.x, a torch._scaled_mm that takes 1 x 128 and
+    128 x 128 scales (asked once per device), tokens, hidden and F multiples of 16 (``_scaled_mm``'s
+    operand alignment). No host synchronisation."""
+    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    return _scaled_ok(x.device, T, w1.shape[1], w1.shape[0])
+
+
+def _scaled_ok(device, T, H, F2):
+    if not hasattr(torch, "_scaled_mm") or device.type != "cuda":
+        return False
+    if torch.cuda.get_device_capability(device)[0] != 9:
+        return False
+    if not (T > 0 and T % 16 == 0 and H % 16 == 0 and F2 % 32 == 0):
+        return False
+    layout = _blockwise_layout(device.index if device.index is not None else 0)
+    if layout == "unpadded":
+        # that PyTorch hands cuBLAS unpadded 128 x 128 scales, which cuBLAS misreads unless every
+        # weight GEMM's K has a multiple of 4 blocks (then the two layouts are the same)
+        return all(_blocks(k) % 4 == 0 for k in (H, F2 // 2, F2))
+    return layout is not None
+
+
+def _pad(device, scaled):
+    """Whether the weights' scales take the padded row stride (see _blockwise_layout)."""
+    if not scaled:
+        return True
+    return _blockwise_layout(device.index if device.index is not None else 0) == "padded"
+
+
+def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
+    """``a @ b^T`` for a ``[M, K]`` with 1 x 128 scales and b ``[N, K]`` with 1 x 128 scales
+    (``b_scale [N, K/128]``, strides (1, N)) or 128 x 128 scales (``[N/128, K/128]``); both data
+    contiguous. ``scaled``: ``torch._scaled_mm``; else the reference path (dequantise, fp32 matmul)."""
+    if scaled:
+        return torch._scaled_mm(a, b.t(), a_scale, b_scale.t(), out_dtype=out_dtype)
+    bd = (
+        dequantize_1x128(b, b_scale)
+        if b_scale.shape[0] == b.shape[0]
+        else dequantize_128x128(b, b_scale)
+    )
+    return (dequantize_1x128(a, a_scale) @ bd.t()).to(out_dtype)
+
+
+# ---- validation on metadata ------------------------------------------------------------------------
+
+
+def _check_tensor(t, name, dims, dtypes=_DTYPES):
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, _FN, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        _fail(TypeError, _FN, f"{name} has layout {t.layout}; a dense (torch.strided) tensor only")
+    if t.dtype not in dtypes:
+        _fail(
+            TypeError,
+            _FN,
+            f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}",
+        )
+    if t.device.type not in ("cpu", "cuda", "meta"):
+        _fail(ValueError, _FN, f"{name} is on device {t.device}; CPU and CUDA tensors only")
+    if t.dim() not in dims:
+        _fail(
+            ValueError,
+            _FN,
+            f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}",
+        )
+
+
+def check_mlp_fp8(x, w1, w2):
+    """Validate the operands from their metadata; returns (leading shape, tokens, H, F)."""
+    _check_tensor(x, "x", (2, 3))
+    _check_tensor(w1, "w1", (2,))
+    _check_tensor(w2, "w2", (2,))
+    for name, w in (("w1", w1), ("w2", w2)):
+        if w.device != x.device:
+            _fail(ValueError, _FN, f"{name} is on {w.device} but x is on {x.device}")
+    if w1.dtype != w2.dtype:
+        _fail(TypeError, _FN, f"w2 has dtype {w2.dtype} but w1 has dtype {w1.dtype}")
+    lead, H = tuple(x.shape[:-1]), x.shape[-1]
+    if w1.shape[1] != H:
+        _fail(
+            ValueError,
+            _FN,
+            f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
+            f"last dimension (hidden) {H}",
+        )
+    if w1.shape[0] % 2 or w1.shape[0] == 0:
+        _fail(
+            ValueError,
+            _FN,
+            f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even and positive "
+            "([2F, hidden]: gate rows and up rows)",
+        )
+    F = w1.shape[0] // 2
+    if tuple(w2.shape) != (H, F):
+        _fail(
+            ValueError,
+            _FN,
+            f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x "
+            f"{tuple(x.shape)} and w1 {tuple(w1.shape)}",
+        )
+    if H == 0:
+        _fail(ValueError, _FN, f"x has shape {tuple(x.shape)}: hidden must be positive")
+    return lead, math.prod(lead), H, F
+
+
+def _use_scaled(gemm, device, T, H, F2):
+    if gemm == GEMM_REFERENCE:
+        return False
+    ok = _scaled_ok(device, T, H, F2)
+    if gemm == GEMM_SCALED_MM and not ok:
+        _fail(
+            ValueError,
+            _FN,
+            f"gemm='scaled_mm': torch._scaled_mm's blockwise scaling is not available for "
+            f"{T} tokens, hidden {H}, F {F2 // 2} on {device} (needs CUDA sm_90, a "
+            f"torch._scaled_mm taking blockwise scales (torch {torch.__version__}), tokens, "
+            "hidden and F multiples of 16)",
+        )
+    return ok
+
+
+# ---- the ops ---------------------------------------------------------------------------------------
+
+
+def _glu_kw(p):
+    activation, layout, clamp_value, offset, gate_mult, down_mult = p
+    return dict(
+        activation=_ACT_NAMES[activation],
+        interleaved=layout == _C.LAYOUT_INTERLEAVED,
+        clamp_value=clamp_value if clamp_value > 0 else None,
+        glu_linear_offset=offset,
+        gate_multiplier=gate_mult,
+        down_multiplier=down_mult,
+    )
+
+
+def _no_autocast(impl):
+    """impl with autocast off: the op's GEMMs and the reference path's fp32 matmuls keep the dtypes
+    the recipe gives them inside an autocast region (the op has no autocast rule of its own, so
+    the region's state would reach the matmuls)."""
+
+    def run(*args):
+        with torch.autocast(args[0].device.type, enabled=False):
+            return impl(*args)
+
+    return run
+
+
+def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
+    lead, T, H, F = check_mlp_fp8(x, w1, w2)
+    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
+    x2 = x.reshape(T, H)
+    xq, xs = quantize_1x128(x2)
+    pad = _pad(x.device, scaled)
+    w1q, w1s = quantize_128x128(w1, pad_scales=pad)
+    h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
+    o = _fp8.glu_fp8(h, columnwise=save, **_glu_kw(p))
+    w2q, w2s = quantize_128x128(w2, pad_scales=pad)
+    out = _mm(o.data, o.scale, w2q, w2s, x.dtype, scaled).view(lead + (H,))
+    if not save:
+        e = x.new_empty((0,))
+        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
+    xtq, xts = quantize_1x128(x2.t())  # x^T [H, T], 1 x 128 along the tokens (fc1's wgrad)
+    return out, h, xtq, xts, o.data_t, o.scale_t
+
+
+def _fwd_fake(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
+    lead, T, H, F = check_mlp_fp8(x, w1, w2)
+    out = x.new_empty(lead + (H,))
+    if not save:
+        e = x.new_empty((0,))
+        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
+
+    def mn_major(rows, cols):
+        return x.new_empty((_blocks(cols), rows), dtype=torch.float32).t()
+
+    return (
+        out,
+        x.new_empty((T, 2 * F)),
+        x.new_empty((H, T), dtype=FP8),
+        mn_major(H, T),
+        x.new_empty((F, T), dtype=FP8),
+        mn_major(F, T),
+    )
+
+
+def _bwd_impl(
+    dout,
+    h,
+    xtq,
+    xts,
+    ytq,
+    yts,
+    w1,
+    w2,
+    activation,
+    layout,
+    clamp_value,
+    offset,
+    gate_mult,
+    down_mult,
+    gemm,
+):
+    T, F2 = h.shape
+    H = w1.shape[1]
+    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    scaled = _use_scaled(gemm, h.device, T, H, F2)
+    do = dout.reshape(T, H).to(h.dtype)
+    doq, dos = quantize_1x128(do)  # dO [T, H], 1 x 128 along H (fc2's dgrad)
+    pad = _pad(h.device, scaled)
+    w2tq, w2ts = quantize_128x128(w2.t(), pad_scales=pad)  # w2^T [F, H]
+    dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
+    dotq, dots = quantize_1x128(do.t())  # dO^T [H, T], 1 x 128 along the tokens (fc2's wgrad)
+    dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
+    g = _fp8.glu_bwd_fp8(dy, h, columnwise=True, **_glu_kw(p))
+    w1tq, w1ts = quantize_128x128(w1.t(), pad_scales=pad)  # w1^T [H, 2F]
+    dx = _mm(g.data, g.scale, w1tq, w1ts, h.dtype, scaled)  # [T, H]
+    dw1 = _mm(g.data_t, g.scale_t, xtq, xts, w1.dtype, scaled)  # [2F, H]
+    return dx, dw1, dw2
+
+
+def _bwd_fake(dout, h, xtq, xts, ytq, yts, w1, w2, *rest):
+    T = h.shape[0]
+    H = w1.shape[1]
+    return h.new_empty((T, H)), w1.new_empty(w1.shape), w2.new_empty(w2.shape)
+
+
+_SCALARS = (
+    "int activation, int layout, float clamp_value, float glu_linear_offset, "
+    "float gate_multiplier, float down_multiplier, int gemm"
+)
+FWD_SCHEMA = (
+    f"(Tensor x, Tensor w1, Tensor w2, {_SCALARS}, bool save) -> "
+    "(Tensor out, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale)"
+)
+BWD_SCHEMA = (
+    "(Tensor dout, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
+    f"Tensor w1, Tensor w2, {_SCALARS}) -> (Tensor dx, Tensor dw1, Tensor dw2)"
+)
+
+
+def _setup(ctx, inputs, output):
+    x, w1, w2 = inputs[:3]
+    ctx.scalars = tuple(inputs[3:10])
+    ctx.x_shape = tuple(x.shape)
+    _, h, xtq, xts, ytq, yts = output
+    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2)
+
+
+def _backward(ctx, dout, *_unused):
+    h, xtq, xts, ytq, yts, w1, w2 = ctx.saved_tensors
+    dx, dw1, dw2 = torch.ops.fastglu.mlp_fp8_bwd(dout, h, xtq, xts, ytq, yts, w1, w2, *ctx.scalars)
+    need = ctx.needs_input_grad
+    return (
+        dx.view(ctx.x_shape) if need[0] else None,
+        dw1 if need[1] else None,
+        dw2 if need[2] else None,
+    ) + (None,) * 8
+
+
+_LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
+_TAGS = (torch.Tag.pt2_compliant_tag,) if hasattr(torch.Tag, "pt2_compliant_tag") else ()
+torch.library.define("fastglu::mlp_fp8_fwd", FWD_SCHEMA, lib=_LIB, tags=_TAGS)
+torch.library.impl("fastglu::mlp_fp8_fwd", ("cpu", "cuda"), _no_autocast(_fwd_impl), lib=_LIB)
+torch.library.register_fake("fastglu::mlp_fp8_fwd", _fwd_fake, lib=_LIB)
+torch.library.define("fastglu::mlp_fp8_bwd", BWD_SCHEMA, lib=_LIB, tags=_TAGS)
+torch.library.impl("fastglu::mlp_fp8_bwd", ("cpu", "cuda"), _no_autocast(_bwd_impl), lib=_LIB)
+torch.library.register_fake("fastglu::mlp_fp8_bwd", _bwd_fake, lib=_LIB)
+torch.library.register_autograd("fastglu::mlp_fp8_fwd", _backward, setup_context=_setup, lib=_LIB)
+
+
+# ---- the public function ---------------------------------------------------------------------------
+
+
+def mlp_fp8(
+    x,
+    w1,
+    w2,
+    *,
+    activation="silu",
+    clamp_value=None,
+    glu_linear_offset=0.0,
+    gate_multiplier=1.0,
+    down_multiplier=1.0,
+    interleaved=False,
+    recipe="blockwise",
+    gemm=None,
+):
+    """The gated MLP block ``fc2(glu(fc1(x)))`` with FP8 GEMMs (DeepSeek-V3's blockwise recipe),
+    differentiable in x, w1 and w2. See the module docstring for the recipe and the two GEMM paths.
+
+    Args:
+        x: ``[tokens, hidden]`` or ``[S, B, hidden]``; bfloat16 / float16 / float32; CPU or CUDA.
+        w1: fc1's weight ``[2F, hidden]`` (gate rows then up rows; ``interleaved=True``: gate row 2j,
+            up row 2j+1); bfloat16 / float16 / float32 (fp32 master weights are fine: they are
+            quantised from fp32 and their gradients come back in fp32).
+        w2: fc2's weight ``[hidden, F]``, w1's dtype.
+        activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved:
+            as ``fastglu.glu``.
+        recipe: ``"blockwise"`` (1 x 128 activations, 128 x 128 weights; the only one).
+        gemm: None (``torch._scaled_mm`` where available, else the reference path), ``"scaled_mm"``
+            or ``"reference"`` (dequantise and multiply in fp32).
+
+    Returns:
+        ``out`` ``[..., hidden]`` in x's dtype.
+
+    Raises:
+        TypeError: a non-tensor or a wrong dtype (named), w1 and w2 of different dtypes.
+        ValueError: shapes that do not fit together (named, with the shapes), mixed devices, an
+            unknown activation, recipe or gemm, ``gemm="scaled_mm"`` where it is not available.
+    """
+    p = glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=_FN,
+    )
+    if recipe != "blockwise":
+        _fail(ValueError, _FN, f"recipe must be 'blockwise', got {recipe!r}")
+    if not isinstance(gemm, (str, type(None))) or gemm not in _GEMMS:
+        _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
+    check_mlp_fp8(x, w1, w2)
+    code = _GEMMS[gemm]
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (x, w1, w2))
+    out = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, code, grad)[0]
+    return out
