@@ -131,8 +131,11 @@ class GLUFunction(torch.autograd.Function):
                 "retain_graph=True or a second backward.",
             )
         x, up, bias, weights, scale_inv = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
+        if bias is None and weights is None:  # (needs_input_grad read only where it decides)
+            want_db = want_dw = False
+        else:
+            need = ctx.needs_input_grad
+            want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
         # dy sharing the operands' memory cannot be read while their gradients are written over
         # them (e.g. grad_outputs given as a view of the input): out of place
         in_place = in_place and not (
