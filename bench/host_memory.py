@@ -15,9 +15,15 @@ torch.compile traces, here called eagerly, with its registered autograd; ``fastg
 
 Memory (Liger's method): peak ``torch.cuda.max_memory_allocated()`` during one forward+backward on
 the seed shape minus what was allocated before (the input and dy), in MiB. The input reaches each
-provider through ``FC1Stub``, an autograd node that stands for fc1: it passes the input through and
-drops the gradient it receives (as fc1's backward consumes it), so the number is the activation's
-own memory (its output, its gradient buffer and its temporaries) for every provider alike.
+provider through ``FC1Output``, an autograd node that stands for fc1: it passes the input through
+(a non-leaf output, which ``in_place=True`` may overwrite) and drops the gradient it receives (as
+fc1's backward consumes it), so the number is the activation's own memory (its output, its gradient
+buffer and its temporaries) for every provider alike.
+
+On the CPU (``--device cpu``) the numbers are a proxy: the same Python layers, autograd engine and
+allocator calls, but the C CPU kernels in place of CUDA launches (a launch costs the host a few
+microseconds more) and no CUDA stream lookup or device guard; the ratios to the identity Function
+show where a change moves the host time, the GPU host's own ratios are the targets' measure.
 
     python bench/host_memory.py [--out results.json]
     python bench/host_memory.py --device cpu     # host time only, on CPU tensors (no GPU needed)
@@ -276,15 +282,35 @@ def print_host_targets(t):
     )
 
 
-def peak_memory(providers, S=2048, B=4, F=8192):
+class FC1Output(torch.autograd.Function):
+    """fc1's output for ``peak_memory``: a view of the input x (which takes no gradient), made
+    differentiable through ``anchor`` (one element standing for fc1's weight), so that the output is
+    neither a leaf nor a view of one that requires grad: an in-place provider may overwrite it, as
+    it overwrites a real fc1's output. Its backward consumes the gradient."""
+
+    @staticmethod
+    def forward(ctx, x, anchor):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, None
+
+
+def peak_memory(providers, S=2048, B=4, F=8192, device="cuda"):
     out = {}
+    anchor = torch.zeros(1, device=device, requires_grad=True)
     for name, provider in providers.items():
 
         def fn(x, provider=provider):
-            return provider(FC1Stub.apply(x))
+            return provider(FC1Output.apply(x, anchor))
 
-        x = torch.randn(S, B, 2 * F, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        dy = torch.randn(S, B, F, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(S, B, 2 * F, device=device, dtype=torch.bfloat16)
+        dy = torch.randn(S, B, F, device=device, dtype=torch.bfloat16)
+        if device != "cuda":  # (no allocator statistics: the providers' passes alone, e.g. tests)
+            fn(x).backward(dy)
+            out[name] = None
+            continue
         for _ in range(2):  # the second pass is measured (compilation and caches out of the way)
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -321,6 +347,11 @@ def main():
                 providers[name] = load_provider(name, on_gpu)[0]
         except Exception as e:  # a peer that is not installed is reported, not fatal
             print(f"note: {name}: {e}")
+    if not on_gpu:
+        print(
+            "note: CPU tensors: a proxy of the GPU host's time (C CPU kernels in place of CUDA "
+            "launches); the targets are measured on the GPU host"
+        )
     targets = host_targets(args.device)
     print_host_targets(targets)
     host, breakdown = host_times(providers, device=args.device)

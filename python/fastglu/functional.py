@@ -131,8 +131,11 @@ class GLUFunction(torch.autograd.Function):
                 "retain_graph=True or a second backward.",
             )
         x, up, bias, weights, scale_inv = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
+        if bias is None and weights is None:  # (needs_input_grad read only where it decides)
+            want_db = want_dw = False
+        else:
+            need = ctx.needs_input_grad
+            want_db, want_dw = bias is not None and need[2], weights is not None and need[3]
         # dy sharing the operands' memory cannot be read while their gradients are written over
         # them (e.g. grad_outputs given as a view of the input): out of place
         in_place = in_place and not (
@@ -181,6 +184,24 @@ _glu_c_apply = (
 
 
 def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_place, fn):
+    if (
+        fp8_input_store is False
+        and cpu_offload_input is False
+        and in_place is False
+        and type(x) is _Tensor
+        and _glu_c_apply is not None
+        and not _is_compiling()
+        and not _functorch_active()
+    ):  # the common eager call (Megatron's entry points): straight to the lean apply
+        options = _PLAIN_OPTIONS.get(fn) or _PLAIN_OPTIONS.setdefault(fn, (False, False, False, fn))
+        x = _unwrap_if_dead(x)  # (a dead functorch wrapper: unwrapped as Function.apply does)
+        if up is not None and isinstance(up, _Tensor):
+            up = _unwrap_if_dead(up)
+        if bias is not None and isinstance(bias, _Tensor):
+            bias = _unwrap_if_dead(bias)
+        if weights is not None and isinstance(weights, _Tensor):
+            weights = _unwrap_if_dead(weights)
+        return _glu_c_apply(x, up, bias, weights, params, options)
     in_place = (
         in_place is not False and bool(in_place) and _grad_enabled()
     )  # without grad mode no backward runs
@@ -257,6 +278,10 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
         ops._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark (ValueError naming fn)
         return library.GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
     return library.glu_fwd(x, up, bias, weights, *params)
+
+
+_ZERO, _ONE = 0.0, 1.0  # glu's default options, recognised by identity
+_DEFAULT_PARAMS = {a: glu_params(a) for a in ops.ACTIVATIONS}  # glu's params with default options
 
 
 # ---- public functions --------------------------------------------------------------------------
@@ -381,9 +406,9 @@ def glu(
     bias=None,
     weights=None,
     clamp_value=None,
-    glu_linear_offset=0.0,
-    gate_multiplier=1.0,
-    down_multiplier=1.0,
+    glu_linear_offset=_ZERO,
+    gate_multiplier=_ONE,
+    down_multiplier=_ONE,
     interleaved=False,
     fp8_input_store=False,
     cpu_offload_input=False,
@@ -418,15 +443,26 @@ def glu(
         TypeError, ValueError: see ``glu_fwd``; RuntimeError: a second in-place backward, or
         create_graph=True.
     """
-    p = glu_params(
-        activation,
-        clamp_value=clamp_value,
-        glu_linear_offset=glu_linear_offset,
-        gate_multiplier=gate_multiplier,
-        down_multiplier=down_multiplier,
-        interleaved=interleaved,
-        fn="glu",
-    )
+    p = None
+    if (
+        clamp_value is None
+        and glu_linear_offset is _ZERO
+        and gate_multiplier is _ONE
+        and down_multiplier is _ONE
+        and interleaved is False
+        and type(activation) is str
+    ):  # the default options (the objects of the signature): their params, checked once
+        p = _DEFAULT_PARAMS.get(activation)
+    if p is None:
+        p = glu_params(
+            activation,
+            clamp_value=clamp_value,
+            glu_linear_offset=glu_linear_offset,
+            gate_multiplier=gate_multiplier,
+            down_multiplier=down_multiplier,
+            interleaved=interleaved,
+            fn="glu",
+        )
     return _apply(x, None, bias, weights, p, fp8_input_store, cpu_offload_input, in_place, "glu")
 
 
@@ -548,7 +584,8 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
         TypeError: dtypes.
     """
     fn = "bias_swiglu_impl"
-    _megatron_input(input, fn)
+    if type(input) is not _Tensor or not 2 <= input.dim() <= 3:
+        _megatron_input(input, fn)  # raises naming the call (or passes a 2D / 3D subclass)
     p = SILU if clamp_value is None else _megatron_params("silu", clamp_value, 0.0, fn)
     return _apply(input, None, bias, None, p, fp8_input_store, cpu_offload_input, False, fn)
 
@@ -569,7 +606,8 @@ def weighted_bias_swiglu_impl(input, bias, weights, fp8_input_store=False, clamp
         not per-token.
     """
     fn = "weighted_bias_swiglu_impl"
-    _megatron_input(input, fn)
+    if type(input) is not _Tensor or not 2 <= input.dim() <= 3:
+        _megatron_input(input, fn)  # raises naming the call (or passes a 2D / 3D subclass)
     if bias is not None:
         raise NotImplementedError(
             "fastglu.weighted_bias_swiglu_impl: Bias is not supported for weighted swiglu "
@@ -589,7 +627,8 @@ def bias_geglu_impl(input, bias):
     Returns ``[tokens, F]`` / ``[S, B, F]``. Raises ValueError / TypeError as ``bias_swiglu_impl``.
     """
     fn = "bias_geglu_impl"
-    _megatron_input(input, fn)
+    if type(input) is not _Tensor or not 2 <= input.dim() <= 3:
+        _megatron_input(input, fn)  # raises naming the call (or passes a 2D / 3D subclass)
     return _apply(input, None, bias, None, _GELU_TANH, False, False, False, fn)
 
 
@@ -617,7 +656,8 @@ def weighted_bias_quick_geglu_impl(
         ValueError / TypeError: as ``bias_swiglu_impl``, weights not per-token.
     """
     fn = "weighted_bias_quick_geglu_impl"
-    _megatron_input(input, fn)
+    if type(input) is not _Tensor or not 2 <= input.dim() <= 3:
+        _megatron_input(input, fn)  # raises naming the call (or passes a 2D / 3D subclass)
     if weights is None:
         _fail(TypeError, fn, "weights must be a torch.Tensor [tokens, 1], got None")
     p = _megatron_params("quick_gelu", clamp_value, linear_offset, fn)

@@ -757,62 +757,82 @@ def _launch(kernel, dev, args):
 
 _DENSE = (torch.Tensor, torch.nn.Parameter)
 _SPLIT = _C.LAYOUT_SPLIT
-
-
-def _fast_operand(t, cuda, dev):
-    """Whether t is a plain (or Parameter) dense tensor, not negated, on x's device."""
-    return (
-        type(t) in _DENSE
-        and t.layout is _STRIDED
-        and not t.is_nested
-        and not t.is_neg()
-        and (t.is_cuda and t.get_device() == dev if cuda else t.is_cpu)
-    )
+_ELEMENT_SIZES = {
+    _C.DTYPE_FP32: 4,
+    _C.DTYPE_FP16: 2,
+    _C.DTYPE_BF16: 2,
+}  # (a dict lookup, cheaper than element_size())
 
 
 def _fast_case(x, bias, weights):
-    """(dtype code, x's shape, tokens, row stride, F, on_cuda, device index, weights' dtype code) of
-    the common case, or None."""
-    if (
-        type(x) not in _DENSE or x.layout is not _STRIDED or x.is_nested
-    ):  # (a nested tensor has no .shape)
+    """(dtype, dtype code, output shape, tokens, row stride, F, device index (-1: the CPU), weights'
+    dtype code) of the common case, or None. Every read is inline (no helper calls): this runs in
+    every forward and backward."""
+    if type(x) not in _DENSE or x.layout is not _STRIDED or x.is_nested or x.is_neg():
+        return None  # (checked first: a nested tensor has no .shape)
+    dtype = x.dtype
+    code = _COMPUTE_CODES.get(dtype)
+    if code is None:
         return None
-    code = _COMPUTE_CODES.get(x.dtype)
     shape = x.shape
+    stride = x.stride()
     nd = len(shape)
-    if code is None or (nd != 2 and nd != 3) or x.is_neg():
+    if nd == 2:  # _row_stride's 2D and 3D cases
+        tokens = shape[0]
+        rs = stride[0] if tokens > 1 else 0
+    elif nd == 3:
+        s0, s1 = shape[0], shape[1]
+        tokens = s0 * s1
+        if s1 == 1:
+            rs = stride[0] if s0 > 1 else 0
+        elif s0 == 1 or stride[0] == s1 * stride[1]:
+            rs = stride[1]
+        else:
+            return None
+    else:
         return None
     width = shape[-1]
-    stride = x.stride()
-    tokens, rs = _row_stride(shape, stride)
-    if rs is None or stride[-1] != 1 or width & 1 or not width or not tokens:
+    if stride[-1] != 1 or width & 1 or not width or not tokens:
         return None
-    cuda = x.is_cuda
-    if not cuda and not x.is_cpu:
+    if x.is_cuda:
+        dev = x.get_device()
+    elif x.is_cpu:
+        dev = -1
+    else:
         return None
-    dev = x.get_device()
     F = width >> 1
     if bias is not None and not (
-        _fast_operand(bias, cuda, dev)
-        and bias.dtype is x.dtype
+        type(bias) in _DENSE
+        and bias.layout is _STRIDED
+        and not bias.is_nested
+        and bias.dtype is dtype
         and bias.shape == (width,)
         and bias.stride(0) == 1
+        and not bias.is_neg()
+        and (bias.is_cuda and bias.get_device() == dev if dev >= 0 else bias.is_cpu)
         and bias.data_ptr()
     ):
         return None
     w_code = 0
     if weights is not None:
-        if not _fast_operand(weights, cuda, dev):
+        if not (
+            type(weights) in _DENSE
+            and weights.layout is _STRIDED
+            and not weights.is_nested
+            and not weights.is_neg()
+            and (weights.is_cuda and weights.get_device() == dev if dev >= 0 else weights.is_cpu)
+        ):
             return None
         w_code = _COMPUTE_CODES.get(weights.dtype)
         if (
             w_code is None
-            or not weights.is_contiguous()
             or weights.shape not in ((tokens, 1), (tokens,))
+            or not weights.is_contiguous()
             or not weights.data_ptr()
         ):
             return None
-    return code, shape, tokens, rs, F, cuda, dev, w_code
+    out_shape = (shape[0], F) if nd == 2 else (shape[0], shape[1], F)  # a tuple: parsed faster
+    return dtype, code, out_shape, tokens, rs, F, dev, w_code
 
 
 def _fwd_common(p, x, bias, weights):
@@ -820,39 +840,51 @@ def _fwd_common(p, x, bias, weights):
     c = _fast_case(x, bias, weights)
     if c is None:
         return None
-    code, shape, tokens, rs, F, cuda, dev, w_code = c
-    y = x.new_empty(
-        (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
-    )  # a tuple: parsed faster than a Size
+    _, code, out_shape, tokens, rs, F, dev, w_code = c
+    y = x.new_empty(out_shape)
     g_ptr = x.data_ptr()
     act, layout, clamp, offset, m_g, m_d = p
-    u_ptr, u_rs = (g_ptr + int(F) * x.element_size(), rs) if layout == _SPLIT else (0, 0)
-    _launch(
-        _C.glu_fwd,
-        dev,
-        (
-            act,
-            layout,
-            clamp,
-            offset,
-            m_g,
-            m_d,
-            g_ptr,
-            rs,
-            u_ptr,
-            u_rs,
-            0 if bias is None else bias.data_ptr(),
-            0 if weights is None else weights.data_ptr(),
-            w_code,
-            1,
-            y.data_ptr(),
-            F,
-            0,
-            0,
-            tokens,
-            F,
-            code,
-        ),
+    # (int(F): under torch.jit.trace the sizes are tensors; a pointer must be an int)
+    u_ptr, u_rs = (g_ptr + int(F) * _ELEMENT_SIZES[code], rs) if layout == _SPLIT else (0, 0)
+    b_ptr = 0 if bias is None else bias.data_ptr()
+    w_ptr = 0 if weights is None else weights.data_ptr()
+    y_ptr = y.data_ptr()
+    if dev < 0:
+        cuda = stream = 0
+    elif dev == _current_device():
+        cuda, stream = 1, _raw_stream(dev)
+    else:  # another device than the current one: under a device guard
+        _launch(
+            _C.glu_fwd,
+            dev,
+            (act, layout, clamp, offset, m_g, m_d, g_ptr, rs, u_ptr, u_rs, b_ptr, w_ptr, w_code)
+            + (1, y_ptr, F, 0, 0, tokens, F, code),
+        )
+        return y
+    _C.glu_fwd(
+        cuda,
+        act,
+        layout,
+        clamp,
+        offset,
+        m_g,
+        m_d,
+        g_ptr,
+        rs,
+        u_ptr,
+        u_rs,
+        b_ptr,
+        w_ptr,
+        w_code,
+        1,
+        y_ptr,
+        F,
+        0,
+        0,
+        tokens,
+        F,
+        code,
+        stream,
     )
     return y
 
@@ -863,70 +895,82 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
     c = _fast_case(x, bias, weights)
     if c is None:
         return None
-    code, shape, tokens, rs, F, cuda, dev, w_code = c
-    if type(dy) is not _Tensor or not _fast_operand(dy, cuda, dev) or is_zero_tensor(dy):
-        return None
-    dshape = dy.shape
-    if dy.dtype is not x.dtype or dshape != (
-        (shape[0], F) if len(shape) == 2 else (shape[0], shape[1], F)
+    dtype, code, out_shape, tokens, rs, F, dev, w_code = c
+    if not (
+        type(dy) is _Tensor
+        and dy.layout is _STRIDED
+        and not dy.is_nested
+        and dy.dtype is dtype
+        and dy.shape == out_shape
+        and not dy.is_neg()
+        and (dy.is_cuda and dy.get_device() == dev if dev >= 0 else dy.is_cpu)
     ):
         return None
-    dy_stride = dy.stride()
-    _, dy_rs = _row_stride(dshape, dy_stride)
-    dy_cs = dy_stride[-1]
-    if dy_rs is None:
+    dy_ptr = dy.data_ptr()
+    if not dy_ptr:  # an efficient zero tensor (no memory): the checked path answers it
         return None
-    dx = x.new_empty(tuple(shape))
+    dy_stride = dy.stride()
+    if len(out_shape) == 2:  # _row_stride's 2D and 3D cases
+        dy_rs = dy_stride[0] if tokens > 1 else 0
+    else:
+        s0, s1 = out_shape[0], out_shape[1]
+        if s1 == 1:
+            dy_rs = dy_stride[0] if s0 > 1 else 0
+        elif s0 == 1 or dy_stride[0] == s1 * dy_stride[1]:
+            dy_rs = dy_stride[1]
+        else:
+            return None
+    dx = x.new_empty(x.shape)
     dbias = x.new_empty((2 * F,)) if want_db else None
-    dw = weights.new_empty((tokens,)) if want_dw else None
-    ws_bytes = _C.glu_bwd_workspace_bytes(tokens, F, want_db, want_dw)
+    dw = weights.new_empty(weights.shape) if want_dw else None  # (contiguous, as weights are)
+    ws_bytes = _C.glu_bwd_workspace_bytes(tokens, F, want_db, want_dw) if want_db or want_dw else 0
     ws = x.new_empty((ws_bytes,), dtype=torch.uint8) if ws_bytes else None
     g_ptr, dg_ptr = x.data_ptr(), dx.data_ptr()
     act, layout, clamp, offset, m_g, m_d = p
     if layout == _SPLIT:
-        es = x.element_size()
-        u_ptr, u_rs, du_ptr, du_rs = g_ptr + int(F) * es, rs, dg_ptr + int(F) * es, 2 * F
+        es = int(F) * _ELEMENT_SIZES[code]
+        u_ptr, u_rs, du_ptr, du_rs = g_ptr + es, rs, dg_ptr + es, 2 * F
     else:
         u_ptr = u_rs = du_ptr = du_rs = 0
-    _launch(
-        _C.glu_bwd,
-        dev,
-        (
-            act,
-            layout,
-            clamp,
-            offset,
-            m_g,
-            m_d,
-            dy.data_ptr(),
-            dy_rs,
-            dy_cs,
-            g_ptr,
-            rs,
-            u_ptr,
-            u_rs,
-            code,
-            0,
-            0,
-            0 if bias is None else bias.data_ptr(),
-            0 if weights is None else weights.data_ptr(),
-            w_code,
-            1,
-            dg_ptr,
-            2 * F,
-            du_ptr,
-            du_rs,
-            0 if dbias is None else dbias.data_ptr(),
-            0 if dw is None else dw.data_ptr(),
-            0 if ws is None else ws.data_ptr(),
-            ws_bytes,
-            tokens,
-            F,
-            code,
-        ),
+    args = (
+        act,
+        layout,
+        clamp,
+        offset,
+        m_g,
+        m_d,
+        dy_ptr,
+        dy_rs,
+        dy_stride[-1],
+        g_ptr,
+        rs,
+        u_ptr,
+        u_rs,
+        code,
+        0,
+        0,
+        0 if bias is None else bias.data_ptr(),
+        0 if weights is None else weights.data_ptr(),
+        w_code,
+        1,
+        dg_ptr,
+        2 * F,
+        du_ptr,
+        du_rs,
+        0 if dbias is None else dbias.data_ptr(),
+        0 if dw is None else dw.data_ptr(),
+        0 if ws is None else ws.data_ptr(),
+        ws_bytes,
+        tokens,
+        F,
+        code,
     )
-    if dw is not None:
-        dw = dw.view(weights.shape)
+    if dev < 0:
+        _C.glu_bwd(0, *args, 0)
+    elif dev == _current_device():
+        _C.glu_bwd(1, *args, _raw_stream(dev))
+    else:
+        _launch(_C.glu_bwd, dev, args)
     return dx, dbias, dw
 
 

@@ -393,3 +393,152 @@ def test_registration_helper_serves_a_variant():
     assert rel_err(got[0], want[0]) <= 1e-5 and all(
         rel_err(g, w) <= 1e-5 for g, w in zip(got[2], want[2])
     )
+
+
+# ---- the lean eager path and the torch.library op: one result, one set of errors ----------------
+# Eager calls on plain tensors apply GLUFunction straight to the C binding (host time); torch.compile,
+# export and opcheck use the ops. Both must give the same bits, gradients included, and refuse the
+# same inputs with the same exception types, naming the same tensor.
+
+
+def _host_entries(b, w):
+    """(name, eager call, the same call through the op, whether b / w take part) of the host-time
+    targets' entry points (bench/host_memory.py)."""
+    silu = fastglu.ops.SILU
+    qg = fastglu.ops.glu_params("quick_gelu", clamp_value=7.0, glu_linear_offset=1.0)
+    glu_fwd = torch.ops.fastglu.glu_fwd
+    return [
+        ("swiglu", fastglu.swiglu, torch.ops.fastglu.swiglu_fwd, False, False),
+        ("glu", fastglu.glu, lambda h: glu_fwd(h, None, None, None, *silu), False, False),
+        (
+            "glu gelu_tanh bias",
+            lambda h: fastglu.glu(h, "gelu_tanh", bias=b),
+            lambda h: glu_fwd(h, None, b, None, *fastglu.ops.glu_params("gelu_tanh")),
+            True,
+            False,
+        ),
+        (
+            "bias_swiglu_impl(x, None)",
+            lambda h: fastglu.bias_swiglu_impl(h, None),
+            lambda h: glu_fwd(h, None, None, None, *silu),
+            False,
+            False,
+        ),
+        (
+            "bias_swiglu_impl(x, bias)",
+            lambda h: fastglu.bias_swiglu_impl(h, b),
+            lambda h: glu_fwd(h, None, b, None, *silu),
+            True,
+            False,
+        ),
+        (
+            "weighted_bias_swiglu_impl",
+            lambda h: fastglu.weighted_bias_swiglu_impl(h, None, w),
+            lambda h: glu_fwd(h, None, None, w, *silu),
+            False,
+            True,
+        ),
+        (
+            "weighted_bias_quick_geglu_impl",
+            lambda h: fastglu.weighted_bias_quick_geglu_impl(h, b, w, False, 1.0, 7.0),
+            lambda h: glu_fwd(h, None, b, w, *qg),
+            True,
+            True,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("lead", [(7,), (3, 5)], ids=["2d", "3d"])
+def test_lean_eager_path_and_the_op_give_the_same_bits(lead, dtype, device):
+    F = 24
+    tokens = 1
+    for n in lead:
+        tokens *= n
+    x0 = randn(*lead, 2 * F, dtype=dtype, device=device)
+    b0 = randn(2 * F, dtype=dtype, device=device)
+    w0 = torch.rand(tokens, 1, device=device)
+    dy = randn(*lead, F, dtype=dtype, device=device)
+    for entry0 in _host_entries(None, None):
+        name, uses_b, uses_w = entry0[0], entry0[3], entry0[4]
+        got = {}
+        for path in ("eager", "op"):
+            x = x0.clone().requires_grad_()
+            b = b0.clone().requires_grad_()
+            w = w0.clone().requires_grad_()
+            entry = dict((e[0], e) for e in _host_entries(b, w))[name]
+            y = entry[1 if path == "eager" else 2](x)
+            kind = type(y.grad_fn).__name__
+            assert (kind == "GLUFunctionBackward") == (path == "eager"), (name, path, kind)
+            y.backward(dy)
+            got[path] = (y.detach(), x.grad, b.grad, w.grad)
+        for e, o, what in zip(got["eager"], got["op"], ("y", "dx", "dbias", "dweights")):
+            assert (e is None) == (o is None), (name, what)
+            if e is not None:
+                assert e.dtype == o.dtype and e.shape == o.shape, (name, what)
+                assert torch.equal(e, o), (name, what)
+        assert (got["eager"][2] is not None) == uses_b and (got["eager"][3] is not None) == uses_w
+
+
+def _error(f):
+    try:
+        f()
+    except (TypeError, ValueError) as e:
+        return type(e), str(e).split(": ", 1)[1]
+    raise AssertionError("no error")
+
+
+def test_lean_eager_path_and_the_op_raise_the_same_errors():
+    """Inputs the kernels refuse: the eager entry points and the op raise the same exception type
+    with a message naming the same tensor and the value (each names its own function)."""
+    F = 8
+    good_x, good_b, good_w = torch.randn(4, 2 * F), torch.randn(2 * F), torch.rand(4, 1)
+    bad = {
+        "odd width": (torch.randn(4, 2 * F - 1), good_b, good_w, "last dimension"),
+        "int input": (torch.ones(4, 2 * F, dtype=torch.int32), good_b, good_w, "dtype"),
+        "bias [F]": (good_x, torch.randn(F), good_w, "bias"),
+        "bias of another dtype": (good_x, good_b.double(), good_w, "bias"),
+        "weights of the wrong length": (good_x, good_b, torch.rand(5, 1), "weights"),
+        "bias on meta": (good_x, torch.randn(2 * F, device="meta"), good_w, "bias"),
+    }
+    for case, (x, b, w, word) in bad.items():
+        for name, eager, op, uses_b, uses_w in _host_entries(b, w):
+            if (word == "bias" and not uses_b) or (word == "weights" and not uses_w):
+                continue
+            e_type, e_msg = _error(lambda: eager(x))
+            o_type, o_msg = _error(lambda: op(x))
+            assert e_type is o_type, (case, name, e_msg, o_msg)
+            assert word in e_msg and word in o_msg, (case, name, e_msg, o_msg)
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_compiled_host_entries_trace_the_op(index):
+    """Under torch.compile(fullgraph=True) each host-time entry point is the torch.library op (no
+    graph break, the op in dynamo's graph, GLUFunction nowhere), with the eager path's bits."""
+    x0, b0, w0 = randn(6, 2 * 16), randn(2 * 16), torch.rand(6, 1)
+    dy = randn(6, 16)
+    name, eager, _, _, _ = _host_entries(None, None)[index]
+    targets = []
+
+    def backend(gm, example_inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    def run(compiled):
+        x, b, w = (t.clone().requires_grad_() for t in (x0, b0, w0))
+        entry = _host_entries(b, w)[index][1]
+        f = torch.compile(entry, backend=backend, fullgraph=True) if compiled else entry
+        y = f(x)
+        y.backward(dy)
+        return y.detach(), x.grad, b.grad, w.grad
+
+    torch._dynamo.reset()
+    got = run(True)
+    assert any(t.startswith("fastglu.") and "_fwd" in t for t in targets), (name, targets)
+    assert not any("GLUFunction" in t for t in targets), (name, targets)
+    want = run(False)
+    for g, e in zip(got, want):
+        assert (g is None) == (e is None), name
+        if g is not None:
+            assert torch.equal(g, e), name
