@@ -59,9 +59,10 @@
  * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
  * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
  * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
- * the general mode MM_ANY with fewer instructions) on the unrounded fp32 dY and y (glu_forward,
- * the forward epilogue's operations), then d_gate, d_up and y through the TMA-store staging
- * (16-byte aligned outputs) or from registers.
+ * the general mode MM_ANY with fewer instructions) on the unrounded fp32 dY, which also gives y
+ * from its own activation (glu_grads.y: the forward's operations on the same values, no second
+ * sigmoid), then d_gate, d_up and y through the TMA-store staging (16-byte aligned outputs) or from
+ * registers.
  * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
  * block taking every column tile of its row tile in order (block_tile), each row's sum over the
  * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
@@ -809,9 +810,7 @@ static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const floa
             hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
             hu[2 * i + e] = pack2((T *)0, r0g.du, r1g.du);
             if (DW) dwp[e] = __fadd_rn(__fadd_rn(dwp[e], r0g.dw), r1g.dw);
-            if (want_y)
-                vy[2 * i + e] = pack2((T *)0, glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]),
-                                      glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]));
+            if (want_y) vy[2 * i + e] = pack2((T *)0, r0g.y, r1g.y);
         }
 }
 

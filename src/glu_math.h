@@ -191,6 +191,9 @@ FASTGLU_HD_INLINE float glu_elem_forward(int mm, int has_b, int has_w, const glu
  * unmasked ones (the bias's), and m_d * act * (v + o) * dy (the weight's, before the sum). */
 typedef struct glu_grads {
     float dg, du, dbg, dbu, dw;
+    float y; /* the forward's value from the same a and v (glu_elem_forward's operations, so its
+              * bits): the dGLU epilogue's fc2 input without a second sigmoid; dead code where a
+              * caller does not read it */
 } glu_grads;
 
 FASTGLU_HD_INLINE glu_grads glu_elem_backward(int mm, int has_b, int has_w, const glu_math *m,
@@ -206,6 +209,7 @@ FASTGLU_HD_INLINE glu_grads glu_elem_backward(int mm, int has_b, int has_w, cons
     r.dbg = glu_times_gm(mm, m, glu_mul(glu_mul(e, v), da)); /* (e v da) m_g: the same product */
     r.dbu = glu_mul(e, a);
     r.dw = glu_mul(glu_mul(glu_times_dm(mm, m, a), v), dy);
+    r.y = glu_mul(glu_times_dm_w(mm, has_w, m, w, a), v);
     /* torch.clamp's gradient: passes where min <= x <= max (so not for NaN) */
     r.dg = (!clamp || g <= m->c) ? r.dbg : 0.0f;
     r.du = (!clamp || (u >= -m->c && u <= m->c)) ? r.dbu : 0.0f;
