@@ -50,7 +50,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   if ls .peerA/* .peerB/* >/dev/null 2>&1 && [ ! -d "$SITE/nvidia_cutlass_dsl/cu13" ]; then
     cat .peerA/* .peerB/* | xz -d | tar -x -C "$SITE" && echo "cutlass-dsl libs-cu13 unpacked"
   fi
-  printf 'import site\nsite.addsitedir(%r)\n' "$SITE" > /tmp/py/boot/sitecustomize.py
+  printf 'import site\nsite.addsitedir("%s")\n' "$SITE" > /tmp/py/boot/sitecustomize.py
   export PYTHONPATH=/tmp/py/boot${PYTHONPATH:+:$PYTHONPATH}
   python3 -c 'import importlib.metadata as m
 for d in ("liger-kernel", "megatron-core", "quack-kernels", "nvidia-cutlass-dsl"):
@@ -70,7 +70,8 @@ if want_py && [ -z "${NOBUILD:-}" ]; then
   PIP_PID=$!
 fi
 
-if [ -z "${NOBUILD:-}" ]; then
+# NOCBUILD=1: the Python package only (stages that need no C test program)
+if [ -z "${NOBUILD:-}" ] && [ -z "${NOCBUILD:-}" ]; then
 step "C build (CMake) with the ptxas resource report"
 rm -rf build-device
 cmake -S . -B build-device -G Ninja -DFASTGLU_CUDA=ON >> "$OUT/build.log" 2>&1 \

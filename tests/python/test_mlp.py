@@ -73,7 +73,17 @@ def reference(x, w1, w2, b1, b2, wt, dout, v):
     c = v.get("clamp_value")
     if c:  # torch.clamp's bound: clamp_value in the dtype
         c = torch.tensor(c, dtype=torch.float32).to(x.dtype).item()
-        g, u = g.clamp(max=c), u.clamp(-c, c)
+        # fastglu clamps h as stored (rounded to the dtype): which elements are cut is decided on
+        # the rounded h, else an h within one rounding of c cuts in one and passes in the other
+        # and its gradient differs by the whole element's (seen on the H200 at T = 3)
+        hr = h.detach().to(x.dtype).double()
+        gr, ur = (
+            (hr[..., 0::2], hr[..., 1::2]) if v.get("interleaved") else (hr[..., :F], hr[..., F:])
+        )
+        g = torch.where(gr > c, torch.full_like(g, c), g)
+        u = torch.where(
+            ur > c, torch.full_like(u, c), torch.where(ur < -c, torch.full_like(u, -c), u)
+        )
     yu = (
         v.get("down_multiplier", 1.0)
         * act(v.get("activation", "silu"), v.get("gate_multiplier", 1.0) * g)
