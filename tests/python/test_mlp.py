@@ -618,3 +618,56 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
     check("out", out, ref, scales["out"], dtype)
     got = fastglu.mlp(x, w1, w2, bias1=b1, bias2=b2, weights=wt, fused=True, **opts)
     check("out", got, ref, scales["out"], dtype)
+
+
+def test_backward_materialises_no_h_gradient():
+    """fastglu.mlp uses only the op's first output: the backward gets None for h's gradient, not a
+    [T, 2F] zero tensor that it would fill and add to dh (two passes and two dh-sized buffers)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):
+                self.ops.append((str(func), tuple(out.shape)))
+            return out
+
+    x = torch.randn(5, 8, requires_grad=True)
+    w1, w2 = torch.randn(12, 8, requires_grad=True), torch.randn(8, 6, requires_grad=True)
+    out = fastglu.mlp(x, w1, w2)
+    with Record() as rec:
+        out.backward(torch.randn(5, 8))
+    made = [op for op, shape in rec.ops if shape == (5, 12)]
+    assert not any("zeros" in op or "add" in op for op in made), made
+
+
+@pytest.mark.parametrize("used", ["out", "h", "both"])
+def test_op_outputs_gradients(used):
+    """torch.ops.fastglu.mlp_fwd's gradients with either output or both in the loss, against float64
+    autograd of out = fc2(swiglu(h)), h = fc1(x)."""
+    x, w1, w2 = torch.randn(4, 8), torch.randn(12, 8) / 3, torch.randn(8, 6) / 3
+    dout, dh = torch.randn(4, 8), torch.randn(4, 12)
+
+    def loss(out, h):
+        return (
+            {"out": (out * dout).sum(), "h": (h * dh).sum()}[used]
+            if used != "both"
+            else ((out * dout).sum() + (h * dh).sum())
+        )
+
+    leaves = [t.clone().requires_grad_() for t in (x, w1, w2)]
+    out, h = torch.ops.fastglu.mlp_fwd(*leaves, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 1, True)
+    loss(out, h).backward()
+    ref = [t.double().requires_grad_() for t in (x, w1, w2)]
+    hr = ref[0] @ ref[1].T
+    outr = (F_.silu(hr[:, :6]) * hr[:, 6:]) @ ref[2].T
+    loss(outr, hr).backward()
+    for got, want in zip(
+        leaves, ref, strict=True
+    ):  # w2 has no float64 gradient when only h is used
+        want = torch.zeros_like(want) if want.grad is None else want.grad
+        assert torch.allclose(got.grad.double(), want, rtol=1e-4, atol=1e-4)
