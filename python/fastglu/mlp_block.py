@@ -60,8 +60,8 @@ _WEIGHT_DTYPES = _DTYPES
 # (bench/gemm/NOTES.md: F = 8192, 14336 ahead or even; F = 2880 3% behind; F = 3584 even).
 FUSED_MIN_F = 4096
 # The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward: off until it is faster than
-# cuBLAS + the standalone backward (on the H200 it takes 2.0-2.6x their time at the MLP shapes:
-# bench/results/nvidia-h200/2026-12-02-04-dglu-fp8-first-run/dglu_bench.log). fused=True forces it.
+# cuBLAS + the standalone backward (on the H200 it takes 0.97-1.03x their time at the MLP shapes:
+# bench/results/nvidia-h200/2026-12-02-06-dglu-mlp-fp8/dglu/ab.log). fused=True forces it.
 FUSED_DGRAD = False
 
 
