@@ -83,7 +83,7 @@ def _outputs(T, F, device, dtype, scaling, layout, columnwise, want_y):
 
 def _as_rows(t: torch.Tensor, width: int, name: str) -> torch.Tensor:
     """t as a [T, width] view with unit column stride (a copy only when no such view exists)."""
-    r = t.reshape(-1, width)
+    r = t.reshape(-1, width) if width else t.flatten(0, -2)  # reshape(-1, 0) fails
     if r.stride(-1) != 1 or (r.shape[0] > 1 and r.stride(0) < width):
         r = r.contiguous()
     return r
@@ -225,6 +225,22 @@ torch.library.register_fake("fastglu::glu_fwd_fp8", _fake, lib=_LIB)
 torch.library.define("fastglu::glu_bwd_fp8", "(Tensor dy, " + _SCHEMA[1:], lib=_LIB)
 torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
+
+
+def _no_gradient(ctx, *grads):
+    raise RuntimeError(
+        "fastglu.fp8: the quantised outputs (and y beside them) have no gradient: quantisation is "
+        "not differentiable; use fastglu.glu for a differentiable y"
+    )
+
+
+def _no_context(ctx, inputs, output):
+    pass
+
+
+# a backward through the outputs raises instead of leaving the inputs' gradients silently None
+for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8"):
+    torch.library.register_autograd(_op, _no_gradient, setup_context=_no_context, lib=_LIB)
 
 
 def _check(x, up, bias, weights, F, scaling, scale_layout, activation):

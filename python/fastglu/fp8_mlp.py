@@ -57,7 +57,7 @@ import torch
 
 from . import _C
 from . import fp8 as _fp8
-from .ops import _fail, glu_params
+from .ops import _fail, glu_params, refuse_create_graph
 
 __all__ = [
     "mlp_fp8",
@@ -442,6 +442,9 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, dout, *_unused):
+    refuse_create_graph(
+        "mlp_fp8"
+    )  # the quantised GEMMs and kernels have no derivative of their own
     h, xtq, xts, ytq, yts, w1, w2 = ctx.saved_tensors
     dx, dw1, dw2 = torch.ops.fastglu.mlp_fp8_bwd(dout, h, xtq, xts, ytq, yts, w1, w2, *ctx.scalars)
     need = ctx.needs_input_grad

@@ -41,7 +41,7 @@ import torch.nn.functional as F_
 
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
-from .ops import _fail, glu_params
+from .ops import _fail, glu_params, refuse_create_graph
 
 __all__ = [
     "mlp",
@@ -283,10 +283,13 @@ def _mlp_setup(ctx, inputs, output):
 
 
 def _rows(t):
-    return t.reshape(-1, t.shape[-1])
+    return t.flatten(0, -2)  # [tokens, width], also for width 0 (F = 0), where reshape(-1, 0) fails
 
 
 def _mlp_backward(ctx, dout, dh_out):
+    # the fused dgrad and the GLU kernels have no derivative of their own: a second-order gradient
+    # would silently drop their dependence on the inputs
+    refuse_create_graph("mlp")
     x, w1, w2, bias1, weights, h = ctx.saved_tensors
     if dout is None:  # only h was used (grads are not materialised: _mlp_setup)
         dout = x.new_zeros(x.shape[:-1] + (w2.shape[0],))

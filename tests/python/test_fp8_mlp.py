@@ -494,3 +494,10 @@ def test_probe_tells_the_weight_scale_layouts_apart(monkeypatch, torch_kind):
 
     monkeypatch.setattr(torch, "_scaled_mm", fake)
     assert fp8_mlp._probe_layout(torch.device("cpu")) == torch_kind
+
+
+def test_double_backward_refused():
+    x = torch.randn(4, 8, requires_grad=True)
+    w1, w2 = torch.randn(6, 8, requires_grad=True), torch.randn(8, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(fastglu.mlp_fp8(x, w1, w2).sum(), x, create_graph=True)

@@ -326,3 +326,17 @@ def test_bench_unfused_reference_is_the_recipe(device):
     q_off = q.view(torch.uint8).clone()
     q_off[5, 7] = q_off[5, 7] ^ 0x02  # two codes away: the mantissa's middle bit
     assert bench.compare(o, (q_off.view(FP8), s, qt, st), True) == "MISMATCH: 1 codes"
+
+
+def test_outputs_have_no_gradient():
+    """The quantised outputs (and y beside them) are not differentiable: a backward through them
+    raises instead of leaving x's gradient None."""
+    x = torch.randn(4, 256, requires_grad=True)
+    out = fastglu.fp8.glu_fp8(x, return_y=True)
+    with pytest.raises(RuntimeError, match="no gradient"):
+        out.y.float().sum().backward()
+
+
+def test_ffn_zero():
+    """F = 0 gives empty outputs, as fastglu.glu does."""
+    assert fastglu.fp8.glu_fp8(torch.randn(3, 0)).data.shape == (3, 0)

@@ -245,3 +245,13 @@ def test_strided_operands_match_contiguous():
     dh1, y1 = linear_dglu_bwd(d_out, w2t, big[:, 3:23])
     dh2, y2 = linear_dglu_bwd(d_out, w2, h)
     assert torch.equal(dh1, dh2) and torch.equal(y1, y2)
+
+
+def test_outputs_have_no_gradient():
+    """dh and y come from a backward kernel: a backward through them raises instead of leaving the
+    inputs' gradients None."""
+    do = torch.randn(4, 8, requires_grad=True)
+    w2, h = torch.randn(8, 3, requires_grad=True), torch.randn(4, 6, requires_grad=True)
+    dh, _ = fastglu.linear_dglu_bwd(do, w2, h)
+    with pytest.raises(RuntimeError, match="no gradient"):
+        dh.sum().backward()

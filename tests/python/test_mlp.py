@@ -671,3 +671,26 @@ def test_op_outputs_gradients(used):
     ):  # w2 has no float64 gradient when only h is used
         want = torch.zeros_like(want) if want.grad is None else want.grad
         assert torch.allclose(got.grad.double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_double_backward_refused(fused):
+    """create_graph=True through the block raises (the fused dgrad and the GLU kernels have no
+    derivative of their own) instead of returning second-order gradients that drop them."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w1, w2 = torch.randn(6, 8, requires_grad=True), torch.randn(8, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(fastglu.mlp(x, w1, w2, fused=fused).sum(), x, create_graph=True)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_ffn_zero_backward(fused):
+    """F = 0: the forward gives zeros (no activation columns), the backward zero dx and empty
+    weight gradients."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w1, w2 = torch.randn(0, 8, requires_grad=True), torch.randn(8, 0, requires_grad=True)
+    out = fastglu.mlp(x, w1, w2, fused=fused)
+    out.sum().backward()
+    assert torch.equal(out, torch.zeros(4, 8))
+    assert torch.equal(x.grad, torch.zeros(4, 8))
+    assert w1.grad.shape == (0, 8) and w2.grad.shape == (8, 0)
