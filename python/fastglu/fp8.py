@@ -227,20 +227,14 @@ torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
 
 
-def _no_gradient(ctx, *grads):
-    raise RuntimeError(
-        "fastglu.fp8: the quantised outputs (and y beside them) have no gradient: quantisation is "
-        "not differentiable; use fastglu.glu for a differentiable y"
-    )
-
-
-def _no_context(ctx, inputs, output):
-    pass
-
-
 # a backward through the outputs raises instead of leaving the inputs' gradients silently None
 for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8"):
-    torch.library.register_autograd(_op, _no_gradient, setup_context=_no_context, lib=_LIB)
+    _ops.register_no_gradient(
+        _op,
+        _LIB,
+        "fastglu.fp8: the quantised outputs (and y beside them) have no gradient: quantisation "
+        "is not differentiable; use fastglu.glu for a differentiable y",
+    )
 
 
 def _check(x, up, bias, weights, F, scaling, scale_layout, activation):

@@ -42,6 +42,7 @@ from .ops import (
     check_dense,
     check_storage,
     glu_params,
+    register_no_gradient,
 )
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
@@ -525,25 +526,11 @@ torch.library.impl("fastglu::linear_dglu_bwd", ("cpu", "cuda"), _linear_dglu_imp
 torch.library.register_fake("fastglu::linear_dglu_bwd", _linear_dglu_fake, lib=_LIB)
 
 
-def _not_differentiable(name):
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            f"fastglu.{name}: its outputs have no gradient (a backward kernel, not differentiable)"
-        )
-
-    return backward
-
-
-def _no_context(ctx, inputs, output):
-    pass
-
-
 # a backward through dh or y raises instead of leaving the inputs' gradients silently None
-torch.library.register_autograd(
+register_no_gradient(
     "fastglu::linear_dglu_bwd",
-    _not_differentiable("linear_dglu_bwd"),
-    setup_context=_no_context,
-    lib=_LIB,
+    _LIB,
+    "fastglu.linear_dglu_bwd: its outputs have no gradient (a backward kernel, not differentiable)",
 )
 
 

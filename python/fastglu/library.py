@@ -137,14 +137,11 @@ def register_glu_ops(
         torch.library.register_fake(qualname, fake, lib=_LIB)
     torch.library.register_autograd(fwd_q, backward, setup_context=setup_context, lib=_LIB)
 
-    def refuse_double_backward(ctx, *grads):
-        raise RuntimeError(
-            f"fastglu.{name}: double backward is not supported; the {name} backward "
-            "kernel is not differentiable"
-        )
-
-    torch.library.register_autograd(
-        bwd_q, refuse_double_backward, setup_context=_no_context, lib=_LIB
+    ops.register_no_gradient(
+        bwd_q,
+        _LIB,
+        f"fastglu.{name}: double backward is not supported; the {name} backward "
+        "kernel is not differentiable",
     )
     for qualname, rule in ((fwd_q, dtensor_fwd), (bwd_q, dtensor_bwd)):
         if rule is not None:
@@ -153,10 +150,6 @@ def register_glu_ops(
                 _register_rule(qualname, rule)
     ns = getattr(torch.ops, NAMESPACE)
     return getattr(ns, f"{name}_fwd").default, getattr(ns, f"{name}_bwd").default
-
-
-def _no_context(ctx, inputs, output):
-    pass
 
 
 # ---- fake (meta) implementations ----------------------------------------------------------------

@@ -137,6 +137,21 @@ def renamed(e, fn: str, *callees: str):
     return None
 
 
+def _no_context(ctx, inputs, output):
+    pass
+
+
+def register_no_gradient(qualname: str, lib, message: str) -> None:
+    """The autograd formula of a torch.library op whose outputs have no gradient (a backward kernel,
+    a quantisation): a backward through them raises RuntimeError(message) instead of leaving the
+    inputs' gradients silently None."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(message)
+
+    torch.library.register_autograd(qualname, backward, setup_context=_no_context, lib=lib)
+
+
 def refuse_create_graph(fn: str):
     """RuntimeError if a backward runs under create_graph=True (double backward, gradient
     penalties) in eager mode: the engine runs a backward with grad mode on only then, and the
