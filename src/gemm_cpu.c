@@ -15,15 +15,16 @@
  *
  * fc2 dgrad + dGLU (fastglu_linear_dglu_bwd_cpu): per row t and chunk of CHUNK columns j, dY[t, j] =
  * ((+0 + dO[t,0] w2[0,j]) + dO[t,1] w2[1,j]) + ... in fp32, k in order, kept unrounded; then the
- * family's backward of each (gate, up) of h with no bias, written out as glu_cpu.c writes it (the
- * same fp32 operations in the same order: SiLU / quick-GELU / GELU_TANH through one sigmoid of
- * exp2f and a division), y as the forward writes it, and dweights[t] summed over j in order.
+ * family's backward of each (gate, up) of h with no bias through glu_math.h (glu_cpu.c's math, the
+ * same fp32 operations in the same order), y as the forward writes it, and dweights[t] summed over
+ * j in order.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_elements.h"
 #include "gemm_common.h"
+#include "glu_math.h"
 
 #define CHUNK 128 /* columns of y per chunk (2 * CHUNK columns of h) */
 #define KC 256    /* values of k per chunk */
@@ -116,35 +117,16 @@ static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
 
 /* ---- fc2 dgrad + dGLU ---------------------------------------------------------------------- */
 
-#define LOG2E 1.44269504f
-#define GELU_K (2.0f * 0.79788456f)
-
-/* act(z) = z s and act'(z) = s + z s (1 - s) q'(z), s = sigmoid(q(z)) (glu_cpu.c's operations) */
-static void act_bwd(fastglu_activation act, float z, float *a, float *da) {
-    const int gelu = act == FASTGLU_ACT_GELU_TANH;
-    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
-    const float kl = -k * LOG2E;
-    const float z2 = z * z;
-    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
-    const float dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
-    const float s = 1.0f / (1.0f + exp2f(ql));
-    *a = z * s;
-    *da = fmaf(*a * (1.0f - s), dq, s);
-}
-
+/* dY = dO @ w2 per row in CHUNK columns (fp32, k in order), then glu_math.h's backward per element:
+ * glu_cpu.c's operations, so dh and y are fastglu_glu_bwd_cpu's bits on these dY. */
 static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
     const fastglu_glu_params *prm = p->glu;
-    const int il = prm->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int il = prm->layout == FASTGLU_LAYOUT_INTERLEAVED, has_w = p->weights != NULL;
     const int64_t F = p->N, step = il ? 2 : 1, up_off = il ? 1 : F;
-    const int clamp = fastglu_clamps(prm);
-    const float c = fastglu_glu_clamp(prm, p->dtype), mg = prm->gate_multiplier,
-                md = prm->down_multiplier;
-    const float off = prm->glu_linear_offset == 0.0f ? -0.0f : prm->glu_linear_offset;
+    const glu_math m = make_math(prm, p->dtype, 0);
     float acc[CHUNK], wk[CHUNK], g[CHUNK], u[CHUNK], dg[CHUNK], du[CHUNK], y[CHUNK];
     for (int64_t t = 0; t < p->M; ++t) {
-        const float w =
-            p->weights ? load_one(p->weights_dtype, p->weights, t * p->weights_stride) : 1.0f;
-        const float e0 = md * w;
+        const float w = has_w ? load_one(p->weights_dtype, p->weights, t * p->weights_stride) : 1.0f;
         float dw = 0.0f;
         for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
             const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
@@ -158,19 +140,10 @@ static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
             load_f32(p->dtype, p->h, hb, step, n, 1.0f, g);
             load_f32(p->dtype, p->h, hb + up_off, step, n, 1.0f, u);
             for (int i = 0; i < n; ++i) {
-                float a = g[i], v = u[i];
-                if (clamp) { /* torch.clamp: NaN stays NaN */
-                    a = a > c ? c : a;
-                    v = v > c ? c : (v < -c ? -c : v);
-                }
-                float act, dact;
-                act_bwd(prm->activation, mg * a, &act, &dact);
-                const float vo = v + off, e = e0 * acc[i];
-                const float d_a = e * vo * dact * mg, d_v = e * act;
-                dg[i] = (!clamp || g[i] <= c) ? d_a : 0.0f;
-                du[i] = (!clamp || (u[i] >= -c && u[i] <= c)) ? d_v : 0.0f;
-                y[i] = e0 * act * vo;
-                dw += md * act * vo * acc[i];
+                const glu_grads r =
+                    glu_elem_backward(MM_ANY, 0, has_w, &m, g[i], u[i], 0.0f, 0.0f, w, acc[i]);
+                dg[i] = r.dg, du[i] = r.du, y[i] = r.y;
+                dw += r.dw;
             }
             const int64_t db = t * p->dh_row_stride + j0 * step;
             store_f32(p->dtype, p->dh, db, step, n, dg);

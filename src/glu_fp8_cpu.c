@@ -8,7 +8,7 @@
  * block is quantised from it. FASTGLU_FP8_SCALING_TENSOR takes two passes over the tiles: the
  * amax, then the quantisation with the one scale. No memory is allocated.
  *
- * The per-element math is glu_cpu.c's forward (and backward) operation for operation (fp32,
+ * The per-element math is glu_math.h's, as glu_cpu.c's forward and backward (fp32,
  * -ffp-contract=off): the test compares the quantised outputs with the quantisation of
  * fastglu_glu_fwd_cpu's y (fastglu_glu_bwd_cpu's d_gate / d_up), scales bit for bit.
  * fastglu_glu_bwd_fp8_cpu: the same tiles over dh [T, 2F] (h's layout), each element's gradient
@@ -21,20 +21,9 @@
 #include "cpu_elements.h"
 #include "fp8_recipe.h"
 #include "glu_fp8.h"
+#include "glu_math.h"
 
 #define TILE FASTGLU_FP8_BLOCK
-#define LOG2E 1.44269504f
-#define GELU_K (2.0f * 0.79788456f)
-
-/* glu_cpu.c's activation: z * sigmoid(q(z)), sigmoid(q) = 1 / (1 + 2^(-log2(e) q)). */
-static inline float act_fwd(fastglu_activation act, float z) {
-    const int gelu = act == FASTGLU_ACT_GELU_TANH;
-    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
-    const float kl = -k * LOG2E;
-    const float z2 = z * z;
-    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
-    return z * (1.0f / (1.0f + exp2f(ql)));
-}
 
 /* The value quantised: x rounded to dtype (and widened back). */
 static void round_row(fastglu_dtype dt, float *x, int n) {
@@ -54,36 +43,21 @@ typedef struct fwd_args {
     fastglu_dtype dt;
 } fwd_args;
 
-/* glu_cpu.c's backward activation: act(z) and act'(z). */
-static inline void act_bwd(fastglu_activation act, float z, float *a, float *da) {
-    const int gelu = act == FASTGLU_ACT_GELU_TANH;
-    const float k = gelu ? GELU_K : act == FASTGLU_ACT_QUICK_GELU ? 1.702f : 1.0f;
-    const float kl = -k * LOG2E;
-    const float z2 = z * z;
-    const float ql = gelu ? (kl * z) * fmaf(0.044715f, z2, 1.0f) : kl * z;
-    const float dq = gelu ? k * fmaf(3.0f * 0.044715f, z2, 1.0f) : k;
-    const float s = 1.0f / (1.0f + exp2f(ql));
-    *a = z * s;
-    *da = fmaf(*a * (1.0f - s), dq, s);
-}
-
 /* dh of tile rows [t0, t0 + nt), dh columns [c0, c0 + nc) into tile[i][k] (glu_cpu.c's backward
  * operation for operation), stored in dtype when asked, then rounded to dtype. */
 static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, int store,
                     float tile[TILE][TILE]) {
     const fastglu_glu_params *p = A->p;
-    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, clamp = fastglu_clamps(p);
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, has_b = A->bias.data != NULL,
+              has_w = A->weights.data != NULL;
     const int64_t F = A->F, step = il ? 2 : 1, uoff = il ? 1 : 0, bup = il ? 1 : F;
     const void *ub = il ? A->gate.data : A->up.data;
     const int64_t urs = il ? A->gate.row_stride : A->up.row_stride;
-    const float c = fastglu_glu_clamp(p, A->dt), mg = p->gate_multiplier, md = p->down_multiplier;
-    const float off = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
+    const glu_math m = make_math(p, A->dt, 0);
     for (int i = 0; i < nt; ++i) {
         const int64_t t = t0 + i;
-        const float w = A->weights.data
-                            ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride)
-                            : 1.0f;
-        const float e0 = md * w;
+        const float w =
+            has_w ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride) : 1.0f;
         for (int k = 0; k < nc; ++k) {
             const int64_t col = c0 + k;
             const int is_up = il ? (int)(col & 1) : col >= F;
@@ -91,21 +65,10 @@ static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, i
             const float g = load_one(A->dt, A->gate.data, t * A->gate.row_stride + j * step);
             const float u = load_one(A->dt, ub, t * urs + uoff + j * step);
             const float d = load_one(A->dt, A->dy->data, t * A->dy->row_stride + j);
-            float a = g, v = u;
-            if (clamp) {
-                a = a > c ? c : a;
-                v = v > c ? c : (v < -c ? -c : v);
-            }
-            if (A->bias.data) {
-                a += load_one(A->dt, A->bias.data, j * step);
-                v += load_one(A->dt, A->bias.data, j * step + bup);
-            }
-            float act, dact;
-            act_bwd(p->activation, mg * a, &act, &dact);
-            const float vo = v + off, e = e0 * d;
-            const float d_a = e * vo * dact * mg, d_v = e * act;
-            tile[i][k] = is_up ? ((!clamp || (u >= -c && u <= c)) ? d_v : 0.0f)
-                               : ((!clamp || g <= c) ? d_a : 0.0f);
+            const float bg = has_b ? load_one(A->dt, A->bias.data, j * step) : 0.0f;
+            const float bu = has_b ? load_one(A->dt, A->bias.data, j * step + bup) : 0.0f;
+            const glu_grads r = glu_elem_backward(MM_ANY, has_b, has_w, &m, g, u, bg, bu, w, d);
+            tile[i][k] = is_up ? r.du : r.dg;
         }
         if (store) store_f32(A->dt, A->y.data, t * A->y.row_stride + c0, 1, nc, tile[i]);
         round_row(A->dt, tile[i], nc);
@@ -117,34 +80,26 @@ static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, i
 static void tile_y(const fwd_args *A, int64_t t0, int nt, int64_t j0, int nj, int store,
                    float tile[TILE][TILE]) {
     const fastglu_glu_params *p = A->p;
-    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, clamp = fastglu_clamps(p);
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, has_b = A->bias.data != NULL,
+              has_w = A->weights.data != NULL;
     const int64_t step = il ? 2 : 1, uoff = il ? 1 : 0, bup = il ? 1 : A->F;
     const void *ub = il ? A->gate.data : A->up.data;
     const int64_t urs = il ? A->gate.row_stride : A->up.row_stride;
-    const float c = fastglu_glu_clamp(p, A->dt), mg = p->gate_multiplier;
-    const float off = p->glu_linear_offset == 0.0f ? -0.0f : p->glu_linear_offset;
+    const glu_math m = make_math(p, A->dt, 0);
     float g[TILE], u[TILE], bg[TILE], bu[TILE];
-    if (A->bias.data) {
+    if (has_b) {
         load_f32(A->dt, A->bias.data, j0 * step, step, nj, 1.0f, bg);
         load_f32(A->dt, A->bias.data, j0 * step + bup, step, nj, 1.0f, bu);
     }
     for (int i = 0; i < nt; ++i) {
         const int64_t t = t0 + i;
-        const float w = A->weights.data
-                            ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride)
-                            : 1.0f;
-        const float scale = p->down_multiplier * w;
+        const float w =
+            has_w ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride) : 1.0f;
         load_f32(A->dt, A->gate.data, t * A->gate.row_stride + j0 * step, step, nj, 1.0f, g);
         load_f32(A->dt, ub, t * urs + uoff + j0 * step, step, nj, 1.0f, u);
-        for (int k = 0; k < nj; ++k) {
-            float a = g[k], v = u[k];
-            if (clamp) {
-                a = a > c ? c : a;
-                v = v > c ? c : (v < -c ? -c : v);
-            }
-            if (A->bias.data) a += bg[k], v += bu[k];
-            tile[i][k] = scale * act_fwd(p->activation, mg * a) * (v + off);
-        }
+        for (int k = 0; k < nj; ++k)
+            tile[i][k] = glu_elem_forward(MM_ANY, has_b, has_w, &m, g[k], u[k],
+                                          has_b ? bg[k] : 0.0f, has_b ? bu[k] : 0.0f, w);
         if (store) store_f32(A->dt, A->y.data, t * A->y.row_stride + j0, 1, nj, tile[i]);
         round_row(A->dt, tile[i], nj);
     }
