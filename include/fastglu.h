@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define FASTGLU_VERSION_MAJOR 0
-#define FASTGLU_VERSION_MINOR 3
+#define FASTGLU_VERSION_MINOR 4
 #define FASTGLU_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -260,6 +260,14 @@ typedef struct fastglu_glu_operands {
     fastglu_tensor scale_inv; /* backward with fp8 operands only (else absent): absent (scale 1),
                                  or FP32 values, element t at data[t * row_stride] (0: one
                                  per-tensor value, 1: one per token); the operand is fp8 * value */
+    int scale_1x128;          /* 0: scale_inv as above. 1: one scale_inv per 1 x 128 block of each
+                                 row (DeepSeek-V3's cached SwiGLU input): [tokens, nb], element
+                                 (t, b) at data[t * row_stride + b], nb = 2 ceil(F / 128) with
+                                 SPLIT (gate's blocks, then up's: for F a multiple of 128, the
+                                 blocks of the [tokens, 2F] row) and ceil(2F / 128) with
+                                 INTERLEAVED (the blocks of the [tokens, 2F] operand); gate[t, j]
+                                 decodes with block j / 128, up[t, j] with ceil(F / 128) + j / 128
+                                 (SPLIT); x[t, c] with c / 128 (INTERLEAVED). Needs scale_inv. */
 } fastglu_glu_operands;
 
 /* The backward's outputs. */

@@ -126,7 +126,8 @@ static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
     const glu_math m = make_math(prm, p->dtype, 0);
     float acc[CHUNK], wk[CHUNK], g[CHUNK], u[CHUNK], dg[CHUNK], du[CHUNK], y[CHUNK];
     for (int64_t t = 0; t < p->M; ++t) {
-        const float w = has_w ? load_one(p->weights_dtype, p->weights, t * p->weights_stride) : 1.0f;
+        const float w =
+            has_w ? load_one(p->weights_dtype, p->weights, t * p->weights_stride) : 1.0f;
         float dw = 0.0f;
         for (int64_t j0 = 0; j0 < F; j0 += CHUNK) {
             const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);

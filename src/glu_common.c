@@ -268,11 +268,11 @@ fastglu_status fastglu_check_glu_bwd(
     const char *fn, const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride,
     int64_t dy_col_stride, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, fastglu_dtype input_dtype, const float *input_scale_inv,
-    int64_t input_scale_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, const void *d_gate, int64_t d_gate_row_stride, const void *d_up,
-    int64_t d_up_row_stride, const void *dbias, const void *dweights, const void *workspace,
-    size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
-    int *empty) {
+    int64_t input_scale_stride, int input_scale_1x128, const void *bias, const void *weights,
+    fastglu_dtype weights_dtype, int64_t weights_stride, const void *d_gate,
+    int64_t d_gate_row_stride, const void *d_up, int64_t d_up_row_stride, const void *dbias,
+    const void *dweights, const void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty) {
     /* inputs: dy, gate, up, input_scale_inv, bias, weights; outputs: d_gate, d_up, dbias,
      * dweights, workspace */
     fastglu_region in[6], out[5];
@@ -292,6 +292,14 @@ fastglu_status fastglu_check_glu_bwd(
                                  "%s: input_scale_inv = %p is given but input_dtype %d is not "
                                  "FASTGLU_DTYPE_FP8_E4M3 (a scale only applies to an fp8 input)",
                                  fn, (const void *)input_scale_inv, (int)input_dtype);
+    if (input_scale_1x128 != 0 && input_scale_1x128 != 1)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: scale_1x128 = %d is neither 0 nor 1", fn, input_scale_1x128);
+    if (input_scale_1x128 && input_scale_inv == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: scale_1x128 = 1 but input_scale_inv is NULL (the block "
+                                 "scales are needed)",
+                                 fn);
     TRY(fastglu_check_shape(fn, T, F, empty));
     TRY(check_layout_pointer(fn, params, "up", up));
     TRY(check_layout_pointer(fn, params, "d_up", d_up));
@@ -322,7 +330,9 @@ fastglu_status fastglu_check_glu_bwd(
     n_in += 1 + have_up;
     if (have_up) is_in_up = is_in_gate + 1;
     if (input_scale_inv != NULL)
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "input_scale_inv", input_scale_inv, T, 1,
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "input_scale_inv", input_scale_inv, T,
+                                 input_scale_1x128 ? fastglu_glu_scale_blocks(params->layout, F)
+                                                   : 1,
                                  input_scale_stride, 1, sizeof(float), 0));
     if (bias != NULL)
         TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", bias, 1, 2 * F, 0, 1, es, 0));
@@ -413,10 +423,11 @@ fastglu_status fastglu_check_glu_fwd_descriptors(const char *fn, const fastglu_g
     TRY(same_dtype(fn, "up", &o->up, output->dtype, "output"));
     TRY(same_dtype(fn, "bias", &o->bias, output->dtype, "output"));
     TRY(contiguous(fn, "bias", &o->bias));
-    if (o->scale_inv.data != NULL)
+    if (o->scale_inv.data != NULL || o->scale_1x128 != 0)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                 "%s: scale_inv is given (it scales the backward's fp8 operands)",
-                                 fn);
+                                 "%s: scale_inv is given or scale_1x128 = %d is set (they scale "
+                                 "the backward's fp8 operands)",
+                                 fn, o->scale_1x128);
     if (saved_fp8->data != NULL && saved_fp8->dtype != FASTGLU_DTYPE_FP8_E4M3)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: saved_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,

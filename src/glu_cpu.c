@@ -138,6 +138,7 @@ typedef struct bwd_args {
     fastglu_dtype input_dtype;
     const float *scale_inv;
     int64_t scale_stride;
+    int scale_1x128; /* scale_inv per 1 x 128 block (fastglu_glu_operands.scale_1x128) */
     const void *bias, *weights;
     fastglu_dtype weights_dtype;
     int64_t weights_stride;
@@ -164,13 +165,20 @@ static void glu_bwd(const bwd_args *A) {
         for (int64_t t = t0; t < t1; ++t) {
             const float w =
                 A->weights ? load_one(A->weights_dtype, A->weights, t * A->weights_stride) : 1.0f;
-            const float sinv = A->scale_inv ? A->scale_inv[t * A->scale_stride] : 1.0f;
+            const float *srow = A->scale_inv ? A->scale_inv + t * A->scale_stride : NULL;
+            /* one scale for the row (fp8 * it in load_f32), or 1 there and the block's after */
+            const float sinv = srow && !A->scale_1x128 ? srow[0] : 1.0f;
             for (int64_t j0 = 0, tile = 0; j0 < F; j0 += CHUNK, ++tile) {
                 const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
                 load_f32(A->input_dtype, A->in.g, t * A->in.g_rs + A->in.g_off + j0 * step, step, n,
                          sinv, g);
                 load_f32(A->input_dtype, A->in.u, t * A->in.u_rs + A->in.u_off + j0 * step, step, n,
                          sinv, u);
+                if (srow && A->scale_1x128) /* the same one fp32 multiply per element */
+                    for (int k = 0; k < n; ++k) {
+                        g[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 0)];
+                        u[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 1)];
+                    }
                 load_f32(A->dt, A->dy, t * A->dy_rs + j0 * A->dy_cs, A->dy_cs, n, 1.0f, d);
                 const int64_t b0 = bias_gate_index(p->layout, j0);
                 if (A->bias) {
@@ -243,18 +251,18 @@ static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy
                                 int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
                                 int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                 fastglu_dtype input_dtype, const float *input_scale_inv,
-                                int64_t input_scale_stride, const void *bias, const void *weights,
-                                fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
-                                int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride,
-                                void *dbias, void *dweights, void *workspace,
-                                size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size,
-                                fastglu_dtype dtype) {
+                                int64_t input_scale_stride, int input_scale_1x128, const void *bias,
+                                const void *weights, fastglu_dtype weights_dtype,
+                                int64_t weights_stride, void *d_gate, int64_t d_gate_row_stride,
+                                void *d_up, int64_t d_up_row_stride, void *dbias, void *dweights,
+                                void *workspace, size_t workspace_bytes, int64_t tokens,
+                                int64_t ffn_hidden_size, fastglu_dtype dtype) {
     int empty;
     fastglu_status st = fastglu_check_glu_bwd(
         "fastglu_glu_bwd_cpu", params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up,
-        up_row_stride, input_dtype, input_scale_inv, input_scale_stride, bias, weights,
-        weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
-        dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+        up_row_stride, input_dtype, input_scale_inv, input_scale_stride, input_scale_1x128, bias,
+        weights, weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride,
+        dbias, dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS) return st;
     const int want_db = dbias != NULL && ffn_hidden_size > 0;
     const int want_dw = dweights != NULL && tokens > 0;
@@ -272,6 +280,7 @@ static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy
     A.out = make_operands(params->layout, d_gate, d_gate_row_stride, d_up, d_up_row_stride);
     A.input_dtype = input_dtype;
     A.scale_inv = input_scale_inv, A.scale_stride = input_scale_stride;
+    A.scale_1x128 = input_scale_1x128;
     A.bias = bias, A.weights = weights;
     A.weights_dtype = weights_dtype, A.weights_stride = weights_stride;
     A.dbias = dbias, A.dweights = dweights;

@@ -274,6 +274,7 @@ typedef struct glu_args {
     int64_t gate_rs, up_rs;
     const float *scale_inv; /* fp8 input only, or NULL */
     int64_t scale_stride;
+    int scale_1x128;  /* scale_inv per 1 x 128 block (operand_scales) */
     const void *bias; /* [2F] or NULL */
     const void *weights;
     int64_t w_stride;
@@ -329,6 +330,17 @@ static __device__ __forceinline__ void store_fp8(const glu_args &a, int64_t t, i
 
 /* ---- per-chunk loads shared by the kernels ---------------------------------------------------- */
 
+/* The decoding scales of gate and up columns j0 .. j0 + N - 1 of row t (a.scale_inv given): the
+ * row's one value, or with 1 x 128 blocks each operand's block of j0 (the columns a chunk of the
+ * kernels holds lie in one block: N divides 64 and j0 is a multiple of N). */
+template <int IL>
+static __device__ __forceinline__ void operand_scales(const glu_args &a, int64_t t, int64_t j0,
+                                                      float *sg, float *su) {
+    const float *row = a.scale_inv + t * a.scale_stride;
+    *sg = row[a.scale_1x128 ? glu_scale_block(IL, a.F, j0, 0) : 0];
+    *su = IL || !a.scale_1x128 ? *sg : row[glu_scale_block(IL, a.F, j0, 1)];
+}
+
 /* N consecutive columns j0 .. j0 + N - 1 of row t (all < F): gate, up (decoded, times scale_inv)
  * and their bias. IL: interleaved layout. TIN: the stored operand type (T or fp8e4m3). */
 template <typename TIN, int IL, int N>
@@ -345,9 +357,11 @@ static __device__ __forceinline__ void load_operands(const glu_args &a, int64_t 
         load_elems<TIN, N>((const TIN *)a.up + t * a.up_rs + j0, a.w_up, u);
     }
     if (a.scale_inv) {
-        const float s = a.scale_inv[t * a.scale_stride];
+        static_assert(64 % N == 0, "a chunk's columns lie in one 1 x 128 block");
+        float sg, su;
+        operand_scales<IL>(a, t, j0, &sg, &su);
 #pragma unroll
-        for (int k = 0; k < N; ++k) g[k] = __fmul_rn(g[k], s), u[k] = __fmul_rn(u[k], s);
+        for (int k = 0; k < N; ++k) g[k] = __fmul_rn(g[k], sg), u[k] = __fmul_rn(u[k], su);
     }
 }
 
@@ -392,8 +406,9 @@ static __device__ __forceinline__ void load_operand1(const glu_args &a, int64_t 
     *g = to_f32(IL ? row[2 * j] : row[j]);
     *u = to_f32(IL ? row[2 * j + 1] : ((const TIN *)a.up)[t * a.up_rs + j]);
     if (a.scale_inv) {
-        const float s = a.scale_inv[t * a.scale_stride];
-        *g = __fmul_rn(*g, s), *u = __fmul_rn(*u, s);
+        float sg, su;
+        operand_scales<IL>(a, t, j, &sg, &su);
+        *g = __fmul_rn(*g, sg), *u = __fmul_rn(*u, su);
     }
 }
 template <typename T, int IL>
@@ -651,7 +666,9 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
     const T *tag = NULL;
     const TIN *tin = NULL;
     const raw_bytes<NT> &bx = bw.x, &by = bw.y;
-    const float s = a.scale_inv ? a.scale_inv[t * a.scale_stride] : 1.0f;
+    static_assert(64 % C == 0, "a chunk's columns lie in one 1 x 128 block");
+    float scale_g = 1.0f, scale_u = 1.0f;
+    if (a.scale_inv) operand_scales<IL>(a, t, j0, &scale_g, &scale_u);
     raw_bytes<NT> ox, oy;
     float part = 0.0f, dg0 = 0.0f,
           du0 = 0.0f; /* PK, SPLIT: column k - 1's gradients, stored with column k's */
@@ -660,7 +677,7 @@ static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_
     for (int k = 0; k < C; ++k) {
         float g, u, bg = 0.0f, bu = 0.0f;
         pair_at<IL>(in.x, in.y, k, tin, &g, &u);
-        if (a.scale_inv) g = __fmul_rn(g, s), u = __fmul_rn(u, s);
+        if (a.scale_inv) g = __fmul_rn(g, scale_g), u = __fmul_rn(u, scale_u);
         if (FL & FL_BIAS) pair_at<IL>(bx, by, k, tag, &bg, &bu);
         const glu_grads q = glu_backward<MM_OF(FL), (FL & FL_BIAS) != 0, (FL & FL_W) != 0>(
             a.m, g, u, bg, bu, w, elem(in.d, k, tag));
@@ -1260,19 +1277,19 @@ static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy
                                 int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
                                 int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                 fastglu_dtype input_dtype, const float *input_scale_inv,
-                                int64_t input_scale_stride, const void *bias, const void *weights,
-                                fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
-                                int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride,
-                                void *dbias, void *dweights, void *workspace,
-                                size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size,
-                                fastglu_dtype dtype, void *stream) {
+                                int64_t input_scale_stride, int input_scale_1x128, const void *bias,
+                                const void *weights, fastglu_dtype weights_dtype,
+                                int64_t weights_stride, void *d_gate, int64_t d_gate_row_stride,
+                                void *d_up, int64_t d_up_row_stride, void *dbias, void *dweights,
+                                void *workspace, size_t workspace_bytes, int64_t tokens,
+                                int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
     static const char fn[] = "fastglu_glu_bwd_cuda";
     int empty;
     fastglu_status st = fastglu_check_glu_bwd(
         fn, params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride,
-        input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype,
-        weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights,
-        workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+        input_dtype, input_scale_inv, input_scale_stride, input_scale_1x128, bias, weights,
+        weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
+        dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS) return st;
     cudaStream_t cs = (cudaStream_t)stream;
     const size_t es = fastglu_dtype_size(dtype);
@@ -1300,6 +1317,7 @@ static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy
     const int fp8 = input_dtype == FASTGLU_DTYPE_FP8_E4M3;
     a.gate = gate, a.gate_rs = gate_row_stride, a.up = il ? NULL : up, a.up_rs = up_row_stride;
     a.scale_inv = fp8 ? input_scale_inv : NULL, a.scale_stride = input_scale_stride;
+    a.scale_1x128 = input_scale_1x128;
     a.bias = bias, a.weights = weights, a.w_stride = weights_stride, a.w_dtype = (int)weights_dtype;
     a.dy = dy, a.dy_rs = dy_row_stride, a.dy_cs = dy_col_stride;
     a.dy_mode =

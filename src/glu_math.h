@@ -225,6 +225,15 @@ FASTGLU_HD_INLINE float glu_fp8_operand(int mm, const glu_math *m, float v, int 
                  : fastglu_fp8_gate_operand(v, m->c, m->f8lo, m->f8hi);
 }
 
+/* ---- the fp8 operands' block scales ------------------------------------------------------- */
+
+/* The block of gate (is_up 0) or up (1) column j in a row of 1 x 128 block scales
+ * (fastglu_glu_operands.scale_1x128): SPLIT, gate's ceil(F / 128) blocks then up's; INTERLEAVED,
+ * the blocks of the [tokens, 2F] operand, where gate and up of column j share block 2j / 128. */
+FASTGLU_HD_INLINE int64_t glu_scale_block(int il, int64_t F, int64_t j, int is_up) {
+    return il ? (2 * j) >> 7 : (j >> 7) + (is_up ? (F + 127) >> 7 : 0);
+}
+
 /* ---- host side: a call's math --------------------------------------------------------------- */
 
 /* The math mode of the parameters, the one rule of the standalone kernels and the GEMM epilogues:

@@ -101,6 +101,12 @@ typedef struct fastglu_glu_workspace_layout {
 fastglu_glu_workspace_layout fastglu_glu_workspace(int64_t tokens, int64_t ffn_hidden_size,
                                                    int want_dbias, int want_dweights);
 
+/* The backward's block-scaled fp8 operands (fastglu_glu_operands.scale_1x128): the 1 x 128 blocks
+ * of a row, 2 ceil(F / 128) with SPLIT (gate's, then up's), ceil(2F / 128) with INTERLEAVED. */
+static inline int64_t fastglu_glu_scale_blocks(fastglu_layout layout, int64_t F) {
+    return layout == FASTGLU_LAYOUT_INTERLEAVED ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128);
+}
+
 /*
  * Validate fastglu_glu_fwd_* arguments (same parameters as the API, plus the function name for the
  * message). saved_fp8 (optional) is checked like an output of [tokens, 2F] one-byte elements, and
@@ -125,11 +131,11 @@ fastglu_status fastglu_check_glu_bwd(
     const char *fn, const fastglu_glu_params *params, const void *dy, int64_t dy_row_stride,
     int64_t dy_col_stride, const void *gate, int64_t gate_row_stride, const void *up,
     int64_t up_row_stride, fastglu_dtype input_dtype, const float *input_scale_inv,
-    int64_t input_scale_stride, const void *bias, const void *weights, fastglu_dtype weights_dtype,
-    int64_t weights_stride, const void *d_gate, int64_t d_gate_row_stride, const void *d_up,
-    int64_t d_up_row_stride, const void *dbias, const void *dweights, const void *workspace,
-    size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size, fastglu_dtype dtype,
-    int *empty);
+    int64_t input_scale_stride, int input_scale_1x128, const void *bias, const void *weights,
+    fastglu_dtype weights_dtype, int64_t weights_stride, const void *d_gate,
+    int64_t d_gate_row_stride, const void *d_up, int64_t d_up_row_stride, const void *dbias,
+    const void *dweights, const void *workspace, size_t workspace_bytes, int64_t tokens,
+    int64_t ffn_hidden_size, fastglu_dtype dtype, int *empty);
 
 /*
  * The checks that concern the descriptors themselves (fastglu_glu_fwd_* / _bwd_*): the structs
@@ -156,10 +162,10 @@ fastglu_status fastglu_check_glu_bwd_descriptors(const char *fn, const fastglu_t
 #define FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, o, g, workspace, tokens, F)                      \
     (dy).data, (dy).row_stride, (dy_col_stride), (o)->gate.data, (o)->gate.row_stride,             \
         (o)->up.data, (o)->up.row_stride, (o)->gate.dtype, (const float *)(o)->scale_inv.data,     \
-        (o)->scale_inv.row_stride, (o)->bias.data, (o)->weights.data, (o)->weights.dtype,          \
-        (o)->weights.row_stride, (g)->d_gate.data, (g)->d_gate.row_stride, (g)->d_up.data,         \
-        (g)->d_up.row_stride, (g)->dbias.data, (g)->dweights.data, (workspace).data,               \
-        (workspace).bytes, (tokens), (F), (dy).dtype
+        (o)->scale_inv.row_stride, (o)->scale_1x128, (o)->bias.data, (o)->weights.data,            \
+        (o)->weights.dtype, (o)->weights.row_stride, (g)->d_gate.data, (g)->d_gate.row_stride,     \
+        (g)->d_up.data, (g)->d_up.row_stride, (g)->dbias.data, (g)->dweights.data,                 \
+        (workspace).data, (workspace).bytes, (tokens), (F), (dy).dtype
 
 /* 1 when params asks for a clamp (clamp_value > 0; NaN and <= 0 do not). */
 static inline int fastglu_clamps(const fastglu_glu_params *p) { return p->clamp_value > 0.0f; }

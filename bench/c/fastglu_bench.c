@@ -465,10 +465,10 @@ static void run_fwd(const problem *p) {
     {
         const void *up =
             p->params.layout == FASTGLU_LAYOUT_SPLIT ? offset(p->x, F * p->esize) : NULL;
-        const fastglu_glu_operands o = {tensor(p->x, p->dtype, 2 * F), tensor(up, p->dtype, 2 * F),
-                                        tensor(p->bias, p->dtype, 1),
-                                        tensor(p->weights, p->weights_dtype, 1),
-                                        tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+        const fastglu_glu_operands o = {
+            tensor(p->x, p->dtype, 2 * F),       tensor(up, p->dtype, 2 * F),
+            tensor(p->bias, p->dtype, 1),        tensor(p->weights, p->weights_dtype, 1),
+            tensor(NULL, FASTGLU_DTYPE_FP32, 0), 0};
         fastglu_check(fastglu_glu_fwd_cuda(&p->params, &o, tensor(p->y, p->dtype, F),
                                            tensor(p->x8, FASTGLU_DTYPE_FP8_E4M3, 2 * F), p->T, F,
                                            p->stream));
@@ -495,9 +495,12 @@ static void run_bwd(const problem *p, int64_t dy_row_stride, int64_t dy_col_stri
         const fastglu_dtype in_dt = p->x8 ? FASTGLU_DTYPE_FP8_E4M3 : p->dtype;
         const void *up = split ? offset(in, F * in_es) : NULL;
         void *d_up = split ? offset(p->dx, F * p->esize) : NULL;
-        const fastglu_glu_operands o = {
-            tensor(in, in_dt, 2 * F), tensor(up, in_dt, 2 * F), tensor(p->bias, p->dtype, 1),
-            tensor(p->weights, p->weights_dtype, 1), tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+        const fastglu_glu_operands o = {tensor(in, in_dt, 2 * F),
+                                        tensor(up, in_dt, 2 * F),
+                                        tensor(p->bias, p->dtype, 1),
+                                        tensor(p->weights, p->weights_dtype, 1),
+                                        tensor(NULL, FASTGLU_DTYPE_FP32, 0),
+                                        0};
         const fastglu_glu_grads g = {tensor(p->dx, p->dtype, 2 * F), tensor(d_up, p->dtype, 2 * F),
                                      tensor(p->dbias, p->dtype, 1),
                                      tensor(p->dweights, p->weights_dtype, 1)};

@@ -177,9 +177,12 @@ static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t na
         !get_i64(args[20], &F) || !get_dtype(args[21], &dtype) || !get_ptr(args[22], &stream))
         return NULL;
     const fastglu_dtype dt = (fastglu_dtype)dtype;
-    const fastglu_glu_operands o = {make_tensor(g, dt, g_rs), make_tensor(u, dt, u_rs),
-                                    make_tensor(bias, dt, 1), make_tensor(w, w_dtype, w_stride),
-                                    make_tensor(NULL, FASTGLU_DTYPE_FP32, 0)};
+    const fastglu_glu_operands o = {make_tensor(g, dt, g_rs),
+                                    make_tensor(u, dt, u_rs),
+                                    make_tensor(bias, dt, 1),
+                                    make_tensor(w, w_dtype, w_stride),
+                                    make_tensor(NULL, FASTGLU_DTYPE_FP32, 0),
+                                    0};
     const fastglu_tensor output = make_tensor(out, dt, out_rs);
     const fastglu_tensor saved_fp8 = make_tensor(s8, FASTGLU_DTYPE_FP8_E4M3, s8_rs);
     fastglu_status st;
@@ -194,34 +197,37 @@ static PyObject *py_glu_fwd(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier,
  *         down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up,
- *         up_row_stride, input_dtype, input_scale_inv, input_scale_stride, bias, weights,
- *         weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
+ *         up_row_stride, input_dtype, input_scale_inv, input_scale_stride, scale_1x128, bias,
+ *         weights, weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
  *         dweights, workspace, workspace_bytes, tokens, F, dtype, stream) */
 static PyObject *py_glu_bwd(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     fastglu_glu_params p;
-    int64_t on_cuda, dy_rs, dy_cs, g_rs, u_rs, in_dtype, sc_stride, w_dtype, w_stride, dg_rs, du_rs,
-        tokens, F, dtype;
+    int64_t on_cuda, dy_rs, dy_cs, g_rs, u_rs, in_dtype, sc_stride, sc_1x128, w_dtype, w_stride,
+        dg_rs, du_rs, tokens, F, dtype;
     void *dy, *g, *u, *scale_inv, *bias, *w, *dg, *du, *dbias, *dw, *ws, *stream;
     size_t ws_bytes;
     (void)self;
-    CHECK_NARGS("glu_bwd", 33);
+    CHECK_NARGS("glu_bwd", 34);
     if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_ptr(args[7], &dy) ||
         !get_i64(args[8], &dy_rs) || !get_i64(args[9], &dy_cs) || !get_ptr(args[10], &g) ||
         !get_i64(args[11], &g_rs) || !get_ptr(args[12], &u) || !get_i64(args[13], &u_rs) ||
         !get_dtype_upto(args[14], &in_dtype, FASTGLU_DTYPE_FP8_E4M3) ||
         !get_ptr(args[15], &scale_inv) || !get_i64(args[16], &sc_stride) ||
-        !get_ptr(args[17], &bias) || !get_ptr(args[18], &w) || !get_dtype(args[19], &w_dtype) ||
-        !get_i64(args[20], &w_stride) || !get_ptr(args[21], &dg) || !get_i64(args[22], &dg_rs) ||
-        !get_ptr(args[23], &du) || !get_i64(args[24], &du_rs) || !get_ptr(args[25], &dbias) ||
-        !get_ptr(args[26], &dw) || !get_ptr(args[27], &ws) || !get_size(args[28], &ws_bytes) ||
-        !get_i64(args[29], &tokens) || !get_i64(args[30], &F) || !get_dtype(args[31], &dtype) ||
-        !get_ptr(args[32], &stream))
+        !get_i64(args[17], &sc_1x128) || !get_ptr(args[18], &bias) || !get_ptr(args[19], &w) ||
+        !get_dtype(args[20], &w_dtype) || !get_i64(args[21], &w_stride) ||
+        !get_ptr(args[22], &dg) || !get_i64(args[23], &dg_rs) || !get_ptr(args[24], &du) ||
+        !get_i64(args[25], &du_rs) || !get_ptr(args[26], &dbias) || !get_ptr(args[27], &dw) ||
+        !get_ptr(args[28], &ws) || !get_size(args[29], &ws_bytes) || !get_i64(args[30], &tokens) ||
+        !get_i64(args[31], &F) || !get_dtype(args[32], &dtype) || !get_ptr(args[33], &stream))
         return NULL;
     const fastglu_dtype dt = (fastglu_dtype)dtype, in_dt = (fastglu_dtype)in_dtype;
     const fastglu_dtype wdt = (fastglu_dtype)w_dtype;
-    const fastglu_glu_operands o = {make_tensor(g, in_dt, g_rs), make_tensor(u, in_dt, u_rs),
-                                    make_tensor(bias, dt, 1), make_tensor(w, wdt, w_stride),
-                                    make_tensor(scale_inv, FASTGLU_DTYPE_FP32, sc_stride)};
+    const fastglu_glu_operands o = {make_tensor(g, in_dt, g_rs),
+                                    make_tensor(u, in_dt, u_rs),
+                                    make_tensor(bias, dt, 1),
+                                    make_tensor(w, wdt, w_stride),
+                                    make_tensor(scale_inv, FASTGLU_DTYPE_FP32, sc_stride),
+                                    (int)sc_1x128};
     const fastglu_glu_grads grads = {make_tensor(dg, dt, dg_rs), make_tensor(du, dt, du_rs),
                                      make_tensor(dbias, dt, 1), make_tensor(dw, wdt, 1)};
     const fastglu_tensor dyt = make_tensor(dy, dt, dy_rs);
@@ -390,7 +396,7 @@ static PyMethodDef methods[] = {
     {"glu_bwd", (PyCFunction)(void (*)(void))py_glu_bwd, METH_FASTCALL,
      "glu_bwd(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
      "down_multiplier, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride, "
-     "input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype, "
+     "input_dtype, input_scale_inv, input_scale_stride, scale_1x128, bias, weights, weights_dtype, "
      "weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights, "
      "workspace, "
      "workspace_bytes, tokens, F, dtype, stream): fastglu_glu_bwd_{cpu,cuda}."},

@@ -260,7 +260,8 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
       break); ``in_place`` is ignored, as ``fastglu.swiglu`` does under compile (the compiled graph
       owns its buffers; its checks of strides and overlaps and the one-backward rule do not apply),
       but a leaf that requires grad (or a view of one) is refused as in eager mode;
-    - ``fp8_input_store`` (True, "per_row", "per_tensor"): ``library.GLUSavedFp8`` (no graph break): the
+    - ``fp8_input_store`` (True, "per_row", "per_tensor", "blockwise"): ``library.GLUSavedFp8`` (no
+      graph break): the
       same ops, the saved input cast by torch ops instead of inside the forward kernel;
     - ``cpu_offload_input``: the eager ``GLUFunction`` behind dynamo's ``disable``, i.e. a
       graph break (``fullgraph=True`` then raises), since the ``activation_offloading`` marks are
@@ -350,7 +351,7 @@ class SwiGLUFunction:
     """Megatron-Core's ``SwiGLUFunction`` signature: ``SwiGLUFunction.apply(input, fp8_input_store,
     cpu_offload_input, in_place=False)``, i.e. ``GLUFunction`` with ``ops.SILU``: y = silu(gate) * up
     on a [.., 2F] input, with Megatron's and Liger's options (``fp8_input_store``: False, True,
-    "per_row", "per_tensor"; ``cpu_offload_input`` marks the saved input; ``in_place`` writes the
+    "per_row", "per_tensor", "blockwise"; ``cpu_offload_input`` marks the saved input; ``in_place`` writes the
     input gradient over the input, one backward per forward, with ``GLUFunction``'s refusals)."""
 
     @staticmethod
@@ -428,8 +429,9 @@ def glu(
             in x's dtype as torch.clamp takes it (see ``glu_params``).
         glu_linear_offset: added to up (after clamp and bias).
         gate_multiplier, down_multiplier: Liger's multipliers (inside the activation / on the output).
-        fp8_input_store: False, True (Megatron's plain float8_e4m3fn cast), ``"per_row"`` or
-            ``"per_tensor"`` (scaled; see the module docstring for the measured error).
+        fp8_input_store: False, True (Megatron's plain float8_e4m3fn cast), ``"per_row"``,
+            ``"per_tensor"`` or ``"blockwise"`` (scaled per row, tensor or 1 x 128 block; see
+            ``fastglu.ops``'s docstring for the measured error).
         cpu_offload_input: mark the saved input and bias with ``activation_offloading = True``.
         in_place: the backward writes the input gradient over x's storage (x's rows must be evenly
             strided, unit column stride, non-overlapping; x must not be a leaf that requires grad,
@@ -572,7 +574,8 @@ def bias_swiglu_impl(input, bias, fp8_input_store=False, cpu_offload_input=False
         input: ``[tokens, 2F]`` or ``[S, B, 2F]`` (bf16 / fp16 / fp32).
         bias: None or ``[2F]`` of input's dtype; its gradient is returned as ``[2F]``.
         fp8_input_store: False; True (Megatron: the input saved as ``float8_e4m3fn``, the backward
-            reads it as fp8); or ``"per_row"`` / ``"per_tensor"`` (scaled, see the module docstring).
+            reads it as fp8); or ``"per_row"`` / ``"per_tensor"`` / ``"blockwise"`` (scaled, see
+            ``fastglu.ops``'s docstring).
         cpu_offload_input: mark the saved input and bias with ``activation_offloading = True``.
         clamp_value: None, 0 or negative: no clamp; c > 0: gate <= c, |up| <= c, before the bias.
 

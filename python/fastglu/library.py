@@ -574,15 +574,19 @@ def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
                 f"{input.device}"
             )
         tokens = math.prod(lead)
+        nb = ops.scale_blocks(p.layout, F)
         if input_scale_inv.numel() != 1 and tuple(input_scale_inv.shape) not in [
             (tokens,),
             (tokens, 1),
             lead,
             lead + (1,),
+            (tokens, nb),
+            lead + (nb,),
         ]:
             raise ValueError(
                 f"fastglu.{fn}: input_scale_inv has shape {tuple(input_scale_inv.shape)}; expected one "
-                f"value or one per token ({tokens})"
+                f"value, one per token ({tokens}) or one per 1 x 128 block of each row ({tokens}, "
+                f"{nb})"
             )
     if want_dbias and bias is None:
         raise ValueError(f"fastglu.{fn}: want_dbias=True needs a bias")

@@ -29,7 +29,7 @@ installed release is outside it (the routing itself is tried all the same).
 
 Differences from Megatron-Core 0.19 (all in fastglu's favour or documented in ``ops.py``):
 the bias gradient comes back as ``[2F]`` from the kernel; ``clamp_value`` <= 0 means no clamp;
-``fp8_input_store`` also takes ``"per_row"`` / ``"per_tensor"``; the glu_linear_offset stays fp32.
+``fp8_input_store`` also takes ``"per_row"`` / ``"per_tensor"`` / ``"blockwise"``; the glu_linear_offset stays fp32.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class GLU(torch.nn.Module):
         glu_linear_offset: added to up.
         gate_multiplier, down_multiplier: Liger's multipliers.
         interleaved: gate at even columns, up at odd ones (GPT-OSS).
-        fp8_input_store: False, True, ``"per_row"``, ``"per_tensor"`` (see ``fastglu.glu``).
+        fp8_input_store: False, True, ``"per_row"``, ``"per_tensor"``, ``"blockwise"`` (see ``fastglu.glu``).
         in_place: the backward writes the input gradient over the input (one backward only).
 
     Raises:

@@ -52,26 +52,36 @@ Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept fo
   row), and the backward decodes ``fp8 * (amax / 448)``. Every value then keeps e4m3's relative
   precision (half an ulp: <= 2^-4 = 6.25%) down to about amax * 2^-15; one fp32 scale per token.
 - ``"per_tensor"``: the same with one amax over the whole input.
+- ``"blockwise"``: one scale per 1 x 128 block of each operand's row (DeepSeek-V3's cache of the
+  SwiGLU input): the split layout's gate blocks, then up's (for F a multiple of 128, the 1 x 128
+  blocks of the [tokens, 2F] row); the interleaved operand's own blocks. scale_inv ``[tokens,
+  scale_blocks(layout, F)]``; the C backward reads it (``fastglu_glu_operands.scale_1x128``). An
+  outlier channel then costs the precision of its own block only, where a per-row scale spends
+  e4m3's range on it for the whole row.
 
   Measured (bf16 input [257, 2 * 768], SwiGLU, input-gradient relative error against float64;
-  tests/python/test_variants.py::test_scaled_fp8_store_keeps_small_values checks the bounds):
+  tests/python/test_variants.py::test_scaled_fp8_store_keeps_small_values checks the bounds; the
+  last column: [65, 2 * 640] ~ 1e-3 N(0, 1) with one channel of 100 per row, the error outside the
+  outlier's blocks, test_blockwise_fp8_store_keeps_channels_beside_an_outlier):
 
-  ======================  ===================  ======================
-  fp8_input_store         inputs ~ N(0, 1)     inputs ~ 1e-3 N(0, 1)
-  ======================  ===================  ======================
-  False (bf16 saved)      0.17%                0.17%
-  True (plain cast)       3.0%                 56%
-  "per_row"               3.0%                 2.6%
-  "per_tensor"            3.0%                 2.6%
-  ======================  ===================  ======================
+  ======================  ===================  ======================  ==================
+  fp8_input_store         inputs ~ N(0, 1)     inputs ~ 1e-3 N(0, 1)   with an outlier
+  ======================  ===================  ======================  ==================
+  False (bf16 saved)      0.17%                0.17%                   0.16%
+  True (plain cast)       3.0%                 56%                     56%
+  "per_row"               3.0%                 2.6%                    12.5%
+  "per_tensor"            3.0%                 2.6%                    12.5%
+  "blockwise"             2.9%                 2.6%                    2.6%
+  ======================  ===================  ======================  ==================
 
   With ``clamp_value`` the saved precision never changes which elements the clamp cut: the backward
   clamps and masks the decoded fp8 operand, and e4m3 would round a gate of 7.2 onto a bound of 7.0
   (and 6.9 beyond a bound of 6.9), so each operand is first moved to its side of the bound (in all
-  three modes; include/fastglu.h, saved_fp8): with lo / hi the e4m3 values next to c (in the scaled
-  modes, those whose decoding ``fp8 * scale_inv`` lies either side of c, per row or tensor), a cut
-  operand is stored as +-hi (which the backward clamps back to c, as Megatron's clamped input
-  gives it), an uncut one as its own cast unless that lands beyond the bound (then lo). In the
+  modes; include/fastglu.h, saved_fp8): with lo / hi the e4m3 values next to c (in the scaled
+  modes, those whose decoding ``fp8 * scale_inv`` lies either side of c, per row, tensor or
+  block), a cut operand is stored as +-hi (which the backward clamps back to c, as Megatron's
+  clamped input gives it), an uncut one as its own cast unless that lands beyond the bound (then
+  lo). In the
   scaled modes scale_inv is rounded up by one ulp where ``448 * scale_inv`` would fall below amax,
   so that a cut element always has a value beyond the bound. A finite c >= 448 with an fp8 store
   raises ValueError (e4m3 has nothing beyond it); c = inf cuts nothing (the plain cast).
@@ -106,7 +116,7 @@ _INPUT_CODES = dict(_COMPUTE_CODES)
 _INPUT_CODES[_FP8] = _C.DTYPE_FP8_E4M3
 
 ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
-FP8_MODES = (False, True, "per_row", "per_tensor")
+FP8_MODES = (False, True, "per_row", "per_tensor", "blockwise")
 
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
@@ -335,12 +345,13 @@ SILU = GLUParams(
 def _fp8_mode(fp8_input_store, fn):
     if fp8_input_store is None or fp8_input_store is False:
         return False
-    if fp8_input_store is True or fp8_input_store in ("per_row", "per_tensor"):
+    if fp8_input_store is True or fp8_input_store in ("per_row", "per_tensor", "blockwise"):
         return fp8_input_store
     _fail(
         ValueError,
         fn,
-        f"fp8_input_store must be False, True (plain cast), 'per_row' or 'per_tensor'; "
+        f"fp8_input_store must be False, True (plain cast), 'per_row', 'per_tensor' or "
+        f"'blockwise'; "
         f"got {fp8_input_store!r}",
     )
 
@@ -964,6 +975,7 @@ def _bwd_common(p, dy, x, bias, weights, want_db, want_dw):
         code,
         0,
         0,
+        0,
         0 if bias is None else bias.data_ptr(),
         0 if weights is None else weights.data_ptr(),
         w_code,
@@ -1132,10 +1144,20 @@ class GLUGrads(NamedTuple):
     dweights: Optional[torch.Tensor]
 
 
-def _check_scale_inv(scale_inv, op, fn):
-    """fp32 scale_inv: one value (stride 0) or one per token. Returns (tensor, stride, copied orig)."""
+def scale_blocks(layout, F):
+    """The 1 x 128 blocks of a row of block scales (``fp8_input_store="blockwise"``): 2 ceil(F / 128)
+    for the split layout (gate's blocks, then up's), ceil(2F / 128) for the interleaved one."""
+    if layout == _C.LAYOUT_INTERLEAVED:
+        return (2 * F + 127) // 128
+    return 2 * ((F + 127) // 128)
+
+
+def _check_scale_inv(scale_inv, op, layout, fn):
+    """fp32 scale_inv: one value (stride 0), one per token, or one per 1 x 128 block of each row
+    (``[..., scale_blocks]``, the input's leading shape or ``[tokens, scale_blocks]``). Returns
+    (tensor, row stride, blockwise, copied orig)."""
     if scale_inv is None:
-        return None, 0, None
+        return None, 0, 0, None
     if op.dtype != _FP8:
         _fail(
             ValueError,
@@ -1151,18 +1173,25 @@ def _check_scale_inv(scale_inv, op, fn):
             f"input_scale_inv is on {scale_inv.device} but the input is on {op.device}",
         )
     if scale_inv.numel() == 1 and op.tokens != 1:
-        return scale_inv, 0, None
-    if tuple(scale_inv.shape) not in _weights_shapes(op) and scale_inv.numel() != 1:
+        return scale_inv, 0, 0, None
+    nb = scale_blocks(layout, op.F)
+    shape = tuple(scale_inv.shape)
+    if nb != 1 and shape in ((op.tokens, nb), op.lead + (nb,)):  # (nb = 1: per token, the same)
+        rs = _row_stride(shape, scale_inv.stride())[1]
+        if rs is None or scale_inv.stride()[-1] != 1 or scale_inv.is_neg():
+            return scale_inv.resolve_neg().contiguous(), nb, 1, scale_inv
+        return scale_inv, rs, 1, None
+    if shape not in _weights_shapes(op) and scale_inv.numel() != 1:
         _fail(
             ValueError,
             fn,
-            f"input_scale_inv has shape {tuple(scale_inv.shape)}; expected one value or one per "
-            f"token ({op.tokens})",
+            f"input_scale_inv has shape {shape}; expected one value, one per token ({op.tokens}) "
+            f"or one per 1 x 128 block of each row ({op.tokens}, {nb})",
         )
     s = _flat_stride(scale_inv)
     if s is None or scale_inv.is_neg():
-        return scale_inv.resolve_neg().contiguous(), 1, scale_inv
-    return scale_inv, s, None
+        return scale_inv.resolve_neg().contiguous(), 1, 0, scale_inv
+    return scale_inv, s, 0, None
 
 
 def backward(
@@ -1203,7 +1232,7 @@ def backward(
         )
     b, b_orig = _check_bias(bias, op, dtype, fn)
     w, w_code, w_stride, w_orig = _check_weights(weights, op, fn)
-    s, s_stride, s_orig = _check_scale_inv(input_scale_inv, op, fn)
+    s, s_stride, s_blocks, s_orig = _check_scale_inv(input_scale_inv, op, p.layout, fn)
     want_db = b is not None if want_dbias is None else bool(want_dbias)
     want_dw = w is not None if want_dweights is None else bool(want_dweights)
     if want_db and b is None:
@@ -1281,6 +1310,7 @@ def backward(
                 op.code,
                 0 if s is None else s.data_ptr(),
                 s_stride,
+                s_blocks,
                 0 if b is None else b.data_ptr(),
                 0 if w is None else w.data_ptr(),
                 w_code,
@@ -1339,8 +1369,10 @@ def glu_bwd(
             gradients (dx, d_up, dbias, dweights) without a kernel launch.
         x, up, bias, weights and the options: as the forward. x (and up) may be the forward's
             input saved as ``torch.float8_e4m3fn``; the compute dtype is then dy's.
-        input_scale_inv: fp8 x only: None (scale 1), one float32 value, or one per token; the
-            operand is ``fp8 * input_scale_inv``.
+        input_scale_inv: fp8 x only: None (scale 1), one float32 value, one per token, or one
+            per 1 x 128 block of each row (``[..., scale_blocks(layout, F)]`` or ``[tokens,
+            scale_blocks]``: the split layout's gate blocks, then up's; ``fp8_input_store=
+            "blockwise"``); the operand is ``fp8 * input_scale_inv``.
         want_dbias, want_dweights: compute the bias / weights gradients (default: when given).
         out: the input gradient's destination: a tensor of x's shape (may be x itself: the
             in-place backward), or a pair (d_gate, d_up) in the two-tensor form.
@@ -1406,39 +1438,46 @@ def _fp8_clamp(p, dtype, fp8, fn):
     return c
 
 
+def _fp8_gate_value(c, lo, hi, raw, v):
+    """The value the fp8 copy casts for a gate operand under the clamp c: raw the operand, v it as
+    cast (fp32, times the scale in the scaled modes), lo / hi the e4m3 values next to the bound in
+    v's domain (floats, or tensors that broadcast against v). A cut operand becomes hi, an uncut one
+    is kept <= lo; NaN stays NaN (torch.where chains, as the kernels' selects: -0 stays -0)."""
+    lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
+    return torch.where(raw.float() > c, hi, torch.where(v > lo_t, lo_t, v))
+
+
+def _fp8_up_value(c, lo, hi, raw, v):
+    """As _fp8_gate_value for an up operand, which the clamp cuts on both sides: +-hi, or within
+    [-lo, lo]."""
+    r = raw.float()
+    lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
+    hi_t = torch.as_tensor(hi, dtype=v.dtype, device=v.device)
+    return torch.where(
+        r > c,
+        hi_t,
+        torch.where(r < -c, -hi_t, torch.where(v > lo_t, lo_t, torch.where(v < -lo_t, -lo_t, v))),
+    )
+
+
 def _fp8_operands(p, c, lo, hi, x, up, xs, ups):
     """The values the fp8 copy casts under the clamp c (include/fastglu.h, saved_fp8): xs / ups are
     the operands as cast (fp32, times the scale in the scaled modes), x / up the raw ones; lo / hi
-    the e4m3 values next to the bound in that domain (floats, or per-row tensors [..., 1]). A cut
-    operand becomes +-hi, an uncut one is kept within [-lo, lo] (gate: <= lo); NaN stays NaN."""
-
-    def gate(raw, v):  # (torch.where chains, as the kernels' selects: a -0 operand stays -0)
-        lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
-        return torch.where(raw.float() > c, hi, torch.where(v > lo_t, lo_t, v))
-
-    def upv(raw, v):
-        r = raw.float()
-        lo_t = torch.as_tensor(lo, dtype=v.dtype, device=v.device)
-        hi_t = torch.as_tensor(hi, dtype=v.dtype, device=v.device)
-        return torch.where(
-            r > c,
-            hi_t,
-            torch.where(
-                r < -c, -hi_t, torch.where(v > lo_t, lo_t, torch.where(v < -lo_t, -lo_t, v))
-            ),
-        )
-
+    the e4m3 values next to the bound in that domain (floats, or per-row tensors [..., 1])."""
     if up is not None:
-        return gate(x, xs), upv(up, ups)
+        return _fp8_gate_value(c, lo, hi, x, xs), _fp8_up_value(c, lo, hi, up, ups)
     out = xs.clone()
     if p.layout == _C.LAYOUT_INTERLEAVED:
         out[..., 0::2], out[..., 1::2] = (
-            gate(x[..., 0::2], xs[..., 0::2]),
-            upv(x[..., 1::2], xs[..., 1::2]),
+            _fp8_gate_value(c, lo, hi, x[..., 0::2], xs[..., 0::2]),
+            _fp8_up_value(c, lo, hi, x[..., 1::2], xs[..., 1::2]),
         )
     else:
         F = x.shape[-1] // 2
-        out[..., :F], out[..., F:] = gate(x[..., :F], xs[..., :F]), upv(x[..., F:], xs[..., F:])
+        out[..., :F], out[..., F:] = (
+            _fp8_gate_value(c, lo, hi, x[..., :F], xs[..., :F]),
+            _fp8_up_value(c, lo, hi, x[..., F:], xs[..., F:]),
+        )
     return out, None
 
 
@@ -1455,11 +1494,14 @@ def _fp8_cast(p, x, up, fn):
 
 def _fp8_store(mode, x, up, p=None, fn="glu"):
     """(x8, up8, scale_inv) of the operands for the backward in a scaled mode: "per_row": scale_inv
-    [tokens] (row-major over the leading dims); "per_tensor": one value. (The plain cast, mode True,
+    [tokens] (row-major over the leading dims); "per_tensor": one value; "blockwise": [tokens,
+    scale_blocks] (_fp8_store_blockwise). (The plain cast, mode True,
     is written by the forward kernel: ``saved_fp8``.) With a clamp (params p), the values are those
     of _fp8_operands, with lo / hi found per row from the decoding the backward does (fp8 *
     scale_inv in fp32), and scale_inv rounded up where 448 * scale_inv would fall below amax, so that
     a cut element always has a value beyond the bound to take."""
+    if mode == "blockwise":
+        return _fp8_store_blockwise(x, up, p, fn)
     per_row = mode == "per_row"
     c = _fp8_clamp(p, x.dtype, mode, fn) if p is not None else 0.0
 
@@ -1502,6 +1544,82 @@ def _fp8_store(mode, x, up, p=None, fn="glu"):
         p, c, lo, hi, x, up, x.float() * sc, None if up is None else up.float() * sc
     )
     return xv.to(_FP8), None if upv is None else upv.to(_FP8), scale_inv.reshape(-1).contiguous()
+
+
+def _block_amax(t):
+    """amax of |t| over each 1 x 128 block of its last dimension: [..., ceil(W / 128)] fp32 (a NaN
+    in a block gives NaN; a short last block is padded with zeros)."""
+    W = t.shape[-1]
+    nb = (W + 127) // 128
+    a = t.abs().float()
+    if nb * 128 != W:
+        a = torch.nn.functional.pad(a, (0, nb * 128 - W))
+    return a.reshape(*t.shape[:-1], nb, 128).amax(-1)
+
+
+def _per_column(s, W):
+    """Block values s [..., nb] repeated over their 128 columns: [..., W]."""
+    return s.repeat_interleave(128, dim=-1)[..., :W]
+
+
+def _fp8_store_blockwise(x, up, p, fn):
+    """``fp8_input_store="blockwise"``: each operand stored as ``fp8(x * s)`` with one scale per 1 x
+    128 block of its row, DeepSeek-V3's cache of the SwiGLU input. Returns (x8, up8, scale_inv
+    [tokens, nb]) with nb = scale_blocks(layout, F): the split layout's gate blocks then up blocks
+    (for F a multiple of 128 exactly the 1 x 128 blocks of the [tokens, 2F] row), the interleaved
+    layout's blocks of its [tokens, 2F] operand. s = 448 / amax(|block|) (1 for an all-zero or
+    non-finite block), as "per_row" does per row; with a clamp, lo / hi are found per block (the
+    first e4m3 value whose decoding ``fp8 * scale_inv`` exceeds the bound, by a search over the 127
+    non-negative codes) and scale_inv is rounded up where 448 * scale_inv falls below amax."""
+    il = p is not None and p.layout == _C.LAYOUT_INTERLEAVED
+    c = _fp8_clamp(p, x.dtype, "blockwise", fn) if p is not None else 0.0
+    if up is not None or il:
+        parts = [x] if up is None else [x, up]
+    else:
+        F = x.shape[-1] // 2
+        parts = [x[..., :F], x[..., F:]]
+    amax = torch.cat([_block_amax(t) for t in parts], dim=-1)
+    raw = FP8_E4M3_MAX / amax
+    ok = torch.isfinite(amax) & (amax > 0) & torch.isfinite(raw)
+    one = torch.ones((), dtype=torch.float32, device=amax.device)
+    scale = torch.where(ok, raw, one)
+    scale_inv = torch.where(ok, amax / FP8_E4M3_MAX, one)
+    if c:
+        scale_inv = torch.where(
+            ok & (scale_inv * FP8_E4M3_MAX < amax),
+            torch.nextafter(scale_inv, torch.full_like(scale_inv, math.inf)),
+            scale_inv,
+        )
+        vals = torch.arange(127, dtype=torch.uint8, device=amax.device).view(_FP8).float()
+        # n: how many codes decode to <= c; the quotient's rounding moves it by one at most
+        n = torch.searchsorted(vals, (c / scale_inv).contiguous(), right=True).clamp(1, 127)
+        n = n + ((n < 127) & (vals[n.clamp(max=126)] * scale_inv <= c)).long()
+        n = n - ((n > 1) & (vals[n - 1] * scale_inv > c)).long()
+        lo, hi = vals[n - 1], vals[n.clamp(max=126)]
+    outs, b0 = [], 0
+    for k, t in enumerate(parts):
+        nb = (t.shape[-1] + 127) // 128
+        W = t.shape[-1]
+        v = t.float() * _per_column(scale[..., b0 : b0 + nb], W)
+        if c:
+            lo_c, hi_c = (_per_column(h[..., b0 : b0 + nb], W) for h in (lo, hi))
+            if il:
+                v = v.clone()
+                v[..., 0::2] = _fp8_gate_value(
+                    c, lo_c[..., 0::2], hi_c[..., 0::2], t[..., 0::2], v[..., 0::2]
+                )
+                v[..., 1::2] = _fp8_up_value(
+                    c, lo_c[..., 1::2], hi_c[..., 1::2], t[..., 1::2], v[..., 1::2]
+                )
+            else:
+                v = (_fp8_up_value if k else _fp8_gate_value)(c, lo_c, hi_c, t, v)
+        outs.append(v.to(_FP8))
+        b0 += nb
+    tokens = math.prod(x.shape[:-1])
+    scale_inv = scale_inv.reshape(tokens, scale_inv.shape[-1]).contiguous()
+    if up is not None:
+        return outs[0], outs[1], scale_inv
+    return (outs[0] if il else torch.cat(outs, dim=-1)), None, scale_inv
 
 
 # ---- in-place checks -----------------------------------------------------------------------------

@@ -16,18 +16,19 @@ static inline fastglu_tensor glu_flat_tensor(const void *data, fastglu_dtype dty
     return t;
 }
 
-static inline fastglu_glu_operands glu_flat_operands(const void *gate, int64_t gate_rs,
-                                                     const void *up, int64_t up_rs,
-                                                     fastglu_dtype in_dtype, const float *scale_inv,
-                                                     int64_t scale_stride, const void *bias,
-                                                     fastglu_dtype dtype, const void *weights,
-                                                     fastglu_dtype wdt, int64_t w_stride) {
+static inline fastglu_glu_operands
+glu_flat_operands(const void *gate, int64_t gate_rs, const void *up, int64_t up_rs,
+                  fastglu_dtype in_dtype, const float *scale_inv, int64_t scale_stride,
+                  int scale_1x128, const void *bias, fastglu_dtype dtype, const void *weights,
+                  fastglu_dtype wdt, int64_t w_stride) {
     fastglu_glu_operands o;
+    memset(&o, 0, sizeof o);
     o.gate = glu_flat_tensor(gate, in_dtype, gate_rs);
     o.up = glu_flat_tensor(up, in_dtype, up_rs);
     o.bias = glu_flat_tensor(bias, dtype, 1);
     o.weights = glu_flat_tensor(weights, wdt, w_stride);
     o.scale_inv = glu_flat_tensor(scale_inv, FASTGLU_DTYPE_FP32, scale_stride);
+    o.scale_1x128 = scale_1x128;
     return o;
 }
 
@@ -37,7 +38,7 @@ static inline fastglu_glu_operands glu_flat_operands(const void *gate, int64_t g
         void *output, int64_t output_rs, void *saved_fp8, int64_t saved_fp8_rs, int64_t tokens,    \
         int64_t F, fastglu_dtype dtype
 #define GLU_FLAT_FWD_BODY                                                                          \
-    const fastglu_glu_operands o = glu_flat_operands(gate, gate_rs, up, up_rs, dtype, NULL, 0,     \
+    const fastglu_glu_operands o = glu_flat_operands(gate, gate_rs, up, up_rs, dtype, NULL, 0, 0,  \
                                                      bias, dtype, weights, wdt, w_stride);         \
     const fastglu_tensor out = glu_flat_tensor(output, dtype, output_rs);                          \
     const fastglu_tensor s8 = glu_flat_tensor(saved_fp8, FASTGLU_DTYPE_FP8_E4M3, saved_fp8_rs);
@@ -54,14 +55,14 @@ static inline fastglu_status glu_fwd_cuda_flat(GLU_FLAT_FWD_PARAMS, void *stream
 #define GLU_FLAT_BWD_PARAMS                                                                        \
     const fastglu_glu_params *params, const void *dy, int64_t dy_rs, int64_t dy_cs,                \
         const void *gate, int64_t gate_rs, const void *up, int64_t up_rs, fastglu_dtype in_dtype,  \
-        const float *scale_inv, int64_t scale_stride, const void *bias, const void *weights,       \
-        fastglu_dtype wdt, int64_t w_stride, void *d_gate, int64_t d_gate_rs, void *d_up,          \
-        int64_t d_up_rs, void *dbias, void *dweights, void *workspace, size_t workspace_bytes,     \
-        int64_t tokens, int64_t F, fastglu_dtype dtype
+        const float *scale_inv, int64_t scale_stride, int scale_1x128, const void *bias,           \
+        const void *weights, fastglu_dtype wdt, int64_t w_stride, void *d_gate, int64_t d_gate_rs, \
+        void *d_up, int64_t d_up_rs, void *dbias, void *dweights, void *workspace,                 \
+        size_t workspace_bytes, int64_t tokens, int64_t F, fastglu_dtype dtype
 #define GLU_FLAT_BWD_BODY                                                                          \
     const fastglu_glu_operands o =                                                                 \
-        glu_flat_operands(gate, gate_rs, up, up_rs, in_dtype, scale_inv, scale_stride, bias,       \
-                          dtype, weights, wdt, w_stride);                                          \
+        glu_flat_operands(gate, gate_rs, up, up_rs, in_dtype, scale_inv, scale_stride,             \
+                          scale_1x128, bias, dtype, weights, wdt, w_stride);                       \
     fastglu_glu_grads g;                                                                           \
     g.d_gate = glu_flat_tensor(d_gate, dtype, d_gate_rs);                                          \
     g.d_up = glu_flat_tensor(d_up, dtype, d_up_rs);                                                \

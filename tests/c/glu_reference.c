@@ -313,8 +313,18 @@ static int64_t damage(const dbuf *x) {
 
 enum { W_NONE, W_FP32, W_BF16_S3, W_FP16_S0, W_FP32_S2, W_KINDS };
 /* the backward's saved input: the operands themselves; random fp8 bytes (no scale, a per-tensor
- * scale, per-token scales); or the forward's own fp8 copy (saved_fp8, no scale) */
-enum { FP8_NONE, FP8_PLAIN, FP8_TENSOR, FP8_TOKEN, FP8_STORED, FP8_KINDS };
+ * scale, per-token scales); the forward's own fp8 copy (saved_fp8, no scale); or random fp8 bytes
+ * with 1 x 128 block scales (scale_1x128) */
+enum { FP8_NONE, FP8_PLAIN, FP8_TENSOR, FP8_TOKEN, FP8_STORED, FP8_BLOCK, FP8_KINDS };
+
+/* FP8_BLOCK: the blocks of a row and the block of gate / up column j (include/fastglu.h,
+ * fastglu_glu_operands.scale_1x128) */
+static int64_t ref_scale_blocks(int il, int64_t F) {
+    return il ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128);
+}
+static int64_t ref_scale_block(int il, int64_t F, int64_t j, int is_up) {
+    return il ? 2 * j / 128 : j / 128 + (is_up ? (F + 127) / 128 : 0);
+}
 /* operand geometry: 0 contiguous; 1 fc1-style (SPLIT: gate and up halves of one padded row) with
  * dy column stride 2; 2 misaligned offsets and odd pads, dy transposed; 3 input rows broadcast
  * (row stride 0), dy scalar (strides 0, 0); 4 separate padded gate and up, dy row-broadcast */
@@ -502,15 +512,16 @@ static void run_case(const glu_backend *b, const glu_case *c) {
         dbuf_init(b, &G8, 1, g_n);
         if (u_n) dbuf_init(b, &U8, 1, u_n);
         if (c->fp8 == FP8_TENSOR) scale_tensor = 0.5;
-        const int exact = c->fp8 != FP8_TOKEN;
+        const int exact = c->fp8 != FP8_TOKEN && c->fp8 != FP8_BLOCK;
         for (int64_t i = 0; i < g_n; ++i) G8.h[i] = operand_fp8(cv, scale_tensor, exact);
         for (int64_t i = 0; i < u_n; ++i) U8.h[i] = operand_fp8(cv, scale_tensor, exact);
         if (c->fp8 == FP8_TENSOR) {
             dbuf_init(b, &SC, 4, 1);
             ((float *)SC.h)[0] = (float)scale_tensor;
-        } else if (c->fp8 == FP8_TOKEN) {
-            sc_stride = 1 + (c->geo % 2);
-            dbuf_init(b, &SC, 4, (T - 1) * sc_stride + 1);
+        } else if (c->fp8 == FP8_TOKEN || c->fp8 == FP8_BLOCK) {
+            const int64_t nb = c->fp8 == FP8_BLOCK ? ref_scale_blocks(il, F) : 1;
+            sc_stride = nb + (c->geo % 2);
+            dbuf_init(b, &SC, 4, (T - 1) * sc_stride + nb);
             for (int64_t i = 0; i < SC.n; ++i)
                 ((float *)SC.h)[i] = (float)(0.5 + 1.5 * rng_uniform());
         }
@@ -612,7 +623,7 @@ static void run_case(const glu_backend *b, const glu_case *c) {
         goto done;
     }
     st = b->bwd(p, DY.d, dy_rs, dy_cs, gate_in, g_rs_in, up_in, u_rs_in, in_dt, (const float *)SC.d,
-                sc_stride, bias, weights, wdt, wst, d_gate, dg_rs, d_up, du_rs,
+                sc_stride, c->fp8 == FP8_BLOCK, bias, weights, wdt, wst, d_gate, dg_rs, d_up, du_rs,
                 want_db ? (char *)DB.d + es : NULL, want_dw ? (char *)DW.d + wes : NULL, WS.d, wsb,
                 T, F, dt);
     b->sync();
@@ -659,8 +670,12 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                 const uint8_t u8w = ref_e4m3(clamp ? ref_fp8_operand(u, 1, ce) : u);
                 if (random8) {
                     const unsigned char *u8 = il || combined ? G8.before : U8.before;
-                    g = (float)(fp8_table[G8.before[gi]] * sinv);
-                    u = (float)(fp8_table[u8[ui]] * sinv);
+                    const int blk = c->fp8 == FP8_BLOCK;
+                    const float *srow = blk ? (const float *)SC.before + t * sc_stride : NULL;
+                    const double sg = blk ? srow[ref_scale_block(il, F, j, 0)] : sinv;
+                    const double su = blk ? srow[ref_scale_block(il, F, j, 1)] : sinv;
+                    g = (float)(fp8_table[G8.before[gi]] * sg);
+                    u = (float)(fp8_table[u8[ui]] * su);
                 } else if (c->fp8 == FP8_STORED) {
                     g = fp8_table[g8], u = fp8_table[u8w];
                 }
@@ -879,7 +894,7 @@ static unsigned char *det_run(const glu_backend *b, const det_inputs *in, unsign
     const int il = in->p.layout == FASTGLU_LAYOUT_INTERLEAVED;
     const char *x = in->x;
     fastglu_status st = b->bwd(&in->p, in->dy, F, 1, x, 2 * F, il ? NULL : x + F * es, 2 * F,
-                               in->dt, NULL, 0, in->dw_only ? NULL : in->bias, in->w, in->wdt, 1,
+                               in->dt, NULL, 0, 0, in->dw_only ? NULL : in->bias, in->w, in->wdt, 1,
                                dx, 2 * F, il ? NULL : (char *)dx + F * es, 2 * F,
                                in->dw_only ? NULL : db, dw, ws, wsb, T, F, in->dt);
     b->sync();
@@ -979,8 +994,8 @@ int run_glu_fp8_exact(const glu_backend *b) {
             /* one token of 256 columns */
             fastglu_status st =
                 b->bwd(&p, dy, N, 1, g, N, u, N, FASTGLU_DTYPE_FP8_E4M3,
-                       use_scale ? (const float *)sc : NULL, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0,
-                       dg, N, du, N, NULL, NULL, NULL, 0, 1, N, FASTGLU_DTYPE_FP32);
+                       use_scale ? (const float *)sc : NULL, 0, 0, NULL, NULL, FASTGLU_DTYPE_FP32,
+                       0, dg, N, du, N, NULL, NULL, NULL, 0, 1, N, FASTGLU_DTYPE_FP32);
             b->sync();
             checks++;
             if (st != FASTGLU_SUCCESS) {
@@ -1016,9 +1031,9 @@ int run_glu_fp8_exact(const glu_backend *b) {
         b->upload(g, hg, sizeof hg), b->upload(u, hu, sizeof hu), b->upload(dy, hdy, sizeof hdy);
         b->upload(sc, hs, sizeof hs);
         fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_GELU_TANH);
-        fastglu_status st = b->bwd(&p, dy, FF, 1, g, FF, u, FF, FASTGLU_DTYPE_FP8_E4M3, sc, 3, NULL,
-                                   NULL, FASTGLU_DTYPE_FP32, 0, dg, FF, du, FF, NULL, NULL, NULL, 0,
-                                   TT, FF, FASTGLU_DTYPE_FP32);
+        fastglu_status st = b->bwd(&p, dy, FF, 1, g, FF, u, FF, FASTGLU_DTYPE_FP8_E4M3, sc, 3, 0,
+                                   NULL, NULL, FASTGLU_DTYPE_FP32, 0, dg, FF, du, FF, NULL, NULL,
+                                   NULL, 0, TT, FF, FASTGLU_DTYPE_FP32);
         b->sync();
         checks++;
         if (st != FASTGLU_SUCCESS) {
@@ -1194,7 +1209,7 @@ static int pe_run(const glu_backend *b, const fastglu_glu_params *p, float *y, f
                PF, NULL, 0, PT, PF, FASTGLU_DTYPE_FP32);
     if (st == FASTGLU_SUCCESS)
         st = b->bwd(p, dy, PF, 1, x, 2 * PF, il ? NULL : xc + PF * 4, 2 * PF, FASTGLU_DTYPE_FP32,
-                    NULL, 0, bi, w, FASTGLU_DTYPE_FP32, 1, ddx, 2 * PF,
+                    NULL, 0, 0, bi, w, FASTGLU_DTYPE_FP32, 1, ddx, 2 * PF,
                     il ? NULL : (char *)ddx + PF * 4, 2 * PF, ddb, ddw, ws, wsb, PT, PF,
                     FASTGLU_DTYPE_FP32);
     b->sync();
@@ -1335,8 +1350,8 @@ static fastglu_status ce_run(const glu_backend *b, const fastglu_glu_params *p, 
         const void *g = from_copy ? s8 : x;
         const void *u = from_copy ? (const char *)s8 + F : (const char *)x + F * es;
         st = b->bwd(p, dy, F, 1, g, 2 * F, u, 2 * F, from_copy ? FASTGLU_DTYPE_FP8_E4M3 : dt, NULL,
-                    0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, d, 2 * F, (char *)d + F * es, 2 * F, NULL,
-                    NULL, NULL, 0, 1, F, dt);
+                    0, 0, NULL, NULL, FASTGLU_DTYPE_FP32, 0, d, 2 * F, (char *)d + F * es, 2 * F,
+                    NULL, NULL, NULL, 0, 1, F, dt);
         b->sync();
         b->download(hdx, d, 2 * F * es);
         for (int j = 0; j < 2 * F; ++j) dx[j] = load(dt, hdx, j);
@@ -1454,7 +1469,7 @@ int run_glu_clamp_edges(const glu_backend *b) {
         /* the backward refuses the same clamps (without the fp8 copy's bound), before it looks
          * at any pointer (these are host ones) */
         if (!bad_c[k].fp8 && !bad_c[k].ok) {
-            const fastglu_status sb = b->bwd(&p, x, 1, 1, x, 2, x, 2, bad_c[k].dt, NULL, 0, NULL,
+            const fastglu_status sb = b->bwd(&p, x, 1, 1, x, 2, x, 2, bad_c[k].dt, NULL, 0, 0, NULL,
                                              NULL, FASTGLU_DTYPE_FP32, 0, dx, 2, dx + 1, 2, NULL,
                                              NULL, NULL, 0, 0, 1, bad_c[k].dt);
             checks++;
@@ -1527,7 +1542,7 @@ static unsigned char *paths_run(const glu_backend *b, const paths_case *c, void 
         const void *g = c->fp8_in ? s8 : x;
         const void *u = il ? NULL : c->fp8_in ? (const char *)s8 + F : xc + F * es;
         st = b->bwd(&c->p, dy, F, 1, g, 2 * F, u, 2 * F, c->fp8_in ? FASTGLU_DTYPE_FP8_E4M3 : c->dt,
-                    c->fp8_in ? (const float *)scale : NULL, 1, c->bias ? bias : NULL,
+                    c->fp8_in ? (const float *)scale : NULL, 1, 0, c->bias ? bias : NULL,
                     c->weights ? w : NULL, c->wdt, 1, dx, 2 * F, il ? NULL : (char *)dx + F * es,
                     2 * F, c->db ? db : NULL, c->dw ? dw : NULL, ws, wsb, T, F, c->dt);
         b->sync();
@@ -1715,8 +1730,8 @@ static fastglu_status glu_flat_bwd(const glu_backend *b, const fastglu_glu_param
                                    int64_t g_rs, const void *up, int64_t u_rs, void *d_gate,
                                    int64_t dg_rs, void *d_up, int64_t du_rs, int64_t T, int64_t F,
                                    fastglu_dtype dt) {
-    return b->bwd(p, dy, dy_rs, dy_cs, gate, g_rs, up, u_rs, dt, NULL, 0, NULL, NULL, dt, 0, d_gate,
-                  dg_rs, d_up, du_rs, NULL, NULL, NULL, 0, T, F, dt);
+    return b->bwd(p, dy, dy_rs, dy_cs, gate, g_rs, up, u_rs, dt, NULL, 0, 0, NULL, NULL, dt, 0,
+                  d_gate, dg_rs, d_up, du_rs, NULL, NULL, NULL, 0, T, F, dt);
 }
 
 /* One case: the wrappers' forward and backward (in place: dinput = input), the float64 reference

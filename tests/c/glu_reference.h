@@ -27,9 +27,9 @@ typedef struct glu_backend {
     fastglu_status (*bwd)(const fastglu_glu_params *params, const void *dy, int64_t dy_rs,
                           int64_t dy_cs, const void *gate, int64_t gate_rs, const void *up,
                           int64_t up_rs, fastglu_dtype input_dtype, const float *input_scale_inv,
-                          int64_t input_scale_stride, const void *bias, const void *weights,
-                          fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
-                          int64_t d_gate_rs, void *d_up, int64_t d_up_rs, void *dbias,
+                          int64_t input_scale_stride, int scale_1x128, const void *bias,
+                          const void *weights, fastglu_dtype weights_dtype, int64_t weights_stride,
+                          void *d_gate, int64_t d_gate_rs, void *d_up, int64_t d_up_rs, void *dbias,
                           void *dweights, void *workspace, size_t workspace_bytes, int64_t tokens,
                           int64_t F, fastglu_dtype dtype);
     void *(*alloc)(size_t bytes);

@@ -32,7 +32,7 @@ static struct arena {
     _Alignas(16) float dy[T][F];
     _Alignas(16) float bias[2 * F];
     _Alignas(16) float w[T];
-    _Alignas(16) float scale[T];
+    _Alignas(16) float scale[2 * T]; /* per token, or two 1 x 128 blocks a row (F = 8) */
     _Alignas(16) unsigned char x8[T][2 * F];
     _Alignas(16) float y[T][F];
     _Alignas(16) unsigned char s8[T][2 * F + 4]; /* the forward's fp8 copy (saved_fp8) */
@@ -51,7 +51,7 @@ static void poison(void) {
         for (int j = 0; j < F; ++j) A.up2[i][j] = 0.5f - 0.125f * (float)j;
         for (int j = 0; j < F; ++j) A.dy[i][j] = 1.0f + (float)j;
         A.w[i] = 0.5f + (float)i;
-        A.scale[i] = 2.0f;
+        A.scale[i] = A.scale[T + i] = 2.0f;
     }
     for (int j = 0; j < 2 * F; ++j) A.bias[j] = 0.1f * (float)j;
     memset(A.y, 0x7f, sizeof A.y);
@@ -80,6 +80,7 @@ typedef struct call {
     fastglu_dtype input_dtype;
     const float *scale;
     int64_t scale_stride;
+    int scale_1x128;
     const void *bias, *weights;
     fastglu_dtype weights_dtype;
     int64_t weights_stride;
@@ -135,16 +136,17 @@ static fastglu_status run_bwd(const call *c, int cuda) {
     const fastglu_glu_params *p = c->pp ? c->pp : &c->params;
     if (c->pp == (const fastglu_glu_params *)1) p = NULL;
     return cuda ? glu_bwd_cuda_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
-                                    c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
-                                    c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
-                                    c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
-                                    c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype,
-                                    NULL)
+                                    c->up_rs, c->input_dtype, c->scale, c->scale_stride,
+                                    c->scale_1x128, c->bias, c->weights, c->weights_dtype,
+                                    c->weights_stride, c->d_gate, c->d_gate_rs, c->d_up, c->d_up_rs,
+                                    c->dbias, c->dweights, c->workspace, c->workspace_bytes,
+                                    c->tokens, c->F, c->dtype, NULL)
                 : glu_bwd_cpu_flat(p, c->dy, c->dy_rs, c->dy_cs, c->gate, c->gate_rs, c->up,
-                                   c->up_rs, c->input_dtype, c->scale, c->scale_stride, c->bias,
-                                   c->weights, c->weights_dtype, c->weights_stride, c->d_gate,
-                                   c->d_gate_rs, c->d_up, c->d_up_rs, c->dbias, c->dweights,
-                                   c->workspace, c->workspace_bytes, c->tokens, c->F, c->dtype);
+                                   c->up_rs, c->input_dtype, c->scale, c->scale_stride,
+                                   c->scale_1x128, c->bias, c->weights, c->weights_dtype,
+                                   c->weights_stride, c->d_gate, c->d_gate_rs, c->d_up, c->d_up_rs,
+                                   c->dbias, c->dweights, c->workspace, c->workspace_bytes,
+                                   c->tokens, c->F, c->dtype);
 }
 
 enum { FWD = 1, BWD = 2, BOTH = 3 };
@@ -354,6 +356,16 @@ int main(void) {
     ACCEPT(BWD, c);
     c.scale_stride = 0, c.scale = NULL;
     ACCEPT(BWD, c);
+    /* 1 x 128 block scales: two a row (gate's block, up's block) */
+    c = legal(), c.input_dtype = FASTGLU_DTYPE_FP8_E4M3, c.gate = A.x8, c.up = &A.x8[0][F];
+    c.scale = A.scale, c.scale_stride = 2, c.scale_1x128 = 1;
+    ACCEPT(BWD, c);
+    c.scale_1x128 = 2;
+    REJECT(BWD, INV, "scale_1x128 = 2 is neither 0 nor 1", c);
+    c.scale_1x128 = 1, c.scale = NULL;
+    REJECT(BWD, INV, "scale_1x128 = 1 but input_scale_inv is NULL", c);
+    c.scale = A.scale, c.scale_stride = -2;
+    REJECT(BWD, INV, "input_scale_inv has a negative stride", c);
 
     /* ---- dbias / dweights ---- */
     c = legal(), c.bias = NULL;
@@ -588,8 +600,8 @@ int main(void) {
     /* ---- the descriptors ---- */
     {
         const fastglu_dtype f32 = FASTGLU_DTYPE_FP32, bf16 = FASTGLU_DTYPE_BF16;
-        const fastglu_glu_operands legal_o = glu_flat_operands(A.x, 2 * F, &A.x[0][F], 2 * F, f32,
-                                                               NULL, 0, A.bias, f32, A.w, f32, 1);
+        const fastglu_glu_operands legal_o = glu_flat_operands(
+            A.x, 2 * F, &A.x[0][F], 2 * F, f32, NULL, 0, 0, A.bias, f32, A.w, f32, 1);
         const fastglu_tensor out = glu_flat_tensor(A.y, f32, F);
         const fastglu_tensor s8 = glu_flat_tensor(A.s8, FASTGLU_DTYPE_FP8_E4M3, 2 * F + 4);
         fastglu_glu_grads legal_g;
@@ -610,6 +622,8 @@ int main(void) {
         desc_fwd(__LINE__, INV, "bias.row_stride = 2", &o, out, s8);
         o = legal_o, o.scale_inv = glu_flat_tensor(A.scale, f32, 1);
         desc_fwd(__LINE__, INV, "scale_inv is given", &o, out, s8);
+        o = legal_o, o.scale_1x128 = 1;
+        desc_fwd(__LINE__, INV, "scale_1x128 = 1 is set", &o, out, s8);
         desc_fwd(__LINE__, DT, "saved_fp8.dtype = 0", &legal_o, out,
                  glu_flat_tensor(A.s8, f32, 2 * F));
 

@@ -64,13 +64,13 @@ static fastglu_status fwd(const fastglu_glu_params *p, const void *gate, int64_t
 static fastglu_status bwd(const fastglu_glu_params *p, const void *dy, int64_t dy_rs, int64_t dy_cs,
                           const void *gate, int64_t gate_rs, const void *up, int64_t up_rs,
                           fastglu_dtype in_dt, const float *scale, int64_t scale_stride,
-                          const void *bias, const void *weights, fastglu_dtype wdt, int64_t wst,
-                          void *d_gate, int64_t d_gate_rs, void *d_up, int64_t d_up_rs, void *dbias,
-                          void *dweights, void *workspace, size_t workspace_bytes, int64_t T,
-                          int64_t F, fastglu_dtype dt) {
+                          int scale_1x128, const void *bias, const void *weights, fastglu_dtype wdt,
+                          int64_t wst, void *d_gate, int64_t d_gate_rs, void *d_up, int64_t d_up_rs,
+                          void *dbias, void *dweights, void *workspace, size_t workspace_bytes,
+                          int64_t T, int64_t F, fastglu_dtype dt) {
     return glu_bwd_cuda_flat(p, dy, dy_rs, dy_cs, gate, gate_rs, up, up_rs, in_dt, scale,
-                             scale_stride, bias, weights, wdt, wst, d_gate, d_gate_rs, d_up,
-                             d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
+                             scale_stride, scale_1x128, bias, weights, wdt, wst, d_gate, d_gate_rs,
+                             d_up, d_up_rs, dbias, dweights, workspace, workspace_bytes, T, F, dt,
                              stream);
 }
 

@@ -305,7 +305,7 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
 #ifdef FP8_TEST_CUDA
     if (bwd) {
         st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
-                                   bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                   0, bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                                    il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
                                    dt, stream);
         st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
@@ -321,7 +321,7 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
 #else
     if (bwd) {
         st_ref =
-            glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+            glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0, 0,
                              bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                              il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F, dt);
         st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);

@@ -41,7 +41,7 @@ static fastglu_status legal_call(int i) {
     case 3:
         return wsb > sizeof ws
                    ? FASTGLU_ERROR_INVALID_VALUE
-                   : glu_bwd_cpu_flat(&p, dy, F, 1, in, 2 * F, &in[0][F], 2 * F, f32, NULL, 0,
+                   : glu_bwd_cpu_flat(&p, dy, F, 1, in, 2 * F, &in[0][F], 2 * F, f32, NULL, 0, 0,
                                       &in[1][0], NULL, f32, 0, din, 2 * F, &din[0][F], 2 * F, dbias,
                                       NULL, ws, sizeof ws, T, F, f32);
     case 4: return fastglu_swiglu_fwd_cpu(NULL, 0, NULL, 0, 0, F, f32);        /* empty */

@@ -266,19 +266,19 @@ static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy
                                 int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
                                 int64_t gate_row_stride, const void *up, int64_t up_row_stride,
                                 fastglu_dtype input_dtype, const float *input_scale_inv,
-                                int64_t input_scale_stride, const void *bias, const void *weights,
-                                fastglu_dtype weights_dtype, int64_t weights_stride, void *d_gate,
-                                int64_t d_gate_row_stride, void *d_up, int64_t d_up_row_stride,
-                                void *dbias, void *dweights, void *workspace,
-                                size_t workspace_bytes, int64_t tokens, int64_t ffn_hidden_size,
-                                fastglu_dtype dtype, void *stream) {
+                                int64_t input_scale_stride, int input_scale_1x128, const void *bias,
+                                const void *weights, fastglu_dtype weights_dtype,
+                                int64_t weights_stride, void *d_gate, int64_t d_gate_row_stride,
+                                void *d_up, int64_t d_up_row_stride, void *dbias, void *dweights,
+                                void *workspace, size_t workspace_bytes, int64_t tokens,
+                                int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
     static const char fn[] = "fastglu_glu_bwd_cuda";
     int empty;
     fastglu_status st = fastglu_check_glu_bwd(
         fn, params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride,
-        input_dtype, input_scale_inv, input_scale_stride, bias, weights, weights_dtype,
-        weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias, dweights,
-        workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
+        input_dtype, input_scale_inv, input_scale_stride, input_scale_1x128, bias, weights,
+        weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
+        dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
     if (!swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights))
         return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: not emulated", fn);

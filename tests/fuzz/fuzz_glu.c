@@ -7,7 +7,7 @@
  * Each input picks the activation and layout (invalid ones included), clamp (0, boundary values,
  * NaN, negative, +Inf), offset and multipliers (sometimes NaN / Inf), dtype (fp8 and unknown ones
  * included), bias, weights (dtype, stride, fp8 and unknown dtypes), the saved input's dtype (dtype,
- * fp8 with no / per-tensor / per-token scale, or a wrong one), tokens, F, every row stride (too
+ * fp8 with no / per-tensor / per-token / 1 x 128 block scales, or a wrong one), tokens, F, every row stride (too
  * small, zero, padded), dy's strides, element offsets of every pointer, misaligned pointers, NULL
  * pointers, dbias / dweights (with and without bias / weights), the workspace (exact, larger,
  * too small, NULL, misaligned), the forward's fp8 copy (saved_fp8: none, padded or exact rows, too
@@ -367,7 +367,7 @@ static int swiglu_input(reader *r) {
             in_place ? fam + off_in * es + byte_off : (const unsigned char *)x;
         unsigned char *fd = in_place ? fam + off_in * es : fam + off_din * es;
         if (glu_bwd_cpu_flat(&silu, g, dy_rs, dy_cs, fx, in_rs, fx + F * es, in_rs,
-                             (fastglu_dtype)dt, NULL, 0, NULL, NULL, (fastglu_dtype)dt, 0, fd,
+                             (fastglu_dtype)dt, NULL, 0, 0, NULL, NULL, (fastglu_dtype)dt, 0, fd,
                              din_rs, fd + F * es, din_rs, NULL, NULL, NULL, 0, T, F,
                              (fastglu_dtype)dt) != FASTGLU_SUCCESS ||
             memcmp(fam, res_buf, n_res * es + 1) != 0)
@@ -420,8 +420,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the saved input: 0-3 dtype, 4 fp8, 5 fp8 per-tensor scale, 6 fp8 per-token, 7 wrong */
     const int in_kind = f2 % 8;
     const int in_dt = in_kind < 4 ? dt : in_kind < 7 ? 3 : (dt + 1) % 3;
+    /* fp8 per-token: a per-token stride, or (scale_1x128) one scale per 1 x 128 block */
+    const int blk = in_kind == 6 && (f2 >> 7) % 2;
+    const int64_t nb = blk ? (il ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128)) : 1;
     const int64_t sc_st =
-        in_kind == 6 ? ((f2 >> 3) % 8 == 7 ? -1 : 1 + (int64_t)((f2 >> 3) % 2)) : 0;
+        in_kind == 6 ? ((f2 >> 3) % 8 == 7 ? -1 : nb + (int64_t)((f2 >> 3) % 2)) : 0;
     const int scale_wrongly = in_kind < 4 && (f2 >> 3) % 16 == 5; /* a scale with no fp8 */
     const int want_db = (f3 % 4) != 0, want_dw = (f3 >> 2) % 4 != 0;
     const int ws_kind = (f3 >> 4) % 8; /* 0-3 exact, 4 larger, 5 too small, 6 NULL, 7 misaligned */
@@ -448,7 +451,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (has_bias) buf_make(&B, off[2] + (F > 0 ? 2 * F : 0), es);
     if (wdt >= 0) buf_make(&Wt, off[3] + span(T, 1, w_st, 1), w_es);
-    if (sc_st != 0 || in_kind == 5 || scale_wrongly) buf_make(&S, off[4] + span(T, 1, sc_st, 1), 4);
+    if (sc_st != 0 || in_kind == 5 || scale_wrongly)
+        buf_make(&S, off[4] + span(T, nb > 0 ? nb : 1, sc_st, 1), 4);
     buf_make(&DY, off[5] + span(T, F, dy_rs, dy_cs), es);
     buf_make(&Y, off[6] + span(T, F, y_rs, 1), es);
     buf_make(&DG, off[7] + span(T, W, dg_rs, 1), es);
@@ -591,9 +595,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- backward ---- */
     st = glu_bwd_cpu_flat(&p, dy, dy_rs, dy_cs, gate_in, g_rs, up_in, u_rs, (fastglu_dtype)in_dt,
-                          scale, sc_st, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0), w_st,
-                          d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace, ws_bytes, T,
-                          F, (fastglu_dtype)dt);
+                          scale, sc_st, blk, bias, weights, (fastglu_dtype)(wdt >= 0 ? wdt : 0),
+                          w_st, d_gate, d_gate_rs, d_up, d_up_rs, dbias, dweights, workspace,
+                          ws_bytes, T, F, (fastglu_dtype)dt);
     if (st != FASTGLU_SUCCESS) {
         n_bwd_err++;
         for (size_t k = 0; k < sizeof all / sizeof *all; ++k) check_unchanged(all[k]);
@@ -623,13 +627,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const int clamp = p.clamp_value > 0;
         for (int64_t t = 0; t < T; ++t) {
             const double w = weights ? load(wdt, weights, t * w_st) : 1.0;
-            const double si = in_dt == 3 && scale ? scale[t * sc_st] : 1.0;
+            const float *srow = in_dt == 3 && scale ? scale + t * sc_st : NULL;
             double dw = 0, dwm = 0;
             for (int64_t j = 0; j < F; ++j) {
                 const int64_t gi = t * g_rs + (il ? 2 * j : j);
                 double g = load(in_dt, gimg, gi);
                 double u = il ? load(in_dt, gimg, gi + 1) : load(in_dt, uimg, t * u_rs + j);
-                if (in_dt == 3) g = (float)(g * si), u = (float)(u * si);
+                /* the decoding scales: the row's one, or the blocks of gate and up column j */
+                const int64_t bg_blk = !blk ? 0 : il ? 2 * j / 128 : j / 128;
+                const int64_t bu_blk = !blk || il ? bg_blk : (F + 127) / 128 + j / 128;
+                const double sg = srow ? srow[bg_blk] : 1.0, su = srow ? srow[bu_blk] : 1.0;
+                if (in_dt == 3) g = (float)(g * sg), u = (float)(u * su);
                 const int64_t bgi = il ? 2 * j : j, bui = il ? 2 * j + 1 : F + j;
                 const double bg = bias ? load(dt, bias, bgi) : 0.0;
                 const double bu = bias ? load(dt, bias, bui) : 0.0;

@@ -6,7 +6,7 @@ changes which elements the clamp cut.
   clamp_value 1.1, a bf16 gate equal to bf16(1.1) = 1.1015625 passes its gradient (Megatron clamps the
   bf16 input with torch.clamp), in every entry point: ``glu``, ``glu_mul``, Megatron's signatures
   (their short path too), ``glu_fwd`` / ``glu_bwd``, the torch.library ops.
-- With the fp8 saved input (True, "per_row", "per_tensor") the gradient is zero exactly where
+- With the fp8 saved input (True, "per_row", "per_tensor", "blockwise") the gradient is zero exactly where
   torch.clamp's is: gates 7.125 and 7.2 under clamp 7 (e4m3 rounds both onto 7.0) are cut, 6.9 under
   clamp 6.9 (e4m3 rounds it beyond, to 7.0) is not; the torch-op copy of the compile path has the
   forward kernel's bytes.
@@ -28,7 +28,7 @@ from fastglu import ops as G  # noqa: E402
 from fastglu.ops import glu_bwd, glu_fwd
 
 FP8 = torch.float8_e4m3fn
-FP8_MODES = [True, "per_row", "per_tensor"]
+FP8_MODES = [True, "per_row", "per_tensor", "blockwise"]
 
 
 def torch_mask(x, c, interleaved=False):
@@ -200,7 +200,7 @@ def test_fp8_store_cuts_exactly_where_the_clamp_did(c, extra, mode, layout, dtyp
     assert rel_err(dx, ref) <= 0.1
 
 
-@pytest.mark.parametrize("mode", ["per_row", "per_tensor"])
+@pytest.mark.parametrize("mode", ["per_row", "per_tensor", "blockwise"])
 def test_scaled_fp8_store_marks_a_cut_just_above_the_bound(mode):
     """fp32 rows whose largest value is the float just above the clamp: 448 * (amax / 448) can round
     to the bound itself, leaving no e4m3 value that decodes beyond it; scale_inv is then rounded up,

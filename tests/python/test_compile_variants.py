@@ -189,6 +189,15 @@ CASES = {
         True,
         False,
     ),
+    "weighted_bias_quick_geglu_impl-fp8-blockwise": (
+        lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(
+            h, b, w, fp8_input_store="blockwise", clamp_value=CLAMP
+        ),
+        None,
+        dict(bias=True, router=True),
+        False,
+        False,
+    ),
     "weighted_bias_quick_geglu_impl-fp8-per_row": (
         lambda h, b, w: fastglu.weighted_bias_quick_geglu_impl(
             h, b, w, fp8_input_store="per_row", clamp_value=CLAMP
@@ -574,17 +583,18 @@ def test_opcheck(kind, dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("scale", ["none", "per_row", "per_tensor"])
+@pytest.mark.parametrize("scale", ["none", "per_row", "per_tensor", "blockwise"])
 @pytest.mark.parametrize("two", [False, True], ids=["one-tensor", "two-tensor"])
 def test_opcheck_bwd_fp8_input(two, scale, device):
     """glu_bwd on the saved input as float8_e4m3fn with input_scale_inv (fp8_input_store): opcheck
     and the decoded gradient against the float64 formula on the decoded values."""
-    T, F = 11, 20
+    T, F = 11, 200  # blockwise: gate's blocks [0, 128), [128, 200), then up's
     x = randn(T, 2 * F, dtype=torch.bfloat16, device=device)
     s = {
         "none": None,
         "per_row": torch.rand(T, device=device) + 0.5,
         "per_tensor": torch.rand(1, device=device) + 0.5,
+        "blockwise": torch.rand(T, 4, device=device) + 0.5,
     }[scale]
     x8 = x.to(torch.float8_e4m3fn)
     g8, u8 = (x8[:, :F], x8[:, F:]) if two else (x8, None)
@@ -601,9 +611,12 @@ def test_opcheck_bwd_fp8_input(two, scale, device):
         test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"),
     )
     dx, d_up, dbias, dw = torch.ops.fastglu.glu_bwd(*args)
-    xd = x8.double() * (
-        1.0 if s is None else (s.double().unsqueeze(-1) if scale == "per_row" else s.double())
-    )
+    if scale == "blockwise":  # column j of gate: block j // 128; of up: 2 + j // 128
+        cols = torch.arange(2 * F, device=device)
+        sd = s.double()[:, torch.where(cols < F, cols // 128, 2 + (cols - F) // 128)]
+    else:
+        sd = 1.0 if s is None else (s.double().unsqueeze(-1) if scale == "per_row" else s.double())
+    xd = x8.double() * sd
     xr = xd.clone().requires_grad_()
     br, wr = bias.double().requires_grad_(), w.double().requires_grad_()
     ref_glu(xr, bias=br, weights=wr, clamp_value=1.0, glu_linear_offset=0.5).backward(dy.double())

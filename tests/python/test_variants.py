@@ -611,18 +611,46 @@ def test_double_backward_raises(in_place):
 # ---- fp8 saved input --------------------------------------------------------------------------------
 
 
-def decode_reference(x, mode):
+def block_columns(v, F, interleaved=False):
+    """Per-block values v [..., nb] (fp8_input_store="blockwise": the split layout's gate blocks,
+    then up's; the interleaved operand's blocks) as one value per column of the [..., 2F] input."""
+    cols = torch.arange(2 * F, device=v.device)
+    if interleaved:
+        blk = cols // 128
+    else:
+        nbf = (F + 127) // 128
+        blk = torch.where(cols < F, cols // 128, nbf + (cols - F) // 128)
+    return v[..., blk]
+
+
+def block_amax_columns(xf, interleaved=False):
+    """amax of |x| over each 1 x 128 block of each operand, as one fp32 value per column."""
+    F = xf.shape[-1] // 2
+    parts = [xf] if interleaved else [xf[..., :F], xf[..., F:]]
+    amax = [
+        t[..., b0 : b0 + 128].abs().amax(-1) for t in parts for b0 in range(0, t.shape[-1], 128)
+    ]
+    return block_columns(torch.stack(amax, -1), F, interleaved)
+
+
+def decode_reference(x, mode, interleaved=False):
     """The operand the backward sees, computed independently of fastglu: fp8(x * s) / s."""
     if mode is True:
         return x.to(torch.float8_e4m3fn).double()
     xf = x.float()
+    if mode == "blockwise":  # s per 1 x 128 block of each operand (split: gate's, then up's)
+        amax = block_amax_columns(xf, interleaved)
+        s = torch.where(amax > 0, 448.0 / amax, torch.ones_like(amax))
+        return (xf * s).to(torch.float8_e4m3fn).double() * torch.where(
+            amax > 0, amax.double() / 448.0, torch.ones_like(amax, dtype=torch.float64)
+        )
     amax = xf.abs().amax(-1, keepdim=True) if mode == "per_row" else xf.abs().amax()
     s = torch.where(amax > 0, 448.0 / amax, torch.ones_like(amax))
     return (xf * s).to(torch.float8_e4m3fn).double() * (amax.double() / 448.0)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("mode", [True, "per_row", "per_tensor"])
+@pytest.mark.parametrize("mode", [True, "per_row", "per_tensor", "blockwise"])
 @pytest.mark.parametrize("variant", ["swiglu-bias", "quick-geglu-gpt-oss"])
 def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
     x, dy, bias, weights, opts = make_case(variant, None, 768, torch.bfloat16, device, lead=(9, 7))
@@ -642,6 +670,9 @@ def test_fp8_input_store_backward_reads_the_saved_fp8(variant, mode, device):
         s = torch.ones((), dtype=torch.float64, device=x.device)
     elif scale_inv.numel() == 1:
         s = scale_inv.double().reshape(())
+    elif mode == "blockwise":
+        assert scale_inv.shape == (63, 2 * 6)  # [tokens, 2 ceil(768 / 128)]
+        s = block_columns(scale_inv.double(), 768).reshape(x.shape)
     else:
         s = scale_inv.double().reshape(*x.shape[:-1], 1)
     xs = saved.double() * s
@@ -685,17 +716,86 @@ def test_scaled_fp8_store_keeps_small_values(device):
     _, rdg, rdu, _, _ = reference(*split(x, False), dy)
     want = merge(rdg, rdu, False)
     err = {}
-    for mode in (False, True, "per_row", "per_tensor"):
+    for mode in (False, True, "per_row", "per_tensor", "blockwise"):
         xr = x.clone().requires_grad_()
         fastglu.glu(xr, fp8_input_store=mode).backward(dy)
         err[mode] = rel_err(xr.grad, want)
     assert err[False] <= 1e-2
     assert err[True] > 0.3  # the plain cast loses most of it
-    assert err["per_row"] < 0.05 and err["per_tensor"] < 0.05
+    assert err["per_row"] < 0.05 and err["per_tensor"] < 0.05 and err["blockwise"] < 0.05
     # the plain cast flushes values below 2^-10 to zero; per_row keeps them
     tiny = torch.full((1, 8), 3e-4, dtype=torch.bfloat16, device=device)
     assert (tiny.to(torch.float8_e4m3fn).float() == 0).all()
     assert (decode_reference(tiny, "per_row") != 0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interleaved", [False, True], ids=["split", "interleaved"])
+def test_blockwise_fp8_store_keeps_channels_beside_an_outlier(interleaved, device):
+    """One outlier channel per row (100 among values ~1e-3): a per-row scale spends e4m3's range on it
+    and flushes the rest of the row (input-gradient error ~ the plain cast's), where 1 x 128 blocks
+    lose only the outlier's own block (DeepSeek-V3's reason to cache the SwiGLU input this way)."""
+    F = 640
+    x = randn(65, 2 * F, dtype=torch.bfloat16, device=device, scale=1e-3)
+    x[:, 3] = 100.0
+    dy = randn(65, F, dtype=torch.bfloat16, device=device)
+    _, rdg, rdu, _, _ = reference(*split(x, interleaved), dy)
+    want = merge(rdg, rdu, interleaved)
+    err = {}
+    for mode in ("per_row", "blockwise"):
+        xr = x.clone().requires_grad_()
+        fastglu.glu(xr, fp8_input_store=mode, interleaved=interleaved).backward(dy)
+        # the columns outside the blocks of the outlier and its partner, whose gradients dominate
+        # any norm
+        keep = torch.ones(2 * F, dtype=torch.bool, device=device)
+        keep[:128] = False
+        if not interleaved:
+            keep[F : F + 128] = False
+        err[mode] = rel_err(xr.grad[:, keep], want[:, keep])
+    assert err["blockwise"] < 0.05 < err["per_row"], err
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F", [1, 3, 64, 128, 200, 1408])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["split", "interleaved"])
+@pytest.mark.parametrize("two", [False, True], ids=["one", "gate-up"])
+def test_blockwise_fp8_store_is_the_reference_recipe(two, interleaved, F, device):
+    """The blockwise copy and its scales against an independent float64 recipe (fp8 within one e4m3
+    step, scales exact), and glu_bwd on them against the float64 backward of the decoded operand."""
+    if two and interleaved:
+        pytest.skip("two tensors are the split layout")
+    x = randn(3, 5, 2 * F, dtype=torch.bfloat16, device=device)
+    x[..., :: max(1, F // 3)] *= 50  # blocks of different magnitudes
+    dy = randn(3, 5, F, dtype=torch.bfloat16, device=device)
+    if two:
+        g, u = x[..., :F].contiguous(), x[..., F:].contiguous()
+        x8, u8, sinv = fastglu.ops._fp8_store_blockwise(g, u, None, "glu")
+        got = torch.cat([x8, u8], -1)
+    else:
+        p = fastglu.ops.glu_params("silu", interleaved=interleaved)
+        got, _, sinv = fastglu.ops._fp8_store_blockwise(x, None, p, "glu")
+    nb = fastglu.ops.scale_blocks(_il_code(interleaved), F)
+    assert sinv.shape == (15, nb) and sinv.dtype == torch.float32
+    want = decode_reference(x, "blockwise", interleaved)
+    s = block_columns(sinv.double(), F, interleaved).reshape(x.shape)
+    dec = got.double() * s
+    assert ((dec - want).abs() <= want.abs() / 8 + 2.0**-9 * s).all()
+    amax = block_amax_columns(x.float(), interleaved)  # scales exact: amax / 448 in fp32
+    assert torch.equal(s, torch.where(amax > 0, amax / 448.0, torch.ones_like(amax)).double())
+    # the backward reads the blockwise copy: d_gate / d_up of the decoded operand
+    ops = fastglu.ops
+    if two:
+        r = ops.glu_bwd(dy, x8, u8, input_scale_inv=sinv)
+        dx = torch.cat([r.dx, r.d_up], -1)
+    else:
+        r = ops.glu_bwd(dy, got, input_scale_inv=sinv, interleaved=interleaved)
+        dx = r.dx
+    _, rdg, rdu, _, _ = reference(*split(dec, interleaved), dy)
+    assert rel_err(dx, merge(rdg, rdu, interleaved)) <= 1e-2
+
+
+def _il_code(interleaved):
+    return fastglu._C.LAYOUT_INTERLEAVED if interleaved else fastglu._C.LAYOUT_SPLIT
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -1082,7 +1182,7 @@ def test_cuda_matches_cpu_backend():
 # ---- regressions from the adversarial pass (session 2) -----------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["per_row", "per_tensor"])
+@pytest.mark.parametrize("mode", ["per_row", "per_tensor", "blockwise"])
 def test_scaled_fp8_store_of_tiny_values_stays_finite(mode):
     """448 / amax overflows for amax below ~1.3e-36: the scale falls back to 1, never inf * 0."""
     x = torch.zeros(2, 8)
@@ -1094,7 +1194,7 @@ def test_scaled_fp8_store_of_tiny_values_stays_finite(mode):
     assert torch.isfinite(x.grad).all() and torch.isfinite(b.grad).all()
 
 
-@pytest.mark.parametrize("mode", ["per_row", "per_tensor", True])
+@pytest.mark.parametrize("mode", ["per_row", "per_tensor", "blockwise", True])
 @pytest.mark.parametrize("shape", [(0, 8), (4, 0), (2, 0, 6)])
 def test_scaled_fp8_store_of_empty_inputs(mode, shape):
     x = torch.randn(*shape, requires_grad=True)
