@@ -511,6 +511,21 @@ def test_glumlp_module_options_and_bad_options():
         )
 
 
+@pytest.mark.parametrize("module", ["mlp", "fp8_mlp"])
+@pytest.mark.parametrize(
+    "argv", [["--shape", "8,16"], ["--shape", "8,x,16"], ["--shape", "0,16,8"], ["--rounds", "0"]]
+)
+def test_bench_block_arguments_refused(module, argv, capsys):
+    """Both MLP-block benchmarks parse through one parser: a malformed --shape or a non-positive
+    --rounds is argparse's error (exit status 2, the flag named), never a crash later."""
+    import importlib
+
+    bench = importlib.import_module(f"fastglu.bench.{module}")
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(argv)
+    assert e.value.code == 2 and argv[0] in capsys.readouterr().err
+
+
 def test_bench_fwd_bwd_smoke(tmp_path):
     """python -m fastglu.bench.mlp --mode fwd_bwd on the CPU: seed-format records for every provider
     that runs here, each output and dx checked against the fp32 reference (status passed)."""

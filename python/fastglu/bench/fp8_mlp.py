@@ -35,7 +35,6 @@ fp8_mlp.jsonl, summary.json and table.txt under --out.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import statistics
@@ -47,16 +46,9 @@ import fastglu
 from fastglu import fp8_mlp
 from fastglu.fp8 import glu_bwd_fp8, glu_fp8
 
-from .mlp import protocol, run_record
+from .mlp import SHAPES, block_parser, parse_block_args, protocol, run_record
 from .swiglu import copy_bandwidth, describe_device, git_remote, make_bench, pkg_version
 
-SHAPES = [
-    (8192, 4096, 8192),
-    (8192, 4096, 14336),
-    (16384, 2880, 2880),
-    (4096, 8192, 3584),
-    (1024, 4096, 14336),
-]
 SMOKE_SHAPES = [(32, 64, 48), (16, 128, 128)]
 PROVIDERS = ("bf16_block", "fp8_block", "fp8_gemms")
 PASSES = ("forward", "fwd_bwd")
@@ -65,38 +57,14 @@ HARNESS = "fastglu python -m fastglu.bench.fp8_mlp"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        prog="python -m fastglu.bench.fp8_mlp",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--shape",
-        action="append",
-        metavar="T,H,F",
-        help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five of "
-        "issue 26 on a GPU, two tiny ones on the CPU)",
+    p = block_parser(
+        "python -m fastglu.bench.fp8_mlp",
+        __doc__,
+        "fp8-mlp",
+        "the CPU on two tiny shapes, 2 rounds",
     )
     p.add_argument("--pass", dest="passes", nargs="+", choices=PASSES, default=list(PASSES))
-    p.add_argument("--rounds", type=int, default=3, help="rounds per workload (default 3)")
-    p.add_argument("--rep", type=int, default=100, help="do_bench's rep in ms (default 100)")
-    p.add_argument("--smoke", action="store_true", help="the CPU on two tiny shapes, 2 rounds")
-    p.add_argument(
-        "--out",
-        type=Path,
-        help="output directory (default bench/results/<device>/<UTC time>-fp8-mlp)",
-    )
-    args = p.parse_args(argv)
-    if args.shape:
-        try:
-            args.shape = [tuple(int(v) for v in s.split(",")) for s in args.shape]
-        except ValueError:
-            p.error(f"--shape takes T,H,F (three integers), got {args.shape}")
-        if any(len(s) != 3 or min(s) < 1 for s in args.shape):
-            p.error(f"--shape takes T,H,F (three positive integers), got {args.shape}")
-    if args.rounds < 1 or args.rep < 1:
-        p.error("--rounds and --rep must be positive")
-    return args
+    return parse_block_args(p, argv)
 
 
 def floor_bytes(T, H, F, pass_, x_bytes=2, w_bytes=2):

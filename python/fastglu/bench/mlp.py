@@ -86,20 +86,19 @@ NOTES = (
 )
 
 
-def parse_args(argv=None):
+def block_parser(prog, doc, out_suffix, smoke_help):
+    """The arguments the MLP-block benchmarks share (this one and ``fastglu.bench.fp8_mlp``):
+    --shape (repeatable T,H,F), --rounds, --rep, --smoke, --out; parse with parse_block_args."""
     p = argparse.ArgumentParser(
-        prog="python -m fastglu.bench.mlp",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
         "--shape",
         action="append",
         metavar="T,H,F",
-        help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five of "
-        "the issue on a GPU, two tiny ones on the CPU)",
+        help="a workload (tokens, hidden, ffn_hidden_size); repeat for several (default: the five "
+        "of the issue on a GPU, two tiny ones on the CPU)",
     )
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument(
         "--rounds",
         type=int,
@@ -109,6 +108,39 @@ def parse_args(argv=None):
     p.add_argument(
         "--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)"
     )
+    p.add_argument("--smoke", action="store_true", help=smoke_help)
+    p.add_argument(
+        "--out",
+        type=Path,
+        help=f"output directory (default bench/results/<device>/<UTC time>-{out_suffix})",
+    )
+    return p
+
+
+def parse_block_args(p, argv):
+    """p.parse_args(argv) with --shape as (T, H, F) tuples of positive integers and positive
+    --rounds / --rep (argparse's error and exit status 2 otherwise)."""
+    args = p.parse_args(argv)
+    if args.shape:
+        try:
+            args.shape = [tuple(int(v) for v in s.split(",")) for s in args.shape]
+        except ValueError:
+            p.error(f"--shape takes T,H,F (three integers), got {args.shape}")
+        if any(len(s) != 3 or min(s) < 1 for s in args.shape):
+            p.error(f"--shape takes T,H,F (three positive integers), got {args.shape}")
+    if args.rounds < 1 or args.rep < 1:
+        p.error("--rounds and --rep must be positive")
+    return args
+
+
+def parse_args(argv=None):
+    p = block_parser(
+        "python -m fastglu.bench.mlp",
+        __doc__,
+        "mlp",
+        "the CPU backend on two tiny shapes, rep 5 ms, 2 rounds",
+    )
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--providers", nargs="+", choices=MLP_PROVIDERS, default=list(MLP_PROVIDERS))
     p.add_argument(
         "--mode",
@@ -124,18 +156,7 @@ def parse_args(argv=None):
         help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
         "per shape: run one --shape per call); default tuned=False",
     )
-    p.add_argument(
-        "--smoke",
-        action="store_true",
-        help="the CPU backend on two tiny shapes, rep 5 ms, 2 rounds",
-    )
-    p.add_argument(
-        "--out", type=Path, help="output directory (default bench/results/<device>/<UTC time>-mlp)"
-    )
-    args = p.parse_args(argv)
-    if args.shape:
-        args.shape = [tuple(int(v) for v in s.split(",")) for s in args.shape]
-    return args
+    return parse_block_args(p, argv)
 
 
 def slug_of(T, H, F, dtype, suffix=""):
