@@ -40,12 +40,6 @@ typedef struct gemm_args {
     glu_math m;
 } gemm_args;
 
-static __device__ __forceinline__ float load_weight_any(const void *w, int dtype, int64_t i) {
-    if (dtype == FASTGLU_DTYPE_FP32) return ((const float *)w)[i];
-    if (dtype == FASTGLU_DTYPE_FP16) return __half2float(((const __half *)w)[i]);
-    return __bfloat162float(((const __nv_bfloat16 *)w)[i]);
-}
-
 /* w's row for output column n: the gate's (or the plain GEMM's), and the up's */
 template <int GLU>
 static __device__ __forceinline__ int64_t row_gate(const gemm_args &a, int64_t n) {
@@ -114,8 +108,8 @@ __global__ void __launch_bounds__(THREADS) gemm_general_kernel(const gemm_args a
         for (int i = 0; i < RM; ++i) {
             const int64_t gm = m0 + ty + 16 * i;
             if (gm >= a.M) continue;
-            const float wt = GLU && a.weights ? load_weight_any(a.weights, a.weights_dtype,
-                                                                gm * a.weights_stride)
+            const float wt = GLU && a.weights ? load_token_weight(a.weights, a.weights_dtype,
+                                                                  gm * a.weights_stride)
                                               : 1.0f;
 #pragma unroll
             for (int j = 0; j < RN; ++j) {
@@ -171,7 +165,7 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
     for (int i = 0; i < RM; ++i) {
         const int64_t gm = m0 + ty + 16 * i;
         wt[i] = a.weights && gm < a.M
-                    ? load_weight_any(a.weights, a.weights_dtype, gm * a.weights_stride)
+                    ? load_token_weight(a.weights, a.weights_dtype, gm * a.weights_stride)
                     : 1.0f;
         dwp[i] = 0.0f;
     }

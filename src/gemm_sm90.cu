@@ -435,13 +435,6 @@ template <typename T> static __device__ __forceinline__ float round_to(float x) 
     from_f32(&t, x);
     return to_f32(t);
 }
-/* the per-token weight: fp32, bf16 or fp16 (Megatron's probs are fp32 with bf16 activations) */
-static __device__ __forceinline__ float token_weight(const void *w, int dtype, int64_t i) {
-    if (dtype == FASTGLU_DTYPE_FP32) return ((const float *)w)[i];
-    if (dtype == FASTGLU_DTYPE_BF16) return to_f32(((const __nv_bfloat16 *)w)[i]);
-    return to_f32(((const __half *)w)[i]);
-}
-
 /* Unit t of the grouped order: group row units, all their column tiles, then the next group. A
  * unit is CL vertically adjacent tiles (one a block of the cluster). */
 template <int CL>
@@ -512,7 +505,7 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
 #pragma unroll
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M)
-            w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+            w[e] = load_token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
     if (EPI == EPI_DGLU_OLD) { /* SPLIT: dY columns j of the tile; gate h[:, j], up h[:, F + j] */
         const int64_t F = a.N;
         T *dh = (T *)a.dh;
@@ -683,7 +676,7 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
     for (int e = 0; e < 2; e++) {
         const int64_t r = (int64_t)row0 + warp * 16 + lane / 4 + 8 * e;
         if (a.weights && r < a.M)
-            w[e] = token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
+            w[e] = load_token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
     }
 #pragma unroll
     for (int j = 0; j < 2; j++) {
@@ -830,7 +823,7 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
 #pragma unroll
     for (int e = 0; e < 2; e++)
         if (a.weights && r0 + 8 * e < a.M)
-            w[e] = token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
+            w[e] = load_token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride);
 #pragma unroll
     for (int j = 0; j < GEMM_BN / 64; j++) {
         const int col0 = tn * GEMM_BN + 64 * j;

@@ -138,13 +138,8 @@ static __device__ __forceinline__ float to_f32(fp8e4m3 x) { /* exact */
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.bits, __NV_E4M3)));
 }
 
-/* weights / dweights: a runtime dtype (fp32 probs with bf16 activations is Megatron's case). */
-static __device__ __forceinline__ float load_weight(const void *w, int dtype, int64_t i) {
-    if (dtype == FASTGLU_DTYPE_FP32) return ((const float *)w)[i];
-    if (dtype == FASTGLU_DTYPE_BF16) return to_f32(((const __nv_bfloat16 *)w)[i]);
-    return to_f32(((const __half *)w)[i]);
-}
-/* The same through the read-only path, the 16-bit types decoded without a second branch: the
+/* weights / dweights: a runtime dtype (load_token_weight, glu_math.cuh). The weight through the
+ * read-only path, the 16-bit types decoded without a second branch: the
  * specialised forward's weight, read after the operands' loads (fwd_chunk_fast). Against
  * token_weight before them, quick-GeGLU with bias, weights, clamp measured 1.053x -> 1.047x its
  * floor in forward (twice; the size of the noise, but repeated), the other weighted cases within
@@ -784,7 +779,7 @@ static __device__ __forceinline__ float bwd_chunk_generic(const glu_args &a, int
 template <int FL>
 static __device__ __forceinline__ float token_weight(const glu_args &a, int64_t t) {
     const int has_w = (FL & FL_FAST) ? (FL & FL_W) != 0 : a.weights != NULL;
-    return has_w ? load_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+    return has_w ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
 }
 
 /* Row t and first column j0 of the flat kernels' chunk i (chunks of e columns, row by row). */

@@ -135,14 +135,6 @@ template <typename E> static __device__ __forceinline__ void st8_shared(E *p, co
         ((uint2 *)p)[k] = make_uint2(v.w[2 * k], v.w[2 * k + 1]);
 }
 
-static __device__ __forceinline__ float load_w(const void *w, int dtype, int64_t i) {
-    switch (dtype) {
-    case FASTGLU_DTYPE_FP16: return __half2float(((const __half *)w)[i]);
-    case FASTGLU_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[i]);
-    default: return ((const float *)w)[i];
-    }
-}
-
 static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, int64_t i,
                                                   int64_t b) {
     return mn ? s + b * ld + i : s + i * ld + b;
@@ -245,7 +237,8 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             E ye[SPAN];
             unsigned am = 0;
             if (valid) {
-                const float w = a.weights ? load_w(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+                const float w =
+                    a.weights ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
                 if (vl) {
 #pragma unroll
                     for (int e = 0; e < SPAN; ++e) {

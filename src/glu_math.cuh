@@ -12,6 +12,14 @@
 #include "fp8.h"
 #include "glu_math.h"
 
+/* A per-token weight (MoE probs) or its gradient's element i, of a runtime dtype: FP32, BF16 or
+ * FP16 (Megatron passes fp32 probs with bf16 activations). The one loader of the kernels' weights. */
+static __device__ __forceinline__ float load_token_weight(const void *w, int dtype, int64_t i) {
+    if (dtype == FASTGLU_DTYPE_FP32) return ((const float *)w)[i];
+    if (dtype == FASTGLU_DTYPE_BF16) return to_f32(((const __nv_bfloat16 *)w)[i]);
+    return to_f32(((const __half *)w)[i]);
+}
+
 /* The math mode's switches as the kernels spell them (m: the glu_math in scope). */
 #define MM_GELU_FORM(MM) ((MM) == MM_ANY ? m.gelu : (MM) == MM_GELU)
 #define MM_CLAMPS(MM) ((MM) == MM_ANY ? m.clamp : (MM) == MM_KCLAMP)
