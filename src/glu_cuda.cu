@@ -206,11 +206,19 @@ static __device__ __forceinline__ raw_bytes<NB> load_raw(const void *p, int widt
  * out as four 32-bit stores in the tile kernel, and __stwb as a strong (.STRONG.SM) store. */
 static __device__ __forceinline__ void st_v4(void *p, uint32_t a, uint32_t b, uint32_t c,
                                              uint32_t d) {
+#ifndef FASTGLU_HOST_EMULATION
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c),
                  "r"(d));
+#else /* tests/emu compiles these kernels as host C++: the shim's checked store there */
+    emu_st_plain((uint4 *)p, make_uint4(a, b, c, d));
+#endif
 }
 static __device__ __forceinline__ void st_v2(void *p, uint32_t a, uint32_t b) {
+#ifndef FASTGLU_HOST_EMULATION
     asm volatile("st.global.v2.u32 [%0], {%1, %2};\n" ::"l"(p), "r"(a), "r"(b));
+#else
+    emu_st_plain((uint2 *)p, make_uint2(a, b));
+#endif
 }
 template <int NB>
 static __device__ __forceinline__ void store_raw(void *p, const raw_bytes<NB> &r, int width) {

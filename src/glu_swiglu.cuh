@@ -1,9 +1,10 @@
 /*
- * glu_swiglu.cuh — the gated-linear-unit family's kernels for plain SwiGLU (included by glu_cuda.cu;
- * also by tests/emu and bench/tune, which compile them apart): SiLU with no bias, weights, clamp,
- * offset or multipliers (math mode MM_K with k = 1), the SPLIT layout, operands of the compute
- * dtype, no fp8 copy and no reductions. fastglu_glu_*_cuda route that case here
- * (swiglu_fwd_case / swiglu_bwd_case), and fastglu_swiglu_*_cuda are that case with up = gate + F.
+ * glu_swiglu.cuh — the gated-linear-unit family's kernels for plain SwiGLU (included by glu_cuda.cu,
+ * which tests/emu compiles as host C++; also by bench/tune, which compiles them apart): SiLU with
+ * no bias, weights, clamp, offset or multipliers (math mode MM_K with k = 1), the SPLIT layout,
+ * operands of the compute dtype, no fp8 copy and no reductions. fastglu_glu_*_cuda route that case
+ * here (swiglu_fwd_case / swiglu_bwd_case), and fastglu_swiglu_*_cuda are that case with
+ * up = gate + F.
  *   forward:  y[t, j]      = silu(g) * u,  g = gate[t, j], u = up[t, j]
  *   backward: d_gate[t, j] = dy[t, j] * u * s * (1 + g * (1 - s)),  s = sigmoid(g)
  *             d_up[t, j]   = dy[t, j] * g * s
@@ -58,7 +59,7 @@
  * 2048 threads per SM (<= 32 registers), so that enough loads are in flight. (The backward moves
  * 80 bytes per thread and needs no cap; a cap of 40 made it spill.) */
 #define SWIGLU_FWD_MIN_BLOCKS 4
-#ifndef MAX_BLOCKS /* tests/emu caps it to exercise the grid-stride loop */
+#ifndef MAX_BLOCKS /* an includer's own cap (tests cap grids with fastglu_debug_set_max_blocks) */
 #define MAX_BLOCKS 2147483647LL
 #endif
 

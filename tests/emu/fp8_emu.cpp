@@ -1,128 +1,40 @@
 /* tests/emu/fp8_emu.cpp — the FP8 kernels of src/glu_fp8_cuda.cu compiled as host C++
  * (tests/emu/shim stands in for the CUDA headers) and run block by block, each block's 256 threads
- * as coroutines (ucontext) that switch at __syncthreads() and at every warp shuffle (each waits at a
- * barrier of the threads in its mask, so a half-warp's shuffles pair only with its own lanes). The
+ * as coroutines that switch at __syncthreads() and at every warp shuffle (each waits at a barrier
+ * of the threads in its mask, so a half-warp's shuffles pair only with its own lanes;
+ * tests/emu/emu_threads.h). The
  * entry points fastglu_glu_fwd_fp8_cuda / fastglu_glu_bwd_fp8_cuda run on host memory; their codes
  * and scales are compared bit for bit with the recipe (src/fp8_recipe.h) applied on the host to the
  * y (dh) the same kernel wrote, whole buffers with their padding (sentinels), and the codes of a run
  * without y with those of the run with it. Contiguous, 16-byte-aligned and odd row strides reach
  * the kernel's 16-byte and element-by-element paths; UBSan checks the alignment of every vector
  * access and the shim counts misaligned loads. */
-#include <ucontext.h>
-
-#include <map>
-#include <utility>
 #include <vector>
 
 #define FASTGLU_HOST_EMULATION 1
 #define FASTGLU_HAVE_CUDA 1
-static void emu_sync(void);
-static unsigned emu_shfl_xor(unsigned mask, unsigned v, int o);
-#define __syncthreads emu_sync
 #define __shared__
 #include "cuda_runtime.h"
-static inline float rcp_ftz(float x) { return emu_ftz(1.0f / emu_ftz(x)); }
+#include "emu_threads.h"
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 static inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline float __uint_as_float(unsigned u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline unsigned __float_as_uint(float f) {
-    unsigned u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline unsigned __shfl_xor_sync(unsigned mask, unsigned v, int o) {
-    return emu_shfl_xor(mask, v, o);
-}
 static inline unsigned atomicMax(unsigned *p, unsigned v) {
     const unsigned old = *p;
     if (v > old) *p = v;
     return old;
 }
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-static inline cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int v) {
-    return v <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue;
-}
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
-    memset(p, v, n);
-    return cudaSuccess;
-}
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
-static inline __half __ushort_as_half(unsigned short b) {
-    __half h;
-    h.x = b;
-    return h;
-}
-static inline unsigned short __half_as_ushort(__half h) { return h.x; }
-static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) {
-    __nv_bfloat16 h;
-    h.x = b;
-    return h;
-}
-static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
 
 alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared memory */
 
 #include "glu_fp8_cuda.cu"
 
-dim3 blockIdx, threadIdx, gridDim, blockDim;
-long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
+/* ---- the kernels' launches: each block's threads as coroutines (emu_threads.h) --------------- */
 
-/* ---- coroutines ------------------------------------------------------------------------------ */
-
-static ucontext_t sched_ctx;
-static std::vector<ucontext_t> th_ctx;
-static std::vector<std::vector<char>> stacks;
-static std::vector<int> done;
-static int cur, nthreads;
-static void (*body)(const fp8_args &);
-static const fp8_args *body_args;
-
-typedef struct barrier {
-    int arrived;
-    long phase;
-} barrier;
-static std::map<std::pair<int, unsigned>, barrier> bars; /* (warp or -1, mask) */
-
-/* Waits until every thread of the group (count threads) has arrived. */
-static void arrive(std::pair<int, unsigned> key, int count) {
-    barrier &b = bars[key];
-    const long phase = b.phase;
-    if (++b.arrived == count) {
-        b.arrived = 0, b.phase++;
-        return;
-    }
-    while (bars[key].phase == phase) swapcontext(&th_ctx[cur], &sched_ctx);
-}
-static void emu_sync(void) { arrive(std::make_pair(-1, 0u), nthreads); }
-
-static unsigned slots[1024];
-static unsigned emu_shfl_xor(unsigned mask, unsigned v, int o) {
-    const int t = cur, warp = t / 32, lane = t % 32;
-    if (!(mask >> lane & 1u) || !(mask >> (lane ^ o) & 1u)) {
-        fprintf(stderr, "shuffle: lane %d or its partner %d outside mask %08x\n", lane, lane ^ o,
-                mask);
-        abort();
-    }
-    const std::pair<int, unsigned> key = std::make_pair(warp, mask);
-    const int count = __builtin_popcount(mask);
-    slots[t] = v;
-    arrive(key, count); /* every lane of the group has written */
-    const unsigned r = slots[warp * 32 + (lane ^ o)];
-    arrive(key, count); /* every lane has read before any writes again */
-    return r;
-}
-static void trampoline(void) {
-    body(*body_args);
-    done[cur] = 1;
-}
-
-template <typename E, int MODE, int COLWISE, int BWD> static void run_k(const fp8_args &a) {
-    glu_fp8_kernel<E, MODE, COLWISE, BWD>(a);
+static emu_body body;
+template <typename E, int MODE, int COLWISE, int BWD> static void run_k(void **args) {
+    glu_fp8_kernel<E, MODE, COLWISE, BWD>(*(const fp8_args *)args[0]);
 }
 template <typename E, int MODE, int COLWISE, int BWD> static int try_k(const void *f) {
     if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD>) return 0;
@@ -135,7 +47,12 @@ template <typename E, int BWD> static int find_e(const void *f) {
            try_k<E, MODE_TENSOR, 1, BWD>(f);
 }
 
-static long launches, blocks_run;
+static size_t smem_bytes;
+static void junk_smem(void) {
+    memset(smem_raw, 0x5a, smem_bytes);
+} /* shared memory starts as junk */
+
+static long launches;
 cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args, size_t smem,
                              cudaStream_t) {
     if (!(find_e<float, 0>(f) || find_e<__half, 0>(f) || find_e<__nv_bfloat16, 0>(f) ||
@@ -143,36 +60,12 @@ cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args, 
         return cudaErrorInvalidValue;
     if (smem > sizeof smem_raw) return cudaErrorInvalidValue;
     launches++;
-    body_args = (const fp8_args *)args[0];
-    gridDim = grid, blockDim = block;
-    nthreads = (int)block.x;
-    th_ctx.resize(nthreads), done.resize(nthreads), stacks.resize(nthreads);
-    for (unsigned by = 0; by < grid.y; ++by)
-        for (unsigned bx = 0; bx < grid.x; ++bx) {
-            blockIdx = dim3(bx, by, 0);
-            blocks_run++;
-            memset(smem_raw, 0x5a, smem); /* shared memory starts as junk */
-            bars.clear();
-            for (int t = 0; t < nthreads; ++t) {
-                stacks[t].resize(1 << 16);
-                getcontext(&th_ctx[t]);
-                th_ctx[t].uc_stack.ss_sp = stacks[t].data();
-                th_ctx[t].uc_stack.ss_size = stacks[t].size();
-                th_ctx[t].uc_link = &sched_ctx;
-                makecontext(&th_ctx[t], trampoline, 0);
-                done[t] = 0;
-            }
-            for (int live = nthreads; live > 0;) {
-                live = 0;
-                for (int t = 0; t < nthreads; ++t) {
-                    if (done[t]) continue;
-                    cur = t, threadIdx = dim3((unsigned)t, 0, 0);
-                    swapcontext(&sched_ctx, &th_ctx[t]);
-                    live += !done[t];
-                }
-            }
-        }
+    smem_bytes = smem;
+    emu_run_blocks(body, args, grid, block, junk_smem);
     return cudaSuccess;
+}
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **) {
+    return cudaErrorInvalidValue; /* not used by glu_fp8_cuda.cu */
 }
 
 /* ---- the check ------------------------------------------------------------------------------- */
@@ -383,8 +276,8 @@ int main(void) {
             }
     /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
     run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
-    printf("%ld launches, %ld blocks emulated; %ld misaligned loads\n", launches, blocks_run,
-           emu_misaligned);
+    printf("%ld launches, %ld blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
+           launches, emu_blocks_run, emu_barriers, emu_shuffles, emu_misaligned);
     if (emu_misaligned) FAIL("misaligned loads");
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures || launches == 0 ? 1 : 0;

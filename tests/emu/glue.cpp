@@ -1,34 +1,50 @@
-/* tests/emu/glue.cpp — see CMakeLists.txt (test_cuda_emulation) and tests/emu/harness.cpp. */
-/* Host emulation glue: compiles the family's plain-SwiGLU kernels (src/glu_swiglu.cuh) as host C++,
- * routes fastglu_glu_*_cuda's plain-SwiGLU case to them as glu_cuda.cu does (the swiglu wrappers of
- * src/swiglu.c call it), and emulates cudaLaunchKernel through a registry from kernel pointer to an
- * arg-unpacking invoker. */
-#include <utility>
-#include <type_traits>
-#include <vector>
-#include <string>
+/* tests/emu/glue.cpp — src/glu_cuda.cu compiled as host C++ (tests/emu/shim stands in for the CUDA
+ * headers): its launchers fastglu_glu_fwd_cuda / fastglu_glu_bwd_cuda as they are, and every kernel
+ * they dispatch to: the plain-SwiGLU kernels of src/glu_swiglu.cuh, the family's flat forward and
+ * backward, the tile kernel and the reduction, general and specialised. cudaLaunchKernel (and the
+ * reduction's cudaLaunchKernelExC) look the kernel pointer up in a registry built from
+ * glu_cuda.cu's own kernel tables and run the grid (tests/emu/emu_threads.h): kernels with
+ * barriers or shuffles (the tile kernel, the reduction, the flat backward that sums dweights)
+ * block by block with the threads as coroutines, the others thread by thread in emu_order's
+ * order. tests/emu/harness.cpp compares the results with the CPU backend. */
 #include <algorithm>
-#include <typeinfo>
-#ifdef EMU_CAP_BLOCKS
-extern long long emu_max_blocks;
-#define MAX_BLOCKS emu_max_blocks
-#endif
-static int64_t debug_max_blocks = 0; /* glu_swiglu.cuh's grid cap beside MAX_BLOCKS */
-#include "glu_swiglu.cuh"
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
-dim3 blockIdx, threadIdx, gridDim, blockDim;
-long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
-long long emu_max_blocks = 2147483647LL;
+#define __shared__ static
+#include "cuda_runtime.h"
+#include "emu_threads.h"
+
+#include "glu_cuda.cu"
+
 extern "C" {
-int emu_order = 0; /* 0 forward, 1 reverse, 2 shuffled */
-long emu_bad_launch = 0, emu_launches = 0, emu_multi_iter = 0;
+long emu_bad_launch = 0, emu_launches = 0, emu_multi_iter = 0, emu_pdl_launches = 0;
 }
+
+/* What a kernel is: how its grid runs and what its launch is checked against. */
+enum kind {
+    K_SWIGLU_FWD,
+    K_SWIGLU_ALIGNED,
+    K_SWIGLU_FLAT,
+    K_SWIGLU_BWD,
+    K_FWD,
+    K_BWD,
+    K_TILE,
+    K_RED
+};
+static const char *const kind_names[] = {
+    "swiglu fwd", "swiglu fwd aligned", "swiglu fwd flat", "swiglu bwd",
+    "glu fwd",    "glu bwd (flat)",     "glu bwd tile",    "glu reduce"};
+enum { NKINDS = 8 };
 
 typedef void (*invoker)(const void *, void **);
 struct entry {
     const void *f;
     invoker inv;
     std::string name;
+    int kind, coroutines;
     long hits;
 };
 static std::vector<entry> registry;
@@ -41,49 +57,123 @@ static void call_impl(const void *f, void **args, std::index_sequence<I...>) {
 template <typename... A> static void call(const void *f, void **args) {
     call_impl<A...>(f, args, std::index_sequence_for<A...>{});
 }
-template <typename... A> static void reg(void (*f)(A...), std::string name) {
-    registry.push_back({(const void *)f, &call<A...>, name, 0});
-}
-static const char *tn(float *) { return "f32"; }
-static const char *tn(__half *) { return "f16"; }
-static const char *tn(__nv_bfloat16 *) { return "bf16"; }
-template <typename T, int LP, int SP> static void reg_fwd() {
-    reg(swiglu_fwd_kernel<T, LP, SP>, std::string("fwd<") + tn((T *)0) + ",LP" +
-                                          std::to_string(LP) + ",SP" + std::to_string(SP) + ">");
-    reg(swiglu_fwd_aligned_kernel<T, LP, SP>, std::string("fwdaligned<") + tn((T *)0) + ",LP" +
-                                                  std::to_string(LP) + ",SP" + std::to_string(SP) +
-                                                  ">");
-    reg(swiglu_fwd_flat_kernel<T, LP, SP>, std::string("fwdflat<") + tn((T *)0) + ",LP" +
-                                               std::to_string(LP) + ",SP" + std::to_string(SP) +
-                                               ">");
-}
-template <typename T, int DY, int LP, int SP> static void reg_bwd() {
-    reg(swiglu_bwd_kernel<T, DY, LP, SP>, std::string("bwd<") + tn((T *)0) + ",DY" +
-                                              std::to_string(DY) + ",LP" + std::to_string(LP) +
-                                              ",SP" + std::to_string(SP) + ">");
-}
-template <typename T, int LP, int SP> static void reg_all3() {
-    reg_fwd<T, LP, SP>();
-    reg_bwd<T, DY_CHUNK, LP, SP>();
-    reg_bwd<T, DY_SCALAR, LP, SP>();
-    reg_bwd<T, DY_STRIDED, LP, SP>();
-}
-template <typename T> static void reg_type() {
-    reg_all3<T, LOAD_NC, STORE_PLAIN>();
-    reg_all3<T, LOAD_PLAIN, STORE_PLAIN>();
-    reg_all3<T, LOAD_STREAM, STORE_PLAIN>();
-    reg_all3<T, LOAD_NC, STORE_STREAM>();
-    reg_all3<T, LOAD_PLAIN, STORE_STREAM>();
-    reg_all3<T, LOAD_STREAM, STORE_STREAM>();
-}
-static void init_registry() {
-    if (!registry.empty()) return;
-    reg_type<float>();
-    reg_type<__half>();
-    reg_type<__nv_bfloat16>();
+/* registers f once (the kernel tables repeat a kernel where math modes share it) */
+template <typename... A>
+static void reg(void (*f)(A...), const std::string &name, int kind, int coroutines) {
+    if (!f) return;
+    for (const entry &e : registry)
+        if (e.f == (const void *)f) return;
+    registry.push_back({(const void *)f, &call<A...>, name, kind, coroutines, 0});
 }
 
-static uint64_t shuf_state = 0x243F6A8885A308D3ull;
+static const char *const dt_names[] = {"f32", "f16", "bf16"};
+static std::string nm(const char *what, int d, int fp8, int il, int mm, int c) {
+    char b[96];
+    snprintf(b, sizeof b, "%s<%s%s,%s,mm%d,case%d>", what, dt_names[d], fp8 ? ",fp8in" : "",
+             il ? "IL" : "SPLIT", mm, c);
+    return b;
+}
+
+/* glu_swiglu.cuh's kernels with the policies glu_cuda.cu launches them with (the in-place
+ * backward's plain loads included) */
+template <typename T> static void reg_swiglu(int d) {
+    const std::string t = dt_names[d];
+    reg(swiglu_fwd_kernel<T, FASTGLU_LOAD, FASTGLU_STORE>, "swiglu_fwd<" + t + ">", K_SWIGLU_FWD,
+        0);
+    reg(swiglu_fwd_aligned_kernel<T, FASTGLU_LOAD, FASTGLU_STORE>, "swiglu_fwd_aligned<" + t + ">",
+        K_SWIGLU_ALIGNED, 0);
+    reg(swiglu_fwd_flat_kernel<T, FASTGLU_LOAD, FASTGLU_STORE>, "swiglu_fwd_flat<" + t + ">",
+        K_SWIGLU_FLAT, 0);
+    static const char *const dy[] = {"chunk", "scalar", "strided"};
+    for (int lp = 0; lp < 2; ++lp)
+        for (int m = 0; m < 3; ++m) {
+            const std::string n = "swiglu_bwd<" + t + "," + dy[m] + (lp ? ",plain" : "") + ">";
+#define BWDK(DY, LP) swiglu_bwd_kernel<T, DY, LP, FASTGLU_STORE>
+            void (*k)(const T *, int64_t, int64_t, const T *, int64_t, const T *, int64_t, T *,
+                      int64_t, T *, int64_t, int64_t, uint64_t, fastdiv, widths) =
+                lp ? (m == 0   ? BWDK(DY_CHUNK, LOAD_PLAIN)
+                      : m == 1 ? BWDK(DY_SCALAR, LOAD_PLAIN)
+                               : BWDK(DY_STRIDED, LOAD_PLAIN))
+                   : (m == 0   ? BWDK(DY_CHUNK, FASTGLU_LOAD)
+                      : m == 1 ? BWDK(DY_SCALAR, FASTGLU_LOAD)
+                               : BWDK(DY_STRIDED, FASTGLU_LOAD));
+#undef BWDK
+            reg(k, n, K_SWIGLU_BWD, 0);
+        }
+}
+
+static void init_registry() {
+    if (!registry.empty()) return;
+    reg_swiglu<float>(0);
+    reg_swiglu<__half>(1);
+    reg_swiglu<__nv_bfloat16>(2);
+    for (int d = 0; d < 3; ++d)
+        for (int il = 0; il < 2; ++il)
+            for (int mm = 0; mm < 4; ++mm)
+                for (int c = 0; c < 9; ++c)
+                    reg(fwd_kernels[d][il][mm][c], nm("fwd", d, 0, il, mm, c), K_FWD, 0);
+    for (int d = 0; d < 3; ++d)
+        for (int f8 = 0; f8 < 2; ++f8)
+            for (int il = 0; il < 2; ++il)
+                for (int mm = 0; mm < 4; ++mm) {
+                    for (int c = 0; c < 6; ++c) /* case 5 sums dweights across the warp */
+                        reg(bwd_kernels[d][f8][il][mm][c], nm("bwd", d, f8, il, mm, c), K_BWD,
+                            c == 5);
+                    for (int c = 0; c < 4; ++c)
+                        reg(tile_kernels[d][f8][il][mm][c], nm("tile", d, f8, il, mm, c), K_TILE,
+                            1);
+                }
+    for (int d = 0; d < 3; ++d)
+        for (int il = 0; il < 2; ++il)
+            reg(reduce_kernels[d][il], std::string("reduce<") + dt_names[d] + (il ? ",IL>" : ">"),
+                K_RED, 1);
+}
+
+/* the launch's units of work (chunks, tiles, reduction blocks) against its threads or blocks */
+static void account(const entry &e, dim3 grid, dim3 block, void **args) {
+    const uint64_t threads = (uint64_t)grid.x * block.x;
+    uint64_t work = 0, workers = threads;
+    switch (e.kind) {
+    case K_SWIGLU_ALIGNED:
+        work = *(unsigned *)args[6];
+        if (threads < work) { /* no grid-stride loop: a thread per chunk */
+            emu_bad_launch++;
+            fprintf(stderr, "EMU: %s launched with fewer threads than chunks\n", e.name.c_str());
+        }
+        break;
+    case K_SWIGLU_FWD:
+    case K_SWIGLU_FLAT: work = *(uint64_t *)args[7]; break;
+    case K_SWIGLU_BWD: work = *(uint64_t *)args[12]; break;
+    case K_FWD:
+    case K_BWD: work = ((const glu_args *)args[0])->chunks; break;
+    case K_TILE: {
+        const glu_args *a = (const glu_args *)args[0];
+        work = (uint64_t)((a->tokens + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS) *
+               (uint64_t)((a->F + FASTGLU_TILE_COLS - 1) / FASTGLU_TILE_COLS);
+        workers = grid.x;
+        break;
+    }
+    case K_RED: {
+        const int64_t F = *(int64_t *)args[8], T = *(int64_t *)args[7];
+        work = (*(void **)args[2] ? (uint64_t)(2 * F + 31) / 32 : 0) +
+               (*(void **)args[5] ? (uint64_t)(T + 31) / 32 : 0);
+        workers = grid.x;
+        break;
+    }
+    }
+    if (workers < work) emu_multi_iter++;
+}
+
+static int expected_block(const entry &e) {
+    switch (e.kind) {
+    case K_FWD:
+    case K_BWD:
+    case K_RED: return GLU_THREADS;
+    case K_TILE: return TILE_WARPS * 32;
+    default: return FASTGLU_THREADS;
+    }
+}
+
 cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem,
                              cudaStream_t) {
     init_registry();
@@ -94,8 +184,8 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
         fprintf(stderr, "EMU: unregistered kernel %p\n", func);
         abort();
     }
-    if (grid.x < 1 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 || block.x < 1 ||
-        block.x > SWIGLU_MAX_THREADS || block.y != 1 || block.z != 1 || smem != 0) {
+    if (grid.x < 1 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 ||
+        (int)block.x != expected_block(*e) || block.y != 1 || block.z != 1 || smem != 0) {
         emu_bad_launch++;
         fprintf(stderr, "EMU: bad launch %s grid %u block %u smem %zu\n", e->name.c_str(), grid.x,
                 block.x, smem);
@@ -103,50 +193,57 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **arg
     }
     e->hits++;
     emu_launches++;
-    { /* grid-stride accounting: chunks is argument 6 of the aligned forward, 7 of the others, 12
-       * of the backward */
-        const bool aligned = e->name.compare(0, 10, "fwdaligned") == 0;
-        uint64_t chunks = aligned ? *(unsigned *)args[6] /* 32-bit there */
-                                  : *(uint64_t *)args[e->name[0] == 'f' ? 7 : 12];
-        if (aligned && (uint64_t)grid.x * block.x < chunks) {
-            emu_bad_launch++; /* the aligned kernel has no grid-stride loop: a thread per chunk */
-            fprintf(stderr, "EMU: %s launched with fewer threads than chunks\n", e->name.c_str());
-        }
-        if ((uint64_t)grid.x * block.x < chunks) emu_multi_iter++;
-    }
-    gridDim = grid;
-    blockDim = block;
-    uint64_t n = (uint64_t)grid.x * block.x;
-    std::vector<uint64_t> order(n);
-    for (uint64_t i = 0; i < n; i++) order[i] = i;
-    if (emu_order == 1) std::reverse(order.begin(), order.end());
-    if (emu_order == 2)
-        for (uint64_t i = n; i > 1; i--) {
-            shuf_state ^= shuf_state << 13;
-            shuf_state ^= shuf_state >> 7;
-            shuf_state ^= shuf_state << 17;
-            std::swap(order[i - 1], order[shuf_state % i]);
-        }
-    for (uint64_t k : order) {
-        blockIdx = dim3((unsigned)(k / block.x));
-        threadIdx = dim3((unsigned)(k % block.x));
-        e->inv(func, args);
-    }
+    account(*e, grid, block, args);
+    static const entry *running; /* the body below runs it (a function pointer, no captures) */
+    running = e;
+    const emu_body body = [](void **a) { running->inv(running->f, a); };
+    if (e->coroutines)
+        emu_run_blocks(body, args, grid, block, NULL);
+    else
+        emu_run_threads(body, args, grid, block);
     return cudaSuccess;
 }
 
-extern "C" void emu_report(void) {
+/* The reduction's launch: a programmatic dependent of the kernel before it (which has finished
+ * here: launches run to their end in order). */
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *cfg, const void *func, void **args) {
+    for (unsigned i = 0; i < cfg->numAttrs; ++i)
+        if (cfg->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization) {
+            emu_bad_launch++;
+            fprintf(stderr, "EMU: launch attribute %d\n", (int)cfg->attrs[i].id);
+            return cudaErrorInvalidValue;
+        } else if (cfg->attrs[i].val.programmaticStreamSerializationAllowed) {
+            emu_pdl_launches++;
+        }
+    return cudaLaunchKernel(func, cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes,
+                            cfg->stream);
+}
+
+/* kernels hit per kind, and the names of those never launched; returns how many were hit */
+extern "C" long emu_report(void) {
     init_registry();
-    long used = 0;
-    for (auto &r : registry)
-        if (r.hits) used++;
+    long used = 0, per[NKINDS][2] = {};
+    for (auto &r : registry) {
+        used += r.hits != 0;
+        per[r.kind][0] += r.hits != 0, per[r.kind][1]++;
+    }
     printf("kernels hit %ld/%zu:", used, registry.size());
+    for (int k = 0; k < NKINDS; ++k) printf(" %s %ld/%ld;", kind_names[k], per[k][0], per[k][1]);
+    printf("\n");
+    long missed = 0;
     for (auto &r : registry)
-        if (r.hits) printf(" %s=%ld", r.name.c_str(), r.hits);
-    printf("\nlaunches %ld bad %ld grid-stride(multi-iteration) launches %ld; ldg %ld ldcs %ld "
+        if (!r.hits) printf("%s%s", missed++ ? " " : "never launched: ", r.name.c_str());
+    if (missed) printf("\n");
+    printf("launches %ld (programmatic dependents %ld) bad %ld grid-stride(multi-iteration) "
+           "launches %ld; coroutine blocks %ld barriers %ld shuffles %ld; ldg %ld ldcs %ld "
            "ldplain %ld stcs %ld misaligned %ld\n",
-           emu_launches, emu_bad_launch, emu_multi_iter, emu_ldg, emu_ldcs, emu_ldplain, emu_stcs,
-           emu_misaligned);
+           emu_launches, emu_pdl_launches, emu_bad_launch, emu_multi_iter, emu_blocks_run,
+           emu_barriers, emu_shuffles, emu_ldg, emu_ldcs, emu_ldplain, emu_stcs, emu_misaligned);
+    return used;
+}
+extern "C" long emu_registry_size(void) {
+    init_registry();
+    return (long)registry.size();
 }
 
 /* fastdiv: the multiply-shift against plain division */
@@ -235,77 +332,4 @@ extern "C" long emu_fastdiv_selftest(long *checked) {
     }
     *checked = n_checked;
     return bad;
-}
-
-/* fastglu_glu_*_cuda as glu_cuda.cu has them for the case glu_swiglu.cuh takes (the only one the
- * emulation runs: any other case is an error here). */
-static fastglu_status fwd_entry(const fastglu_glu_params *params, const void *gate,
-                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-                                const void *bias, const void *weights, fastglu_dtype weights_dtype,
-                                int64_t weights_stride, void *output, int64_t output_row_stride,
-                                void *saved_fp8, int64_t saved_fp8_row_stride, int64_t tokens,
-                                int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
-    static const char fn[] = "fastglu_glu_fwd_cuda";
-    int empty;
-    fastglu_status st =
-        fastglu_check_glu_fwd(fn, params, gate, gate_row_stride, up, up_row_stride, bias, weights,
-                              weights_dtype, weights_stride, output, output_row_stride, saved_fp8,
-                              saved_fp8_row_stride, tokens, ffn_hidden_size, dtype, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
-    if (!swiglu_fwd_case(params, bias, weights, saved_fp8))
-        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: not emulated", fn);
-    launch_plan p;
-    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
-        return too_large(fn);
-    return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_fwd, &p, (cudaStream_t)stream, gate,
-                                              gate_row_stride, up, up_row_stride, output,
-                                              output_row_stride, tokens, ffn_hidden_size));
-}
-
-static fastglu_status bwd_entry(const fastglu_glu_params *params, const void *dy,
-                                int64_t dy_row_stride, int64_t dy_col_stride, const void *gate,
-                                int64_t gate_row_stride, const void *up, int64_t up_row_stride,
-                                fastglu_dtype input_dtype, const float *input_scale_inv,
-                                int64_t input_scale_stride, int input_scale_1x128, const void *bias,
-                                const void *weights, fastglu_dtype weights_dtype,
-                                int64_t weights_stride, void *d_gate, int64_t d_gate_row_stride,
-                                void *d_up, int64_t d_up_row_stride, void *dbias, void *dweights,
-                                void *workspace, size_t workspace_bytes, int64_t tokens,
-                                int64_t ffn_hidden_size, fastglu_dtype dtype, void *stream) {
-    static const char fn[] = "fastglu_glu_bwd_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_glu_bwd(
-        fn, params, dy, dy_row_stride, dy_col_stride, gate, gate_row_stride, up, up_row_stride,
-        input_dtype, input_scale_inv, input_scale_stride, input_scale_1x128, bias, weights,
-        weights_dtype, weights_stride, d_gate, d_gate_row_stride, d_up, d_up_row_stride, dbias,
-        dweights, workspace, workspace_bytes, tokens, ffn_hidden_size, dtype, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
-    if (!swiglu_bwd_case(params, input_dtype, dtype, bias, weights, dbias, dweights))
-        return fastglu_set_error(FASTGLU_ERROR_CUDA, "%s: not emulated", fn);
-    launch_plan p;
-    if (!plan_launch(tokens, ffn_hidden_size, fastglu_dtype_size(dtype), FASTGLU_THREADS, &p))
-        return too_large(fn);
-    return launch_status(fn, LAUNCH_FOR_DTYPE(dtype, launch_bwd, &p, (cudaStream_t)stream, dy,
-                                              dy_row_stride, dy_col_stride, gate, gate_row_stride,
-                                              up, up_row_stride, d_gate, d_gate_row_stride, d_up,
-                                              d_up_row_stride, tokens, ffn_hidden_size));
-}
-
-extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *stream) {
-    const fastglu_status st =
-        fastglu_check_glu_fwd_descriptors("fastglu_glu_fwd_cuda", operands, &output, &saved_fp8);
-    if (st != FASTGLU_SUCCESS) return st;
-    return fwd_entry(params,
-                     FASTGLU_GLU_FWD_FIELDS(operands, output, saved_fp8, tokens, ffn_hidden_size),
-                     stream);
-}
-
-extern "C" fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
-    const fastglu_status st =
-        fastglu_check_glu_bwd_descriptors("fastglu_glu_bwd_cuda", &dy, operands, grads);
-    if (st != FASTGLU_SUCCESS) return st;
-    return bwd_entry(params,
-                     FASTGLU_GLU_BWD_FIELDS(dy, dy_col_stride, operands, grads, workspace, tokens,
-                                            ffn_hidden_size),
-                     stream);
 }

@@ -3,3 +3,10 @@
 struct __half { uint16_t x; };
 static inline float __half2float(__half h) { return fp16_to_f32(h.x); }
 static inline __half __float2half_rn(float f) { __half h; h.x = f32_to_fp16(f); return h; }
+static inline __half __ushort_as_half(unsigned short b) { __half h; h.x = b; return h; }
+static inline unsigned short __half_as_ushort(__half h) { return h.x; }
+/* the raw bits of a half, as __nv_cvt_fp8_to_halfraw returns them (__half(raw) converts) */
+struct __half_raw {
+    unsigned short x;
+    operator __half() const { __half h; h.x = x; return h; }
+};
