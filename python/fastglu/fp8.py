@@ -30,6 +30,7 @@ implementation: compiles without graph breaks). The quantised outputs carry no g
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -39,9 +40,10 @@ from . import ops as _ops
 
 __all__ = ["FP8Output", "glu_bwd_fp8", "glu_fp8"]
 
-_ACTS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
 _SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
 _SCALE_LAYOUTS = {"mn_major": _C.FP8_SCALES_MN_MAJOR, "row_major": _C.FP8_SCALES_ROW_MAJOR}
+_SCALING_CODES = {code: name for name, code in _SCALINGS.items()}
+_SCALE_LAYOUT_CODES = {code: name for name, code in _SCALE_LAYOUTS.items()}
 FP8 = torch.float8_e4m3fn
 
 
@@ -132,13 +134,12 @@ def _run(
     def ld(s):  # the scales' leading dimension in the C sense
         return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
 
-    call, pre = _C.glu_fwd_fp8, ()
+    kernel = _C.glu_fwd_fp8
     if dy is not None:
+        # glu_bwd_fp8 takes dy's pointer and row stride before glu_fwd_fp8's arguments
         d = _as_rows(dy, F, "dy")
-        call, pre = _C.glu_bwd_fp8, (d.data_ptr(), d.stride(0))
-    call(
-        *pre,
-        int(on_cuda),
+        kernel = functools.partial(_C.glu_bwd_fp8, d.data_ptr(), d.stride(0))
+    args = (
         activation,
         layout,
         clamp_value,
@@ -171,16 +172,30 @@ def _run(
         ws.numel() if ws is not None else 0,
         T,
         F,
-        _ops._raw_stream(x.device.index) if on_cuda else 0,
     )
+    # on x's device and its current stream, under a device guard where x's device is not the
+    # current one (the op layer's launch)
+    _ops._launch(kernel, x.get_device(), args)
     return data, scale, data_t, scale_t, y
 
 
+def _check_options(
+    fn, activation, layout, clamp, offset, gate_mult, down_mult, scaling, scale_layout
+):
+    """The ops' scalars (kernels and fakes, before anything is allocated): the GLU's (ops.op_params)
+    and the recipe's scaling and scale-layout codes."""
+    _ops.op_params(fn, activation, layout, clamp, offset, gate_mult, down_mult)
+    _ops.check_code(scaling, _SCALING_CODES, fn, "scaling")
+    _ops.check_code(scale_layout, _SCALE_LAYOUT_CODES, fn, "scale_layout")
+
+
 def _impl(x, up, bias, weights, *options):
+    _check_options("glu_fwd_fp8", *options[:8])
     return _run(None, x, up, bias, weights, *options)
 
 
 def _bwd_impl(dy, x, up, bias, weights, *options):
+    _check_options("glu_bwd_fp8", *options[:8])
     return _run(dy, x, up, bias, weights, *options)
 
 
@@ -203,6 +218,17 @@ def _fake(
     *,
     width=1,
 ):
+    _check_options(
+        "glu_fwd_fp8" if width == 1 else "glu_bwd_fp8",
+        activation,
+        layout,
+        clamp_value,
+        glu_linear_offset,
+        gate_multiplier,
+        down_multiplier,
+        scaling,
+        scale_layout,
+    )
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
     T = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
@@ -237,47 +263,52 @@ for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8"):
     )
 
 
-def _check(x, up, bias, weights, F, scaling, scale_layout, activation):
-    fn = "fastglu.glu_fp8"
+def _check(x, up, bias, weights, scaling, scale_layout, fn):
+    """The public functions' checks of the operands and the recipe's options, on metadata (they
+    run under torch.compile too); the per-token weights are checked as fastglu.glu checks them
+    (ops.check_weights_meta). Returns F."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{fn}: x must be a tensor, got {type(x).__name__}")
+        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
+    _ops.check_dense(x, fn, "x")
     if x.dtype not in _ops._COMPUTE_CODES:
-        raise TypeError(f"{fn}: x.dtype = {x.dtype} is not bfloat16, float16 or float32")
+        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
     if x.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"{fn}: x is on {x.device}; CPU or CUDA tensors only")
+        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
     if x.dim() < 1:
-        raise ValueError(f"{fn}: x must have at least one dimension, got shape {tuple(x.shape)}")
+        _ops._fail(
+            ValueError, fn, f"x must have at least one dimension, got shape {tuple(x.shape)}"
+        )
     if up is None and x.shape[-1] % 2:
-        raise ValueError(f"{fn}: x's last dimension {x.shape[-1]} must be even (gate | up)")
+        _ops._fail(ValueError, fn, f"x's last dimension {x.shape[-1]} must be even (gate | up)")
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
     for name, t, shape in (("up", up, tuple(x.shape)), ("bias", bias, (2 * F,))):
         if t is None:
             continue
+        if isinstance(t, torch.Tensor):
+            _ops.check_dense(t, fn, name)
         if not isinstance(t, torch.Tensor) or t.dtype != x.dtype:
-            raise TypeError(
-                f"{fn}: {name} must be a {x.dtype} tensor, "
-                f"got {getattr(t, 'dtype', type(t).__name__)}"
+            _ops._fail(
+                TypeError,
+                fn,
+                f"{name} must be a {x.dtype} tensor, got {getattr(t, 'dtype', type(t).__name__)}",
             )
         if tuple(t.shape) != shape or t.device != x.device:
-            raise ValueError(
-                f"{fn}: {name} has shape {tuple(t.shape)} on {t.device}; "
-                f"expected {shape} on {x.device}"
+            _ops._fail(
+                ValueError,
+                fn,
+                f"{name} has shape {tuple(t.shape)} on {t.device}; expected {shape} on {x.device}",
             )
     if weights is not None:
-        if not isinstance(weights, torch.Tensor) or weights.dtype not in _ops._COMPUTE_CODES:
-            raise TypeError(f"{fn}: weights must be a float32, float16 or bfloat16 tensor")
-        if weights.numel() != x.numel() // max(x.shape[-1], 1) or weights.device != x.device:
-            raise ValueError(
-                f"{fn}: weights has shape {tuple(weights.shape)} on {weights.device}; expected one "
-                f"value per token ({x.numel() // max(x.shape[-1], 1)}) on {x.device}"
-            )
+        _ops.check_weights_meta(weights, tuple(x.shape[:-1]), x.device, fn)
     if scaling not in _SCALINGS:
-        raise ValueError(f"{fn}: scaling = {scaling!r} is not one of {sorted(_SCALINGS)}")
+        _ops._fail(ValueError, fn, f"scaling = {scaling!r} is not one of {sorted(_SCALINGS)}")
     if scale_layout not in _SCALE_LAYOUTS:
-        raise ValueError(
-            f"{fn}: scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}"
+        _ops._fail(
+            ValueError,
+            fn,
+            f"scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}",
         )
-    if activation not in _ACTS:
-        raise ValueError(f"{fn}: activation = {activation!r} is not one of {sorted(_ACTS)}")
+    return F
 
 
 def glu_fp8(
@@ -302,22 +333,25 @@ def glu_fp8(
 
     Returns ``FP8Output(data, scale, data_t, scale_t, y)``: data ``[..., F]``; data_t ``[F, T]`` and
     scale_t when ``columnwise``; y (x's dtype) when ``return_y``. See the module's docstring."""
-    F = x.shape[-1] if up is not None else x.shape[-1] // 2
-    _check(x, up, bias, weights, F, scaling, scale_layout, activation)
+    fn = "glu_fp8"
+    p = _ops.glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=fn,
+    )
+    F = _check(x, up, bias, weights, scaling, scale_layout, fn)
     if up is not None and interleaved:
-        raise ValueError("fastglu.glu_fp8: interleaved=True takes one tensor x, not up")
-    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+        _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     data, scale, data_t, scale_t, y = torch.ops.fastglu.glu_fwd_fp8(
         x,
         up,
         bias,
         weights,
-        _ACTS[activation],
-        layout,
-        float(clamp_value or 0.0),
-        float(glu_linear_offset),
-        float(gate_multiplier),
-        float(down_multiplier),
+        *p,
         _SCALINGS[scaling],
         _SCALE_LAYOUTS[scale_layout],
         bool(pow2_scales),
@@ -359,33 +393,41 @@ def glu_bwd_fp8(
     ``columnwise`` ``data_t [2F, T]`` (128 x 1 blocks along the tokens, for fc1's weight
     gradient); ``y`` holds dh in x's dtype when ``return_dh`` (the values ``fastglu.glu``'s
     backward gives). The bias and weights gradients are not computed here."""
-    F = x.shape[-1] if up is not None else x.shape[-1] // 2
-    _check(x, up, bias, weights, F, scaling, scale_layout, activation)
+    fn = "glu_bwd_fp8"
+    p = _ops.glu_params(
+        activation,
+        clamp_value=clamp_value,
+        glu_linear_offset=glu_linear_offset,
+        gate_multiplier=gate_multiplier,
+        down_multiplier=down_multiplier,
+        interleaved=interleaved,
+        fn=fn,
+    )
+    F = _check(x, up, bias, weights, scaling, scale_layout, fn)
+    if isinstance(dy, torch.Tensor):
+        _ops.check_dense(dy, fn, "dy")
     if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
-        raise TypeError(
-            f"fastglu.glu_bwd_fp8: dy must be a {x.dtype} tensor, "
-            f"got {getattr(dy, 'dtype', type(dy).__name__)}"
+        _ops._fail(
+            TypeError,
+            fn,
+            f"dy must be a {x.dtype} tensor, got {getattr(dy, 'dtype', type(dy).__name__)}",
         )
     if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
-        raise ValueError(
-            f"fastglu.glu_bwd_fp8: dy has shape {tuple(dy.shape)} on {dy.device}; expected "
-            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}"
+        _ops._fail(
+            ValueError,
+            fn,
+            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected "
+            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}",
         )
     if up is not None and interleaved:
-        raise ValueError("fastglu.glu_bwd_fp8: interleaved=True takes one tensor x, not up")
-    layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
+        _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     data, scale, data_t, scale_t, dh = torch.ops.fastglu.glu_bwd_fp8(
         dy,
         x,
         up,
         bias,
         weights,
-        _ACTS[activation],
-        layout,
-        float(clamp_value or 0.0),
-        float(glu_linear_offset),
-        float(gate_multiplier),
-        float(down_multiplier),
+        *p,
         _SCALINGS[scaling],
         _SCALE_LAYOUTS[scale_layout],
         bool(pow2_scales),

@@ -42,7 +42,10 @@ dw1 / dw2 in the weights' dtype (fp32 master weights get fp32 gradients straight
 
 The op is ``torch.ops.fastglu.mlp_fp8_fwd`` with its backward ``torch.ops.fastglu.mlp_fp8_bwd``
 (torch.library, fake implementations, autograd registered): ``torch.compile(fullgraph=True)``
-traces the block without a graph break.
+traces the block without a graph break. Called directly, the forward op also returns h (fc1's
+output, differentiable: its gradient adds to the GLU's dh before dh is quantised, ``h_grad`` of
+the backward op) and the quantised copies the backward reads (x^T, y^T and their scales, which
+refuse a gradient: RuntimeError).
 
 Not supported (ValueError / TypeError): biases and per-token weights (the FP8 GLU backward does not
 reduce their gradients yet), float64.
@@ -57,7 +60,7 @@ import torch
 
 from . import _C
 from . import fp8 as _fp8
-from .ops import _fail, glu_params, refuse_create_graph
+from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
 
 __all__ = [
     "mlp_fp8",
@@ -75,6 +78,7 @@ FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
 GEMM_AUTO, GEMM_SCALED_MM, GEMM_REFERENCE = 0, 1, 2
 _GEMMS = {None: GEMM_AUTO, "scaled_mm": GEMM_SCALED_MM, "reference": GEMM_REFERENCE}
+_GEMM_CODES = {GEMM_AUTO: "auto", GEMM_SCALED_MM: "scaled_mm", GEMM_REFERENCE: "reference"}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _ACT_NAMES = {_C.ACT_SILU: "silu", _C.ACT_GELU_TANH: "gelu_tanh", _C.ACT_QUICK_GELU: "quick_gelu"}
 _FN = "mlp_fp8"
@@ -240,8 +244,7 @@ def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
 def _check_tensor(t, name, dims, dtypes=_DTYPES):
     if not isinstance(t, torch.Tensor):
         _fail(TypeError, _FN, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.layout != torch.strided:
-        _fail(TypeError, _FN, f"{name} has layout {t.layout}; a dense (torch.strided) tensor only")
+    check_dense(t, _FN, name)  # (a nested tensor, which has no shape, included)
     if t.dtype not in dtypes:
         _fail(
             TypeError,
@@ -332,16 +335,23 @@ def _no_autocast(impl):
     the recipe gives them inside an autocast region (the op has no autocast rule of its own, so
     the region's state would reach the matmuls)."""
 
-    def run(*args):
+    def run(*args, **kwargs):
         with torch.autocast(args[0].device.type, enabled=False):
-            return impl(*args)
+            return impl(*args, **kwargs)
 
     return run
 
 
+def _check_codes(p, gemm):
+    """The ops' GLU scalars p and gemm code (their kernels and fakes, before anything runs)."""
+    op_params(_FN, *p)
+    check_code(gemm, _GEMM_CODES, _FN, "gemm")
+
+
 def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
-    lead, T, H, F = check_mlp_fp8(x, w1, w2)
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    _check_codes(p, gemm)
+    lead, T, H, F = check_mlp_fp8(x, w1, w2)
     scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
     x2 = x.reshape(T, H)
     xq, xs = quantize_1x128(x2)
@@ -359,6 +369,7 @@ def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, dow
 
 
 def _fwd_fake(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
+    _check_codes((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2)
     out = x.new_empty(lead + (H,))
     if not save:
@@ -394,10 +405,12 @@ def _bwd_impl(
     gate_mult,
     down_mult,
     gemm,
+    h_grad=None,
 ):
+    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    _check_bwd(p, gemm, h, h_grad)
     T, F2 = h.shape
     H = w1.shape[1]
-    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     scaled = _use_scaled(gemm, h.device, T, H, F2)
     do = dout.reshape(T, H).to(h.dtype)
     doq, dos = quantize_1x128(do)  # dO [T, H], 1 x 128 along H (fc2's dgrad)
@@ -406,14 +419,51 @@ def _bwd_impl(
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
     dotq, dots = quantize_1x128(do.t())  # dO^T [H, T], 1 x 128 along the tokens (fc2's wgrad)
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
-    g = _fp8.glu_bwd_fp8(dy, h, columnwise=True, **_glu_kw(p))
+    if h_grad is None:
+        g = _fp8.glu_bwd_fp8(dy, h, columnwise=True, **_glu_kw(p))
+        dhq, dhs, dhtq, dhts = g.data, g.scale, g.data_t, g.scale_t
+    else:
+        # h is an output of the op: its gradient adds to the GLU's, and the sum is quantised as
+        # glu_bwd_fp8 quantises dh (1 x 128 along 2F, and along the tokens for fc1's wgrad)
+        dh = _fp8.glu_bwd_fp8(dy, h, return_dh=True, **_glu_kw(p)).y + h_grad.to(h.dtype)
+        (dhq, dhs), (dhtq, dhts) = quantize_1x128(dh), quantize_1x128(dh.t())
     w1tq, w1ts = quantize_128x128(w1.t(), pad_scales=pad)  # w1^T [H, 2F]
-    dx = _mm(g.data, g.scale, w1tq, w1ts, h.dtype, scaled)  # [T, H]
-    dw1 = _mm(g.data_t, g.scale_t, xtq, xts, w1.dtype, scaled)  # [2F, H]
+    dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
+    dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
     return dx, dw1, dw2
 
 
-def _bwd_fake(dout, h, xtq, xts, ytq, yts, w1, w2, *rest):
+def _check_bwd(p, gemm, h, h_grad):
+    """The backward op's checks (kernel and fake): the codes, and h_grad (h's gradient) of h's
+    shape."""
+    _check_codes(p, gemm)
+    if h_grad is not None and tuple(h_grad.shape) != tuple(h.shape):
+        _fail(
+            ValueError,
+            _FN,
+            f"h_grad has shape {tuple(h_grad.shape)}; expected h's shape {tuple(h.shape)}",
+        )
+
+
+def _bwd_fake(
+    dout,
+    h,
+    xtq,
+    xts,
+    ytq,
+    yts,
+    w1,
+    w2,
+    activation,
+    layout,
+    clamp_value,
+    offset,
+    gate_mult,
+    down_mult,
+    gemm,
+    h_grad=None,
+):
+    _check_bwd((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm, h, h_grad)
     T = h.shape[0]
     H = w1.shape[1]
     return h.new_empty((T, H)), w1.new_empty(w1.shape), w2.new_empty(w2.shape)
@@ -429,24 +479,46 @@ FWD_SCHEMA = (
 )
 BWD_SCHEMA = (
     "(Tensor dout, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
-    f"Tensor w1, Tensor w2, {_SCALARS}) -> (Tensor dx, Tensor dw1, Tensor dw2)"
+    f"Tensor w1, Tensor w2, {_SCALARS}, Tensor? h_grad=None) -> (Tensor dx, Tensor dw1, Tensor dw2)"
 )
 
 
 def _setup(ctx, inputs, output):
+    # the gradient of an output nobody used stays None (not a zero tensor): h's adds to dh only
+    # when h was used, and a gradient reaching the quantised copies is refused (_backward)
+    ctx.set_materialize_grads(False)
     x, w1, w2 = inputs[:3]
     ctx.scalars = tuple(inputs[3:10])
+    ctx.saved = inputs[10]
     ctx.x_shape = tuple(x.shape)
     _, h, xtq, xts, ytq, yts = output
     ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2)
 
 
-def _backward(ctx, dout, *_unused):
+def _backward(ctx, dout, h_grad, *quantised):
     refuse_create_graph(
         "mlp_fp8"
     )  # the quantised GEMMs and kernels have no derivative of their own
+    if any(g is not None for g in quantised):
+        _fail(
+            RuntimeError,
+            _FN,
+            "x_t, x_t_scale, y_t and y_t_scale (the quantised copies the backward reads) have no "
+            "gradient: quantisation is not differentiable",
+        )
+    if not ctx.saved:
+        _fail(
+            RuntimeError,
+            _FN,
+            "the backward needs h and the quantised copies; call the op with save=True "
+            "(fastglu.mlp_fp8 saves them whenever a gradient is required)",
+        )
     h, xtq, xts, ytq, yts, w1, w2 = ctx.saved_tensors
-    dx, dw1, dw2 = torch.ops.fastglu.mlp_fp8_bwd(dout, h, xtq, xts, ytq, yts, w1, w2, *ctx.scalars)
+    if dout is None:  # only h was used: out's gradient (out has x's shape and dtype) is zero
+        dout = h.new_zeros(ctx.x_shape)
+    dx, dw1, dw2 = torch.ops.fastglu.mlp_fp8_bwd(
+        dout, h, xtq, xts, ytq, yts, w1, w2, *ctx.scalars, h_grad=h_grad
+    )
     need = ctx.needs_input_grad
     return (
         dx.view(ctx.x_shape) if need[0] else None,

@@ -33,7 +33,6 @@ from . import (
 from .ops import (
     _COMPUTE_CODES,
     _COMPUTE_WHAT,
-    ACTIVATIONS,
     _check_tensor,
     _fail,
     _flat_stride,
@@ -42,6 +41,7 @@ from .ops import (
     check_dense,
     check_storage,
     glu_params,
+    op_params,
     register_no_gradient,
 )
 
@@ -202,14 +202,8 @@ def _linear_glu_impl(
 ):
     fn = "linear_glu"
     lead, T, K, F = _check_linear(x, w1, bias, weights, fn, glu=True)
-    p = glu_params(
-        _ACT_NAMES.get(activation, activation),
-        clamp_value=clamp_value,
-        glu_linear_offset=glu_linear_offset,
-        gate_multiplier=gate_multiplier,
-        down_multiplier=down_multiplier,
-        interleaved=layout == _C.LAYOUT_INTERLEAVED,
-        fn=fn,
+    p = op_params(
+        fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
     )
     for name, t in (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)):
         if t is not None:
@@ -269,18 +263,16 @@ def _linear_glu_fake(
     store_h,
 ):
     lead, T, K, F = _check_linear(x, w1, bias, weights, "linear_glu", glu=True)
-    glu_params(
-        _ACT_NAMES.get(activation, activation),
-        clamp_value=clamp_value,
-        glu_linear_offset=glu_linear_offset,
-        gate_multiplier=gate_multiplier,
-        down_multiplier=down_multiplier,
-        fn="linear_glu",
+    op_params(
+        "linear_glu",
+        activation,
+        layout,
+        clamp_value,
+        glu_linear_offset,
+        gate_multiplier,
+        down_multiplier,
     )
     return x.new_empty(lead + (F,)), x.new_empty(lead + (2 * F,) if store_h else (0,))
-
-
-_ACT_NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
 
 def _check_dglu(d_out, w2, h, weights, fn):
@@ -347,14 +339,8 @@ def _linear_dglu_impl(
 ):
     fn = "linear_dglu_bwd"
     lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
-    p = glu_params(
-        _ACT_NAMES.get(activation, activation),
-        clamp_value=clamp_value,
-        glu_linear_offset=glu_linear_offset,
-        gate_multiplier=gate_multiplier,
-        down_multiplier=down_multiplier,
-        interleaved=layout == _C.LAYOUT_INTERLEAVED,
-        fn=fn,
+    p = op_params(
+        fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
     )
     if want_dweights and weights is None:
         _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
@@ -427,13 +413,8 @@ def _linear_dglu_fake(
 ):
     fn = "linear_dglu_bwd"
     lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
-    glu_params(
-        _ACT_NAMES.get(activation, activation),
-        clamp_value=clamp_value,
-        glu_linear_offset=glu_linear_offset,
-        gate_multiplier=gate_multiplier,
-        down_multiplier=down_multiplier,
-        fn=fn,
+    op_params(
+        fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
     )
     if want_dweights and weights is None:
         _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")

@@ -405,47 +405,17 @@ GLU_BWD_SCHEMA = (
     "-> (Tensor d_input, Tensor? d_up, Tensor? dbias, Tensor? dweights)"
 )
 
-_GLU_ACTIVATION_CODES = frozenset(ops.ACTIVATIONS.values())
-_GLU_LAYOUT_CODES = frozenset((_C.LAYOUT_SPLIT, _C.LAYOUT_INTERLEAVED))
 _GLU_COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _op_params(
-    fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
-):
-    """The op's scalars as an ops.GLUParams; ValueError for an unknown activation / layout code, a
-    non-finite offset or multiplier, or a positive clamp_value that float32 turns into 0 or inf
-    (what ops.glu_params refuses). Shared by kernels and fakes."""
-    if activation not in _GLU_ACTIVATION_CODES:
-        raise ValueError(
-            f"fastglu.{fn}: activation code {activation} is not one of "
-            f"{dict(sorted((v, k) for k, v in ops.ACTIVATIONS.items()))}"
-        )
-    if layout not in _GLU_LAYOUT_CODES:
-        raise ValueError(f"fastglu.{fn}: layout code {layout} is not 0 (split) or 1 (interleaved)")
-    for name, v in (
-        ("glu_linear_offset", glu_linear_offset),
-        ("gate_multiplier", gate_multiplier),
-        ("down_multiplier", down_multiplier),
-    ):
-        if not math.isfinite(v):
-            raise ValueError(f"fastglu.{fn}: {name} must be finite, got {v}")
-    ops._check_clamp(
-        clamp_value, fn
-    )  # a positive clamp that float32 turns into 0 (no clamp) or inf
-    return ops.GLUParams(
-        activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
-    )
-
-
 def _glu_fwd_impl(input, up, bias, weights, *scalars):
-    return ops.forward(_op_params("glu_fwd", *scalars), input, up, bias, weights, fn="glu_fwd")
+    return ops.forward(ops.op_params("glu_fwd", *scalars), input, up, bias, weights, fn="glu_fwd")
 
 
 def _glu_bwd_impl(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
     g = ops.backward(
-        _op_params("glu_bwd", *scalars),
+        ops.op_params("glu_bwd", *scalars),
         dy,
         input,
         up,
@@ -460,10 +430,7 @@ def _glu_bwd_impl(dy, input, up, bias, weights, input_scale_inv, *rest):
 
 
 def _glu_meta_tensor(t, fn, name, dtypes):
-    if t.layout != torch.strided:
-        raise TypeError(
-            f"fastglu.{fn}: {name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor"
-        )
+    ops.check_dense(t, fn, name)
     if t.dtype not in dtypes:
         raise TypeError(
             f"fastglu.{fn}: {name} has dtype {t.dtype}; expected "
@@ -522,21 +489,11 @@ def _glu_meta_extras(bias, weights, lead, F, dtype, device, fn):
                 f"([b_gate | b_up]) for F = {F}"
             )
     if weights is not None:
-        _glu_meta_tensor(weights, fn, "weights", _GLU_COMPUTE_DTYPES)
-        if weights.device != device:
-            raise ValueError(
-                f"fastglu.{fn}: weights is on {weights.device} but the input is on {device}"
-            )
-        tokens = math.prod(lead)
-        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
-            raise ValueError(
-                f"fastglu.{fn}: weights has shape {tuple(weights.shape)}; expected per-token weights "
-                f"[tokens, 1] or [tokens] with tokens = {tokens} (input leading shape {lead})"
-            )
+        ops.check_weights_meta(weights, lead, device, fn)
 
 
 def _glu_fwd_fake(input, up, bias, weights, *scalars):
-    p = _op_params("glu_fwd", *scalars)
+    p = ops.op_params("glu_fwd", *scalars)
     lead, F = _glu_meta_operands(input, up, p.layout, "glu_fwd", _GLU_COMPUTE_DTYPES)
     _glu_meta_extras(bias, weights, lead, F, input.dtype, input.device, "glu_fwd")
     return input.new_empty((*lead, F))
@@ -545,7 +502,7 @@ def _glu_fwd_fake(input, up, bias, weights, *scalars):
 def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
     *scalars, want_dbias, want_dweights = rest
     fn = "glu_bwd"
-    p = _op_params(fn, *scalars)
+    p = ops.op_params(fn, *scalars)
     lead, F = _glu_meta_operands(
         input, up, p.layout, fn, _GLU_COMPUTE_DTYPES + (torch.float8_e4m3fn,)
     )

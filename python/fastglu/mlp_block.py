@@ -41,7 +41,7 @@ import torch.nn.functional as F_
 
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
-from .ops import _fail, glu_params, refuse_create_graph
+from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
 
 __all__ = [
     "mlp",
@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
+_PATH_CODES = {PATH_AUTO: "auto", PATH_FUSED: "fused", PATH_UNFUSED: "unfused"}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _WEIGHT_DTYPES = _DTYPES
 # F from which the sm_90a fused fc1 + GLU beat cuBLAS fc1 + the standalone GLU on the H200
@@ -71,12 +72,7 @@ FUSED_DGRAD = False
 def _check_tensor(t, name, dims, dtypes=_DTYPES):
     if not isinstance(t, torch.Tensor):
         _fail(TypeError, "mlp", f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.layout != torch.strided:
-        _fail(
-            TypeError,
-            "mlp",
-            f"{name} has layout {t.layout}; fastglu needs a dense (torch.strided) tensor",
-        )
+    check_dense(t, "mlp", name)  # (a nested tensor, which has no shape, included)
     if t.dtype not in dtypes:
         _fail(
             TypeError,
@@ -226,6 +222,14 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
 # ---- the op -----------------------------------------------------------------------------------------
 
 
+def _check_op(x, w1, w2, bias1, bias2, weights, p, path):
+    """The op's checks (its kernel and its fake): the operands, the GLU scalars p, the path code;
+    returns check_mlp's (leading shape, tokens, H, F)."""
+    op_params("mlp", *p)
+    check_code(path, _PATH_CODES, "mlp", "path")
+    return check_mlp(x, w1, w2, bias1, bias2, weights)
+
+
 def _mlp_impl(
     x,
     w1,
@@ -242,8 +246,8 @@ def _mlp_impl(
     path,
     save_h,
 ):
-    check_mlp(x, w1, w2, bias1, bias2, weights)
     p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+    _check_op(x, w1, w2, bias1, bias2, weights, p, path)
     y, h = _fc1_glu(x, w1, bias1, weights, p, _use_fused(path, x, w1), save_h)
     out = F_.linear(y, w2, bias2)
     return out, h
@@ -265,7 +269,8 @@ def _mlp_fake(
     path,
     save_h,
 ):
-    lead, _, H, F = check_mlp(x, w1, w2, bias1, bias2, weights)
+    p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
+    lead, _, H, F = _check_op(x, w1, w2, bias1, bias2, weights, p, path)
     return x.new_empty(lead + (H,)), x.new_empty(lead + (2 * F,) if save_h else (0,))
 
 

@@ -342,6 +342,42 @@ SILU = GLUParams(
 )  # plain SwiGLU: fastglu.swiglu's params
 
 
+# ---- the integer codes of the torch.library ops ------------------------------------------------
+
+ACTIVATION_CODES = {code: name for name, code in ACTIVATIONS.items()}
+LAYOUT_CODES = {_C.LAYOUT_SPLIT: "split", _C.LAYOUT_INTERLEAVED: "interleaved"}
+
+
+def check_code(value, codes, fn, name):
+    """ValueError unless value, an integer code argument of a torch.library op (an activation, a
+    layout, a scaling, a path ...), is one of codes ({code: meaning}). The ops' eager kernels and
+    fake implementations call it before they allocate or write anything."""
+    if type(value) is bool or value not in codes:
+        _fail(ValueError, fn, f"{name} code {value!r} is not one of {codes}")
+
+
+def op_params(
+    fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
+):
+    """A torch.library op's GLU scalars (codes and floats, in GLUParams order) as a GLUParams;
+    ValueError for an unknown activation or layout code, a non-finite offset or multiplier, or a
+    positive clamp_value that float32 turns into 0 or inf (what glu_params refuses). Shared by the
+    ops' kernels and fakes."""
+    check_code(activation, ACTIVATION_CODES, fn, "activation")
+    check_code(layout, LAYOUT_CODES, fn, "layout")
+    for name, v in (
+        ("glu_linear_offset", glu_linear_offset),
+        ("gate_multiplier", gate_multiplier),
+        ("down_multiplier", down_multiplier),
+    ):
+        if v - v != 0.0:  # inf or NaN (math.isfinite would refuse a SymFloat)
+            _fail(ValueError, fn, f"{name} must be finite, got {v}")
+    _check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
+    return GLUParams(
+        activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
+    )
+
+
 def _fp8_mode(fp8_input_store, fn):
     if fp8_input_store is None or fp8_input_store is False:
         return False
@@ -690,21 +726,35 @@ def _weights_shapes(op):
     return {(T,), (T, 1), op.lead, op.lead + (1,)}
 
 
+def check_weights_meta(weights, lead, device, fn):
+    """The checks of per-token weights that need no data (the eager op layer, the ops' fakes,
+    fastglu.glu_fp8): a dense tensor of a compute dtype on the input's device, of shape [tokens, 1]
+    / [tokens] or the input's leading shape ``lead``, with or without a trailing 1."""
+    if not isinstance(weights, torch.Tensor):
+        _fail(TypeError, fn, f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_dense(weights, fn, "weights")
+    if weights.dtype not in _COMPUTE_CODES:
+        _fail(TypeError, fn, f"weights has dtype {weights.dtype}; expected {_COMPUTE_WHAT}")
+    if weights.device != device:
+        _fail(ValueError, fn, f"weights is on {weights.device} but the input is on {device}")
+    tokens = math.prod(lead)
+    # a list, not a set: symbolic sizes (torch.compile) do not hash
+    if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
+        _fail(
+            ValueError,
+            fn,
+            f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens, 1] "
+            f"or [tokens] with tokens = {tokens} (input leading shape {lead})",
+        )
+
+
 def _check_weights(weights, op, fn):
     """weights: None or per-token [T, 1] / [T] (or the input's leading shape, with or without a
     trailing 1); returns (tensor, dtype code, element stride, copied original or None)."""
     if weights is None:
         return None, 0, 0, None
-    _check_tensor(weights, fn, "weights", _COMPUTE_CODES, _COMPUTE_WHAT)
-    if weights.device != op.device:
-        _fail(ValueError, fn, f"weights is on {weights.device} but the input is on {op.device}")
-    if tuple(weights.shape) not in _weights_shapes(op):
-        _fail(
-            ValueError,
-            fn,
-            f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens, 1] "
-            f"or [tokens] with tokens = {op.tokens} (input leading shape {op.lead})",
-        )
+    _check_tensor(weights, fn, "weights", _COMPUTE_CODES, _COMPUTE_WHAT)  # (device type, storage)
+    check_weights_meta(weights, op.lead, op.device, fn)
     s = _flat_stride(weights)
     if s is None or weights.is_neg():
         w = weights.resolve_neg().contiguous()
@@ -764,7 +814,8 @@ def _refuse_overlaps(outs, originals, fn):
 def _launch(kernel, dev, args):
     """kernel(on_cuda, *args, stream) on device index dev (``t.get_device()`` of a cpu / cuda tensor
     t: -1 on the CPU): a CUDA device's current stream, under a device guard only when dev is not
-    the current device."""
+    the current device. Every kernel of the package is launched through it (or the same three
+    cases inline on ops.py's hot path)."""
     if dev < 0:
         return kernel(0, *args, 0)
     if dev == _current_device():

@@ -68,9 +68,10 @@ def deq_w(w):
     return (q64(b, s) * s).view(nr * 128, nc * 128)[:R, :C]
 
 
-def reference(x, w1, w2, dout, opts):
+def reference(x, w1, w2, dout, opts, h_grad=None):
     """The recipe in float64 on the CPU: (out, dx, dw1, dw2). GEMM outputs that the block keeps in
-    x's dtype (h, dy, out, dx) are rounded to it where the block rounds them."""
+    x's dtype (h, dy, out, dx) are rounded to it where the block rounds them. h_grad: a gradient of
+    h (the op's second output) added to the GLU's dh in x's dtype before dh is quantised."""
     dt = x.dtype
     T, H = x.shape
     x, w1, w2, dout = (t.cpu() for t in (x, w1, w2, dout))
@@ -83,6 +84,8 @@ def reference(x, w1, w2, dout, opts):
     dy = (deq_rows(do) @ deq_w(w2)).to(dt)
     (dh,) = torch.autograd.grad(y32, hg, dy)
     dh = dh.to(dt)
+    if h_grad is not None:
+        dh = dh + h_grad.cpu().to(dt)
     dx = (deq_rows(dh) @ deq_w(w1)).to(dt)
     dw2 = deq_rows(do.t()) @ deq_rows(y.t()).t()
     dw1 = deq_rows(dh.t()) @ deq_rows(x.t()).t()
@@ -296,6 +299,56 @@ def test_bad_inputs_name_the_tensor():
     assert str(pytest.raises(TypeError, mlp_fp8, x, w1, 3).value).startswith("fastglu.mlp_fp8:")
 
 
+# ---- the raw op's outputs -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_out", [True, False])
+def test_gradient_through_the_raw_ops_h(use_out):
+    """torch.ops.fastglu.mlp_fp8_fwd's h (fc1's output, saved for the backward) is differentiable:
+    its gradient adds to the GLU's dh before dh is quantised, with or without a gradient through
+    out (the recipe in float64, as test_block_against_float64_recipe)."""
+    T, H, F = 65, 96, 80
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu")
+    h_grad = torch.randn(T, 2 * F).to(torch.bfloat16)
+    p = tuple(fastglu.ops.glu_params("silu"))
+    xs, w1s, w2s = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2))
+    out, h = torch.ops.fastglu.mlp_fp8_fwd(xs, w1s, w2s, *p, fp8_mlp.GEMM_REFERENCE, True)[:2]
+    assert h.requires_grad
+    if use_out:
+        torch.autograd.backward((out, h), (dout, h_grad))
+    else:
+        h.backward(h_grad)
+        dout = torch.zeros_like(dout)
+    _, r_dx, r_dw1, r_dw2 = reference(x, w1, w2, dout, {}, h_grad=h_grad)
+    assert rel(xs.grad, r_dx) < 1e-2, f"dx: {rel(xs.grad, r_dx):.3g}"
+    assert rel(w1s.grad, r_dw1) < 1e-2, f"dw1: {rel(w1s.grad, r_dw1):.3g}"
+    if use_out:
+        assert rel(w2s.grad, r_dw2) < 1e-2, f"dw2: {rel(w2s.grad, r_dw2):.3g}"
+    else:
+        assert torch.equal(w2s.grad, torch.zeros_like(w2s.grad))
+
+
+@pytest.mark.parametrize("index,name", [(2, "x_t"), (3, "x_t_scale"), (4, "y_t"), (5, "y_t_scale")])
+def test_quantised_outputs_of_the_raw_op_refuse_a_gradient(index, name):
+    """The fp8 copies the raw op returns for the backward (x^T, y^T and their scales) have no
+    gradient: a backward through one raises instead of leaving the inputs' gradients zero."""
+    x, w1, w2, dout = make(20, 32, 48, torch.bfloat16, "cpu")
+    x.requires_grad_(True)
+    p = tuple(fastglu.ops.glu_params("silu"))
+    outs = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
+    with pytest.raises(RuntimeError, match="fastglu.mlp_fp8: x_t, x_t_scale, y_t and y_t_scale"):
+        (outs[0].float().sum() + outs[index].float().sum()).backward()
+
+
+def test_raw_op_without_saved_operands_refuses_the_backward():
+    x, w1, w2, dout = make(20, 32, 48, torch.bfloat16, "cpu")
+    x.requires_grad_(True)
+    p = tuple(fastglu.ops.glu_params("silu"))
+    out = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, False)[0]
+    with pytest.raises(RuntimeError, match="fastglu.mlp_fp8: the backward needs h.*save=True"):
+        out.backward(dout)
+
+
 # ---- torch.compile ----------------------------------------------------------------------------------
 
 
@@ -323,6 +376,14 @@ def test_opcheck():
         (x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True),
         test_utils=("test_schema", "test_faketensor"),
     )
+    _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
+    for h_grad in (None, torch.randn_like(h)):
+        torch.library.opcheck(
+            torch.ops.fastglu.mlp_fp8_bwd,
+            (dout, h, *saved, w1, w2, *p, fp8_mlp.GEMM_REFERENCE),
+            {"h_grad": h_grad},
+            test_utils=("test_faketensor",),  # (test_schema compares inputs; it cannot read fp8)
+        )
 
 
 # ---- GPU -----------------------------------------------------------------------------------------

@@ -269,6 +269,87 @@ def test_bad_arguments_name_the_tensor():
         glu_bwd_fp8(torch.randn(4, 2, dtype=torch.bfloat16), x)
 
 
+BAD_OPTIONS = {
+    "clamp_rounds_to_0": dict(clamp_value=1e-50),  # positive, 0 in float32
+    "clamp_beyond_fp32": dict(clamp_value=1e39),
+    "clamp_str": dict(clamp_value="7"),
+    "clamp_huge_int": dict(clamp_value=2**1100),
+    "gate_multiplier_inf": dict(gate_multiplier=math.inf),
+    "down_multiplier_nan": dict(down_multiplier=math.nan),
+    "offset_minus_inf": dict(glu_linear_offset=-math.inf),
+    "gate_multiplier_none": dict(gate_multiplier=None),
+    "activation": dict(activation="relu"),
+    "weights_2x2": dict(weights=torch.rand(2, 2)),  # 4 values for 4 tokens, not per token
+    "weights_4x2": dict(weights=torch.rand(4, 2)),
+    "weights_1x4": dict(weights=torch.rand(1, 4)),
+    "weights_3": dict(weights=torch.rand(3)),
+    "weights_float64": dict(weights=torch.rand(4, dtype=torch.float64)),
+    "weights_sparse": dict(weights=torch.rand(4).to_sparse()),
+    "weights_list": dict(weights=[1.0, 2.0, 3.0, 4.0]),
+}
+
+
+@pytest.mark.parametrize("opts", BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
+@pytest.mark.parametrize("fn", ["glu_fp8", "glu_bwd_fp8"])
+def test_options_and_weights_are_checked_as_glu_checks_them(fn, opts):
+    """clamp_value, the offset, the multipliers, the activation and the per-token weights are
+    checked by fastglu.glu's checks: the same error type and message, naming glu_fp8."""
+    x = torch.randn(4, 16)
+    with pytest.raises((TypeError, ValueError)) as want:
+        fastglu.glu(x, **opts)
+    expected = str(want.value).replace("fastglu.glu:", f"fastglu.{fn}:", 1)
+    call = glu_fp8 if fn == "glu_fp8" else lambda x, **kw: glu_bwd_fp8(torch.randn(4, 8), x, **kw)
+    with pytest.raises(want.type) as got:
+        call(x, **opts)
+    assert str(got.value) == expected
+
+
+def test_fp8_kernels_launch_through_the_op_layer(monkeypatch):
+    """The FP8 ops launch their kernels through ops._launch (the device guard and x's device's
+    current stream), the one launch path of the package."""
+    from fastglu import ops
+
+    seen = []
+    launch = ops._launch
+
+    def spy(kernel, dev, args):
+        seen.append(dev)
+        return launch(kernel, dev, args)
+
+    monkeypatch.setattr(ops, "_launch", spy)
+    x = torch.randn(4, 16)
+    glu_fp8(x)
+    glu_bwd_fp8(torch.randn(4, 8), x)
+    assert seen == [-1, -1]
+
+
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+@pytest.mark.parametrize("scaling", ["block", "tensor"])
+def test_fp8_ops_on_a_device_that_is_not_the_current_one(scaling):
+    """x on cuda:1 while cuda:0 is current: the kernels run on cuda:1 (its current stream, under a
+    device guard) and give what they give with cuda:1 current."""
+    torch.cuda.set_device(0)
+    x = torch.randn(300, 2 * 200, device="cuda:1").to(torch.bfloat16)
+    dy = torch.randn(300, 200, device="cuda:1").to(torch.bfloat16)
+    kw = dict(scaling=scaling, columnwise=True)
+    got = glu_fp8(x, return_y=True, **kw), glu_bwd_fp8(dy, x, return_dh=True, **kw)
+    torch.cuda.synchronize(1)
+    assert torch.cuda.current_device() == 0
+    with torch.cuda.device(1):
+        want = glu_fp8(x, return_y=True, **kw), glu_bwd_fp8(dy, x, return_dh=True, **kw)
+        torch.cuda.synchronize(1)
+    assert torch.equal(got[0].y, fastglu.glu(x))
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            if a is None:
+                assert b is None
+                continue
+            assert a.device == torch.device("cuda:1")
+            if a.dtype == FP8:
+                a, b = a.view(torch.uint8), b.view(torch.uint8)
+            assert torch.equal(a, b)
+
+
 @pytest.mark.skipif(
     not HAS_CUDA or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU"
 )
