@@ -203,8 +203,8 @@ FASTGLU_API fastglu_status fastglu_swiglu_bwd_cpu(const void *dy, int64_t dy_row
  * probs with bf16 activations). The backward may read saved operands stored as
  * FASTGLU_DTYPE_FP8_E4M3, decoded as fp8 * scale_inv; the forward can write that fp8 copy itself
  * (saved_fp8) in the pass that computes its output. All arithmetic is fp32; dbias and dweights
- * accumulate in fp32 in a fixed order, so results are bitwise reproducible run to run and
- * independent of the launch configuration.
+ * accumulate in fp32 in a fixed order, the same on both backends, so results are bitwise
+ * reproducible run to run and independent of the launch configuration.
  * ========================================================================================== */
 
 typedef enum fastglu_activation {

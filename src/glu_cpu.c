@@ -15,13 +15,17 @@
  * (d_gate == gate, d_up == up) a chunk is wholly read before any of it is written, so every element
  * is read before its gradient overwrites it.
  *
- * Reductions (deterministic: a fixed fp32 order whatever the problem's size; see src/internal.h):
- *   dbias     per slab of FASTGLU_SLAB_ROWS rows, a per-column partial starting at +0 to which the
- *             slab's rows add d_a (or d_v) in row order, kept in the workspace; then dbias[c] =
- *             ((+0 + partial[0][c]) + partial[1][c]) + ... in slab order.
- *   dweights  per tile of FASTGLU_TILE_COLS columns, a partial starting at +0 to which the tile's
- *             columns add m_d * act(z) * (v + o) * dy in column order, kept in the workspace; then
- *             dweights[t] = ((+0 + partial[0][t]) + partial[1][t]) + ... in tile order.
+ * Reductions: the CUDA kernels' fixed fp32 order (src/internal.h, src/glu_cuda.cu), so that the two
+ * backends' dbias and dweights are the same sums of the same terms:
+ *   dbias     per slab of FASTGLU_SLAB_ROWS rows and column, the rows as the kernels' 4 warps take
+ *             them (warp w: rows w, w + 4, ... summed from +0), the slab's partial +0 + warp 0 +
+ *             ... + warp 3, kept in the workspace; then the slabs' partials in the reduction's
+ *             order (reduce_partials: 8 interleaved sums, then those 8).
+ *   dweights  per tile of FASTGLU_TILE_COLS columns and row, the terms m_d * act(z) * (v + o) * dy
+ *             as the kernels' 32 lanes add them (tile_dweights: 8 columns a lane, then a
+ *             butterfly), kept in the workspace; then the tiles' partials as dbias's slabs.
+ * A row's chunk is still loaded, computed and stored once; the rows of a slab are visited in warp
+ * order instead of row order.
  * No memory is allocated: the stack holds one chunk, the workspace the partials.
  */
 #include <math.h>
@@ -148,6 +152,35 @@ typedef struct bwd_args {
     fastglu_dtype dt;
 } bwd_args;
 
+/* The CUDA kernels' order of a tile's dweights terms (glu_cuda.cu, tile_dweights): lane l of 32
+ * adds columns 8 l .. 8 l + 7 of the tile from +0, then the lanes are added by the butterfly
+ * (xor 16, 8, 4, 2, 1; lane 0's value). n <= CHUNK terms; the missing ones are no terms. */
+static float tile_dweights(const float *dw, int n) {
+    float v[32];
+    for (int l = 0; l < 32; ++l) {
+        v[l] = 0.0f;
+        for (int k = 8 * l; k < 8 * l + 8 && k < n; ++k) v[l] += dw[k];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float nv[32];
+        for (int l = 0; l < 32; ++l) nv[l] = v[l] + v[l ^ o];
+        memcpy(v, nv, sizeof v);
+    }
+    return v[0];
+}
+
+/* The CUDA reduction's order of n partials p[0], p[stride], ...: 8 interleaved in-order sums from
+ * +0 (sum g takes partials g, g + 8, ...), then those 8 in order from +0 (glu_reduce_kernel). */
+static float reduce_partials(const float *p, int64_t n, int64_t stride) {
+    float r = 0.0f;
+    for (int g = 0; g < 8; ++g) {
+        float sum = 0.0f;
+        for (int64_t i = g; i < n; i += 8) sum += p[i * stride];
+        r += sum;
+    }
+    return r;
+}
+
 static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
@@ -156,72 +189,76 @@ static void glu_bwd(const bwd_args *A) {
     const int64_t step = A->in.step, bup = p->layout == FASTGLU_LAYOUT_INTERLEAVED ? 1 : F;
     const int64_t tiles = (F + CHUNK - 1) / CHUNK;
     float g[CHUNK], u[CHUNK], d[CHUNK], bg[CHUNK], bu[CHUNK], dg[CHUNK], du[CHUNK];
+    float sg[CHUNK], su[CHUNK], ag[CHUNK], au[CHUNK], dw[CHUNK];
 
     for (int64_t t0 = 0; t0 < T; t0 += FASTGLU_SLAB_ROWS) {
         float *slab = A->ws_dbias ? A->ws_dbias + (t0 / FASTGLU_SLAB_ROWS) * 2 * F : NULL;
-        if (slab)
-            for (int64_t i = 0; i < 2 * F; ++i) slab[i] = 0.0f;
         const int64_t t1 = t0 + FASTGLU_SLAB_ROWS < T ? t0 + FASTGLU_SLAB_ROWS : T;
-        for (int64_t t = t0; t < t1; ++t) {
-            const float w =
-                A->weights ? load_one(A->weights_dtype, A->weights, t * A->weights_stride) : 1.0f;
-            const float *srow = A->scale_inv ? A->scale_inv + t * A->scale_stride : NULL;
-            /* one scale for the row (fp8 * it in load_f32), or 1 there and the block's after */
-            const float sinv = srow && !A->scale_1x128 ? srow[0] : 1.0f;
-            for (int64_t j0 = 0, tile = 0; j0 < F; j0 += CHUNK, ++tile) {
-                const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
-                load_f32(A->input_dtype, A->in.g, t * A->in.g_rs + A->in.g_off + j0 * step, step, n,
-                         sinv, g);
-                load_f32(A->input_dtype, A->in.u, t * A->in.u_rs + A->in.u_off + j0 * step, step, n,
-                         sinv, u);
-                if (srow && A->scale_1x128) /* the same one fp32 multiply per element */
-                    for (int k = 0; k < n; ++k) {
-                        g[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 0)];
-                        u[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 1)];
-                    }
-                load_f32(A->dt, A->dy, t * A->dy_rs + j0 * A->dy_cs, A->dy_cs, n, 1.0f, d);
-                const int64_t b0 = bias_gate_index(p->layout, j0);
-                if (A->bias) {
-                    load_f32(A->dt, A->bias, b0, step, n, 1.0f, bg);
-                    load_f32(A->dt, A->bias, b0 + bup, step, n, 1.0f, bu);
-                }
-                float part = 0.0f; /* this tile's dweights partial */
-                for (int k = 0; k < n; ++k) {
-                    const glu_grads q =
-                        glu_elem_backward(MM_ANY, has_b, 1, &m, g[k], u[k], has_b ? bg[k] : 0.0f,
-                                          has_b ? bu[k] : 0.0f, w, d[k]);
-                    dg[k] = q.dg, du[k] = q.du;
-                    if (slab) {
-                        slab[b0 + k * step] += q.dbg;
-                        slab[b0 + bup + k * step] += q.dbu;
-                    }
-                    if (A->ws_dweights) part += q.dw;
-                }
-                store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step, step,
-                          n, dg);
-                store_f32(A->dt, (void *)A->out.u, t * A->out.u_rs + A->out.u_off + j0 * step, step,
-                          n, du);
-                if (A->ws_dweights) A->ws_dweights[tile * T + t] = part;
+        for (int64_t j0 = 0, tile = 0; j0 < F; j0 += CHUNK, ++tile) {
+            const int n = (int)(F - j0 < CHUNK ? F - j0 : CHUNK);
+            const int64_t b0 = bias_gate_index(p->layout, j0);
+            if (A->bias) {
+                load_f32(A->dt, A->bias, b0, step, n, 1.0f, bg);
+                load_f32(A->dt, A->bias, b0 + bup, step, n, 1.0f, bu);
             }
+            for (int k = 0; k < n; ++k) sg[k] = su[k] = 0.0f;
+            /* the slab's rows as the kernels' 4 warps take them: warp w rows t0 + w, t0 + w + 4,
+             * ..., each warp's sums from +0, the slab's partial +0 + warp 0 + ... + warp 3 */
+            for (int wp = 0; wp < 4; ++wp) {
+                for (int k = 0; k < n; ++k) ag[k] = au[k] = 0.0f;
+                for (int64_t t = t0 + wp; t < t1; t += 4) {
+                    const float w =
+                        A->weights ? load_one(A->weights_dtype, A->weights, t * A->weights_stride)
+                                   : 1.0f;
+                    const float *srow = A->scale_inv ? A->scale_inv + t * A->scale_stride : NULL;
+                    /* one scale for the row (fp8 * it in load_f32), or 1 there and the block's
+                     * after: the same one fp32 multiply per element */
+                    const float sinv = srow && !A->scale_1x128 ? srow[0] : 1.0f;
+                    load_f32(A->input_dtype, A->in.g, t * A->in.g_rs + A->in.g_off + j0 * step,
+                             step, n, sinv, g);
+                    load_f32(A->input_dtype, A->in.u, t * A->in.u_rs + A->in.u_off + j0 * step,
+                             step, n, sinv, u);
+                    if (srow && A->scale_1x128)
+                        for (int k = 0; k < n; ++k) {
+                            g[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 0)];
+                            u[k] *= srow[glu_scale_block(step == 2, F, j0 + k, 1)];
+                        }
+                    load_f32(A->dt, A->dy, t * A->dy_rs + j0 * A->dy_cs, A->dy_cs, n, 1.0f, d);
+                    for (int k = 0; k < n; ++k) {
+                        const glu_grads q =
+                            glu_elem_backward(MM_ANY, has_b, 1, &m, g[k], u[k],
+                                              has_b ? bg[k] : 0.0f, has_b ? bu[k] : 0.0f, w, d[k]);
+                        dg[k] = q.dg, du[k] = q.du, dw[k] = q.dw;
+                        ag[k] += q.dbg, au[k] += q.dbu;
+                    }
+                    store_f32(A->dt, (void *)A->out.g, t * A->out.g_rs + A->out.g_off + j0 * step,
+                              step, n, dg);
+                    store_f32(A->dt, (void *)A->out.u, t * A->out.u_rs + A->out.u_off + j0 * step,
+                              step, n, du);
+                    if (A->ws_dweights) A->ws_dweights[tile * T + t] = tile_dweights(dw, n);
+                }
+                for (int k = 0; k < n; ++k) sg[k] += ag[k], su[k] += au[k];
+            }
+            if (slab)
+                for (int k = 0; k < n; ++k) {
+                    slab[b0 + k * step] = sg[k];
+                    slab[b0 + bup + k * step] = su[k];
+                }
         }
     }
 
-    if (A->ws_dbias) { /* slabs in order, one chunk of columns at a time */
+    if (A->ws_dbias) { /* per column, the slabs' partials in the reduction's order */
         const int64_t slabs = (T + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
         for (int64_t c0 = 0; c0 < 2 * F; c0 += CHUNK) {
             const int n = (int)(2 * F - c0 < CHUNK ? 2 * F - c0 : CHUNK);
-            for (int k = 0; k < n; ++k) dg[k] = 0.0f;
-            for (int64_t s = 0; s < slabs; ++s)
-                for (int k = 0; k < n; ++k) dg[k] += A->ws_dbias[s * 2 * F + c0 + k];
+            for (int k = 0; k < n; ++k) dg[k] = reduce_partials(A->ws_dbias + c0 + k, slabs, 2 * F);
             store_f32(A->dt, A->dbias, c0, 1, n, dg);
         }
     }
-    if (A->ws_dweights) { /* tiles in order */
+    if (A->ws_dweights) { /* per token, the tiles' partials likewise */
         for (int64_t t0 = 0; t0 < T; t0 += CHUNK) {
             const int n = (int)(T - t0 < CHUNK ? T - t0 : CHUNK);
-            for (int k = 0; k < n; ++k) dg[k] = 0.0f;
-            for (int64_t tile = 0; tile < tiles; ++tile)
-                for (int k = 0; k < n; ++k) dg[k] += A->ws_dweights[tile * T + t0 + k];
+            for (int k = 0; k < n; ++k) dg[k] = reduce_partials(A->ws_dweights + t0 + k, tiles, T);
             store_f32(A->weights_dtype, A->dweights, t0, 1, n, dg);
         }
     }

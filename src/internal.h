@@ -82,9 +82,9 @@ fastglu_status fastglu_check_disjoint(const char *fn, const fastglu_region *out,
  * Backward reductions (dbias over tokens, dweights over columns) use a fixed tiling so that their
  * fp32 summation order never depends on the launch configuration or the backend's threads:
  *   - tokens are cut into slabs of FASTGLU_SLAB_ROWS rows; a slab's per-column partial sum of d_a /
- *     d_v is formed in a fixed order (see src/glu_cuda.cu, src/glu_cpu.c); dbias = the slabs'
- *     partials added in a fixed order (the CUDA reduction: 8 interleaved in-order sums, then those
- *     8 in order; the CPU backend: in slab order).
+ *     d_v is formed in a fixed order (see src/glu_cuda.cu; src/glu_cpu.c follows the same order,
+ *     so that both backends add the same terms the same way); dbias = the slabs' partials added
+ *     in a fixed order (8 interleaved in-order sums, then those 8 in order).
  *   - columns j < F are cut into tiles of FASTGLU_TILE_COLS; dweights[t] = the tiles' partials
  *     added likewise.
  * Workspace (fastglu_glu_bwd_workspace_bytes), fp32, each part starting 16-byte aligned:
