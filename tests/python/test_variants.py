@@ -1179,7 +1179,7 @@ def test_cuda_matches_cpu_backend():
     assert rel_err(gc.dweights, gh.dweights) <= 1e-5
 
 
-# ---- regressions from the adversarial pass (session 2) -----------------------------------------
+# ---- regressions from the adversarial pass --------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["per_row", "per_tensor", "blockwise"])
