@@ -552,7 +552,9 @@ FASTGLU_API int fastglu_fp8_saturate(void);
  * and fastglu_swiglu_*_cuda: the plain-SwiGLU kernels, the general and specialised flat and tile
  * kernels, the reduction) at max_blocks blocks (0 restores the default), to show that results do
  * not depend on the launch configuration; the kernels then stride over the grid. The GEMMs
- * (fastglu_linear*_cuda) keep their grids. Not thread-safe. */
+ * (fastglu_linear*_cuda; fastglu_debug_set_gemm_fallback picks their kernel) and the FP8 kernels
+ * (fastglu_glu_*_fp8_cuda: one block per 128 x 128 tile, no grid-stride loop) keep their grids.
+ * Not thread-safe. */
 FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
 
 /* Testing hook: 1 makes fastglu_glu_*_cuda and fastglu_swiglu_*_cuda use the family's general
