@@ -60,7 +60,8 @@ import torch
 
 from . import _C
 from . import fp8 as _fp8
-from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
+from .mlp_block import check_block_shapes, check_tensor
+from .ops import _fail, check_code, glu_params, op_params, refuse_create_graph
 
 __all__ = [
     "mlp_fp8",
@@ -79,7 +80,6 @@ FP8_MAX = 448.0
 GEMM_AUTO, GEMM_SCALED_MM, GEMM_REFERENCE = 0, 1, 2
 _GEMMS = {None: GEMM_AUTO, "scaled_mm": GEMM_SCALED_MM, "reference": GEMM_REFERENCE}
 _GEMM_CODES = {GEMM_AUTO: "auto", GEMM_SCALED_MM: "scaled_mm", GEMM_REFERENCE: "reference"}
-_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _ACT_NAMES = {_C.ACT_SILU: "silu", _C.ACT_GELU_TANH: "gelu_tanh", _C.ACT_QUICK_GELU: "quick_gelu"}
 _FN = "mlp_fp8"
 
@@ -241,61 +241,18 @@ def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
 # ---- validation on metadata ------------------------------------------------------------------------
 
 
-def _check_tensor(t, name, dims, dtypes=_DTYPES):
-    if not isinstance(t, torch.Tensor):
-        _fail(TypeError, _FN, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    check_dense(t, _FN, name)  # (a nested tensor, which has no shape, included)
-    if t.dtype not in dtypes:
-        _fail(
-            TypeError,
-            _FN,
-            f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}",
-        )
-    if t.device.type not in ("cpu", "cuda", "meta"):
-        _fail(ValueError, _FN, f"{name} is on device {t.device}; CPU and CUDA tensors only")
-    if t.dim() not in dims:
-        _fail(
-            ValueError,
-            _FN,
-            f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}",
-        )
-
-
 def check_mlp_fp8(x, w1, w2):
-    """Validate the operands from their metadata; returns (leading shape, tokens, H, F)."""
-    _check_tensor(x, "x", (2, 3))
-    _check_tensor(w1, "w1", (2,))
-    _check_tensor(w2, "w2", (2,))
+    """Validate the operands from their metadata (mlp_block's checks; the weights may have their own
+    dtype, one for both); returns (leading shape, tokens, H, F)."""
+    check_tensor(x, "x", (2, 3), _FN)
+    check_tensor(w1, "w1", (2,), _FN)
+    check_tensor(w2, "w2", (2,), _FN)
     for name, w in (("w1", w1), ("w2", w2)):
         if w.device != x.device:
             _fail(ValueError, _FN, f"{name} is on {w.device} but x is on {x.device}")
     if w1.dtype != w2.dtype:
         _fail(TypeError, _FN, f"w2 has dtype {w2.dtype} but w1 has dtype {w1.dtype}")
-    lead, H = tuple(x.shape[:-1]), x.shape[-1]
-    if w1.shape[1] != H:
-        _fail(
-            ValueError,
-            _FN,
-            f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
-            f"last dimension (hidden) {H}",
-        )
-    if w1.shape[0] % 2 or w1.shape[0] == 0:
-        _fail(
-            ValueError,
-            _FN,
-            f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even and positive "
-            "([2F, hidden]: gate rows and up rows)",
-        )
-    F = w1.shape[0] // 2
-    if tuple(w2.shape) != (H, F):
-        _fail(
-            ValueError,
-            _FN,
-            f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x "
-            f"{tuple(x.shape)} and w1 {tuple(w1.shape)}",
-        )
-    if H == 0:
-        _fail(ValueError, _FN, f"x has shape {tuple(x.shape)}: hidden must be positive")
+    lead, H, F = check_block_shapes(x, w1, w2, _FN, positive=True)
     return lead, math.prod(lead), H, F
 
 

@@ -69,28 +69,62 @@ FUSED_DGRAD = False
 # ---- validation on metadata (the eager op and the fake implementation share it) ---------------
 
 
-def _check_tensor(t, name, dims, dtypes=_DTYPES):
+def check_tensor(t, name, dims, fn="mlp", dtypes=_DTYPES):
+    """A block operand from its metadata (also ``fastglu.mlp_fp8``'s, fn its name): a dense tensor
+    of one of dtypes on the CPU, a CUDA device or meta, with one of dims dimensions."""
     if not isinstance(t, torch.Tensor):
-        _fail(TypeError, "mlp", f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    check_dense(t, "mlp", name)  # (a nested tensor, which has no shape, included)
+        _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    check_dense(t, fn, name)  # (a nested tensor, which has no shape, included)
     if t.dtype not in dtypes:
         _fail(
             TypeError,
-            "mlp",
+            fn,
             f"{name} has dtype {t.dtype}; expected {' / '.join(str(d) for d in dtypes)}",
         )
     if t.device.type not in ("cpu", "cuda", "meta"):
         _fail(
             ValueError,
-            "mlp",
+            fn,
             f"{name} is on device {t.device}; fastglu runs on 'cpu' and 'cuda' tensors",
         )
     if t.dim() not in dims:
         _fail(
             ValueError,
-            "mlp",
+            fn,
             f"{name} must have {' or '.join(map(str, dims))} dimensions, got shape {tuple(t.shape)}",
         )
+
+
+def check_block_shapes(x, w1, w2, fn="mlp", positive=False):
+    """x [..., H], w1 [2F, H], w2 [H, F] fitting together (positive: H > 0 and F > 0 too); returns
+    (leading shape, H, F). The tensors themselves are check_tensor's."""
+    lead, H = tuple(x.shape[:-1]), x.shape[-1]
+    if w1.shape[1] != H:
+        _fail(
+            ValueError,
+            fn,
+            f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
+            f"last dimension (hidden) {H}",
+        )
+    if w1.shape[0] % 2 or (positive and w1.shape[0] == 0):
+        _fail(
+            ValueError,
+            fn,
+            f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even"
+            + (" and positive" if positive else "")
+            + " ([2F, hidden]: gate rows and up rows)",
+        )
+    F = w1.shape[0] // 2
+    if tuple(w2.shape) != (H, F):
+        _fail(
+            ValueError,
+            fn,
+            f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x "
+            f"{tuple(x.shape)} and w1 {tuple(w1.shape)}",
+        )
+    if positive and H == 0:
+        _fail(ValueError, fn, f"x has shape {tuple(x.shape)}: hidden must be positive")
+    return lead, H, F
 
 
 def _check_like(t, x, name, dtype=True):
@@ -107,43 +141,21 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
         TypeError: a non-tensor, a non-dense tensor, a dtype other than bf16 / fp16 / fp32, mixed dtypes.
         ValueError: shapes that do not fit together (each named with its shape), mixed devices.
     """
-    _check_tensor(x, "x", (2, 3))
-    _check_tensor(w1, "w1", (2,))
-    _check_tensor(w2, "w2", (2,))
+    check_tensor(x, "x", (2, 3))
+    check_tensor(w1, "w1", (2,))
+    check_tensor(w2, "w2", (2,))
     _check_like(w1, x, "w1")
     _check_like(w2, x, "w2")
-    lead, H = tuple(x.shape[:-1]), x.shape[-1]
-    if w1.shape[1] != H:
-        _fail(
-            ValueError,
-            "mlp",
-            f"w1 has shape {tuple(w1.shape)}: its in_features {w1.shape[1]} does not match x's "
-            f"last dimension (hidden) {H}",
-        )
-    if w1.shape[0] % 2:
-        _fail(
-            ValueError,
-            "mlp",
-            f"w1 has shape {tuple(w1.shape)}: its {w1.shape[0]} rows must be even ([2F, hidden]: "
-            "gate rows and up rows)",
-        )
-    F = w1.shape[0] // 2
-    if tuple(w2.shape) != (H, F):
-        _fail(
-            ValueError,
-            "mlp",
-            f"w2 has shape {tuple(w2.shape)}; expected [hidden, F] = ({H}, {F}) for x {tuple(x.shape)} "
-            f"and w1 {tuple(w1.shape)}",
-        )
+    lead, H, F = check_block_shapes(x, w1, w2)
     for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
         if b is not None:
-            _check_tensor(b, name, (1,))
+            check_tensor(b, name, (1,))
             _check_like(b, x, name)
             if tuple(b.shape) != (n,):
                 _fail(ValueError, "mlp", f"{name} has shape {tuple(b.shape)}; expected ({n},)")
     tokens = math.prod(lead)
     if weights is not None:
-        _check_tensor(weights, "weights", (1, 2, 3, 4), _WEIGHT_DTYPES)
+        check_tensor(weights, "weights", (1, 2, 3, 4), dtypes=_WEIGHT_DTYPES)
         _check_like(weights, x, "weights", dtype=False)
         if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
             _fail(
