@@ -38,7 +38,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-BF16, FP16, FP32 = 2, 1, 0
+BF16, FP16, FP32, FP8_E4M3 = 2, 1, 0, 3
 SILU, GELU_TANH, QUICK_GELU = 0, 1, 2
 SPLIT, INTERLEAVED = 0, 1
 
@@ -81,6 +81,25 @@ class Problem(ctypes.Structure):
     ]
 
 
+class Tensor(ctypes.Structure):
+    """fastglu_tensor: data (NULL: absent), dtype, row stride."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("row_stride", ctypes.c_int64)]
+
+
+class GluOperands(ctypes.Structure):
+    """fastglu_glu_operands (include/fastglu.h)."""
+
+    _fields_ = [
+        ("gate", Tensor),
+        ("up", Tensor),
+        ("bias", Tensor),
+        ("weights", Tensor),
+        ("scale_inv", Tensor),
+        ("scale_1x128", ctypes.c_int),
+    ]
+
+
 def dt_code(dt):
     return {torch.bfloat16: BF16, torch.float16: FP16, torch.float32: FP32}[dt]
 
@@ -100,21 +119,11 @@ class Lib:
             self.glu = ctypes.CDLL(glu_path)
             self.glu.fastglu_glu_fwd_cuda.argtypes = [
                 ctypes.POINTER(GluParams),
-                ctypes.c_void_p,
-                ctypes.c_int64,
-                ctypes.c_void_p,
-                ctypes.c_int64,
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_int,
-                ctypes.c_int64,
-                ctypes.c_void_p,
-                ctypes.c_int64,
-                ctypes.c_void_p,
+                ctypes.POINTER(GluOperands),
+                Tensor,
+                Tensor,
                 ctypes.c_int64,
                 ctypes.c_int64,
-                ctypes.c_int64,
-                ctypes.c_int,
                 ctypes.c_void_p,
             ]
 
@@ -148,26 +157,21 @@ class Lib:
             raise RuntimeError(self.lib.fastglu_last_error_message().decode())
 
     def glu_fwd(self, params, h, F_, y, weights=None):
-        lay = params.layout
-        gate, gs = h.data_ptr(), h.stride(0)
-        up, us = (h.data_ptr() + F_ * h.element_size(), h.stride(0)) if lay == SPLIT else (None, 0)
+        """fastglu_glu_fwd_cuda (include/fastglu.h's descriptors) on h's gate and up."""
+        dt = dt_code(h.dtype)
+        o = GluOperands()
+        o.gate = Tensor(h.data_ptr(), dt, h.stride(0))
+        if params.layout == SPLIT:
+            o.up = Tensor(h.data_ptr() + F_ * h.element_size(), dt, h.stride(0))
+        if weights is not None:
+            o.weights = Tensor(weights.data_ptr(), dt_code(weights.dtype), weights.stride(0))
         st = self.glu.fastglu_glu_fwd_cuda(
             ctypes.byref(params),
-            gate,
-            gs,
-            up,
-            us,
-            None,
-            ptr(weights),
-            dt_code(weights.dtype) if weights is not None else FP32,
-            weights.stride(0) if weights is not None else 0,
-            y.data_ptr(),
-            y.stride(0),
-            None,
-            0,
+            ctypes.byref(o),
+            Tensor(y.data_ptr(), dt, y.stride(0)),
+            Tensor(None, FP8_E4M3, 0),
             h.shape[0],
             F_,
-            dt_code(h.dtype),
             torch.cuda.current_stream().cuda_stream,
         )
         assert st == 0, "glu_fwd failed"
