@@ -1609,8 +1609,11 @@ def _block_amax(t):
 
 
 def _per_column(s, W):
-    """Block values s [..., nb] repeated over their 128 columns: [..., W]."""
-    return s.repeat_interleave(128, dim=-1)[..., :W]
+    """Block values s [..., nb] repeated over their 128 columns: [..., W]. By indexing: inductor's
+    C++ backend (torch 2.13) miscompiles ``x * s.repeat_interleave(128, -1)[..., :W]`` for W not a
+    multiple of 128, reading past s. (With a single row it miscompiles this form too: see
+    tests/python/test_compile_variants.py::test_compiled_blockwise_store_is_the_eager_one.)"""
+    return s[..., torch.arange(W, device=s.device) // 128]
 
 
 def _fp8_store_blockwise(x, up, p, fn):
