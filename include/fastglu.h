@@ -267,7 +267,9 @@ typedef struct fastglu_glu_operands {
                                  blocks of the [tokens, 2F] row) and ceil(2F / 128) with
                                  INTERLEAVED (the blocks of the [tokens, 2F] operand); gate[t, j]
                                  decodes with block j / 128, up[t, j] with ceil(F / 128) + j / 128
-                                 (SPLIT); x[t, c] with c / 128 (INTERLEAVED). Needs scale_inv. */
+                                 (SPLIT); x[t, c] with c / 128 (INTERLEAVED). Needs scale_inv;
+                                 row_stride >= 0, rows may overlap (0: one row of block scales
+                                 for every token), as the other inputs' rows may. */
 } fastglu_glu_operands;
 
 /* The backward's outputs. */

@@ -595,6 +595,48 @@ if SUPPORTED:
     )
 
 
+# fastglu::fp8_store_blockwise(x, up?, <the six scalars>) -> (x8, up8, scale_inv): the blockwise
+# saved copy (ops._fp8_store_blockwise) as one opaque op, so that a compiled graph runs it eagerly:
+# inductor's C++ backend (torch 2.13) miscompiles the store's spreading of block scales over
+# columns for a single row (tests/python/test_compile_variants.py,
+# test_compiled_blockwise_store_is_the_eager_one). up8 is empty when up is None.
+FP8_STORE_BLOCKWISE_SCHEMA = (
+    "(Tensor x, Tensor? up, int activation, int layout, float clamp_value, "
+    "float glu_linear_offset, float gate_multiplier, float down_multiplier) "
+    "-> (Tensor, Tensor, Tensor)"
+)
+
+
+def _fp8_store_blockwise_impl(x, up, *scalars):
+    p = ops.op_params("glu", *scalars)
+    x8, up8, scale_inv = ops._fp8_store_blockwise(x, up, p, "glu")
+    return x8, (x.new_empty(0, dtype=ops._FP8) if up8 is None else up8), scale_inv
+
+
+def _fp8_store_blockwise_fake(x, up, *scalars):
+    p = ops.op_params("glu", *scalars)
+    ops._fp8_clamp(p, x.dtype, "blockwise", "glu")
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
+    tokens = math.prod(x.shape[:-1])
+    return (
+        x.new_empty(x.shape, dtype=ops._FP8),
+        x.new_empty(0, dtype=ops._FP8) if up is None else up.new_empty(up.shape, dtype=ops._FP8),
+        x.new_empty((tokens, ops.scale_blocks(p.layout, F)), dtype=torch.float32),
+    )
+
+
+if SUPPORTED:
+    torch.library.define(
+        f"{NAMESPACE}::fp8_store_blockwise", FP8_STORE_BLOCKWISE_SCHEMA, lib=_LIB, tags=_TAGS
+    )
+    torch.library.impl(
+        f"{NAMESPACE}::fp8_store_blockwise", ("cpu", "cuda"), _fp8_store_blockwise_impl, lib=_LIB
+    )
+    torch.library.register_fake(
+        f"{NAMESPACE}::fp8_store_blockwise", _fp8_store_blockwise_fake, lib=_LIB
+    )
+
+
 class GLUSavedFp8(torch.autograd.Function):
     """``fp8_input_store`` under torch.compile: the forward op, the input saved as fp8 with plain
     torch ops (``x.to(torch.float8_e4m3fn)``, the values the eager forward kernel writes; or
@@ -608,6 +650,9 @@ class GLUSavedFp8(torch.autograd.Function):
             fp8 is True
         ):  # the bytes the eager forward kernel writes (with a clamp: ops._fp8_operands)
             (x8, up8), scale_inv = ops._fp8_cast(params, x, up, "glu"), None
+        elif fp8 == "blockwise":  # one opaque op (fp8_store_blockwise above)
+            x8, up8, scale_inv = torch.ops.fastglu.fp8_store_blockwise(x, up, *scalars)
+            up8 = None if up is None else up8
         else:
             x8, up8, scale_inv = ops._fp8_store(fp8, x, up, params, "glu")
         ctx.save_for_backward(x8, up8, bias, weights, scale_inv)

@@ -1622,7 +1622,8 @@ def _fp8_store_blockwise(x, up, p, fn):
     [tokens, nb]) with nb = scale_blocks(layout, F): the split layout's gate blocks then up blocks
     (for F a multiple of 128 exactly the 1 x 128 blocks of the [tokens, 2F] row), the interleaved
     layout's blocks of its [tokens, 2F] operand. s = 448 / amax(|block|) (1 for an all-zero or
-    non-finite block), as "per_row" does per row; with a clamp, lo / hi are found per block (the
+    non-finite block, or one so small that 448 / amax overflows: below ~1.3e-36, stored as zeros),
+    as "per_row" does per row; with a clamp, lo / hi are found per block (the
     first e4m3 value whose decoding ``fp8 * scale_inv`` exceeds the bound, by a search over the 127
     non-negative codes) and scale_inv is rounded up where 448 * scale_inv falls below amax."""
     il = p is not None and p.layout == _C.LAYOUT_INTERLEAVED
