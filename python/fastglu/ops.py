@@ -1623,9 +1623,10 @@ def _fp8_store_blockwise(x, up, p, fn):
     (for F a multiple of 128 exactly the 1 x 128 blocks of the [tokens, 2F] row), the interleaved
     layout's blocks of its [tokens, 2F] operand. s = 448 / amax(|block|) (1 for an all-zero or
     non-finite block, or one so small that 448 / amax overflows: below ~1.3e-36, stored as zeros),
-    as "per_row" does per row; with a clamp, lo / hi are found per block (the
-    first e4m3 value whose decoding ``fp8 * scale_inv`` exceeds the bound, by a search over the 127
-    non-negative codes) and scale_inv is rounded up where 448 * scale_inv falls below amax."""
+    as "per_row" does per row; with a clamp, lo / hi are found per block (hi: the first e4m3 value
+    whose decoding ``fp8 * scale_inv`` exceeds the bound, searched among the 127 non-negative
+    codes) and scale_inv is rounded up where 448 * scale_inv falls below amax. Under torch.compile
+    it runs as the opaque op ``fastglu::fp8_store_blockwise`` (library.py)."""
     il = p is not None and p.layout == _C.LAYOUT_INTERLEAVED
     c = _fp8_clamp(p, x.dtype, "blockwise", fn) if p is not None else 0.0
     if up is not None or il:
