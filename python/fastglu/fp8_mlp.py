@@ -60,6 +60,7 @@ import torch
 
 from . import _C
 from . import fp8 as _fp8
+from .gemm import check_like
 from .mlp_block import check_block_shapes, check_tensor
 from .ops import _fail, check_code, glu_params, op_params, refuse_create_graph
 
@@ -247,9 +248,8 @@ def check_mlp_fp8(x, w1, w2):
     check_tensor(x, "x", (2, 3), _FN)
     check_tensor(w1, "w1", (2,), _FN)
     check_tensor(w2, "w2", (2,), _FN)
-    for name, w in (("w1", w1), ("w2", w2)):
-        if w.device != x.device:
-            _fail(ValueError, _FN, f"{name} is on {w.device} but x is on {x.device}")
+    check_like(w1, x, _FN, "w1", dtype=False)
+    check_like(w2, x, _FN, "w2", dtype=False)
     if w1.dtype != w2.dtype:
         _fail(TypeError, _FN, f"w2 has dtype {w2.dtype} but w1 has dtype {w1.dtype}")
     lead, H, F = check_block_shapes(x, w1, w2, _FN, positive=True)

@@ -61,8 +61,9 @@ def _check_meta(t, fn, name, dims):
         )
 
 
-def _check_like(t, x, fn, name):
-    if t.dtype != x.dtype:
+def check_like(t, x, fn, name, dtype=True):
+    """t on x's device (and, with dtype, of x's dtype), named in the error (also the MLP blocks')."""
+    if dtype and t.dtype != x.dtype:
         _fail(TypeError, fn, f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
     if t.device != x.device:
         _fail(ValueError, fn, f"{name} is on {t.device} but x is on {x.device}")
@@ -74,7 +75,7 @@ def _check_linear(x, w, bias, weights, fn, glu):
     wname = "w1" if glu else "w"
     _check_meta(x, fn, "x", (2, 3) if glu else (1, 2, 3))
     _check_meta(w, fn, wname, (2,))
-    _check_like(w, x, fn, wname)
+    check_like(w, x, fn, wname)
     lead, K = tuple(x.shape[:-1]), x.shape[-1]
     if w.shape[1] != K:
         _fail(
@@ -97,7 +98,7 @@ def _check_linear(x, w, bias, weights, fn, glu):
         tokens *= n
     if bias is not None:
         _check_meta(bias, fn, "bias", (1,))
-        _check_like(bias, x, fn, "bias")
+        check_like(bias, x, fn, "bias")
         if tuple(bias.shape) != (rows,):
             _fail(
                 ValueError,

@@ -41,6 +41,7 @@ import torch.nn.functional as F_
 
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
+from .gemm import check_like
 from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
 
 __all__ = [
@@ -127,13 +128,6 @@ def check_block_shapes(x, w1, w2, fn="mlp", positive=False):
     return lead, H, F
 
 
-def _check_like(t, x, name, dtype=True):
-    if dtype and t.dtype != x.dtype:
-        _fail(TypeError, "mlp", f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
-    if t.device != x.device:
-        _fail(ValueError, "mlp", f"{name} is on {t.device} but x is on {x.device}")
-
-
 def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     """Validate the operands from their metadata; returns (leading shape, tokens, H, F).
 
@@ -144,19 +138,19 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     check_tensor(x, "x", (2, 3))
     check_tensor(w1, "w1", (2,))
     check_tensor(w2, "w2", (2,))
-    _check_like(w1, x, "w1")
-    _check_like(w2, x, "w2")
+    check_like(w1, x, "mlp", "w1")
+    check_like(w2, x, "mlp", "w2")
     lead, H, F = check_block_shapes(x, w1, w2)
     for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
         if b is not None:
             check_tensor(b, name, (1,))
-            _check_like(b, x, name)
+            check_like(b, x, "mlp", name)
             if tuple(b.shape) != (n,):
                 _fail(ValueError, "mlp", f"{name} has shape {tuple(b.shape)}; expected ({n},)")
     tokens = math.prod(lead)
     if weights is not None:
         check_tensor(weights, "weights", (1, 2, 3, 4), dtypes=_WEIGHT_DTYPES)
-        _check_like(weights, x, "weights", dtype=False)
+        check_like(weights, x, "mlp", "weights", dtype=False)
         if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
             _fail(
                 ValueError,

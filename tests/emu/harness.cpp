@@ -438,7 +438,7 @@ static void run_bwd(const fcase &c) {
     fill_dt(w.p(), woff + (T - 1) * c.wstride + 1, c.wdt);
     const int64_t soff = c.misalign ? rnd(3) : 0;
     /* scale_mode 3: [T, nb] block scales, row stride nb + 1 */
-    const int64_t nb = il ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128);
+    const int64_t nb = fastglu_glu_scale_blocks(c.p.layout, F);
     const int64_t sc_rs = c.scale_mode == 3 ? nb + 1 : c.scale_mode == 1 ? 0 : 1;
     const int64_t sc_n = c.scale_mode == 3 ? T * sc_rs : T;
     store sc((soff + sc_n) * 4);
