@@ -8,25 +8,42 @@
  *
  * Row phase. A half-warp takes a row of the tile, lane l (0..15) its 8 consecutive columns 8 l ..
  * 8 l + 7: 16 bytes of each operand per lane (two 16-byte loads for fp32), so a 1 x 128 block is one
- * half-warp and its amax one 16-lane max (__reduce_max_sync over the half-warp's mask). A warp
+ * half-warp and its amax one 16-lane max (xor shuffles within the half-warp). A warp
  * takes two rows a step, the block 16; each thread issues the loads of U steps (4 for 2-byte
  * dtypes, 2 for fp32 and for the backward's three operands) before it computes any of them. Per
  * row: y (glu_math.cuh's glu_forward, the general path's operations, so y is fastglu_glu_fwd_cuda's
  * y bit for bit), rounded to dtype, stored when asked (16-byte stores); the row's amax over the
  * bits of |y| (fp8_recipe.h); its scale; the 8 codes in one 8-byte store.
  *
+ * The kernels are bound by the instructions they issue, not by the bytes: Nsight Compute showed
+ * the per-element work, the per-row scale and, before the cold paths were taken out of line, the
+ * instruction cache as the limits. Hence: plain SwiGLU / quick-GeGLU without bias or weights has
+ * its own kernels (FAST: no multipliers, offset, clamp, bias or weight in the code; the same bits,
+ * as those operations are exact no-ops there); the element-by-element path is a loop that
+ * computes each element twice (for the amax, then for the code) instead of 8 unrolled copies
+ * per step; the recipe's division sits in a function out of line.
+ *
  * That vector path needs SPLIT operands whose rows start on 16 bytes (base and row stride), y
  * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a lane's 8 columns of dh
  * then lie in d_gate or in d_up); the host decides once per launch (fp8_args.vec). Otherwise, and
  * for a lane whose 8 columns pass the tile's last column, the lane loads and computes its elements
- * one by one (the same math: the same bits).
+ * one by one (the same math: the same bits), in a loop.
  *
  * Column-wise copy. The row phase also puts the rounded y in shared memory (row pitch 132 2-byte or
  * 130 fp32 elements: 8-byte stores, and the column reads below hit 32 distinct banks). After a
  * barrier a half-warp takes a column of the tile, lane l its tokens l, l + 16, .., l + 112: the
- * column's amax (a 16-lane max), its scale, and its codes into a second shared tile laid out as
+ * column's amax (a 16-lane max, both half-warps taking the shuffles), its scale, and its codes into a second shared tile laid out as
  * y_t's rows; after another barrier the block writes that tile out along y_t's rows with 16-byte
  * stores (the transposition happens in shared memory, in the same kernel).
+ *
+ * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of
+ * the fp32 quotient y / scale, correctly rounded. With r = 1 / scale correctly rounded, q = y r
+ * rounded lies within 3 2^-24 of that quotient (relative), so where q (1 - 2^-20) and q (1 + 2^-20)
+ * cast to the same code, every value between them does, the quotient's included: that code, from
+ * the hardware's cvt (two elements an instruction). Where they differ (the quotient within a few
+ * ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside the
+ * normal range (r would overflow), the element takes the recipe's own division: the same bits
+ * in every case, at some 5 instructions an element instead of a division and a cast in software.
  *
  * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
  * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
@@ -42,6 +59,8 @@
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
  * their launch order interleaves them (split_tile), so that the second read comes from L2.
  */
+#include <cuda_fp8.h>
+
 #include "fp8_recipe.h"
 #include "glu_fp8.h"
 #include "glu_math.cuh"
@@ -107,6 +126,49 @@ static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_us
 static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
     return __bfloat16_as_ushort(e);
 }
+/* The divisor of a block's codes: its scale, the scale's reciprocal and whether the reciprocal
+ * route holds (a normal scale: r finite and normal). */
+typedef struct fp8_divisor {
+    float s, r;
+    int exact;
+} fp8_divisor;
+
+static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+    fp8_divisor d;
+    d.s = s;
+#ifdef __CUDA_ARCH__
+    d.r = __frcp_rn(s);
+#else
+    d.r = 1.0f / s;
+#endif
+    d.exact = !(s >= 0x1p-126f && s <= 0x1p126f); /* NaN included */
+    return d;
+}
+
+/* Two e4m3 codes (y0's in the low byte) under the saturating cast: the cvt instruction, which
+ * equals fastglu_f32_to_e4m3(x, 1) for every non-NaN x (tests/emu/shim/cuda_fp8.h on the host). */
+static __device__ __forceinline__ unsigned e4m3x2(float x0, float x1) {
+    return __nv_cvt_float2_to_fp8x2(make_float2(x0, x1), __NV_SATFINITE, __NV_E4M3);
+}
+
+/* The recipe's division for two elements: out of line, as the route below rarely takes it (the
+ * kernels' code stays small enough for the instruction cache). */
+static __device__ __noinline__ unsigned quantise2_exact(float y0, float y1, float s) {
+    return fastglu_fp8_quantise(y0, s) | (unsigned)fastglu_fp8_quantise(y1, s) << 8;
+}
+
+/* fastglu_fp8_quantise(y0, d.s) | fastglu_fp8_quantise(y1, d.s) << 8, by the reciprocal where
+ * its bracket decides the codes (the header's "codes without a division"). */
+static __device__ __forceinline__ unsigned quantise2(const fp8_divisor &d, float y0, float y1) {
+    if (!d.exact) {
+        const float q0 = y0 * d.r, q1 = y1 * d.r;
+        const float below = 1.0f - 0x1p-20f, above = 1.0f + 0x1p-20f;
+        const unsigned lo = e4m3x2(q0 * below, q1 * below), hi = e4m3x2(q0 * above, q1 * above);
+        if (lo == hi) return lo;
+    }
+    return quantise2_exact(y0, y1, d.s);
+}
+
 template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e) {
     vec8<E> v;
 #pragma unroll
@@ -140,15 +202,12 @@ static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, 
     return mn ? s + b * ld + i : s + i * ld + b;
 }
 
-/* max over the threads of mask (all of them execute it) */
-static __device__ __forceinline__ unsigned group_max(unsigned mask, unsigned v, int width) {
-#if __CUDA_ARCH__ >= 800
-    (void)width;
-    return __reduce_max_sync(mask, v);
-#else
-    for (int o = width / 2; o; o >>= 1) v = max(v, __shfl_xor_sync(mask, v, o));
+/* max over each half-warp (lanes 0-15 and 16-31 apart), every lane of the warp executing it:
+ * xor shuffles within 16 lanes, no mask that differs between the halves */
+static __device__ __forceinline__ unsigned half_warp_max(unsigned v) {
+#pragma unroll
+    for (int o = 8; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
-#endif
 }
 
 /* The backward with SPLIT: dh's column tile of launch row y (of n), interleaving d_gate's tiles
@@ -188,15 +247,18 @@ static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, in
     return is_up ? gr.du : gr.dg;
 }
 
-template <typename E, int MODE, int COLWISE, int BWD>
+/* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no
+ * weights), the multipliers, offset, clamp, bias and weight left out at compile time: the same
+ * bits, as those operations are exact no-ops there (x + -0, 1 x). Otherwise the general math.
+ * The host picks FAST once per launch (glu_fp8). */
+template <typename E, int MODE, int COLWISE, int BWD, int FAST>
 __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     glu_fp8_kernel(const fp8_args a) {
-    enum { P = geom<E, BWD>::pitch, U = geom<E, BWD>::unroll };
+    enum { P = geom<E, BWD>::pitch, U = geom<E, BWD>::unroll, MM = FAST ? MM_K : MM_ANY };
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
     unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
-    const unsigned hmask = 0xffffu << (16 * half);
     const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
     const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = by * TILE;
     const int nt = (int)min((int64_t)TILE, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
@@ -206,6 +268,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
         ts = fastglu_fp8_scale(*(volatile unsigned *)a.amax, a.pow2);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.s[0] = ts;
     }
+    const fp8_divisor td = make_divisor(ts);
     const int c = SPAN * l16;               /* the lane's first column in the tile */
     const int vl = a.vec && c + SPAN <= nj; /* the lane's columns by the vector path */
     /* vector path (SPLIT): the operands' column of the lane's first element; dh: d_up's or not */
@@ -237,48 +300,42 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             E ye[SPAN];
             unsigned am = 0;
             if (valid) {
-                const float w =
-                    a.weights ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+                const float w = !FAST && a.weights
+                                    ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
+                                    : 1.0f;
                 if (vl) {
 #pragma unroll
                     for (int e = 0; e < SPAN; ++e) {
-                        float bg = -0.0f, bu = -0.0f;
-                        if (a.bias) {
+                        float bg = -0.0f, bu = -0.0f; /* no bias: -0, as the general path's */
+                        if (!FAST && a.bias) {
                             bg = to_f32(((const E *)a.bias)[jv + e]);
                             bu = to_f32(((const E *)a.bias)[jv + e + a.bias_up]);
                         }
                         float v;
                         if (BWD) {
-                            const glu_grads gr = glu_backward<MM_ANY, 1, 1>(
+                            const glu_grads gr = glu_backward<MM, !FAST, !FAST>(
                                 a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
                             v = up_half ? gr.du : gr.dg;
                         } else {
-                            v = glu_forward<MM_ANY, 1, 1>(a.m, vget(rg[q], e), vget(ru[q], e), bg,
-                                                          bu, w);
+                            v = glu_forward<MM, !FAST, !FAST>(a.m, vget(rg[q], e), vget(ru[q], e),
+                                                              bg, bu, w);
                         }
                         from_f32(&ye[e], v);
                         am = max(am, fastglu_abs_bits(to_f32(ye[e])));
                     }
-                } else {
-#pragma unroll
-                    for (int e = 0; e < SPAN; ++e) {
-                        from_f32(&ye[e], 0.0f);
-                        if (c + e < nj) {
-                            from_f32(&ye[e], element<E, BWD>(a, t, j0 + c + e, w));
-                            am = max(am, fastglu_abs_bits(to_f32(ye[e])));
-                        }
-                    }
-                }
-                if (vl) {
                     const vec8<E> yv = pack8(ye);
                     if (MODE != MODE_TENSOR && a.y) st8((E *)a.y + t * a.y_rs + j0 + c, yv);
                     if (COLWISE) st8_shared(tile + r * P + c, yv);
                 } else {
-#pragma unroll
-                    for (int e = 0; e < SPAN; ++e) {
-                        if (c + e >= nj) break;
-                        if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c + e] = ye[e];
-                        if (COLWISE) tile[r * P + c + e] = ye[e];
+                    /* element by element, a loop (cold: ragged lanes, unaligned operands); the
+                     * codes below compute each element again (the same bits) */
+#pragma unroll 1
+                    for (int e = 0; e < SPAN && c + e < nj; ++e) {
+                        E ve;
+                        from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                        am = max(am, fastglu_abs_bits(to_f32(ve)));
+                        if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
+                        if (COLWISE) tile[r * P + c + e] = ve;
                     }
                 }
             }
@@ -286,30 +343,36 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
                 tile_max = max(tile_max, am);
                 continue;
             }
-            float s = ts;
+            fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
-                s = fastglu_fp8_scale(group_max(hmask, am, 16), a.pow2);
+                const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
                 if (valid && l16 == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
+                d = make_divisor(s);
             }
             if (!valid) continue;
             unsigned char *drow = a.d + t * a.d_rs + j0 + c;
             if (vl) {
-                unsigned lo = 0, hi = 0;
+                unsigned w[2];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    lo |= (unsigned)fastglu_fp8_quantise(to_f32(ye[e]), s) << (8 * e);
-                    hi |= (unsigned)fastglu_fp8_quantise(to_f32(ye[e + 4]), s) << (8 * e);
-                }
-                *(uint2 *)drow = make_uint2(lo, hi);
+                for (int k = 0; k < 2; ++k)
+                    w[k] = quantise2(d, to_f32(ye[4 * k]), to_f32(ye[4 * k + 1])) |
+                           quantise2(d, to_f32(ye[4 * k + 2]), to_f32(ye[4 * k + 3])) << 16;
+                *(uint2 *)drow = make_uint2(w[0], w[1]);
             } else {
-#pragma unroll
-                for (int e = 0; e < SPAN; ++e)
-                    if (c + e < nj) drow[e] = fastglu_fp8_quantise(to_f32(ye[e]), s);
+                const float w =
+                    a.weights ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+#pragma unroll 1
+                for (int e = 0; e < SPAN && c + e < nj; ++e) {
+                    E ve;
+                    from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                    drow[e] = fastglu_fp8_quantise(to_f32(ve), d.s);
+                }
             }
         }
     }
     if (MODE == MODE_AMAX) {
-        tile_max = group_max(0xffffffffu, tile_max, 32);
+        tile_max = half_warp_max(tile_max);
+        tile_max = max(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
         if (lane == 0) atomicMax(a.amax, tile_max);
         return;
     }
@@ -321,23 +384,30 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     for (int p = 0; p < 8; ++p) {
         const int cl =
             16 * warp + (sizeof(E) == 4 ? 2 * p + half : (p & 1) + 4 * (p >> 1) + 2 * half);
-        if (cl >= nj) continue; /* uniform across the half-warp */
+        const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
         float v[8];
         unsigned am = 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int r = l16 + 16 * i;
             v[i] = 0.0f;
-            if (r < nt) v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
+            if (live && r < nt)
+                v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
         }
-        float s = ts;
+        fp8_divisor d = td;
         if (MODE == MODE_BLOCK) {
-            s = fastglu_fp8_scale(group_max(hmask, am, 16), a.pow2);
-            if (l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
+            const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
+            if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
+            d = make_divisor(s);
         }
+        if (!live) continue;
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
-            if (l16 + 16 * i < nt) ct[cl * CT_PITCH + l16 + 16 * i] = fastglu_fp8_quantise(v[i], s);
+        for (int i = 0; i < 8; i += 2) {
+            const unsigned q = quantise2(d, v[i], v[i + 1]);
+            unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
+            if (l16 + 16 * i < nt) dst[0] = (unsigned char)q;
+            if (l16 + 16 * (i + 1) < nt) dst[16] = (unsigned char)(q >> 8);
+        }
     }
     __syncthreads();
     /* y_t's rows j0 .. j0 + nj - 1, tokens t0 .. t0 + nt - 1: 16 bytes a thread */
@@ -354,9 +424,9 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     }
 }
 
-template <typename E, int MODE, int COLWISE, int BWD>
+template <typename E, int MODE, int COLWISE, int BWD, int FAST>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD>;
+    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>;
     const size_t smem = COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0;
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
         const cudaError_t err =
@@ -368,24 +438,31 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
-template <typename E, int BWD>
+template <typename E, int BWD, int FAST>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     if (!tensor)
-        return colwise ? launch<E, MODE_BLOCK, 1, BWD>(a, s) : launch<E, MODE_BLOCK, 0, BWD>(a, s);
+        return colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST>(a, s)
+                       : launch<E, MODE_BLOCK, 0, BWD, FAST>(a, s);
     cudaError_t err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-    if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD>(a, s);
+    if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST>(a, s);
     if (err == cudaSuccess)
-        err = colwise ? launch<E, MODE_TENSOR, 1, BWD>(a, s) : launch<E, MODE_TENSOR, 0, BWD>(a, s);
+        err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST>(a, s)
+                      : launch<E, MODE_TENSOR, 0, BWD, FAST>(a, s);
     return err;
 }
 
+template <typename E, int BWD>
+static cudaError_t run_fast(const fp8_args &a, int fast, int tensor, int colwise, cudaStream_t s) {
+    return fast ? run<E, BWD, 1>(a, tensor, colwise, s) : run<E, BWD, 0>(a, tensor, colwise, s);
+}
+
 template <int BWD>
-static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int tensor, int colwise,
+static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int tensor, int colwise,
                              cudaStream_t s) {
     switch (dt) {
-    case FASTGLU_DTYPE_FP32: return run<float, BWD>(a, tensor, colwise, s);
-    case FASTGLU_DTYPE_FP16: return run<__half, BWD>(a, tensor, colwise, s);
-    default: return run<__nv_bfloat16, BWD>(a, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP32: return run_fast<float, BWD>(a, fast, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD>(a, fast, tensor, colwise, s);
+    default: return run_fast<__nv_bfloat16, BWD>(a, fast, tensor, colwise, s);
     }
 }
 
@@ -433,8 +510,9 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, W, 1, 16) == 16;
     const int tensor = recipe->scaling == FASTGLU_FP8_SCALING_TENSOR, colwise = a.dt != NULL;
     cudaStream_t s = (cudaStream_t)stream;
-    const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, tensor, colwise, s)
-                               : run_dtype<0>(a, gate.dtype, tensor, colwise, s);
+    const int fast = math_mode_of(params) == MM_K && !a.bias && !a.weights;
+    const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, fast, tensor, colwise, s)
+                               : run_dtype<0>(a, gate.dtype, fast, tensor, colwise, s);
     return launch_status(fn, err);
 }
 

@@ -33,18 +33,21 @@ alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared me
 /* ---- the kernels' launches: each block's threads as coroutines (emu_threads.h) --------------- */
 
 static emu_body body;
-template <typename E, int MODE, int COLWISE, int BWD> static void run_k(void **args) {
-    glu_fp8_kernel<E, MODE, COLWISE, BWD>(*(const fp8_args *)args[0]);
+template <typename E, int MODE, int COLWISE, int BWD, int FAST> static void run_k(void **args) {
+    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int COLWISE, int BWD> static int try_k(const void *f) {
-    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD>) return 0;
-    body = run_k<E, MODE, COLWISE, BWD>;
+template <typename E, int MODE, int COLWISE, int BWD, int FAST> static int try_k(const void *f) {
+    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>) return 0;
+    body = run_k<E, MODE, COLWISE, BWD, FAST>;
     return 1;
 }
+template <typename E, int BWD, int FAST> static int find_fast(const void *f) {
+    return try_k<E, MODE_BLOCK, 0, BWD, FAST>(f) || try_k<E, MODE_BLOCK, 1, BWD, FAST>(f) ||
+           try_k<E, MODE_AMAX, 0, BWD, FAST>(f) || try_k<E, MODE_TENSOR, 0, BWD, FAST>(f) ||
+           try_k<E, MODE_TENSOR, 1, BWD, FAST>(f);
+}
 template <typename E, int BWD> static int find_e(const void *f) {
-    return try_k<E, MODE_BLOCK, 0, BWD>(f) || try_k<E, MODE_BLOCK, 1, BWD>(f) ||
-           try_k<E, MODE_AMAX, 0, BWD>(f) || try_k<E, MODE_TENSOR, 0, BWD>(f) ||
-           try_k<E, MODE_TENSOR, 1, BWD>(f);
+    return find_fast<E, BWD, 0>(f) || find_fast<E, BWD, 1>(f);
 }
 
 static size_t smem_bytes;
@@ -252,8 +255,62 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         }
 }
 
+/* ---- the reciprocal route of the codes (quantise2) -------------------------------------------- */
+
+/* quantise2 against the recipe's division (fastglu_fp8_quantise), code for code, where the two
+ * could part: quotients at and up to 64 ulps around every rounding midpoint of e4m3 (between
+ * neighbouring codes, 2^-10 below the first subnormal, 464 where the cast saturates), both signs,
+ * under scales of every kind: random normal ones, powers of two, amax / 448 of random amaxes, the
+ * normal range's ends and the scales the route leaves to the division (subnormal, inf, NaN). It
+ * also counts the elements the bracket sent to the division and those whose code the plain
+ * reciprocal product would have got wrong: both must occur, or the test shows nothing. */
+static void check_quantise2(void) {
+    std::vector<float> scales = {0x1p-126f, 0x1p126f, 0x1p-149f, 1e-40f,       INFINITY,
+                                 NAN,       1.0f,     0x1p-20f,  3.0f / 448.0f};
+    for (int i = 0; i < 60; ++i) {
+        scales.push_back((float)ldexp(1.0 + urand(), (int)(urand() * 200) - 100));
+        scales.push_back((float)(ldexp(1.0 + urand(), (int)(urand() * 40) - 20)) / 448.0f);
+        scales.push_back(
+            fastglu_fp8_scale(fastglu_abs_bits((float)ldexp(1.0 + urand(), i - 30)), i & 1));
+    }
+    std::vector<double> mids = {0x1p-10, 464.0};
+    for (int c = 0; c < 0x7e; ++c)
+        mids.push_back(0.5 * ((double)fastglu_e4m3_to_f32((unsigned char)c) +
+                              (double)fastglu_e4m3_to_f32((unsigned char)(c + 1))));
+    long n = 0, divided = 0, product_wrong = 0;
+    for (float s : scales) {
+        const fp8_divisor d = make_divisor(s);
+        for (double m : mids)
+            for (int sign = -1; sign <= 1; sign += 2)
+                for (int k : {-64, -24, -9, -4, -3, -2, -1, 0, 1, 2, 3, 4, 9, 24, 64}) {
+                    float y = (float)(sign * m * (double)s);
+                    for (int j = 0; j < (k < 0 ? -k : k); ++j)
+                        y = nextafterf(y, k < 0 ? -INFINITY : INFINITY);
+                    const float other = (float)((2.0 * urand() - 1.0) * 448.0 * (double)s);
+                    const unsigned want =
+                        fastglu_fp8_quantise(y, s) | (unsigned)fastglu_fp8_quantise(other, s) << 8;
+                    const unsigned got = quantise2(d, y, other);
+                    ++n;
+                    if (got != want)
+                        FAIL("quantise2: y %.9g (%a), scale %.9g (%a): codes 0x%04x, the division "
+                             "gives 0x%04x",
+                             (double)y, (double)y, (double)s, (double)s, got, want);
+                    if (d.exact) continue;
+                    const float q = y * d.r;
+                    divided += e4m3x2(q * (1.0f - 0x1p-20f), 0) != e4m3x2(q * (1.0f + 0x1p-20f), 0);
+                    product_wrong += fastglu_f32_to_e4m3(q, 1) != (want & 0xffu);
+                }
+    }
+    printf("quantise2: %ld pairs at e4m3 midpoints, %ld sent to the division, %ld whose plain "
+           "reciprocal product casts to another code\n",
+           n, divided, product_wrong);
+    if (!divided || !product_wrong)
+        FAIL("quantise2: the midpoint cases did not reach the division");
+}
+
 int main(void) {
     fastglu_set_fp8_saturate(1);
+    check_quantise2();
     /* F = 3: one ragged lane; 136: a ragged tile, F % 8 == 0 (the backward's 16-byte path; its tile
      * order with a d_gate tile more than d_up's); 260: F % 8 != 0. T = 130: a last tile of 2
      * tokens; 17: one tile. */
