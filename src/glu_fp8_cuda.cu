@@ -37,8 +37,8 @@
  * stores (the transposition happens in shared memory, in the same kernel).
  *
  * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of
- * the fp32 quotient y / scale, correctly rounded. With r = 1 / scale correctly rounded, q = y r
- * rounded lies within 3 2^-24 of that quotient (relative), so where q (1 - 2^-20) and q (1 + 2^-20)
+ * the fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale (rcp.approx),
+ * q = y r rounded lies within 2^-22 of that quotient (relative), so where q (1 - 2^-20) and q (1 + 2^-20)
  * cast to the same code, every value between them does, the quotient's included: that code, from
  * the hardware's cvt (two elements an instruction). Where they differ (the quotient within a few
  * ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside the
@@ -126,8 +126,9 @@ static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_us
 static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
     return __bfloat16_as_ushort(e);
 }
-/* The divisor of a block's codes: its scale, the scale's reciprocal and whether the reciprocal
- * route holds (a normal scale: r finite and normal). */
+/* The divisor of a block's codes: its scale, an approximate reciprocal r (the bracket below
+ * needs |r s - 1| <= 2^-23: the hardware's rcp.approx, within one ulp; on the host the division)
+ * and whether the reciprocal route holds (a normal scale: r finite and normal). */
 typedef struct fp8_divisor {
     float s, r;
     int exact;
@@ -137,7 +138,7 @@ static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
     fp8_divisor d;
     d.s = s;
 #ifdef __CUDA_ARCH__
-    d.r = __frcp_rn(s);
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(d.r) : "f"(s));
 #else
     d.r = 1.0f / s;
 #endif
@@ -275,6 +276,13 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     int64_t jv = j0 + c;
     int up_half = 0;
     if (BWD && jv >= a.F) jv -= a.F, up_half = 1;
+    /* the row-wise scale of the thread's first row; the next row's is s_step floats on */
+    float *s_row = NULL;
+    int64_t s_step = 0;
+    if (MODE == MODE_BLOCK) {
+        s_row = scale_at(a.s, a.s_ld, a.mn_major, t0 + 2 * warp + half, by);
+        s_step = a.mn_major ? 1 : a.s_ld;
+    }
     unsigned tile_max = 0;
     const int nsteps = (nt + STEP_ROWS - 1) / STEP_ROWS;
     for (int s0 = 0; s0 < nsteps; s0 += U) {
@@ -346,7 +354,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
                 const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
-                if (valid && l16 == 0) *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
+                if (valid && l16 == 0) s_row[(int64_t)((s0 + q) * STEP_ROWS) * s_step] = s;
                 d = make_divisor(s);
             }
             if (!valid) continue;

@@ -278,8 +278,12 @@ static void check_quantise2(void) {
         mids.push_back(0.5 * ((double)fastglu_e4m3_to_f32((unsigned char)c) +
                               (double)fastglu_e4m3_to_f32((unsigned char)(c + 1))));
     long n = 0, divided = 0, product_wrong = 0;
-    for (float s : scales) {
-        const fp8_divisor d = make_divisor(s);
+    for (int i = 0; i < 3 * (int)scales.size(); ++i) {
+        /* each scale with its correctly rounded reciprocal and the two one ulp away: the device's
+         * rcp.approx is within one ulp */
+        const float s = scales[(size_t)(i / 3)];
+        fp8_divisor d = make_divisor(s);
+        if (i % 3) d.r = nextafterf(d.r, i % 3 == 1 ? 0.0f : INFINITY);
         for (double m : mids)
             for (int sign = -1; sign <= 1; sign += 2)
                 for (int k : {-64, -24, -9, -4, -3, -2, -1, 0, 1, 2, 3, 4, 9, 24, 64}) {
