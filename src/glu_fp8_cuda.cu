@@ -276,10 +276,12 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     int64_t jv = j0 + c;
     int up_half = 0;
     if (BWD && jv >= a.F) jv -= a.F, up_half = 1;
-    /* the row-wise scale of the thread's first row; the next row's is s_step floats on */
+    /* the backward: the row-wise scale of the thread's first row, the next row's s_step floats
+     * on (computed once: the backward's 64 registers leave the per-row address its cost; the
+     * forward's 80 do better recomputing it than keeping the pointer live, measured both ways) */
     float *s_row = NULL;
     int64_t s_step = 0;
-    if (MODE == MODE_BLOCK) {
+    if (MODE == MODE_BLOCK && BWD) {
         s_row = scale_at(a.s, a.s_ld, a.mn_major, t0 + 2 * warp + half, by);
         s_step = a.mn_major ? 1 : a.s_ld;
     }
@@ -354,7 +356,12 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
                 const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
-                if (valid && l16 == 0) s_row[(int64_t)((s0 + q) * STEP_ROWS) * s_step] = s;
+                if (valid && l16 == 0) {
+                    if (BWD)
+                        s_row[(int64_t)((s0 + q) * STEP_ROWS) * s_step] = s;
+                    else
+                        *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
+                }
                 d = make_divisor(s);
             }
             if (!valid) continue;
