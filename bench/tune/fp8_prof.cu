@@ -17,7 +17,14 @@
 #include <string.h>
 #include "fastglu.h"
 
-#define CK(x) do { fastglu_status s_ = (x); if (s_) { printf("status %d: %s\n", (int)s_, fastglu_last_error_message()); exit(1);} } while (0)
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        fastglu_status s_ = (x);                                                                   \
+        if (s_) {                                                                                  \
+            printf("status %d: %s\n", (int)s_, fastglu_last_error_message());                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 int main(int argc, char **argv) {
     const int64_t T = 8192, F = argc > 1 ? atoll(argv[1]) : 8192;
@@ -25,31 +32,48 @@ int main(int argc, char **argv) {
     const int64_t nbT = (T + 127) / 128, W = 2 * F, nbW = (W + 127) / 128;
     size_t xb = T * 2 * F * 2;
     __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc(xb);
-    for (int64_t i = 0; i < T * 2 * F; ++i) hx[i] = __float2bfloat16((float)((rand() % 2001) - 1000) / 250.0f);
+    for (int64_t i = 0; i < T * 2 * F; ++i)
+        hx[i] = __float2bfloat16((float)((rand() % 2001) - 1000) / 250.0f);
     void *x, *dy, *d, *dt, *s, *st, *ws;
-    cudaMalloc(&x, xb); cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
-    cudaMalloc(&dy, T * F * 2); cudaMemcpy(dy, hx, T * F * 2, cudaMemcpyHostToDevice);
-    cudaMalloc(&d, T * W); cudaMalloc(&dt, T * W); cudaMalloc(&s, T * nbW * 4); cudaMalloc(&st, W * nbT * 4);
+    cudaMalloc(&x, xb);
+    cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
+    cudaMalloc(&dy, T * F * 2);
+    cudaMemcpy(dy, hx, T * F * 2, cudaMemcpyHostToDevice);
+    cudaMalloc(&d, T * W);
+    cudaMalloc(&dt, T * W);
+    cudaMalloc(&s, T * nbW * 4);
+    cudaMalloc(&st, W * nbT * 4);
     cudaMalloc(&ws, 256);
     fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
-    fastglu_tensor gate = {x, FASTGLU_DTYPE_BF16, 2 * F}, up = {(char *)x + F * 2, FASTGLU_DTYPE_BF16, 2 * F};
+    fastglu_tensor gate = {x, FASTGLU_DTYPE_BF16, 2 * F},
+                   up = {(char *)x + F * 2, FASTGLU_DTYPE_BF16, 2 * F};
     fastglu_tensor none = {NULL, FASTGLU_DTYPE_BF16, 0}, tdy = {dy, FASTGLU_DTYPE_BF16, F};
-    struct { const char *name; int bwd, tensor, col, bias; } cases[] = {
-        {"fwd block", 0, 0, 0, 0}, {"fwd block+colwise", 0, 0, 1, 0}, {"fwd tensor", 0, 1, 0, 0},
-        {"bwd block", 1, 0, 0, 0}, {"bwd tensor", 1, 1, 0, 0}, {"fwd block bias", 0, 0, 0, 1}, {"bwd block bias", 1, 0, 0, 1}};
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    void *bb; cudaMalloc(&bb, 2 * F * 2); cudaMemcpy(bb, hx, 2 * F * 2, cudaMemcpyHostToDevice);
+    struct {
+        const char *name;
+        int bwd, tensor, col, bias;
+    } cases[] = {{"fwd block", 0, 0, 0, 0},     {"fwd block+colwise", 0, 0, 1, 0},
+                 {"fwd tensor", 0, 1, 0, 0},    {"bwd block", 1, 0, 0, 0},
+                 {"bwd tensor", 1, 1, 0, 0},    {"fwd block bias", 0, 0, 0, 1},
+                 {"bwd block bias", 1, 0, 0, 1}};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    void *bb;
+    cudaMalloc(&bb, 2 * F * 2);
+    cudaMemcpy(bb, hx, 2 * F * 2, cudaMemcpyHostToDevice);
     fastglu_tensor bias = {bb, FASTGLU_DTYPE_BF16, 1};
     for (int c = 0; c < 7; ++c) {
         fastglu_tensor bt = cases[c].bias ? bias : none;
-        fastglu_fp8_recipe r = {cases[c].tensor ? FASTGLU_FP8_SCALING_TENSOR : FASTGLU_FP8_SCALING_BLOCK_1X128,
+        fastglu_fp8_recipe r = {cases[c].tensor ? FASTGLU_FP8_SCALING_TENSOR
+                                                : FASTGLU_FP8_SCALING_BLOCK_1X128,
                                 FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
         const int64_t X = cases[c].bwd ? W : F, nbX = (X + 127) / 128;
         fastglu_fp8_out o;
         o.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, X};
         o.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, cases[c].tensor ? 0 : nbX};
         o.data_t = (fastglu_tensor){cases[c].col ? dt : NULL, FASTGLU_DTYPE_FP8_E4M3, T};
-        o.scale_t = (fastglu_tensor){cases[c].col && !cases[c].tensor ? st : NULL, FASTGLU_DTYPE_FP32, nbT};
+        o.scale_t =
+            (fastglu_tensor){cases[c].col && !cases[c].tensor ? st : NULL, FASTGLU_DTYPE_FP32, nbT};
         o.workspace = ws, o.workspace_bytes = 256;
         const int iters = prof ? 1 : 30;
         for (int it = 0; it < (prof ? 1 : 3) + iters; ++it) {
@@ -59,10 +83,14 @@ int main(int argc, char **argv) {
             else
                 CK(fastglu_glu_fwd_fp8_cuda(&p, &r, gate, up, bt, none, none, &o, T, F, 0));
         }
-        cudaEventRecord(e1); cudaEventSynchronize(e1);
-        float ms; cudaEventElapsedTime(&ms, e0, e1);
-        double bytes = (cases[c].bwd ? 3.0 : 2.0) * T * F * 2 * (cases[c].tensor ? 2 : 1) + (double)T * X * (cases[c].col ? 2 : 1);
-        printf("F %lld %-18s %8.4f ms  floor %8.4f ms (4.2 TB/s)\n", (long long)F, cases[c].name, ms / iters, bytes / 4.2e9);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        double bytes = (cases[c].bwd ? 3.0 : 2.0) * T * F * 2 * (cases[c].tensor ? 2 : 1) +
+                       (double)T * X * (cases[c].col ? 2 : 1);
+        printf("F %lld %-18s %8.4f ms  floor %8.4f ms (4.2 TB/s)\n", (long long)F, cases[c].name,
+               ms / iters, bytes / 4.2e9);
     }
     printf("cuda: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
     return 0;

@@ -418,6 +418,45 @@ def test_outputs_have_no_gradient():
         out.y.float().sum().backward()
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_eager_call_skips_the_dispatcher_with_the_same_bits(device, monkeypatch):
+    """In eager mode with nothing for autograd to track, glu_fp8 / glu_bwd_fp8 call the ops'
+    implementations directly (no dispatcher, no autograd wrapper: host time), with the op's outputs
+    bit for bit; where x requires grad (grad mode on), the op itself runs (its no-gradient
+    formula)."""
+    x, opts = make("quick_geglu_bias_weights_clamp_offset", 130, 200, torch.bfloat16, device)
+    dy = torch.randn(130, 200, dtype=torch.bfloat16, device=device)
+
+    def both():
+        return (
+            glu_fp8(x, columnwise=True, return_y=True, **opts),
+            glu_bwd_fp8(dy, x, columnwise=True, return_dh=True, **opts),
+        )
+
+    direct_calls = []
+    for name in ("_impl", "_bwd_impl"):
+        real = getattr(fastglu.fp8, name)
+        monkeypatch.setattr(
+            fastglu.fp8, name, lambda *a, _r=real: direct_calls.append(_r) or _r(*a)
+        )
+    direct = both()
+    assert len(direct_calls) == 2
+    with torch.no_grad():
+        glu_fp8(x.clone().requires_grad_(), **opts)
+    assert len(direct_calls) == 3
+    out = glu_fp8(x.clone().requires_grad_(), return_y=True, **opts)
+    assert len(direct_calls) == 3 and out.y.requires_grad  # the op, with its formula
+    monkeypatch.setattr(fastglu.fp8, "_call", lambda op, impl, *a: op(*a))
+    via_op = both()
+    assert len(direct_calls) == 3
+    for a, b in zip(direct, via_op):
+        for u, v in zip(a, b):
+            assert u is not None and v is not None
+            assert u.shape == v.shape and u.stride() == v.stride() and u.dtype == v.dtype
+            bits = {FP8: torch.uint8, torch.float32: torch.int32}.get(u.dtype, torch.int16)
+            assert torch.equal(u.view(bits), v.view(bits))
+
+
 def test_ffn_zero():
     """F = 0 gives empty outputs, as fastglu.glu does."""
     assert fastglu.fp8.glu_fp8(torch.randn(3, 0)).data.shape == (3, 0)
