@@ -41,9 +41,10 @@
  * q = y r rounded lies within 2^-22 of that quotient (relative), so where q (1 - 2^-20) and q (1 + 2^-20)
  * cast to the same code, every value between them does, the quotient's included: that code, from
  * the hardware's cvt (two elements an instruction). Where they differ (the quotient within a few
- * ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside the
- * normal range (r would overflow), the element takes the recipe's own division: the same bits
- * in every case, at some 5 instructions an element instead of a division and a cast in software.
+ * ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
+ * [2^-126, 2^126) (where r or a value one ulp from it is not normal), the element takes the
+ * recipe's own division: the same bits in every case, at some 5 instructions an element instead
+ * of a division and a cast in software.
  *
  * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
  * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
@@ -128,7 +129,9 @@ static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
 }
 /* The divisor of a block's codes: its scale, an approximate reciprocal r (the bracket below
  * needs |r s - 1| <= 2^-23: the hardware's rcp.approx, within one ulp; on the host the division)
- * and whether the reciprocal route holds (a normal scale: r finite and normal). */
+ * and whether the reciprocal route holds: 2^-126 <= s < 2^126, where r and every value within one
+ * ulp of it are finite and normal (at s = 2^126 one ulp below 2^-126 is subnormal, which .ftz
+ * flushes to 0; the recipe's scales stay below 2^121, so the bound costs no element). */
 typedef struct fp8_divisor {
     float s, r;
     int exact;
@@ -140,9 +143,12 @@ static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
 #ifdef __CUDA_ARCH__
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(d.r) : "f"(s));
 #else
-    d.r = 1.0f / s;
+    /* the host (tests/emu): the division with rcp.approx.ftz's flushes of a subnormal input and
+     * result to 0 */
+    d.r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
+    if (fabsf(d.r) < 0x1p-126f) d.r = copysignf(0.0f, d.r);
 #endif
-    d.exact = !(s >= 0x1p-126f && s <= 0x1p126f); /* NaN included */
+    d.exact = !(s >= 0x1p-126f && s < 0x1p126f); /* NaN included */
     return d;
 }
 

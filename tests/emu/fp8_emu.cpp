@@ -9,6 +9,7 @@
  * without y with those of the run with it. Contiguous, 16-byte-aligned and odd row strides reach
  * the kernel's 16-byte and element-by-element paths; UBSan checks the alignment of every vector
  * access and the shim counts misaligned loads. */
+#include <cfloat>
 #include <vector>
 
 #define FASTGLU_HOST_EMULATION 1
@@ -107,16 +108,20 @@ struct outs {
     std::vector<float> s, st;
 };
 
+/* The parameters besides the activation and the clamp (run_case's tweak): each takes the call off
+ * the FAST kernels (glu_fp8), as bias and weights do. */
+enum { PLAIN = 0, GATE_MULT = 1, DOWN_MULT = 2, OFFSET = 3 };
+
 /* One case: the kernel with y, then without; the recipe on the host from the kernel's y. */
 static void run_case(fastglu_activation act, int il, int bias, int weights, float clamp,
                      fastglu_dtype dt, int64_t T, int64_t F, int bwd, int tensor, int mn, int pow2,
-                     int colwise, int strides) {
-    char what[200];
+                     int colwise, int strides, int tweak = PLAIN) {
+    char what[220];
     snprintf(what, sizeof what,
              "%s act=%d il=%d bias=%d w=%d clamp=%g dt=%d T=%lld F=%lld tensor=%d mn=%d pow2=%d "
-             "colwise=%d strides=%d",
+             "colwise=%d strides=%d tweak=%d",
              bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt, (long long)T,
-             (long long)F, tensor, mn, pow2, colwise, strides);
+             (long long)F, tensor, mn, pow2, colwise, strides, tweak);
     const size_t es = fastglu_dtype_size(dt);
     const int64_t X = bwd ? 2 * F : F, p16 = 16 / (int64_t)es;
     int64_t in_rs = 2 * F + 3, dy_rs = F + 1, y_rs = X + 2, d_rs = X + 5, dt_rs = T + 7;
@@ -147,6 +152,9 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         for (int64_t j = 0; j < 2 * F; ++j) put(dt, h, 2 * in_rs + j, 0.0f);
     fastglu_glu_params p = fastglu_glu_params_default(act);
     p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT, p.clamp_value = clamp;
+    if (tweak == GATE_MULT) p.gate_multiplier = 0.75f;
+    if (tweak == DOWN_MULT) p.down_multiplier = 1.5f;
+    if (tweak == OFFSET) p.glu_linear_offset = 1.0f;
     fastglu_fp8_recipe r = {tensor ? FASTGLU_FP8_SCALING_TENSOR : FASTGLU_FP8_SCALING_BLOCK_1X128,
                             mn ? FASTGLU_FP8_SCALES_MN_MAJOR : FASTGLU_FP8_SCALES_ROW_MAJOR, pow2};
     outs o[2];
@@ -265,8 +273,22 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
  * also counts the elements the bracket sent to the division and those whose code the plain
  * reciprocal product would have got wrong: both must occur, or the test shows nothing. */
 static void check_quantise2(void) {
-    std::vector<float> scales = {0x1p-126f, 0x1p126f, 0x1p-149f, 1e-40f,       INFINITY,
-                                 NAN,       1.0f,     0x1p-20f,  3.0f / 448.0f};
+    /* the normal range's ends and their neighbours outside it, where rcp.approx.ftz flushes the
+     * scale (subnormal) or its reciprocal (above 2^126) to 0 */
+    std::vector<float> scales = {0x1p-126f,
+                                 0x1p126f,
+                                 nextafterf(0x1p-126f, 0.0f),
+                                 0x1p-127f,
+                                 nextafterf(0x1p126f, INFINITY),
+                                 0x1p127f,
+                                 FLT_MAX,
+                                 0x1p-149f,
+                                 1e-40f,
+                                 INFINITY,
+                                 NAN,
+                                 1.0f,
+                                 0x1p-20f,
+                                 3.0f / 448.0f};
     for (int i = 0; i < 60; ++i) {
         scales.push_back((float)ldexp(1.0 + urand(), (int)(urand() * 200) - 100));
         scales.push_back((float)(ldexp(1.0 + urand(), (int)(urand() * 40) - 20)) / 448.0f);
@@ -284,6 +306,7 @@ static void check_quantise2(void) {
         const float s = scales[(size_t)(i / 3)];
         fp8_divisor d = make_divisor(s);
         if (i % 3) d.r = nextafterf(d.r, i % 3 == 1 ? 0.0f : INFINITY);
+        if (fabsf(d.r) < 0x1p-126f) d.r = copysignf(0.0f, d.r); /* rcp.approx.ftz */
         for (double m : mids)
             for (int sign = -1; sign <= 1; sign += 2)
                 for (int k : {-64, -24, -9, -4, -3, -2, -1, 0, 1, 2, 3, 4, 9, 24, 64}) {
@@ -335,6 +358,20 @@ int main(void) {
                 run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, F, bwd, 1, 0, 0, 0,
                          strides);
             }
+    /* the FAST kernels' choice (glu_fp8: math mode MM_K, no bias, no weights): each parameter that
+     * excludes them on its own, with the rest as FAST's; quick-GELU's FAST kernels */
+    for (int bwd = 0; bwd < 2; ++bwd) {
+        run_case(FASTGLU_ACT_QUICK_GELU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 17, 136, bwd, 0, 0, 0, 1,
+                 DENSE);
+        run_case(FASTGLU_ACT_SILU, 0, 1, 0, 0, FASTGLU_DTYPE_BF16, 17, 136, bwd, 0, 0, 0, 1, DENSE);
+        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 1.5f, FASTGLU_DTYPE_BF16, 17, 136, bwd, 0, 0, 0, 1,
+                 DENSE);
+        run_case(FASTGLU_ACT_GELU_TANH, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 17, 136, bwd, 0, 0, 0, 1,
+                 DENSE);
+        for (int tweak = GATE_MULT; tweak <= OFFSET; ++tweak)
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 17, 136, bwd, 0, 0, 0, 1,
+                     DENSE, tweak);
+    }
     /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
     run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
     printf("%ld launches, %ld blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
