@@ -15,13 +15,13 @@
  * y bit for bit), rounded to dtype, stored when asked (16-byte stores); the row's amax over the
  * bits of |y| (fp8_recipe.h); its scale; the 8 codes in one 8-byte store.
  *
- * The kernels are bound by the instructions they issue, not by the bytes: Nsight Compute showed
- * the per-element work, the per-row scale and, before the cold paths were taken out of line, the
- * instruction cache as the limits. Hence: plain SwiGLU / quick-GeGLU without bias or weights has
- * its own kernels (FAST: no multipliers, offset, clamp, bias or weight in the code; the same bits,
- * as those operations are exact no-ops there); the element-by-element path is a loop that
- * computes each element twice (for the amax, then for the code) instead of 8 unrolled copies
- * per step; the recipe's division sits in a function out of line.
+ * The kernels are bound by the instructions they issue, not by the bytes (Nsight Compute): the
+ * per-element work, the per-row scale, and the instruction cache where cold paths are unrolled
+ * into the hot loop. Hence: plain SwiGLU / quick-GeGLU without bias or weights has its own kernels
+ * (FAST: no multipliers, offset, clamp, bias or weight in the code; the same bits, as those
+ * operations are exact no-ops there); the element-by-element path is a loop that computes each
+ * element twice (for the amax, then for the code), not unrolled copies per step; the recipe's
+ * division sits in a function out of line.
  *
  * That vector path needs SPLIT operands whose rows start on 16 bytes (base and row stride), y
  * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a lane's 8 columns of dh
@@ -32,9 +32,10 @@
  * Column-wise copy. The row phase also puts the rounded y in shared memory (row pitch 132 2-byte or
  * 130 fp32 elements: 8-byte stores, and the column reads below hit 32 distinct banks). After a
  * barrier a half-warp takes a column of the tile, lane l its tokens l, l + 16, .., l + 112: the
- * column's amax (a 16-lane max, both half-warps taking the shuffles), its scale, and its codes into a second shared tile laid out as
- * y_t's rows; after another barrier the block writes that tile out along y_t's rows with 16-byte
- * stores (the transposition happens in shared memory, in the same kernel).
+ * column's amax (a 16-lane max, both half-warps taking the shuffles), its scale, and its codes into
+ * a second shared tile laid out as y_t's rows; after another barrier the block writes that tile out
+ * along y_t's rows with 16-byte stores (the transposition happens in shared memory, in the same
+ * kernel).
  *
  * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of
  * the fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale (rcp.approx),
