@@ -37,15 +37,15 @@
  * along y_t's rows with 16-byte stores (the transposition happens in shared memory, in the same
  * kernel).
  *
- * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of
- * the fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale (rcp.approx),
- * q = y r rounded lies within 2^-22 of that quotient (relative), so where q (1 - 2^-20) and q (1 + 2^-20)
- * cast to the same code, every value between them does, the quotient's included: that code, from
- * the hardware's cvt (two elements an instruction). Where they differ (the quotient within a few
- * ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
+ * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of the
+ * fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale (rcp.approx), q =
+ * y r rounded lies within 2^-22 of that quotient (relative), so where q (1 - 2^-20) and q (1 +
+ * 2^-20) cast to the same code, every value between them does, the quotient's included: that code,
+ * from the hardware's cvt (two elements an instruction). Where they differ (the quotient within a
+ * few ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
  * [2^-126, 2^126) (where r or a value one ulp from it is not normal), the element takes the
- * recipe's own division: the same bits in every case, at some 5 instructions an element instead
- * of a division and a cast in software.
+ * recipe's own division: the same bits in every case, at some 5 instructions an element instead of
+ * a division and a cast in software.
  *
  * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
  * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
