@@ -265,12 +265,12 @@ for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8"):
 
 def _call(op, impl, *args):
     """``op(*args)``, or the op's implementation ``impl(*args)`` directly where the op adds nothing:
-    in eager mode, every tensor a plain ``torch.Tensor`` (no subclass, no fake tensor) and none
-    that autograd would track (the op's no-gradient formula only raises on a backward). In the
-    FP8 MLP block's autograd Functions (grad mode off) that is every call. The dispatcher and the
-    autograd wrapper cost more host time than the op's checks and allocations together (cProfile on
-    the CPU); ``impl`` runs the op's own checks either way."""
-    if _ops._is_compiling():
+    in untraced eager mode (``ops.untraced_eager``), every tensor a plain ``torch.Tensor`` (no
+    subclass, no fake tensor) and none that autograd would track (the op's no-gradient formula only
+    raises on a backward). In the FP8 MLP block's autograd Functions (grad mode off) that is every
+    call. The dispatcher and the autograd wrapper cost more host time than the op's checks and
+    allocations together (cProfile on the CPU); ``impl`` runs the op's own checks either way."""
+    if not _ops.untraced_eager():
         return op(*args)
     grad = torch.is_grad_enabled()
     for a in args:

@@ -30,14 +30,20 @@ import sys
 import torch
 
 from . import library, ops
-from .ops import SILU, _fail, _fp8_mode, _may_overlap, glu_params
+from .ops import (
+    SILU,
+    _fail,
+    _forward_ad,
+    _fp8_mode,
+    _is_compiling,
+    _may_overlap,
+    _tracing_state,
+    glu_params,
+)
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
 _Tensor = torch.Tensor
-_forward_ad = torch.autograd.forward_ad
-_tracing_state = getattr(torch._C, "_get_tracing_state", lambda: None)  # torch.jit.trace
 
 
 # ---- autograd ---------------------------------------------------------------------------------

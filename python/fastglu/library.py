@@ -71,7 +71,6 @@ SUPPORTED = all(
     hasattr(torch.library, n)
     for n in ("register_fake", "register_autograd", "register_torch_dispatch")
 )
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 _TAGS = (
     (torch.Tag.pt2_compliant_tag,)

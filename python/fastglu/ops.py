@@ -119,6 +119,24 @@ ACTIVATIONS = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu":
 FP8_MODES = (False, True, "per_row", "per_tensor", "blockwise")
 
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+_tracing_state = getattr(torch._C, "_get_tracing_state", lambda: None)  # torch.jit.trace
+_forward_ad = torch.autograd.forward_ad
+
+
+def untraced_eager() -> bool:
+    """Whether a call may run its kernel directly instead of through its torch.library op: not
+    under torch.compile / torch.export, no functorch transform (vmap, grad, jvp), no forward-mode
+    AD level open, not under torch.jit.trace. Each of those records or transforms the op, which a
+    raw call would bypass (a trace without the kernel, vmap on a batched tensor's missing storage).
+    The caller checks its tensors (plain ``torch.Tensor``, nothing autograd would track)."""
+    return (
+        not _is_compiling()
+        and not _functorch_active()
+        and _forward_ad._current_level < 0
+        and _tracing_state() is None
+    )
+
 
 try:  # the raw cudaStream_t of a device's current stream, without building a Stream object
     _raw_stream = torch._C._cuda_getCurrentRawStream

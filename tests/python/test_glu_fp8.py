@@ -7,6 +7,7 @@ implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA (H200
 reads the scales in the layout written."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -455,6 +456,27 @@ def test_eager_call_skips_the_dispatcher_with_the_same_bits(device, monkeypatch)
             assert u.shape == v.shape and u.stride() == v.stride() and u.dtype == v.dtype
             bits = {FP8: torch.uint8, torch.float32: torch.int32}.get(u.dtype, torch.int16)
             assert torch.equal(u.view(bits), v.view(bits))
+
+
+def test_trace_and_vmap_take_the_op():
+    """Under torch.jit.trace and torch.vmap glu_fp8 runs its op, not the raw kernel call: the trace
+    records the kernel (it gives eager's codes on a new input) and vmap maps it."""
+    x1, x2 = torch.randn(4, 256), torch.randn(4, 256)
+
+    def codes(x):  # (the tracer takes no dtype view: the codes' values, and the scales)
+        out = glu_fp8(x)
+        return out.data.float(), out.scale
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced = torch.jit.trace(codes, (x1,), check_trace=False)
+    for a, b in zip(traced(x2), codes(x2), strict=True):
+        assert torch.equal(a, b)
+    xs = torch.randn(3, 4, 256)
+    mapped = torch.vmap(codes)(xs)
+    for i, x in enumerate(xs):
+        for a, b in zip(mapped, codes(x), strict=True):
+            assert torch.equal(a[i], b)
 
 
 def test_ffn_zero():
