@@ -62,7 +62,15 @@ PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8 fp8mlp"
 want_py() { for s_ in $PY_STAGES; do want "$s_" && return 0; done; return 1; }
 # NOBUILD=1: a later call on the same warm machine uses the builds already there (build-device/
 # and the installed package) and skips both builds.
-if want_py && [ -z "${NOBUILD:-}" ]; then
+# WHEEL=<path>: install that wheel (built elsewhere, e.g. on a CPU host with nvcc) instead of
+# building the Python package here.
+if want_py && [ -n "${WHEEL:-}" ]; then
+  step "Python package from $WHEEL"
+  python3 -m pip install -q --no-deps --force-reinstall $WHEEL >> "$OUT/build.log" 2>&1 \
+    || { echo "the wheel did not install"; exit 1; }
+  NOPYBUILD=1
+fi
+if want_py && [ -z "${NOBUILD:-}" ] && [ -z "${NOPYBUILD:-}" ]; then
   # The Python package builds beside the C build (its own CMake tree): the two take about as long
   # as the longest kernel file on the machine's cores, instead of one after the other.
   step "Python package (pip install --no-build-isolation), in the background"
@@ -116,7 +124,7 @@ if want ctest; then
   want pytest || { wait "$CTEST_PID"; cat /tmp/ctest.log | tee "$OUT/tests.log" | tail -25; }
 fi
 
-if want_py && [ -z "${NOBUILD:-}" ]; then
+if want_py && [ -z "${NOBUILD:-}" ] && [ -z "${NOPYBUILD:-}" ]; then
   step "Python package: waiting for the background build"
   wait "$PIP_PID"; cat /tmp/pip-build.log >> "$OUT/build.log"
   [ "$(cat /tmp/pip-build.rc)" = 0 ] || { tail -40 /tmp/pip-build.log; exit 1; }
