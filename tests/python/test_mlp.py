@@ -536,6 +536,7 @@ def test_bench_fwd_bwd_smoke(tmp_path):
     rows = bench.main(["--smoke", "--mode", "fwd_bwd", "--no-gemm", "--out", str(tmp_path)])
     assert {r["benchmark"] for r in rows} == {"mlp_glu/fwd_bwd"}
     assert {r["provider"] for r in rows} == {
+        "fastglu",
         "fastglu_fused",
         "fastglu_recompute",
         "cublas_fastglu",

@@ -7,6 +7,9 @@ round, under bench/results/<device>/<UTC time>-mlp/):
   mlp_glu/forward   x [T, H], w1 [2F, H] (gate rows | up rows), w2 [H, F], SwiGLU, no bias.
                     Pass "mlp": fc1 -> activation -> fc2 (the issue's table); pass "fc1": fc1 and the
                     activation only (the workload slug ends in -fc1; the record's title says which).
+      fastglu            fastglu.mlp(x, w1, w2): the default path (fused=None: the fused fc1 + GLU
+                         where the measurements put it ahead, else cuBLAS + the standalone kernels);
+                         fc1 pass: the same choice between fastglu.linear_glu and F.linear + swiglu
       fastglu_fused      fastglu.mlp(x, w1, w2, fused=True) (fc1 + SwiGLU in one GEMM, then fc2);
                          fc1 pass: fastglu.linear_glu(x, w1, return_preact=False)
       fastglu_recompute  fwd_bwd only: fastglu.mlp(x, w1, w2, fused=True, recompute=True) (the
@@ -65,6 +68,7 @@ SHAPES = [
 ]
 SMOKE_SHAPES = [(16, 32, 24), (5, 24, 40)]
 MLP_PROVIDERS = (
+    "fastglu",
     "fastglu_fused",
     "fastglu_recompute",
     "cublas_fastglu",
@@ -255,6 +259,18 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
     out = {}
     compile_backend = "inductor" if on_gpu else "aot_eager"
 
+    from fastglu.mlp_block import mlp_fused_default
+
+    def default(x, w1, w2, fc1_only):
+        if fc1_only:
+            if mlp_fused_default(x, w1):
+                return lambda: fastglu.linear_glu(x, w1, return_preact=False)
+            return lambda: fastglu.swiglu(F_.linear(x, w1))
+        return lambda: fastglu.mlp(x, w1, w2)
+
+    def default_train(x, w1, w2):
+        return lambda: fastglu.mlp(x, w1, w2)
+
     def fused(x, w1, w2, fc1_only):
         if fc1_only:
             return lambda: fastglu.linear_glu(x, w1, return_preact=False)
@@ -312,7 +328,9 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
 
     for name in names:
         try:
-            if name == "fastglu_fused":
+            if name == "fastglu":
+                out[name] = (default, default_train, {})
+            elif name == "fastglu_fused":
                 out[name] = (fused, fused_train, {})
             elif name == "fastglu_recompute":
                 out[name] = (recompute, recompute_train, {})
