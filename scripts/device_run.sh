@@ -11,6 +11,7 @@
 #                                                    build ctest pytest tune host bench;
 #                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8 fp8mlp
 #                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
+#                                                    sweep (the 13 widths in 4 rounds + the variants);
 #                                                    (fp8: STAGES=fp8 alone builds and runs the FP8
 #                                                    kernels' C and Python tests and benchmark);
 #                                                    "sanitize" runs compute-sanitizer too, over
@@ -58,7 +59,7 @@ for d in ("liger-kernel", "megatron-core", "quack-kernels", "nvidia-cutlass-dsl"
     except Exception as e: print(d, "missing", e)'
 fi
 
-PY_STAGES="pytest variants host bench mlpbench llama ncufwd fp8 fp8mlp"
+PY_STAGES="pytest variants host bench sweep mlpbench llama ncufwd fp8 fp8mlp"
 want_py() { for s_ in $PY_STAGES; do want "$s_" && return 0; done; return 1; }
 # NOBUILD=1: a later call on the same warm machine uses the builds already there (build-device/
 # and the installed package) and skips both builds.
@@ -305,6 +306,28 @@ if want host; then
   python3 bench/host_memory.py --out "$OUT/host_memory.json" 2>&1 | grep -v Warning | tee "$OUT/host_memory.txt"
 fi
 
+if want sweep; then
+  # The 13-width sweep that README.md, docs/benchmark.md and PERF_NOTES cite: every mode and provider
+  # in one process, then three more rounds of $ROUND_MODES (default forward and backward, the
+  # seed's mode) with the providers in other orders (each round a process of its own), the report
+  # (plots, cells.md, rounds.md) and the variants beside Megatron-Core (docs/variants.md's table);
+  # records and report in extra/sweep/.
+  step "the 13-width sweep in rounds, and the variants beside Megatron-Core"
+  FFN="1024 1408 2048 3420 3584 4096 5632 8192 11008 14336 16384 28672 32768"
+  S=$OUT/extra/sweep
+  timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench --ffn $FFN --out "$S/records" 2>&1 \
+    | grep -v Warning > "$S.log"; echo "round 1 (every mode) rc ${PIPESTATUS[0]}"
+  orders=("liger megatron compile torch fastglu" "torch fastglu liger compile megatron"
+          "compile liger fastglu megatron torch")
+  for i in 0 1 2; do
+    timeout "${BENCH_TIMEOUT:-480}" python3 -m fastglu.bench --ffn $FFN --modes ${ROUND_MODES:-forward backward} \
+      --providers ${orders[$i]} --out "$S/rounds/r$((i + 2))" 2>&1 | grep -v Warning >> "$S.log"
+    echo "round $((i + 2)) (${orders[$i]}) rc ${PIPESTATUS[0]}"
+  done
+  python3 -m fastglu.bench.report "$S/records/summary.json" --out "$S/report" \
+    --rounds "$S"/rounds/r*/summary.json 2>&1 | tail -3
+  python3 -m fastglu.bench.variants --out "$S/variants" 2>&1 | tail -20
+fi
 if want bench; then
   step "benchmark (all providers, one process)"
   # bounded, so that the records written so far are packed even if the sweep runs long
