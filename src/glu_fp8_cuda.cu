@@ -660,6 +660,12 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
                                  "%s: tokens = %lld, ffn_hidden_size = %lld: more 128 x 128 tiles "
                                  "than the CUDA grid holds",
                                  fn, (long long)tokens, (long long)F);
+    if ((db ? (W + 31) / 32 : 0) + (dw ? (tokens + 31) / 32 : 0) >
+        0x7fffffff) /* the reduction's blocks of 32 outputs */
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: tokens = %lld, ffn_hidden_size = %lld: more outputs of dbias "
+                                 "and dweights than the reduction's grid holds",
+                                 fn, (long long)tokens, (long long)F);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const size_t es = fastglu_dtype_size(gate.dtype);
     fp8_args a;
