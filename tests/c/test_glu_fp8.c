@@ -13,7 +13,8 @@
  * quantisation of fastglu_glu_bwd_*'s d_gate / d_up; with bias / weights (every recipe but the
  * third, which leaves them out), its dbias / dweights against a float64 reference of the sums and
  * against fastglu_glu_bwd_*'s, within a tolerance that grows with the number of terms, with the
- * bytes around them untouched; the empty problem's zero sums.
+ * bytes around them untouched, and a second run over other workspace garbage bit for bit; the
+ * empty problem's zero sums.
  *
  * Built twice: test_glu_fp8_cpu, and with FP8_TEST_CUDA test_glu_fp8_cuda (device memory, a
  * non-default stream; exits 77, CTest's skip, without a usable GPU).
@@ -422,6 +423,24 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     if (st_ref != FASTGLU_SUCCESS || st_f != FASTGLU_SUCCESS) {
         FAIL("%s: status %d / %d: %s", what, (int)st_ref, (int)st_f, fastglu_last_error_message());
         goto done;
+    }
+    if (sums) { /* run to run: the sums again over a workspace of other garbage, bit for bit */
+        unsigned char *db1 = malloc(db_bytes);
+        float *dw1 = malloc(dw_bytes);
+        memcpy(db1, dbh, db_bytes), memcpy(dw1, dwh, dw_bytes);
+#ifdef FP8_TEST_CUDA
+        check_cuda(cudaMemsetAsync(WS, 0x5a, ws_bytes, stream), "memset");
+        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
+                                        stream);
+        check_cuda(cudaStreamSynchronize(stream), "kernel");
+        down_(dbh, DB, db_bytes), down_(dwh, DW, dw_bytes);
+#else
+        memset(WS, 0x5a, ws_bytes);
+        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F);
+#endif
+        if (st_f != FASTGLU_SUCCESS || memcmp(db1, dbh, db_bytes) || memcmp(dw1, dwh, dw_bytes))
+            FAIL("%s: the sums of a second run differ (status %d)", what, (int)st_f);
+        free(db1), free(dw1);
     }
     if (sums) { /* dbias / dweights: float64 and fastglu_glu_bwd_*'s, the padding untouched */
         double *rdb = malloc((size_t)(2 * F) * 8), *rmb = malloc((size_t)(2 * F) * 8),
