@@ -696,11 +696,12 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *par
  *     rho, rho + 16, ... (rho = 0 .. 15) in order; then p_w = s_2w + s_2w+1 (w = 0 .. 7) and
  *     (..((p_0 + p_1) + p_2) + ..) + p_7;
  *   dweights partial[c0 / 128][t] (tiles holding d_gate columns only: each operand column j counts
- *     once): per row, 16 sums from +0 over the d_gate columns of the tile's 8-column groups in
- *     order, added in the order of a butterfly (xor 8, 4, 2, 1);
+ *     once): per row, 16 sums from +0, sum l over the d_gate columns among c0 + 8 l .. c0 + 8 l + 7
+ *     in order (l = 0 .. 15), added in the order of a butterfly (xor 8, 4, 2, 1);
  * and the partials are added over the tiles in fastglu_glu_bwd_*'s order (8 interleaved in-order
  * sums from +0, then those 8 in order from +0). The order differs from fastglu_glu_bwd_*'s (another
- * tiling): the two agree to fp32 rounding, not bit for bit.
+ * tiling): the two agree to fp32 rounding, not bit for bit. On a GPU the terms differ from the CPU
+ * backend's by the sigmoid's few ulp, as dh's elements do; the order is the same.
  *
  * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
  * set to zero, the sums over nothing, and nothing else is written. One kernel (BLOCK_1X128), two
