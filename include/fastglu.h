@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define FASTGLU_VERSION_MAJOR 0
-#define FASTGLU_VERSION_MINOR 4
+#define FASTGLU_VERSION_MINOR 5
 #define FASTGLU_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -665,34 +665,66 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *par
                                                    int64_t tokens, int64_t ffn_hidden_size);
 
 /* ---------------------------------------------------------------------------------------------
- * Backward: dh quantised for fc1's dgrad (row-wise) and weight gradient (column-wise).
+ * Backward: dh quantised for fc1's dgrad (row-wise) and weight gradient (column-wise), with the
+ * bias and weight gradients reduced in the same pass.
  *
  *   dy       [T, F] upstream gradient (fc2's dgrad), dtype, row stride dy.row_stride, column
  *            stride 1
  *   gate, up, bias, weights: the forward's operands, as fastglu_glu_fwd_fp8_*
  *   dh       NULL, or [T, 2F] in dtype: the gradient of h itself (row stride dh.row_stride)
+ *   dbias    absent (data NULL), or [2F] in dtype, contiguous (row_stride 1), h's layout (SPLIT:
+ *            the gate's in [0, F), the up's in [F, 2F); INTERLEAVED: 2j and 2j + 1): the bias
+ *            gradient summed over the tokens, the unmasked d_a / d_v of the family's backward, as
+ *            fastglu_glu_bwd_*'s dbias. Requires bias.
+ *   dweights absent, or [T] in the weights' dtype, contiguous (row_stride 1): dweights[t] =
+ *            sum_j m_d act(z) (v + o) dy[t, j], as fastglu_glu_bwd_*'s. Requires weights.
  *   out      the quantised dh with the recipe above, dh being one [T, 2F] operand in h's layout
  *            (SPLIT: d_gate in columns [0, F), d_up in [F, 2F); INTERLEAVED: d_gate[t, j] at 2j,
  *            d_up at 2j + 1), its values those fastglu_glu_bwd_* writes (rounded to dtype, bit for
  *            bit on the same backend): data [T, 2F] with 1 x 128 blocks along the 2F columns (scale:
  *            rows T, ceil(2F / 128) blocks); data_t [2F, T] (dh transposed, 128 x 1 blocks along
- *            the tokens; scale_t: rows 2F, ceil(T / 128) blocks); workspace as the forward.
- * The bias and weight gradients are not computed here (fastglu_glu_bwd_* gives them). One kernel
- * (BLOCK_1X128), two for TENSOR, as the forward; the tiles cover 128 columns of dh, so with SPLIT
- * the operands are read once for d_gate's columns and once for d_up's.
+ *            the tokens; scale_t: rows 2F, ceil(T / 128) blocks). workspace: with dbias or
+ *            dweights, on both backends (device memory for CUDA, host memory for the CPU), at
+ *            least fastglu_glu_bwd_fp8_workspace_bytes(recipe, T, F, want_dbias, want_dweights)
+ *            bytes, 16-byte aligned; contents on entry do not matter, undefined on return.
+ *            Without them, as the forward (CUDA with FASTGLU_FP8_SCALING_TENSOR only).
+ *
+ * The sums (fp32, a fixed order, the same on both backends: bitwise reproducible run to run, and
+ * the CPU backend's bits equal the host emulation of the CUDA kernel's): each 128 x 128 tile of dh
+ * (tokens t0 .. t0 + 127, dh columns c0 .. c0 + 127) forms
+ *   dbias partial[t0 / 128][c]: per column, 16 sums s_rho from +0, each over the tile's rows
+ *     rho, rho + 16, ... (rho = 0 .. 15) in order; then p_w = s_2w + s_2w+1 (w = 0 .. 7) and
+ *     (..((p_0 + p_1) + p_2) + ..) + p_7;
+ *   dweights partial[c0 / 128][t] (tiles holding d_gate columns only: each operand column j counts
+ *     once): per row, 16 sums from +0, sum l over the d_gate columns among c0 + 8 l .. c0 + 8 l + 7
+ *     in order (l = 0 .. 15), added in the order of a butterfly (xor 8, 4, 2, 1);
+ * and the partials are added over the tiles in fastglu_glu_bwd_*'s order (8 interleaved in-order
+ * sums from +0, then those 8 in order from +0). The order differs from fastglu_glu_bwd_*'s (another
+ * tiling): the two agree to fp32 rounding, not bit for bit. On a GPU the terms differ from the CPU
+ * backend's by the sigmoid's few ulp, as dh's elements do; the order is the same.
+ *
+ * tokens == 0 or F == 0: nothing is read; dbias (when F > 0) and dweights (when tokens > 0) are
+ * set to zero, the sums over nothing, and nothing else is written. One kernel (BLOCK_1X128), two
+ * for TENSOR, as the forward, plus with dbias or dweights one short reduction kernel over the
+ * workspace; the tiles cover 128 columns of dh, so with SPLIT the operands are read once for
+ * d_gate's columns and once for d_up's. Validation as the forward: every output (dbias, dweights
+ * and the workspace's part in use included) is checked against every input and each other.
  * ------------------------------------------------------------------------------------------- */
-FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
-                                                    const fastglu_fp8_recipe *recipe,
-                                                    fastglu_tensor dy, fastglu_tensor gate,
-                                                    fastglu_tensor up, fastglu_tensor bias,
-                                                    fastglu_tensor weights, fastglu_tensor dh,
-                                                    const fastglu_fp8_out *out, int64_t tokens,
-                                                    int64_t ffn_hidden_size, void *stream);
+FASTGLU_API size_t fastglu_glu_bwd_fp8_workspace_bytes(const fastglu_fp8_recipe *recipe,
+                                                       int64_t tokens, int64_t ffn_hidden_size,
+                                                       int want_dbias, int want_dweights);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
+    int64_t tokens, int64_t ffn_hidden_size, void *stream);
 
 FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
     const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
     fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
-    fastglu_tensor dh, const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+    fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
+    int64_t tokens, int64_t ffn_hidden_size);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,7 @@
  *   dbias     per slab of FASTGLU_SLAB_ROWS rows and column, the rows as the kernels' 4 warps take
  *             them (warp w: rows w, w + 4, ... summed from +0), the slab's partial +0 + warp 0 +
  *             ... + warp 3, kept in the workspace; then the slabs' partials in the reduction's
- *             order (reduce_partials: 8 interleaved sums, then those 8).
+ *             order (fastglu_reduce_partials: 8 interleaved sums, then those 8).
  *   dweights  per tile of FASTGLU_TILE_COLS columns and row, the terms m_d * act(z) * (v + o) * dy
  *             as the kernels' 32 lanes add them (tile_dweights: 8 columns a lane, then a
  *             butterfly), kept in the workspace; then the tiles' partials as dbias's slabs.
@@ -169,18 +169,6 @@ static float tile_dweights(const float *dw, int n) {
     return v[0];
 }
 
-/* The CUDA reduction's order of n partials p[0], p[stride], ...: 8 interleaved in-order sums from
- * +0 (sum g takes partials g, g + 8, ...), then those 8 in order from +0 (glu_reduce_kernel). */
-static float reduce_partials(const float *p, int64_t n, int64_t stride) {
-    float r = 0.0f;
-    for (int g = 0; g < 8; ++g) {
-        float sum = 0.0f;
-        for (int64_t i = g; i < n; i += 8) sum += p[i * stride];
-        r += sum;
-    }
-    return r;
-}
-
 static void glu_bwd(const bwd_args *A) {
     const fastglu_glu_params *p = A->p;
     const int64_t T = A->T, F = A->F;
@@ -251,14 +239,16 @@ static void glu_bwd(const bwd_args *A) {
         const int64_t slabs = (T + FASTGLU_SLAB_ROWS - 1) / FASTGLU_SLAB_ROWS;
         for (int64_t c0 = 0; c0 < 2 * F; c0 += CHUNK) {
             const int n = (int)(2 * F - c0 < CHUNK ? 2 * F - c0 : CHUNK);
-            for (int k = 0; k < n; ++k) dg[k] = reduce_partials(A->ws_dbias + c0 + k, slabs, 2 * F);
+            for (int k = 0; k < n; ++k)
+                dg[k] = fastglu_reduce_partials(A->ws_dbias + c0 + k, slabs, 2 * F);
             store_f32(A->dt, A->dbias, c0, 1, n, dg);
         }
     }
     if (A->ws_dweights) { /* per token, the tiles' partials likewise */
         for (int64_t t0 = 0; t0 < T; t0 += CHUNK) {
             const int n = (int)(T - t0 < CHUNK ? T - t0 : CHUNK);
-            for (int k = 0; k < n; ++k) dg[k] = reduce_partials(A->ws_dweights + t0 + k, tiles, T);
+            for (int k = 0; k < n; ++k)
+                dg[k] = fastglu_reduce_partials(A->ws_dweights + t0 + k, tiles, T);
             store_f32(A->weights_dtype, A->dweights, t0, 1, n, dg);
         }
     }

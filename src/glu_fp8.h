@@ -12,17 +12,46 @@ extern "C" {
 #endif
 
 /* Validates every argument of fastglu_glu_fwd_fp8_* and, with dy (not NULL), of
- * fastglu_glu_bwd_fp8_* (y then stands for dh: outputs 2F wide); fn names the function in the
- * message. *empty = 1 when tokens == 0 or F == 0 (nothing to do; the pointers are then not
- * checked). need_workspace: the backend needs the workspace for FASTGLU_FP8_SCALING_TENSOR (CUDA). */
+ * fastglu_glu_bwd_fp8_* (y then stands for dh: outputs 2F wide; dbias and dweights, NULL in the
+ * forward, the backward's reductions); fn names the function in the message. *empty = 1 when
+ * tokens == 0 or F == 0 (nothing to do; the pointers are then not checked, except dbias's and
+ * dweights', which the caller then zero-fills: dbias when F > 0, dweights when tokens > 0).
+ * need_workspace: the backend needs the workspace for FASTGLU_FP8_SCALING_TENSOR (CUDA); with
+ * dbias or dweights both backends need it (the partials). */
 fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
                                      const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
                                      fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
                                      fastglu_tensor weights, fastglu_tensor y,
+                                     const fastglu_tensor *dbias, const fastglu_tensor *dweights,
                                      const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                      int need_workspace, int *empty);
 
 static inline int64_t fastglu_fp8_blocks(int64_t n) { return (n + 127) / 128; }
+
+/* The backward's workspace (fastglu_glu_bwd_fp8_workspace_bytes), each part 16-byte aligned:
+ *   [0, 16)                 the amax of FASTGLU_FP8_SCALING_TENSOR (CUDA; present for TENSOR)
+ *   [db_offset, + db_bytes) dbias partials, fp32 [ceil(T / 128)][2F]: the row tiles' column sums
+ *   [dw_offset, + dw_bytes) dweights partials, fp32 [ceil(2F / 128)][T]: the column tiles' row
+ *                           sums (SPLIT fills the first ceil(F / 128), the tiles with d_gate
+ *                           columns; INTERLEAVED all)
+ * Absent parts have offset and bytes 0; total 0 when nothing is needed. */
+typedef struct fastglu_fp8_bwd_workspace {
+    size_t db_offset, db_bytes, dw_offset, dw_bytes, total;
+} fastglu_fp8_bwd_workspace;
+fastglu_fp8_bwd_workspace fastglu_fp8_bwd_workspace_layout(const fastglu_fp8_recipe *recipe,
+                                                           int64_t tokens, int64_t F,
+                                                           int want_dbias, int want_dweights);
+
+/* The empty backward's sums over nothing on host memory: dbias (F > 0) and dweights (T > 0), those
+ * present, set to zero. */
+void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,
+                           int64_t tokens, int64_t F);
+
+/* The dweights partials' column tiles: those holding d_gate columns (SPLIT: ceil(F / 128), the
+ * tiles of d_gate's columns [0, F); INTERLEAVED: every tile, ceil(2F / 128)). */
+static inline int64_t fastglu_fp8_dw_tiles(int il, int64_t F) {
+    return fastglu_fp8_blocks(il ? 2 * F : F);
+}
 
 #ifdef __cplusplus
 }

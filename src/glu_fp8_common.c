@@ -3,6 +3,7 @@
  * messages), the workspace size, and the entry points of builds without CUDA.
  */
 #include <inttypes.h>
+#include <string.h>
 
 #include "glu_fp8.h"
 
@@ -14,6 +15,96 @@
 
 size_t fastglu_glu_fwd_fp8_workspace_bytes(const fastglu_fp8_recipe *recipe) {
     return recipe != NULL && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR ? 16 : 0;
+}
+
+/* n fp32 values rounded up to 16 bytes, into *bytes; 0 if that overflows size_t */
+static int partial_bytes(uint64_t rows, uint64_t cols, size_t *bytes) {
+    if (cols != 0 && rows > (SIZE_MAX / 4 - 15) / cols) return 0;
+    *bytes = (size_t)(rows * cols * 4 + 15) / 16 * 16;
+    return 1;
+}
+
+fastglu_fp8_bwd_workspace fastglu_fp8_bwd_workspace_layout(const fastglu_fp8_recipe *recipe,
+                                                           int64_t tokens, int64_t F,
+                                                           int want_dbias, int want_dweights) {
+    fastglu_fp8_bwd_workspace w = {0, 0, 0, 0, 0};
+    size_t off = fastglu_glu_fwd_fp8_workspace_bytes(recipe);
+    w.total = off;
+    if (tokens <= 0 || F <= 0 || F > INT64_MAX / 4) return w;
+    const uint64_t T = (uint64_t)tokens, W = 2 * (uint64_t)F;
+    if (want_dbias) {
+        if (!partial_bytes((uint64_t)fastglu_fp8_blocks(tokens), W, &w.db_bytes) ||
+            off > SIZE_MAX - w.db_bytes)
+            goto overflow;
+        w.db_offset = off, off += w.db_bytes;
+    }
+    if (want_dweights) {
+        if (!partial_bytes((uint64_t)fastglu_fp8_blocks((int64_t)W), T, &w.dw_bytes) ||
+            off > SIZE_MAX - w.dw_bytes)
+            goto overflow;
+        w.dw_offset = off, off += w.dw_bytes;
+    }
+    w.total = off;
+    return w;
+overflow: /* no memory holds it: the validation then refuses any workspace */
+    w.total = SIZE_MAX;
+    return w;
+}
+
+size_t fastglu_glu_bwd_fp8_workspace_bytes(const fastglu_fp8_recipe *recipe, int64_t tokens,
+                                           int64_t ffn_hidden_size, int want_dbias,
+                                           int want_dweights) {
+    return fastglu_fp8_bwd_workspace_layout(recipe, tokens, ffn_hidden_size, want_dbias,
+                                            want_dweights)
+        .total;
+}
+
+/* dbias / dweights of the backward (either may be absent): what holds for any size (the gradient
+ * asks for its operand, the dtype, contiguity). */
+static fastglu_status check_reduction_descriptors(const char *fn, fastglu_tensor gate,
+                                                  fastglu_tensor bias, fastglu_tensor weights,
+                                                  const fastglu_tensor *dbias,
+                                                  const fastglu_tensor *dweights) {
+    if (dbias != NULL && dbias->data != NULL) {
+        if (bias.data == NULL)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: dbias is given but bias is absent (NULL)", fn);
+        if (dbias->dtype != gate.dtype)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: dbias.dtype = %d differs from gate.dtype = %d", fn,
+                                     (int)dbias->dtype, (int)gate.dtype);
+        if (dbias->row_stride != 1)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: dbias.row_stride = %" PRId64 " must be 1 (contiguous)",
+                                     fn, dbias->row_stride);
+    }
+    if (dweights != NULL && dweights->data != NULL) {
+        if (weights.data == NULL)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: dweights is given but weights is absent (NULL)", fn);
+        if (dweights->dtype != weights.dtype)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: dweights.dtype = %d differs from weights.dtype = %d", fn,
+                                     (int)dweights->dtype, (int)weights.dtype);
+        if (dweights->row_stride != 1)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: dweights.row_stride = %" PRId64 " must be 1 (contiguous)",
+                                     fn, dweights->row_stride);
+    }
+    return FASTGLU_SUCCESS;
+}
+
+/* dbias [2F] and dweights [T] as output regions (those present and non-empty), into o. */
+static fastglu_status reduction_regions(const char *fn, fastglu_tensor gate,
+                                        const fastglu_tensor *dbias, const fastglu_tensor *dweights,
+                                        int64_t tokens, int64_t F, fastglu_region *o, int *n_out) {
+    if (dbias != NULL && dbias->data != NULL && F > 0)
+        TRY(fastglu_check_tensor(fn, &o[(*n_out)++], "dbias", dbias->data, 1, 2 * F, 0, 1,
+                                 fastglu_dtype_size(gate.dtype), 1));
+    if (dweights != NULL && dweights->data != NULL && tokens > 0)
+        TRY(fastglu_check_tensor(fn, &o[(*n_out)++], "dweights", dweights->data, 1, tokens, 0, 1,
+                                 fastglu_dtype_size(dweights->dtype), 1));
+    return FASTGLU_SUCCESS;
 }
 
 /* A scale tensor of `rows` rows and nb blocks per row in the recipe's layout (ld = row_stride). */
@@ -49,9 +140,10 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
                                      const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
                                      fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
                                      fastglu_tensor weights, fastglu_tensor y,
+                                     const fastglu_tensor *dbias, const fastglu_tensor *dweights,
                                      const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                      int need_workspace, int *empty) {
-    fastglu_region in[5], o[6];
+    fastglu_region in[5], o[8];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
     if (recipe == NULL)
@@ -74,7 +166,14 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
     TRY(fastglu_check_glu_fwd(fn, params, gate.data, 0, up.data, 0, bias.data, weights.data,
                               weights.dtype, 0, &scratch, 0, NULL, 0, one, one, gate.dtype, empty));
     TRY(fastglu_check_shape(fn, tokens, F, empty));
-    if (*empty) return FASTGLU_SUCCESS;
+    TRY(check_reduction_descriptors(fn, gate, bias, weights, dbias, dweights));
+    const int want_db = dbias != NULL && dbias->data != NULL,
+              want_dw = dweights != NULL && dweights->data != NULL;
+    if (*empty) { /* only the sums over nothing are written */
+        TRY(reduction_regions(fn, gate, dbias, dweights, tokens, F, o, &n_out));
+        for (int i = 1; i < n_out; ++i) TRY(fastglu_check_disjoint(fn, &o[i], &o[0]));
+        return FASTGLU_SUCCESS;
+    }
     if (up.data != NULL && up.dtype != gate.dtype)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: up.dtype = %d differs from gate.dtype = %d", fn,
@@ -133,15 +232,25 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
                                  out->data_t.data == NULL
                                      ? "no column-wise copy"
                                      : "one scale with FASTGLU_FP8_SCALING_TENSOR");
-    if (need_workspace && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR) {
-        const size_t need = fastglu_glu_fwd_fp8_workspace_bytes(recipe);
+    TRY(reduction_regions(fn, gate, dbias, dweights, tokens, F, o, &n_out));
+    if (want_db || want_dw || (need_workspace && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR)) {
+        const size_t need =
+            want_db || want_dw
+                ? fastglu_glu_bwd_fp8_workspace_bytes(recipe, tokens, F, want_db, want_dw)
+                : fastglu_glu_fwd_fp8_workspace_bytes(recipe);
         if (out->workspace == NULL || out->workspace_bytes < need ||
             (uintptr_t)out->workspace % 16 != 0)
-            return fastglu_set_error(
-                FASTGLU_ERROR_INVALID_VALUE,
-                "%s: out->workspace = %p of %zu bytes: FASTGLU_FP8_SCALING_TENSOR "
-                "needs %zu bytes, 16-byte aligned",
-                fn, out->workspace, out->workspace_bytes, need);
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: out->workspace = %p of %zu bytes: %s needs %zu bytes, "
+                                     "16-byte aligned",
+                                     fn, out->workspace, out->workspace_bytes,
+                                     want_db || want_dw
+                                         ? "dbias / dweights (fastglu_glu_bwd_fp8_workspace_bytes)"
+                                         : "FASTGLU_FP8_SCALING_TENSOR",
+                                     need);
+        if (need > (size_t)INT64_MAX)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                     "%s: the workspace would span more than 2^63 bytes", fn);
         o[n_out].name = "out->workspace";
         o[n_out].begin = (uintptr_t)out->workspace;
         o[n_out].bytes = need;
@@ -153,6 +262,14 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
         for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
     }
     return FASTGLU_SUCCESS;
+}
+
+void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,
+                           int64_t tokens, int64_t F) {
+    if (dbias.data != NULL && F > 0)
+        memset(dbias.data, 0, (size_t)(2 * F) * fastglu_dtype_size(gate.dtype));
+    if (dweights.data != NULL && tokens > 0)
+        memset(dweights.data, 0, (size_t)tokens * fastglu_dtype_size(dweights.dtype));
 }
 
 #ifndef FASTGLU_HAVE_CUDA
@@ -171,8 +288,8 @@ fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
     const char *fn = "fastglu_glu_fwd_fp8_cuda";
     int empty;
     (void)stream;
-    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, bias, weights, y, out, tokens, F,
-                              1, &empty));
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, bias, weights, y, NULL, NULL, out,
+                              tokens, F, 1, &empty));
     return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 
@@ -180,13 +297,18 @@ fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
                                         const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
                                         fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
                                         fastglu_tensor weights, fastglu_tensor dh,
+                                        fastglu_tensor dbias, fastglu_tensor dweights,
                                         const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                         void *stream) {
     const char *fn = "fastglu_glu_bwd_fp8_cuda";
     int empty;
     (void)stream;
-    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, bias, weights, dh, out, tokens, F,
-                              1, &empty));
-    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, bias, weights, dh, &dbias,
+                              &dweights, out, tokens, F, 1, &empty));
+    if (!empty) return no_cuda(fn);
+    /* the sums over nothing, as the CUDA backend writes them (a build without CUDA has no device
+     * memory: the pointers it is given are host memory, as fastglu_glu_bwd_cuda's stub takes them) */
+    fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
+    return FASTGLU_SUCCESS;
 }
 #endif

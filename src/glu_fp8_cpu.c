@@ -12,7 +12,10 @@
  * -ffp-contract=off): the test compares the quantised outputs with the quantisation of
  * fastglu_glu_fwd_cpu's y (fastglu_glu_bwd_cpu's d_gate / d_up), scales bit for bit.
  * fastglu_glu_bwd_fp8_cpu: the same tiles over dh [T, 2F] (h's layout), each element's gradient
- * from its gate, up and dy.
+ * from its gate, up and dy. With dbias / dweights, each tile's partial sums go to the workspace in
+ * the CUDA kernel's order (tile_dh below; glu_fp8_cuda.cu describes the threads it follows), and
+ * the partials are added over the tiles in its reduction's order (fastglu_reduce_partials), so
+ * that the two backends' sums agree bit for bit where their elements do.
  */
 #include <math.h>
 #include <string.h>
@@ -37,16 +40,35 @@ typedef struct fwd_args {
     const fastglu_glu_params *p;
     const fastglu_fp8_recipe *r;
     const fastglu_tensor *dy; /* NULL: the forward; else the backward (y is then dh) */
-    fastglu_tensor gate, up, bias, weights, y;
+    fastglu_tensor gate, up, bias, weights, y, dbias, dweights;
+    float *wsb, *wsw; /* the backward's dbias / dweights partials (workspace), NULL: not asked */
     const fastglu_fp8_out *out;
     int64_t T, F, W; /* W: the quantised operand's width, F (y) or 2F (dh) */
     fastglu_dtype dt;
 } fwd_args;
 
+/* The sum of 16 lanes' values in the order of the CUDA kernel's half-warp butterfly (xor 8, 4, 2,
+ * 1: each step adds a lane's value and its partner's, the same sum in both lanes). */
+static float butterfly16(const float *lanes) {
+    float v[16], nv[16];
+    memcpy(v, lanes, sizeof v);
+    for (int o = 8; o; o >>= 1) {
+        for (int l = 0; l < 16; ++l) nv[l] = v[l] + v[l ^ o];
+        memcpy(v, nv, sizeof v);
+    }
+    return v[0];
+}
+
 /* dh of tile rows [t0, t0 + nt), dh columns [c0, c0 + nc) into tile[i][k] (glu_cpu.c's backward
- * operation for operation), stored in dtype when asked, then rounded to dtype. */
+ * operation for operation), stored in dtype when asked, then rounded to dtype. reduce: the tile's
+ * dbias / dweights partials into the workspace, in the order of glu_fp8_cuda.cu's threads: the
+ * tile's thread rho (0..15) takes rows rho, rho + 16, ..., lane l of it columns 8 l .. 8 l + 7;
+ *   dbias: per column, thread rho's rows summed in order from +0 (pb[rho]); threads 2w and 2w + 1
+ *          added (a shuffle), then w = 0 .. 7 in order from w = 0;
+ *   dweights (tiles with d_gate columns): per row, each lane's d_gate columns in order from +0,
+ *          the 16 lanes as butterfly16. */
 static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, int store,
-                    float tile[TILE][TILE]) {
+                    int reduce, float tile[TILE][TILE]) {
     const fastglu_glu_params *p = A->p;
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED, has_b = A->bias.data != NULL,
               has_w = A->weights.data != NULL;
@@ -54,10 +76,16 @@ static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, i
     const void *ub = il ? A->gate.data : A->up.data;
     const int64_t urs = il ? A->gate.row_stride : A->up.row_stride;
     const glu_math m = make_math(p, A->dt, 0);
+    const int rb = reduce && A->wsb != NULL, rw = reduce && A->wsw != NULL && (il || c0 < F);
+    float pb[16][TILE]; /* dbias: the 16 threads' column sums */
+    if (rb)
+        for (int r = 0; r < 16; ++r)
+            for (int k = 0; k < nc; ++k) pb[r][k] = 0.0f;
     for (int i = 0; i < nt; ++i) {
         const int64_t t = t0 + i;
         const float w =
             has_w ? load_one(A->weights.dtype, A->weights.data, t * A->weights.row_stride) : 1.0f;
+        float lane_dw[16] = {0.0f}; /* dweights: the 16 lanes' sums over their d_gate columns */
         for (int k = 0; k < nc; ++k) {
             const int64_t col = c0 + k;
             const int is_up = il ? (int)(col & 1) : col >= F;
@@ -69,9 +97,39 @@ static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, i
             const float bu = has_b ? load_one(A->dt, A->bias.data, j * step + bup) : 0.0f;
             const glu_grads r = glu_elem_backward(MM_ANY, has_b, has_w, &m, g, u, bg, bu, w, d);
             tile[i][k] = is_up ? r.du : r.dg;
+            if (rb) pb[i % 16][k] += is_up ? r.dbu : r.dbg;
+            if (rw && !is_up) lane_dw[k / 8] += r.dw;
         }
+        if (rw) A->wsw[(c0 / TILE) * A->T + t] = butterfly16(lane_dw);
         if (store) store_f32(A->dt, A->y.data, t * A->y.row_stride + c0, 1, nc, tile[i]);
         round_row(A->dt, tile[i], nc);
+    }
+    if (rb)
+        for (int k = 0; k < nc; ++k) {
+            float s = pb[0][k] + pb[1][k];
+            for (int wp = 1; wp < 8; ++wp) s += pb[2 * wp][k] + pb[2 * wp + 1][k];
+            A->wsb[(t0 / TILE) * A->W + c0 + k] = s;
+        }
+}
+
+/* dbias and dweights from the tiles' partials, in the CUDA reduction's order. */
+static void reduce_sums(const fwd_args *A) {
+    float v[TILE];
+    if (A->wsb) {
+        const int64_t n = fastglu_fp8_blocks(A->T);
+        for (int64_t c0 = 0; c0 < A->W; c0 += TILE) {
+            const int nc = (int)(A->W - c0 < TILE ? A->W - c0 : TILE);
+            for (int k = 0; k < nc; ++k) v[k] = fastglu_reduce_partials(A->wsb + c0 + k, n, A->W);
+            store_f32(A->dt, A->dbias.data, c0, 1, nc, v);
+        }
+    }
+    if (A->wsw) {
+        const int64_t n = fastglu_fp8_dw_tiles(A->p->layout == FASTGLU_LAYOUT_INTERLEAVED, A->F);
+        for (int64_t t0 = 0; t0 < A->T; t0 += TILE) {
+            const int nt = (int)(A->T - t0 < TILE ? A->T - t0 : TILE);
+            for (int i = 0; i < nt; ++i) v[i] = fastglu_reduce_partials(A->wsw + t0 + i, n, A->T);
+            store_f32(A->dweights.dtype, A->dweights.data, t0, 1, nt, v);
+        }
     }
 }
 
@@ -153,7 +211,7 @@ static void run(const fwd_args *A) {
                 const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
                 const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
                 if (A->dy)
-                    tile_dh(A, t0, nt, j0, nj, want, tile);
+                    tile_dh(A, t0, nt, j0, nj, want, 0, tile);
                 else
                     tile_y(A, t0, nt, j0, nj, want, tile);
                 for (int i = 0; i < nt; ++i)
@@ -167,22 +225,30 @@ static void run(const fwd_args *A) {
             const int nt = (int)(T - t0 < TILE ? T - t0 : TILE);
             const int nj = (int)(W - j0 < TILE ? W - j0 : TILE);
             if (A->dy)
-                tile_dh(A, t0, nt, j0, nj, !tensor && want, tile);
+                tile_dh(A, t0, nt, j0, nj, !tensor && want, 1, tile);
             else
                 tile_y(A, t0, nt, j0, nj, !tensor && want, tile);
             tile_quantise(A, t0, nt, j0, nj, tensor, ts, tile);
         }
     if (tensor) *(float *)A->out->scale.data = ts;
+    if (A->dy) reduce_sums(A);
 }
 
 static fwd_args make_args(const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
                           const fastglu_tensor *dy, fastglu_tensor gate, fastglu_tensor up,
                           fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+                          const fastglu_tensor *dbias, const fastglu_tensor *dweights,
                           const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
     fwd_args A;
     A.p = params, A.r = recipe, A.dy = dy, A.gate = gate, A.up = up, A.bias = bias;
     A.weights = weights, A.y = y, A.out = out, A.T = tokens, A.F = F, A.W = dy ? 2 * F : F;
     A.dt = gate.dtype;
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 0};
+    A.dbias = dbias ? *dbias : none, A.dweights = dweights ? *dweights : none;
+    const fastglu_fp8_bwd_workspace ws = fastglu_fp8_bwd_workspace_layout(
+        recipe, tokens, F, A.dbias.data != NULL, A.dweights.data != NULL);
+    A.wsb = A.dbias.data ? (float *)((char *)out->workspace + ws.db_offset) : NULL;
+    A.wsw = A.dweights.data ? (float *)((char *)out->workspace + ws.dw_offset) : NULL;
     return A;
 }
 
@@ -192,10 +258,12 @@ fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *params,
                                        fastglu_tensor weights, fastglu_tensor y,
                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
     int empty;
-    fastglu_status st = fastglu_check_glu_fp8("fastglu_glu_fwd_fp8_cpu", params, recipe, NULL, gate,
-                                              up, bias, weights, y, out, tokens, F, 0, &empty);
+    fastglu_status st =
+        fastglu_check_glu_fp8("fastglu_glu_fwd_fp8_cpu", params, recipe, NULL, gate, up, bias,
+                              weights, y, NULL, NULL, out, tokens, F, 0, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    const fwd_args A = make_args(params, recipe, NULL, gate, up, bias, weights, y, out, tokens, F);
+    const fwd_args A =
+        make_args(params, recipe, NULL, gate, up, bias, weights, y, NULL, NULL, out, tokens, F);
     run(&A);
     return FASTGLU_SUCCESS;
 }
@@ -204,12 +272,19 @@ fastglu_status fastglu_glu_bwd_fp8_cpu(const fastglu_glu_params *params,
                                        const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
                                        fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
                                        fastglu_tensor weights, fastglu_tensor dh,
+                                       fastglu_tensor dbias, fastglu_tensor dweights,
                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
     int empty;
-    fastglu_status st = fastglu_check_glu_fp8("fastglu_glu_bwd_fp8_cpu", params, recipe, &dy, gate,
-                                              up, bias, weights, dh, out, tokens, F, 0, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
-    const fwd_args A = make_args(params, recipe, &dy, gate, up, bias, weights, dh, out, tokens, F);
+    fastglu_status st =
+        fastglu_check_glu_fp8("fastglu_glu_bwd_fp8_cpu", params, recipe, &dy, gate, up, bias,
+                              weights, dh, &dbias, &dweights, out, tokens, F, 0, &empty);
+    if (st != FASTGLU_SUCCESS) return st;
+    if (empty) {
+        fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
+        return FASTGLU_SUCCESS;
+    }
+    const fwd_args A = make_args(params, recipe, &dy, gate, up, bias, weights, dh, &dbias,
+                                 &dweights, out, tokens, F);
     run(&A);
     return FASTGLU_SUCCESS;
 }

@@ -60,6 +60,22 @@
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
  * their launch order interleaves them (split_tile), so that the second read comes from L2.
+ *
+ * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
+ * them keep their code; FAST never has them, as they need bias / weights). Each tile writes its
+ * partial sums to the workspace in a fixed order, then fp8_reduce_kernel adds the tiles' partials
+ * (fp32 throughout; the order never depends on the grid or the scheduling):
+ *   dbias    the thread of half-warp rho = 2 warp + half (rows rho, rho + 16, ...) sums the
+ *            unmasked d_a / d_v of each of its 8 columns over its rows in order, from +0, in
+ *            registers; after the row phase the two half-warps of a warp add theirs (a shuffle)
+ *            and the 8 warps' sums are added in order (warp 0 first) through shared memory:
+ *            partial[row tile][dh column].
+ *   dweights each lane sums m_d act (v + o) dy over its d_gate columns in order, from +0 (each
+ *            operand column j once: d_up's columns carry the same term), and the half-warp adds
+ *            its 16 lanes with a butterfly (xor 8, 4, 2, 1; exact in every lane, as a + b = b + a):
+ *            partial[column tile][token], for the column tiles holding d_gate columns.
+ * glu_fp8_cpu.c's tile_dh follows these orders, and fp8_reduce_kernel glu_cuda.cu's reduction
+ * (fastglu_reduce_partials), so the CPU backend's sums equal the host emulation's bit for bit.
  */
 #include <cuda_fp8.h>
 
@@ -91,7 +107,10 @@ typedef struct fp8_args {
     int64_t s_ld, st_ld;
     unsigned *amax;
     int64_t dy_rs;
-    int64_t T, F, W; /* W: the quantised operand's width, F (y) or 2F (dh) */
+    int64_t T, F, W;        /* W: the quantised operand's width, F (y) or 2F (dh) */
+    float *wsb, *wsw;       /* the backward's dbias / dweights partials (RED), NULL: not asked */
+    void *dbias, *dweights; /* the backward's sums (fp8_reduce_kernel) */
+    int64_t nwt;            /* the column tiles with dweights partials (fastglu_fp8_dw_tiles) */
 } fp8_args;
 
 /* Per dtype and direction: the shared tile's row pitch in elements (8-byte row starts; 2 l + const
@@ -99,15 +118,21 @@ typedef struct fp8_args {
  * half-warp's column the other 16); the row steps whose loads a thread issues before computing any
  * (unroll: 128 bytes of loads in flight per thread in the forward, 96 in the backward); the blocks
  * per SM the registers are held to (3: <= 80 registers, 4: <= 64; the 2-byte forward needs ~110
- * unbounded and spills at 64, the backward fits 64 with its 2 steps). */
-template <typename E, int BWD> struct geom {
+ * unbounded and spills at 64, the backward fits 64 with its 2 steps). RED (the backward's sums:
+ * 8 more accumulators) is held to 3 for 2-byte types and to 2 for fp32, which spills at 3 (its
+ * column-wise shared tiles allow only 2 blocks anyway). */
+template <typename E, int BWD, int RED = 0> struct geom {
     enum {
         pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
         tile_bytes = TILE * pitch * (int)sizeof(E),
         unroll = sizeof(E) == 4 || BWD ? 2 : 4,
-        min_blocks = BWD && sizeof(E) != 4 ? 4 : 3
+        min_blocks = RED                     ? (sizeof(E) == 4 ? 2 : 3)
+                     : BWD && sizeof(E) != 4 ? 4
+                                             : 3
     };
 };
+/* RED's shared memory: the 8 warps' dbias sums of the tile's columns, after the column-wise tiles */
+#define RED_BYTES (WARPS * TILE * (int)sizeof(float))
 
 /* 8 consecutive elements of dtype E as 32-bit words (16 bytes, 32 for fp32). */
 template <typename E> struct vec8 {
@@ -217,6 +242,12 @@ static __device__ __forceinline__ unsigned half_warp_max(unsigned v) {
     for (int o = 8; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* sum over each half-warp in the order of a butterfly (xor 8, 4, 2, 1), likewise */
+static __device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int o = 8; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
 
 /* The backward with SPLIT: dh's column tile of launch row y (of n), interleaving d_gate's tiles
  * (0 .. ng - 1, ng = ceil(F / 128): those with a column of d_gate) with d_up's (ng .. n - 1):
@@ -230,18 +261,19 @@ static __device__ __forceinline__ int64_t split_tile(int64_t y, int64_t n, int64
 }
 
 /* One element of the quantised operand (column col of y or dh) from the operands, loaded one by
- * one: the path of lanes outside the vector path. */
+ * one: the path of lanes outside the vector path. The backward's gradients whole (*is_up: col is
+ * d_up's) and the element's value. */
 template <typename E, int BWD>
-static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, int64_t col,
-                                                float w) {
+static __device__ __forceinline__ glu_grads element_grads(const fp8_args &a, int64_t t, int64_t col,
+                                                          float w, int *is_up) {
     const E *gate = (const E *)a.gate, *up = (const E *)a.up;
-    int is_up = 0;
     int64_t j = col;
+    *is_up = 0;
     if (BWD) {
         if (a.step == 2)
-            is_up = (int)(col & 1), j = col >> 1;
+            *is_up = (int)(col & 1), j = col >> 1;
         else if (col >= a.F)
-            is_up = 1, j = col - a.F;
+            *is_up = 1, j = col - a.F;
     }
     const float g = to_f32(gate[t * a.g_rs + j * a.step]), u = to_f32(up[t * a.u_rs + j * a.step]);
     float bg = -0.0f, bu = -0.0f; /* no bias: -0, as the general path adds it */
@@ -249,20 +281,32 @@ static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, in
         bg = to_f32(((const E *)a.bias)[j * a.step]);
         bu = to_f32(((const E *)a.bias)[j * a.step + a.bias_up]);
     }
-    if (!BWD) return glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w);
-    const glu_grads gr = glu_backward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w,
-                                                    to_f32(((const E *)a.dy)[t * a.dy_rs + j]));
-    return is_up ? gr.du : gr.dg;
+    glu_grads gr;
+    if (!BWD) {
+        gr.y = glu_forward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w);
+        return gr;
+    }
+    return glu_backward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w,
+                                      to_f32(((const E *)a.dy)[t * a.dy_rs + j]));
+}
+template <typename E, int BWD>
+static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, int64_t col,
+                                                float w) {
+    int is_up;
+    const glu_grads gr = element_grads<E, BWD>(a, t, col, w, &is_up);
+    return !BWD ? gr.y : is_up ? gr.du : gr.dg;
 }
 
 /* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no
  * weights), the multipliers, offset, clamp, bias and weight left out at compile time: the same
  * bits, as those operations are exact no-ops there (x + -0, 1 x). Otherwise the general math.
  * The host picks FAST once per launch (glu_fp8). */
-template <typename E, int MODE, int COLWISE, int BWD, int FAST>
-__global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0>
+__global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     glu_fp8_kernel(const fp8_args a) {
     enum { P = geom<E, BWD>::pitch, U = geom<E, BWD>::unroll, MM = FAST ? MM_K : MM_ANY };
+    /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
+    enum { R = RED && BWD && !FAST && MODE != MODE_AMAX };
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
     unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
@@ -293,6 +337,12 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
         s_step = a.mn_major ? 1 : a.s_ld;
     }
     unsigned tile_max = 0;
+    /* R: this thread's dbias sums of its 8 columns over its rows; the tile's dweights partials
+     * (a tile with d_gate columns, asked for) */
+    float cb[SPAN];
+#pragma unroll
+    for (int e = 0; e < SPAN; ++e) cb[e] = 0.0f;
+    const int rw = R && a.wsw && by < a.nwt;
     const int nsteps = (nt + STEP_ROWS - 1) / STEP_ROWS;
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         /* the loads of U steps, before any of them is used (the stores below could alias the
@@ -316,6 +366,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             const int64_t t = t0 + r;
             E ye[SPAN];
             unsigned am = 0;
+            float dwp = 0.0f; /* R: the lane's dweights sum over its d_gate columns of this row */
             if (valid) {
                 const float w = !FAST && a.weights
                                     ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
@@ -333,6 +384,10 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
                             const glu_grads gr = glu_backward<MM, !FAST, !FAST>(
                                 a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
                             v = up_half ? gr.du : gr.dg;
+                            if (R) {
+                                cb[e] = __fadd_rn(cb[e], up_half ? gr.dbu : gr.dbg);
+                                if (!up_half) dwp = __fadd_rn(dwp, gr.dw);
+                            }
                         } else {
                             v = glu_forward<MM, !FAST, !FAST>(a.m, vget(rg[q], e), vget(ru[q], e),
                                                               bg, bu, w);
@@ -349,7 +404,18 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
 #pragma unroll 1
                     for (int e = 0; e < SPAN && c + e < nj; ++e) {
                         E ve;
-                        from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                        if (R) {
+                            int is_up;
+                            const glu_grads gr = element_grads<E, BWD>(a, t, j0 + c + e, w, &is_up);
+                            from_f32(&ve, is_up ? gr.du : gr.dg);
+                            const float db = is_up ? gr.dbu : gr.dbg;
+#pragma unroll
+                            for (int k = 0; k < SPAN; ++k) /* cb[e] kept in registers */
+                                if (k == e) cb[k] = __fadd_rn(cb[k], db);
+                            if (!is_up) dwp = __fadd_rn(dwp, gr.dw);
+                        } else {
+                            from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                        }
                         am = max(am, fastglu_abs_bits(to_f32(ve)));
                         if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
                         if (COLWISE) tile[r * P + c + e] = ve;
@@ -359,6 +425,10 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
             if (MODE == MODE_AMAX) {
                 tile_max = max(tile_max, am);
                 continue;
+            }
+            if (rw) { /* every lane takes the shuffles; the row's partial from its lane 0 */
+                const float sw = half_warp_sum(dwp);
+                if (valid && l16 == 0) a.wsw[by * a.T + t] = sw;
             }
             fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
@@ -397,6 +467,23 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
         tile_max = max(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
         if (lane == 0) atomicMax(a.amax, tile_max);
         return;
+    }
+    if (R && a.wsb) { /* uniform: the tile's dbias partials, the 8 warps' sums added in order */
+        float *red =
+            (float *)(smem_raw + (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0));
+#pragma unroll
+        for (int e = 0; e < SPAN; ++e)
+            cb[e] = __fadd_rn(cb[e], __shfl_xor_sync(0xffffffffu, cb[e], 16));
+        if (half == 0)
+#pragma unroll
+            for (int e = 0; e < SPAN; ++e) red[warp * TILE + c + e] = cb[e];
+        __syncthreads();
+        if (threadIdx.x < nj) {
+            float sb = red[threadIdx.x];
+#pragma unroll
+            for (int w = 1; w < WARPS; ++w) sb = __fadd_rn(sb, red[w * TILE + threadIdx.x]);
+            a.wsb[(int64_t)blockIdx.x * a.W + j0 + threadIdx.x] = sb;
+        }
     }
     if (!COLWISE) return;
     __syncthreads();
@@ -446,10 +533,52 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     }
 }
 
-template <typename E, int MODE, int COLWISE, int BWD, int FAST>
+/* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
+ * takes 32 consecutive outputs (one per lane) of dbias (blocks [0, nb_db)) or dweights (the next
+ * nb_dw); warp g sums the partials q = g, g + 8, ... in order from +0, then warp 0 adds the 8
+ * warps' sums in order from +0: fastglu_reduce_partials' order (glu_cuda.cu's glu_reduce_kernel's),
+ * whatever the grid. */
+typedef struct fp8_red_args {
+    const float *wsb, *wsw;
+    void *dbias, *dweights;
+    int64_t nrt, nwt, T, W; /* the partials per dbias column, per token; the outputs' extents */
+    int w_dtype;
+} fp8_red_args;
+
+template <typename E>
+__global__ void __launch_bounds__(THREADS) fp8_reduce_kernel(const fp8_red_args a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *part = (float *)smem_raw; /* [WARPS][32] */
+    const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+    const int64_t nb_db = a.dbias ? (a.W + 31) / 32 : 0, b = blockIdx.x;
+    const int is_db = b < nb_db;
+    const float *ws = is_db ? a.wsb : a.wsw;
+    const int64_t n = is_db ? a.W : a.T, nq = is_db ? a.nrt : a.nwt;
+    const int64_t i = (is_db ? b : b - nb_db) * 32 + lane;
+    float sum = 0.0f;
+    if (i < n)
+        for (int64_t q = g; q < nq; q += WARPS) sum = __fadd_rn(sum, ws[q * n + i]);
+    part[g * 32 + lane] = sum;
+    __syncthreads();
+    if (g != 0 || i >= n) return;
+    float r = 0.0f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) r = __fadd_rn(r, part[k * 32 + lane]);
+    if (is_db)
+        from_f32(&((E *)a.dbias)[i], r);
+    else if (a.w_dtype == FASTGLU_DTYPE_FP32)
+        ((float *)a.dweights)[i] = r;
+    else if (a.w_dtype == FASTGLU_DTYPE_BF16)
+        from_f32(&((__nv_bfloat16 *)a.dweights)[i], r);
+    else
+        from_f32(&((__half *)a.dweights)[i], r);
+}
+
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>;
-    const size_t smem = COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0;
+    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>;
+    const size_t smem = (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0) +
+                        (RED && MODE != MODE_AMAX ? RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
         const cudaError_t err =
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -460,31 +589,47 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
-template <typename E, int BWD, int FAST>
+/* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
+ * reduction */
+template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
-    if (!tensor)
-        return colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST>(a, s)
-                       : launch<E, MODE_BLOCK, 0, BWD, FAST>(a, s);
-    cudaError_t err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-    if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST>(a, s);
-    if (err == cudaSuccess)
-        err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST>(a, s)
-                      : launch<E, MODE_TENSOR, 0, BWD, FAST>(a, s);
-    return err;
+    cudaError_t err = cudaSuccess;
+    if (!tensor) {
+        err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED>(a, s)
+                      : launch<E, MODE_BLOCK, 0, BWD, FAST, RED>(a, s);
+    } else {
+        err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
+        if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST, 0>(a, s);
+        if (err == cudaSuccess)
+            err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST, RED>(a, s)
+                          : launch<E, MODE_TENSOR, 0, BWD, FAST, RED>(a, s);
+    }
+    if (!RED || err != cudaSuccess) return err;
+    fp8_red_args r;
+    r.wsb = a.wsb, r.wsw = a.wsw, r.dbias = a.dbias, r.dweights = a.dweights;
+    r.nrt = (a.T + TILE - 1) / TILE, r.nwt = a.nwt, r.T = a.T, r.W = a.W, r.w_dtype = a.w_dtype;
+    const int64_t blocks = (a.dbias ? (a.W + 31) / 32 : 0) + (a.dweights ? (a.T + 31) / 32 : 0);
+    void *args[] = {(void *)&r};
+    return cudaLaunchKernel((const void *)fp8_reduce_kernel<E>, dim3((unsigned)blocks),
+                            dim3(THREADS), args, WARPS * 32 * sizeof(float), s);
 }
 
 template <typename E, int BWD>
-static cudaError_t run_fast(const fp8_args &a, int fast, int tensor, int colwise, cudaStream_t s) {
-    return fast ? run<E, BWD, 1>(a, tensor, colwise, s) : run<E, BWD, 0>(a, tensor, colwise, s);
+static cudaError_t run_fast(const fp8_args &a, int fast, int red, int tensor, int colwise,
+                            cudaStream_t s) {
+    if (fast) return run<E, BWD, 1, 0>(a, tensor, colwise, s);
+    /* RED only in the backward (BWD as RED: the forward's red is 0) */
+    return red ? run<E, BWD, 0, BWD>(a, tensor, colwise, s)
+               : run<E, BWD, 0, 0>(a, tensor, colwise, s);
 }
 
 template <int BWD>
-static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int tensor, int colwise,
-                             cudaStream_t s) {
+static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int red, int tensor,
+                             int colwise, cudaStream_t s) {
     switch (dt) {
-    case FASTGLU_DTYPE_FP32: return run_fast<float, BWD>(a, fast, tensor, colwise, s);
-    case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD>(a, fast, tensor, colwise, s);
-    default: return run_fast<__nv_bfloat16, BWD>(a, fast, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP32: return run_fast<float, BWD>(a, fast, red, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD>(a, fast, red, tensor, colwise, s);
+    default: return run_fast<__nv_bfloat16, BWD>(a, fast, red, tensor, colwise, s);
     }
 }
 
@@ -492,17 +637,34 @@ static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int 
 static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
                               const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
                               fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
-                              fastglu_tensor weights, fastglu_tensor y, const fastglu_fp8_out *out,
+                              fastglu_tensor weights, fastglu_tensor y, const fastglu_tensor *dbias,
+                              const fastglu_tensor *dweights, const fastglu_fp8_out *out,
                               int64_t tokens, int64_t F, void *stream) {
     int empty;
     fastglu_status st = fastglu_check_glu_fp8(fn, params, recipe, dy, gate, up, bias, weights, y,
-                                              out, tokens, F, 1, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
+                                              dbias, dweights, out, tokens, F, 1, &empty);
+    if (st != FASTGLU_SUCCESS) return st;
+    cudaStream_t s = (cudaStream_t)stream;
+    void *db = dbias ? dbias->data : NULL, *dw = dweights ? dweights->data : NULL;
+    if (empty) { /* the sums over nothing */
+        cudaError_t err = cudaSuccess;
+        if (db && F > 0)
+            err = cudaMemsetAsync(db, 0, (size_t)(2 * F) * fastglu_dtype_size(gate.dtype), s);
+        if (err == cudaSuccess && dw && tokens > 0)
+            err = cudaMemsetAsync(dw, 0, (size_t)tokens * fastglu_dtype_size(dweights->dtype), s);
+        return launch_status(fn, err);
+    }
     const int64_t W = dy ? 2 * F : F;
     if (fastglu_fp8_blocks(W) > 65535 || fastglu_fp8_blocks(tokens) > 0x7fffffff)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: tokens = %lld, ffn_hidden_size = %lld: more 128 x 128 tiles "
                                  "than the CUDA grid holds",
+                                 fn, (long long)tokens, (long long)F);
+    if ((db ? (W + 31) / 32 : 0) + (dw ? (tokens + 31) / 32 : 0) >
+        0x7fffffff) /* the reduction's blocks of 32 outputs */
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: tokens = %lld, ffn_hidden_size = %lld: more outputs of dbias "
+                                 "and dweights than the reduction's grid holds",
                                  fn, (long long)tokens, (long long)F);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
     const size_t es = fastglu_dtype_size(gate.dtype);
@@ -530,11 +692,18 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
             (!a.y || access_width(a.y, a.y_rs, tokens, es) == 16) &&
             access_width_cap(a.d, a.d_rs, tokens, 1, 8) == 8;
     a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, W, 1, 16) == 16;
+    const fastglu_fp8_bwd_workspace ws =
+        fastglu_fp8_bwd_workspace_layout(recipe, tokens, F, db != NULL, dw != NULL);
+    a.dbias = db, a.dweights = dw;
+    a.wsb = db ? (float *)((char *)out->workspace + ws.db_offset) : NULL;
+    a.wsw = dw ? (float *)((char *)out->workspace + ws.dw_offset) : NULL;
+    a.nwt = fastglu_fp8_dw_tiles(il, F);
+    if (dw) a.w_dtype = (int)dweights->dtype;
     const int tensor = recipe->scaling == FASTGLU_FP8_SCALING_TENSOR, colwise = a.dt != NULL;
-    cudaStream_t s = (cudaStream_t)stream;
     const int fast = math_mode_of(params) == MM_K && !a.bias && !a.weights;
-    const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, fast, tensor, colwise, s)
-                               : run_dtype<0>(a, gate.dtype, fast, tensor, colwise, s);
+    const int red = db != NULL || dw != NULL;
+    const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, fast, red, tensor, colwise, s)
+                               : run_dtype<0>(a, gate.dtype, fast, 0, tensor, colwise, s);
     return launch_status(fn, err);
 }
 
@@ -545,14 +714,15 @@ extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *par
                                                    fastglu_tensor y, const fastglu_fp8_out *out,
                                                    int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, NULL, gate, up, bias, weights, y,
-                   out, tokens, F, stream);
+                   NULL, NULL, out, tokens, F, stream);
 }
 
 extern "C" fastglu_status
 fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
                          fastglu_tensor dy, fastglu_tensor gate, fastglu_tensor up,
                          fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor dh,
-                         const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
+                         fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
+                         int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_bwd_fp8_cuda", params, recipe, &dy, gate, up, bias, weights, dh,
-                   out, tokens, F, stream);
+                   &dbias, &dweights, out, tokens, F, stream);
 }

@@ -101,6 +101,19 @@ typedef struct fastglu_glu_workspace_layout {
 fastglu_glu_workspace_layout fastglu_glu_workspace(int64_t tokens, int64_t ffn_hidden_size,
                                                    int want_dbias, int want_dweights);
 
+/* The CUDA reduction's order of n partials p[0], p[stride], ...: 8 interleaved in-order sums from
+ * +0 (sum g takes partials g, g + 8, ...), then those 8 in order from +0 (glu_cuda.cu's
+ * glu_reduce_kernel, glu_fp8_cuda.cu's fp8_reduce_kernel). The CPU backends' copy of that order. */
+static inline float fastglu_reduce_partials(const float *p, int64_t n, int64_t stride) {
+    float r = 0.0f;
+    for (int g = 0; g < 8; ++g) {
+        float sum = 0.0f;
+        for (int64_t i = g; i < n; i += 8) sum += p[i * stride];
+        r += sum;
+    }
+    return r;
+}
+
 /* The backward's block-scaled fp8 operands (fastglu_glu_operands.scale_1x128): the 1 x 128 blocks
  * of a row, 2 ceil(F / 128) with SPLIT (gate's, then up's), ceil(2F / 128) with INTERLEAVED. */
 static inline int64_t fastglu_glu_scale_blocks(fastglu_layout layout, int64_t F) {

@@ -471,8 +471,10 @@ PyMODINIT_FUNC PyInit__C(void) {
  *             data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
  *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
  * pointers as integers, 0 for NULL. */
-/* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward. */
-static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
+/* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward, else
+ * the backward with its sums db / dw (data NULL: not asked; dw's dtype is set to the weights'). */
+static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, fastglu_tensor db,
+                              fastglu_tensor dw) {
     int64_t on_cuda, scaling, scale_layout, pow2, dtype, g_rs, u_rs, wdt, w_st, y_rs, d_rs, s_ld,
         dt_rs, st_ld, tokens, F;
     void *gate, *up, *bias, *weights, *y, *d, *s, *dt, *st, *ws, *stream;
@@ -499,6 +501,7 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
                                   (fastglu_fp8_scale_layout)scale_layout, pow2 != 0};
     const fastglu_tensor tg = {gate, e, g_rs}, tu = {up, e, u_rs}, tb = {bias, e, 1},
                          tw = {weights, (fastglu_dtype)wdt, w_st}, ty = {y, e, y_rs};
+    db.dtype = e, dw.dtype = (fastglu_dtype)wdt;
     fastglu_fp8_out o;
     o.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, d_rs};
     o.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, s_ld};
@@ -507,12 +510,12 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
     o.workspace = ws, o.workspace_bytes = ws_bytes;
     fastglu_status status;
     if (on_cuda) {
-        status =
-            dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F, stream)
-               : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+        status = dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens,
+                                               F, stream)
+                    : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS status =
-            dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, &o, tokens, F)
+            dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
                : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
         Py_END_ALLOW_THREADS
     }
@@ -528,20 +531,39 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy) {
 static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     CHECK_NARGS("glu_fwd_fp8", 34);
-    return glu_fp8_call(args, NULL);
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 1};
+    return glu_fp8_call(args, NULL, none, none);
 }
 
-/* glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's 34 arguments, y standing for dh>):
- * fastglu_glu_bwd_fp8_{cpu,cuda}; dy in the operands' dtype. */
+/* glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's 34 arguments, y standing for
+ * dh>): fastglu_glu_bwd_fp8_{cpu,cuda}; dy in the operands' dtype; dbias [2F] in it, dweights [T]
+ * in the weights' (contiguous; 0: not asked; the workspace then sized by
+ * glu_bwd_fp8_workspace_bytes). */
 static PyObject *py_glu_bwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int64_t dtype, dy_rs;
-    void *dy;
+    void *dy, *db, *dw;
     (void)self;
-    CHECK_NARGS("glu_bwd_fp8", 36);
-    if (!get_ptr(args[0], &dy) || !get_i64(args[1], &dy_rs) || !get_dtype(args[12], &dtype))
+    CHECK_NARGS("glu_bwd_fp8", 38);
+    if (!get_ptr(args[0], &dy) || !get_i64(args[1], &dy_rs) || !get_ptr(args[2], &db) ||
+        !get_ptr(args[3], &dw) || !get_dtype(args[14], &dtype))
         return NULL;
     const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
-    return glu_fp8_call(args + 2, &tdy);
+    const fastglu_tensor tdb = {db, (fastglu_dtype)dtype, 1}, tdw = {dw, FASTGLU_DTYPE_FP32, 1};
+    return glu_fp8_call(args + 4, &tdy, tdb, tdw);
+}
+
+/* glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights):
+ * fastglu_glu_bwd_fp8_workspace_bytes. */
+static PyObject *py_glu_bwd_fp8_workspace_bytes(PyObject *self, PyObject *const *args,
+                                                Py_ssize_t nargs) {
+    int64_t scaling, tokens, F, db, dw;
+    (void)self;
+    CHECK_NARGS("glu_bwd_fp8_workspace_bytes", 5);
+    if (!get_i64(args[0], &scaling) || !get_i64(args[1], &tokens) || !get_i64(args[2], &F) ||
+        !get_i64(args[3], &db) || !get_i64(args[4], &dw))
+        return NULL;
+    const fastglu_fp8_recipe r = {(fastglu_fp8_scaling)scaling, FASTGLU_FP8_SCALES_MN_MAJOR, 0};
+    return PyLong_FromSize_t(fastglu_glu_bwd_fp8_workspace_bytes(&r, tokens, F, db != 0, dw != 0));
 }
 
 static PyMethodDef fp8_methods[] = {
@@ -552,8 +574,12 @@ static PyMethodDef fp8_methods[] = {
      "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, workspace, "
      "workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda}; 0 for NULL."},
     {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
-     "glu_bwd_fp8(dy, dy_row_stride, <glu_fwd_fp8's arguments, y standing for dh>): "
-     "fastglu_glu_bwd_fp8_{cpu,cuda}."},
+     "glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's arguments, y standing for "
+     "dh>): fastglu_glu_bwd_fp8_{cpu,cuda}."},
+    {"glu_bwd_fp8_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_fp8_workspace_bytes,
+     METH_FASTCALL,
+     "glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights): "
+     "fastglu_glu_bwd_fp8_workspace_bytes."},
     {NULL, NULL, 0, NULL}};
 
 static int add_fp8_functions(PyObject *m) {

@@ -22,7 +22,10 @@ scale, w2_scale.t(), ...)``), and ``scale_t`` strides (1, F) (``y_t.t()`` as mat
 gradient takes ``scale_t.t()``); ``"row_major"`` gives contiguous scales.
 
 ``glu_bwd_fp8(dy, x, ...)`` quantises the input's gradient dh [T, 2F] the same way (row-wise for
-fc1's dgrad, column-wise for its weight gradient), in the pass that computes it.
+fc1's dgrad, column-wise for its weight gradient), in the pass that computes it, and with ``bias``
+/ ``weights`` reduces their gradients in the same pass (``dbias [2F]`` in x's dtype and h's layout,
+``dweights`` of the weights' shape and dtype: ``fastglu.glu``'s backward's values to fp32 rounding,
+a fixed summation order, bitwise reproducible, the CPU's equal to the kernel's).
 
 The ops are ``torch.ops.fastglu.glu_fwd_fp8`` and ``glu_bwd_fp8`` (torch.library, with a fake
 implementation: compiles without graph breaks). The quantised outputs carry no gradient.
@@ -38,7 +41,7 @@ import torch
 from . import _C
 from . import ops as _ops
 
-__all__ = ["FP8Output", "glu_bwd_fp8", "glu_fp8"]
+__all__ = ["FP8GradOutput", "FP8Output", "glu_bwd_fp8", "glu_fp8"]
 
 _SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
 _SCALE_LAYOUTS = {"mn_major": _C.FP8_SCALES_MN_MAJOR, "row_major": _C.FP8_SCALES_ROW_MAJOR}
@@ -53,6 +56,18 @@ class FP8Output(NamedTuple):
     data_t: torch.Tensor | None  # y_t [F, T] or None
     scale_t: torch.Tensor | None  # [F, ceil(T/128)] or None
     y: torch.Tensor | None  # y [..., F] in x's dtype, when asked
+
+
+class FP8GradOutput(NamedTuple):
+    """glu_bwd_fp8's result: FP8Output's fields for dh (y: dh itself), then the reductions."""
+
+    data: torch.Tensor  # dh_fp8 [..., 2F] float8_e4m3fn
+    scale: torch.Tensor  # [T, ceil(2F/128)] fp32 (block) or 0-dim (tensor)
+    data_t: torch.Tensor | None  # dh_t [2F, T] or None
+    scale_t: torch.Tensor | None  # [2F, ceil(T/128)] or None
+    y: torch.Tensor | None  # dh [..., 2F] in x's dtype, when asked (return_dh)
+    dbias: torch.Tensor | None  # [2F] in x's dtype (h's layout), when bias is given
+    dweights: torch.Tensor | None  # the weights' shape and dtype, when weights are given
 
 
 def _blocks(n: int) -> int:
@@ -127,7 +142,13 @@ def _run(
     )
     on_cuda = x.device.type == "cuda"
     ws = None
-    if on_cuda and scaling == _C.FP8_SCALING_TENSOR:
+    # the backward's sums: dbias with bias, dweights with weights (empty tensors otherwise)
+    db, dw = _sums(dy is not None, bias, weights, T, F, x)
+    want_db, want_dw = db.numel() > 0, dw.numel() > 0
+    if want_db or want_dw:  # the partials: a workspace on both backends
+        n = _C.glu_bwd_fp8_workspace_bytes(scaling, T, F, int(want_db), int(want_dw))
+        ws = torch.empty((n,), dtype=torch.uint8, device=x.device)
+    elif on_cuda and scaling == _C.FP8_SCALING_TENSOR:
         ws = torch.empty((_C.FP8_WORKSPACE_BYTES_TENSOR,), dtype=torch.uint8, device=x.device)
     block = scaling == _C.FP8_SCALING_BLOCK_1X128
 
@@ -136,9 +157,16 @@ def _run(
 
     kernel = _C.glu_fwd_fp8
     if dy is not None:
-        # glu_bwd_fp8 takes dy's pointer and row stride before glu_fwd_fp8's arguments
+        # glu_bwd_fp8 takes dy's pointer and row stride, dbias and dweights (0: not asked) before
+        # glu_fwd_fp8's arguments
         d = _as_rows(dy, F, "dy")
-        kernel = functools.partial(_C.glu_bwd_fp8, d.data_ptr(), d.stride(0))
+        kernel = functools.partial(
+            _C.glu_bwd_fp8,
+            d.data_ptr(),
+            d.stride(0),
+            db.data_ptr() if want_db else 0,
+            dw.data_ptr() if want_dw else 0,
+        )
     args = (
         activation,
         layout,
@@ -176,7 +204,18 @@ def _run(
     # on x's device and its current stream, under a device guard where x's device is not the
     # current one (the op layer's launch)
     _ops._launch(kernel, x.get_device(), args)
-    return data, scale, data_t, scale_t, y
+    if dy is None:
+        return data, scale, data_t, scale_t, y
+    return data, scale, data_t, scale_t, y, db, dw
+
+
+def _sums(bwd, bias, weights, T, F, x):
+    """The backward's dbias ([2F], x's dtype) and dweights ([T], the weights' dtype), each empty
+    where not computed (no bias / weights, or the forward)."""
+    db = torch.empty((2 * F if bwd and bias is not None else 0,), dtype=x.dtype, device=x.device)
+    wdt = weights.dtype if weights is not None else torch.float32
+    dw = torch.empty((T if bwd and weights is not None else 0,), dtype=wdt, device=x.device)
+    return db, dw
 
 
 def _check_options(
@@ -231,7 +270,10 @@ def _fake(
     )
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
     T = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+    outs = _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+    if width == 1:
+        return outs
+    return (*outs, *_sums(True, bias, weights, T, F, x))
 
 
 def _bwd_fake(dy, x, *rest):
@@ -248,7 +290,11 @@ _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the r
 torch.library.define("fastglu::glu_fwd_fp8", _SCHEMA, lib=_LIB)
 torch.library.impl("fastglu::glu_fwd_fp8", ("cpu", "cuda"), _impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_fwd_fp8", _fake, lib=_LIB)
-torch.library.define("fastglu::glu_bwd_fp8", "(Tensor dy, " + _SCHEMA[1:], lib=_LIB)
+# the backward: dy first; dbias and dweights after the five (empty where bias / weights are None)
+_BWD_SCHEMA = (
+    "(Tensor dy, " + _SCHEMA[1 : _SCHEMA.index("->")] + "-> (" + ", ".join(["Tensor"] * 7) + ")"
+)
+torch.library.define("fastglu::glu_bwd_fp8", _BWD_SCHEMA, lib=_LIB)
 torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
 
@@ -406,13 +452,17 @@ def glu_bwd_fp8(
     pow2_scales: bool = False,
     columnwise: bool = False,
     return_dh: bool = False,
-) -> FP8Output:
+) -> FP8GradOutput:
     """The gradient dh of the GLU's input ([..., 2F] in x's layout: gate | up, or interleaved) from
     dy ([..., F], fc2's dgrad) quantised to float8_e4m3fn with the recipe of glu_fp8: ``data
     [..., 2F]`` (1 x 128 blocks along the 2F channels, for fc1's dgrad) and with
     ``columnwise`` ``data_t [2F, T]`` (128 x 1 blocks along the tokens, for fc1's weight
     gradient); ``y`` holds dh in x's dtype when ``return_dh`` (the values ``fastglu.glu``'s
-    backward gives). The bias and weights gradients are not computed here."""
+    backward gives). With ``bias``, ``dbias`` ([2F], x's dtype, the bias's layout) and with
+    ``weights``, ``dweights`` (the weights' shape and dtype) are reduced in the same pass
+    (``fastglu.glu``'s backward's gradients to fp32 rounding; a fixed order, bitwise reproducible);
+    None without them. Returns ``FP8GradOutput(data, scale, data_t, scale_t, y, dbias,
+    dweights)``."""
     fn = "glu_bwd_fp8"
     p = _ops.glu_params(
         activation,
@@ -441,7 +491,7 @@ def glu_bwd_fp8(
         )
     if up is not None and interleaved:
         _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
-    data, scale, data_t, scale_t, dh = _call(
+    data, scale, data_t, scale_t, dh, dbias, dweights = _call(
         torch.ops.fastglu.glu_bwd_fp8,
         _bwd_impl,
         dy,
@@ -457,10 +507,12 @@ def glu_bwd_fp8(
         bool(return_dh),
     )
     lead = tuple(x.shape[:-1])
-    return FP8Output(
+    return FP8GradOutput(
         data.view(*lead, 2 * F),
         scale,
         data_t if columnwise else None,
         scale_t if columnwise and scaling == "block" else None,
         dh.view(*lead, 2 * F) if return_dh else None,
+        dbias if bias is not None else None,
+        dweights.view(weights.shape) if weights is not None else None,
     )

@@ -47,8 +47,8 @@ output, differentiable: its gradient adds to the GLU's dh before dh is quantised
 the backward op) and the quantised copies the backward reads (x^T, y^T and their scales, which
 refuse a gradient: RuntimeError).
 
-Not supported (ValueError / TypeError): biases and per-token weights (the FP8 GLU backward does not
-reduce their gradients yet), float64.
+Not supported (ValueError / TypeError): biases and per-token weights (the block does not take them;
+``fastglu.fp8.glu_bwd_fp8`` reduces their gradients for a caller that does), float64.
 """
 
 from __future__ import annotations

@@ -10,7 +10,11 @@
  * inputs each run.
  *
  * The backward (fastglu_glu_bwd_fp8_*) likewise: dh [T, 2F] in h's layout against the
- * quantisation of fastglu_glu_bwd_*'s d_gate / d_up.
+ * quantisation of fastglu_glu_bwd_*'s d_gate / d_up; with bias / weights (every recipe but the
+ * third, which leaves them out), its dbias / dweights against a float64 reference of the sums and
+ * against fastglu_glu_bwd_*'s, within a tolerance that grows with the number of terms, with the
+ * bytes around them untouched, and a second run over other workspace garbage bit for bit; the
+ * empty problem's zero sums.
  *
  * Built twice: test_glu_fp8_cpu, and with FP8_TEST_CUDA test_glu_fp8_cuda (device memory, a
  * non-default stream; exits 77, CTest's skip, without a usable GPU).
@@ -208,6 +212,67 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
     return fp16_to_f32(((const uint16_t *)base)[i]);
 }
 
+/* ---- the backward's sums in float64 ---------------------------------------------------------- */
+
+static void ref_act(fastglu_activation act, double z, double *a, double *da) {
+    if (act == FASTGLU_ACT_GELU_TANH) {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        *a = 0.5 * z * (1.0 + th);
+        *da = 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
+        return;
+    }
+    const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
+    *a = z * s;
+    *da = s * (1.0 + k * z * (1.0 - s));
+}
+
+/* dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 (include/fastglu.h),
+ * with each sum's sum of |terms| (mb, mw) for the tolerance. */
+static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsigned char *h,
+                     int64_t in_rs, const unsigned char *bias, const float *w, int has_b, int has_w,
+                     const unsigned char *dy, int64_t dy_rs, int64_t T, int64_t F, double *db,
+                     double *mb, double *dw, double *mw) {
+    const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    double c = 0.0;
+    if (p->clamp_value > 0.0f) { /* the bound rounded to dtype */
+        unsigned char buf[4];
+        put(dt, buf, 0, p->clamp_value);
+        c = get(dt, buf, 0);
+    }
+    for (int64_t k = 0; k < 2 * F; ++k) db[k] = mb[k] = 0.0;
+    for (int64_t t = 0; t < T; ++t) {
+        dw[t] = mw[t] = 0.0;
+        for (int64_t j = 0; j < F; ++j) {
+            const int64_t ig = il ? 2 * j : j, iu = il ? 2 * j + 1 : F + j;
+            double g = get(dt, h, t * in_rs + ig), u = get(dt, h, t * in_rs + iu);
+            if (c > 0) g = g < c ? g : c, u = u < -c ? -c : u > c ? c : u;
+            const double a = g + (has_b ? get(dt, bias, ig) : 0.0),
+                         v = u + (has_b ? get(dt, bias, iu) : 0.0) + p->glu_linear_offset;
+            double act, dact;
+            ref_act(p->activation, p->gate_multiplier * a, &act, &dact);
+            const double d = get(dt, dy, t * dy_rs + j), wt = has_w ? w[t] : 1.0;
+            const double e = p->down_multiplier * wt * d;
+            const double da = e * v * dact * p->gate_multiplier, dv = e * act;
+            const double tw = p->down_multiplier * act * v * d;
+            db[ig] += da, mb[ig] += fabs(da), db[iu] += dv, mb[iu] += fabs(dv);
+            dw[t] += tw, mw[t] += fabs(tw);
+        }
+    }
+}
+
+/* A sum of n terms computed in fp32 and rounded to a dtype of unit roundoff u_out: within
+ * u_out |ref| + (16 + n) 2^-23 (sum of |terms|) (per-term fp32 rounding and the sigmoid's few ulp,
+ * then one rounding per addition). NaN / inf must match. */
+static int sum_close(double got, double ref, double mag, int64_t n, double u_out) {
+    if (isnan(ref)) return isnan(got);
+    if (isinf(ref)) return got == ref;
+    return fabs(got - ref) <= u_out * fabs(ref) + (16.0 + (double)n) * 0x1p-23 * mag;
+}
+
+static double unit_roundoff(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_BF16 ? 0x1p-8 : dt == FASTGLU_DTYPE_FP16 ? 0x1p-11 : 0x1p-24;
+}
+
 /* Row strides of the operands and outputs. STRIDES_ODD: every row padded by an odd number of
  * elements (no 16-byte rows: the CUDA kernel's element-by-element path); STRIDES_DENSE: contiguous
  * tensors (torch's; the 16-byte path wherever F % 8 == 0); STRIDES_VIEW: rows padded by 16 bytes
@@ -275,13 +340,32 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     for (int64_t i = 0; i < s_n; ++i) s[i] = SENT32;
     for (int64_t i = 0; i < st_n; ++i) st[i] = SENT32;
 
+    /* the backward's sums: with bias / weights, except under the third recipe (bias and weights
+     * without their gradients); dbias / dweights padded by 8 sentinel elements each side */
+    const int sums = bwd && (v->bias || v->weights) && c != &configs[2];
+    const int want_db = sums && v->bias, want_dw = sums && v->weights;
+    const fastglu_fp8_recipe r = {c->scaling, c->layout, c->pow2};
+    const size_t fws = fastglu_glu_bwd_fp8_workspace_bytes(&r, T, F, want_db, want_dw);
+    const size_t rws = fastglu_glu_bwd_workspace_bytes(T, F, want_db, want_dw);
+    const size_t ws_bytes = sums ? fws : 64, db_bytes = (size_t)(2 * F + 16) * es,
+                 dw_bytes = (size_t)(T + 16) * 4;
+    unsigned char *dbh = malloc(db_bytes), *dbr = malloc(db_bytes);
+    float *dwh = malloc(dw_bytes), *dwr = malloc(dw_bytes);
+    memset(dbh, SENT8, db_bytes), memset(dbr, SENT8, db_bytes);
+    for (int64_t i = 0; i < T + 16; ++i) dwh[i] = dwr[i] = SENT32;
     void *H = h, *B = bias, *W = w, *Y = yfused, *D = d, *DT = dtr, *S = s, *ST = st, *YR = yref,
-         *WS = NULL, *DY = dyh;
+         *WS = sums ? malloc(ws_bytes) : NULL, *DY = dyh, *DB = dbh, *DW = dwh, *DBR = dbr,
+         *DWR = dwr, *RWS = rws ? malloc(rws) : NULL;
 #ifdef FP8_TEST_CUDA
     H = dmem(h_bytes), B = dmem((size_t)(2 * F) * es), W = dmem((size_t)T * 4), Y = dmem(y_bytes);
     D = dmem(d_bytes), DT = dmem(dt_bytes), S = dmem((size_t)s_n * 4),
     ST = dmem((size_t)(st_n ? st_n : 1) * 4);
-    YR = dmem(y_bytes), WS = dmem(64), DY = dmem((size_t)(T * dy_rs) * es);
+    free(WS), free(RWS);
+    YR = dmem(y_bytes), WS = dmem(ws_bytes), DY = dmem((size_t)(T * dy_rs) * es);
+    DB = dmem(db_bytes), DW = dmem(dw_bytes), DBR = dmem(db_bytes), DWR = dmem(dw_bytes);
+    RWS = rws ? dmem(rws) : NULL;
+    up_(DB, dbh, db_bytes), up_(DW, dwh, dw_bytes), up_(DBR, dbr, db_bytes);
+    up_(DWR, dwr, dw_bytes);
     up_(DY, dyh, (size_t)(T * dy_rs) * es);
     up_(H, h, h_bytes), up_(B, bias, (size_t)(2 * F) * es), up_(W, w, (size_t)T * 4);
     up_(Y, yfused, y_bytes), up_(D, d, d_bytes), up_(DT, dtr, dt_bytes), up_(S, s, (size_t)s_n * 4);
@@ -299,16 +383,19 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
         out.data_t = (fastglu_tensor){DT, FASTGLU_DTYPE_FP8_E4M3, dt_rs};
         if (!tensor) out.scale_t = (fastglu_tensor){ST, FASTGLU_DTYPE_FP32, st_ld};
     }
-    out.workspace = WS, out.workspace_bytes = WS ? 64 : 0;
-    fastglu_fp8_recipe r = {c->scaling, c->layout, c->pow2};
+    out.workspace = WS, out.workspace_bytes = WS ? ws_bytes : 0;
+    fastglu_tensor dbt = {want_db ? (char *)DB + 8 * es : NULL, dt, 1},
+                   dwt = {want_dw ? (float *)DW + 8 : NULL, FASTGLU_DTYPE_FP32, 1};
+    void *dbr_p = want_db ? (char *)DBR + 8 * es : NULL, *dwr_p = want_dw ? (float *)DWR + 8 : NULL;
     fastglu_status st_ref, st_f;
 #ifdef FP8_TEST_CUDA
     if (bwd) {
         st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
                                    0, bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
-                                   il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F,
-                                   dt, stream);
-        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, stream);
+                                   il ? NULL : (char *)YR + F * es, y_rs, dbr_p, dwr_p, RWS, rws, T,
+                                   F, dt, stream);
+        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
+                                        stream);
     } else {
         st_ref = glu_fwd_cuda_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
                                    FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt, stream);
@@ -318,13 +405,15 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     down_(yref, YR, y_bytes), down_(yfused, Y, y_bytes), down_(d, D, d_bytes);
     down_(dtr, DT, dt_bytes), down_(s, S, (size_t)s_n * 4);
     if (st_n) down_(st, ST, (size_t)st_n * 4);
+    down_(dbh, DB, db_bytes), down_(dwh, DW, dw_bytes), down_(dbr, DBR, db_bytes);
+    down_(dwr, DWR, dw_bytes);
 #else
     if (bwd) {
-        st_ref =
-            glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0, 0,
-                             bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
-                             il ? NULL : (char *)YR + F * es, y_rs, NULL, NULL, NULL, 0, T, F, dt);
-        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F);
+        st_ref = glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
+                                  0, bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
+                                  il ? NULL : (char *)YR + F * es, y_rs, dbr_p, dwr_p, RWS, rws, T,
+                                  F, dt);
+        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F);
     } else {
         st_ref = glu_fwd_cpu_flat(&p, gate.data, in_rs, upt.data, in_rs, bt.data, wt.data,
                                   FASTGLU_DTYPE_FP32, 1, YR, y_rs, NULL, 0, T, F, dt);
@@ -334,6 +423,61 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     if (st_ref != FASTGLU_SUCCESS || st_f != FASTGLU_SUCCESS) {
         FAIL("%s: status %d / %d: %s", what, (int)st_ref, (int)st_f, fastglu_last_error_message());
         goto done;
+    }
+    if (sums) { /* run to run: the sums again over a workspace of other garbage, bit for bit */
+        unsigned char *db1 = malloc(db_bytes);
+        float *dw1 = malloc(dw_bytes);
+        memcpy(db1, dbh, db_bytes), memcpy(dw1, dwh, dw_bytes);
+#ifdef FP8_TEST_CUDA
+        check_cuda(cudaMemsetAsync(WS, 0x5a, ws_bytes, stream), "memset");
+        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
+                                        stream);
+        check_cuda(cudaStreamSynchronize(stream), "kernel");
+        down_(dbh, DB, db_bytes), down_(dwh, DW, dw_bytes);
+#else
+        memset(WS, 0x5a, ws_bytes);
+        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F);
+#endif
+        if (st_f != FASTGLU_SUCCESS || memcmp(db1, dbh, db_bytes) || memcmp(dw1, dwh, dw_bytes))
+            FAIL("%s: the sums of a second run differ (status %d)", what, (int)st_f);
+        free(db1), free(dw1);
+    }
+    if (sums) { /* dbias / dweights: float64 and fastglu_glu_bwd_*'s, the padding untouched */
+        double *rdb = malloc((size_t)(2 * F) * 8), *rmb = malloc((size_t)(2 * F) * 8),
+               *rdw = malloc((size_t)T * 8), *rmw = malloc((size_t)T * 8);
+        ref_sums(&p, dt, h, in_rs, bias, w, v->bias, v->weights, dyh, dy_rs, T, F, rdb, rmb, rdw,
+                 rmw);
+        const double ub = unit_roundoff(dt);
+        for (int64_t k = 0; want_db && k < 2 * F; ++k) {
+            const double got = get(dt, dbh, 8 + k), lib = get(dt, dbr, 8 + k);
+            if (!sum_close(got, rdb[k], rmb[k], T, ub) || !sum_close(got, lib, rmb[k], T, 2 * ub)) {
+                FAIL("%s: dbias[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (sum|terms| "
+                     "%.3g)",
+                     what, (long long)k, got, rdb[k], lib, rmb[k]);
+                break;
+            }
+        }
+        for (int64_t t = 0; want_dw && t < T; ++t) {
+            const double got = dwh[8 + t], lib = dwr[8 + t];
+            if (!sum_close(got, rdw[t], rmw[t], F, 0x1p-24) ||
+                !sum_close(got, lib, rmw[t], F, 0x1p-23)) {
+                FAIL("%s: dweights[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (sum|terms| "
+                     "%.3g)",
+                     what, (long long)t, got, rdw[t], lib, rmw[t]);
+                break;
+            }
+        }
+        for (size_t i = 0; i < db_bytes; ++i)
+            if ((i < 8 * es || i >= (size_t)(8 + 2 * F) * es || !want_db) && dbh[i] != SENT8) {
+                FAIL("%s: dbias byte %zu written outside [2F]", what, i);
+                break;
+            }
+        for (int64_t i = 0; i < T + 16; ++i)
+            if ((i < 8 || i >= 8 + T || !want_dw) && dwh[i] != SENT32) {
+                FAIL("%s: dweights element %lld written outside [T]", what, (long long)i);
+                break;
+            }
+        free(rdb), free(rmb), free(rdw), free(rmw);
     }
     /* y as the recipe quantises it */
     float *yv = malloc((size_t)(T * X) * sizeof(float));
@@ -426,15 +570,195 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
 done:
 #ifdef FP8_TEST_CUDA
     cudaFree(H), cudaFree(B), cudaFree(W), cudaFree(Y), cudaFree(D), cudaFree(DT), cudaFree(S);
-    cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY);
+    cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY), cudaFree(DB), cudaFree(DW);
+    cudaFree(DBR), cudaFree(DWR), cudaFree(RWS);
+#else
+    free(WS), free(RWS);
 #endif
     free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st),
-        free(dyh);
+        free(dyh), free(dbh), free(dbr), free(dwh), free(dwr);
 }
 
 static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
                      int specials, int bwd) {
     run_case_strides(v, c, dt, T, F, specials, bwd, STRIDES_ODD);
+}
+
+/* The backward's dbias / dweights arguments: each refused with a status and a message naming it,
+ * nothing written (the outputs keep their sentinels); the empty problem's zero sums. Host memory:
+ * the CPU backend (and the CUDA build's, through the same validation). */
+static void bad_sums(void) {
+    enum { T = 4, F = 8 };
+    uint16_t h[T * 2 * F], dyb[T * F], b[2 * F], db[2 * F + 8], bigdb[64];
+    float w[T], dw[T + 8], s[T];
+    _Alignas(16) unsigned char d[T * 2 * F];
+    _Alignas(16) unsigned char ws[4096];
+    for (int i = 0; i < T * 2 * F; ++i) h[i] = f32_to_bf16((float)(urand() * 2 - 1));
+    for (int i = 0; i < T * F; ++i) dyb[i] = f32_to_bf16((float)(urand() * 2 - 1));
+    for (int i = 0; i < 2 * F; ++i) b[i] = f32_to_bf16((float)(urand() - 0.5));
+    for (int i = 0; i < T; ++i) w[i] = (float)urand();
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_fp8_recipe r = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
+    const fastglu_dtype bf = FASTGLU_DTYPE_BF16;
+    fastglu_tensor g = {h, bf, 2 * F}, u = {h + F, bf, 2 * F}, dy = {dyb, bf, F}, bt = {b, bf, 1},
+                   wt = {w, FASTGLU_DTYPE_FP32, 1}, none = {NULL, bf, 0};
+    fastglu_fp8_out out;
+    memset(&out, 0, sizeof out);
+    out.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, 2 * F};
+    out.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, 1};
+    const size_t need = fastglu_glu_bwd_fp8_workspace_bytes(&r, T, F, 1, 1);
+    if (need == 0 || need > sizeof ws) FAIL("workspace bytes %zu", need);
+    out.workspace = ws, out.workspace_bytes = need;
+    struct {
+        const char *what, *name;
+        fastglu_status want;
+        fastglu_tensor bias, weights, dbias, dweights;
+        size_t ws_bytes;
+    } cases[] = {
+        {"dbias without bias",
+         "bias",
+         FASTGLU_ERROR_INVALID_VALUE,
+         none,
+         wt,
+         {db, bf, 1},
+         none,
+         need},
+        {"dweights without weights",
+         "weights",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         none,
+         none,
+         {dw, FASTGLU_DTYPE_FP32, 1},
+         need},
+        {"dbias of another dtype",
+         "dbias.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         bt,
+         wt,
+         {db, FASTGLU_DTYPE_FP16, 1},
+         none,
+         need},
+        {"dweights of another dtype",
+         "dweights.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         bt,
+         wt,
+         none,
+         {dw, FASTGLU_DTYPE_BF16, 1},
+         need},
+        {"strided dbias",
+         "dbias.row_stride",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {db, bf, 2},
+         none,
+         need},
+        {"strided dweights",
+         "dweights.row_stride",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         none,
+         {dw, FASTGLU_DTYPE_FP32, 2},
+         need},
+        {"dbias overlapping bias",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {b, bf, 1},
+         none,
+         need},
+        {"dweights overlapping weights",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         none,
+         {w, FASTGLU_DTYPE_FP32, 1},
+         need},
+        {"dbias overlapping dweights",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {dw, bf, 1},
+         {dw, FASTGLU_DTYPE_FP32, 1},
+         need},
+        {"dbias overlapping the workspace",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {ws + 32, bf, 1},
+         none,
+         need},
+        {"a workspace too small",
+         "workspace",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {db, bf, 1},
+         {dw, FASTGLU_DTYPE_FP32, 1},
+         need - 1},
+        {"dbias overlapping dh's codes",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         bt,
+         wt,
+         {d, bf, 1},
+         none,
+         need},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+        memset(db, SENT8, sizeof db), memset(d, SENT8, sizeof d),
+            memset(bigdb, SENT8, sizeof bigdb);
+        for (int i = 0; i < T + 8; ++i) dw[i] = SENT32;
+        out.workspace_bytes = cases[k].ws_bytes;
+        const fastglu_status st =
+            fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, cases[k].bias, cases[k].weights, none,
+                                    cases[k].dbias, cases[k].dweights, &out, T, F);
+        if (st != cases[k].want || !strstr(fastglu_last_error_message(), cases[k].name))
+            FAIL("%s: status %d, \"%s\" (wanted %d naming %s)", cases[k].what, (int)st,
+                 fastglu_last_error_message(), (int)cases[k].want, cases[k].name);
+        int touched = 0;
+        for (size_t i = 0; i < sizeof db; ++i) touched |= ((unsigned char *)db)[i] != SENT8;
+        for (size_t i = 0; i < sizeof d; ++i) touched |= d[i] != SENT8;
+        for (int i = 0; i < T + 8; ++i) touched |= dw[i] != SENT32;
+        if (touched) FAIL("%s: a refused call wrote an output", cases[k].what);
+    }
+    out.workspace_bytes = need;
+    /* the valid call, and the empty problems: zero sums over nothing, nothing else written */
+    fastglu_tensor dbt = {db, bf, 1}, dwt = {dw, FASTGLU_DTYPE_FP32, 1};
+    fastglu_status st =
+        fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, bt, wt, none, dbt, dwt, &out, T, F);
+    if (st != FASTGLU_SUCCESS) FAIL("valid sums refused: %s", fastglu_last_error_message());
+    memset(db, SENT8, sizeof db), memset(d, SENT8, sizeof d);
+    for (int i = 0; i < T + 8; ++i) dw[i] = SENT32;
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, bt, wt, none, dbt, dwt, &out, 0, F);
+    if (st != FASTGLU_SUCCESS) FAIL("T = 0 refused: %s", fastglu_last_error_message());
+    for (int i = 0; i < 2 * F + 8; ++i)
+        if (db[i] != (i < 2 * F ? 0 : (SENT8 << 8 | SENT8))) {
+            FAIL("T = 0: dbias[%d] = 0x%04x", i, db[i]);
+            break;
+        }
+    if (dw[0] != SENT32) FAIL("T = 0: dweights written");
+    memset(db, SENT8, sizeof db);
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, bt, wt, none, dbt, dwt, &out, T, 0);
+    if (st != FASTGLU_SUCCESS) FAIL("F = 0 refused: %s", fastglu_last_error_message());
+    for (int i = 0; i < T + 8; ++i)
+        if (dw[i] != (i < T ? 0.0f : SENT32)) {
+            FAIL("F = 0: dweights[%d] = %g", i, (double)dw[i]);
+            break;
+        }
+    if (db[0] != (SENT8 << 8 | SENT8)) FAIL("F = 0: dbias written");
+    for (size_t i = 0; i < sizeof d; ++i)
+        if (d[i] != SENT8) {
+            FAIL("an empty problem wrote data");
+            break;
+        }
 }
 
 /* Bad arguments: a status, a message, nothing written. */
@@ -481,14 +805,15 @@ static void bad_inputs(void) {
     r.scaling = FASTGLU_FP8_SCALING_BLOCK_1X128;
     out.scale_t = (fastglu_tensor){NULL, FASTGLU_DTYPE_FP32, 0};
     out.data.row_stride = 16; /* dh [4, 16] */
-    st = fastglu_glu_bwd_fp8_cpu(&p, &r, none, g, u, none, none, none, &out, 4, 8);
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, none, g, u, none, none, none, none, none, &out, 4, 8);
     if (st != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "dy"))
         FAIL("backward without dy accepted: %d %s", (int)st, fastglu_last_error_message());
     fastglu_tensor dy = {h, FASTGLU_DTYPE_FP16, 8};
-    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, none, none, none, &out, 4, 8);
+    st = fastglu_glu_bwd_fp8_cpu(&p, &r, dy, g, u, none, none, none, none, none, &out, 4, 8);
     if (st != FASTGLU_ERROR_UNSUPPORTED_DTYPE || !strstr(fastglu_last_error_message(), "dy.dtype"))
         FAIL("backward with a dy of another dtype accepted: %d %s", (int)st,
              fastglu_last_error_message());
+    bad_sums();
     for (size_t i = 0; i < sizeof d; ++i)
         if (d[i] != SENT8) {
             FAIL("a refused call wrote data");

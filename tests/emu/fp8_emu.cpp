@@ -34,21 +34,36 @@ alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared me
 /* ---- the kernels' launches: each block's threads as coroutines (emu_threads.h) --------------- */
 
 static emu_body body;
-template <typename E, int MODE, int COLWISE, int BWD, int FAST> static void run_k(void **args) {
-    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>(*(const fp8_args *)args[0]);
+static long red_launches, reduce_launches; /* kernels with the backward's sums; their reduction */
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
+static void run_k(void **args) {
+    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int COLWISE, int BWD, int FAST> static int try_k(const void *f) {
-    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST>) return 0;
-    body = run_k<E, MODE, COLWISE, BWD, FAST>;
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
+static int try_k(const void *f) {
+    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>) return 0;
+    body = run_k<E, MODE, COLWISE, BWD, FAST, RED>;
+    red_launches += RED;
     return 1;
 }
-template <typename E, int BWD, int FAST> static int find_fast(const void *f) {
-    return try_k<E, MODE_BLOCK, 0, BWD, FAST>(f) || try_k<E, MODE_BLOCK, 1, BWD, FAST>(f) ||
-           try_k<E, MODE_AMAX, 0, BWD, FAST>(f) || try_k<E, MODE_TENSOR, 0, BWD, FAST>(f) ||
-           try_k<E, MODE_TENSOR, 1, BWD, FAST>(f);
+template <typename E, int BWD, int FAST, int RED> static int find_fast(const void *f) {
+    return try_k<E, MODE_BLOCK, 0, BWD, FAST, RED>(f) ||
+           try_k<E, MODE_BLOCK, 1, BWD, FAST, RED>(f) ||
+           try_k<E, MODE_AMAX, 0, BWD, FAST, RED>(f) ||
+           try_k<E, MODE_TENSOR, 0, BWD, FAST, RED>(f) ||
+           try_k<E, MODE_TENSOR, 1, BWD, FAST, RED>(f);
+}
+template <typename E> static void run_reduce(void **args) {
+    fp8_reduce_kernel<E>(*(const fp8_red_args *)args[0]);
 }
 template <typename E, int BWD> static int find_e(const void *f) {
-    return find_fast<E, BWD, 0>(f) || find_fast<E, BWD, 1>(f);
+    if (BWD && f == (const void *)fp8_reduce_kernel<E>) {
+        body = run_reduce<E>;
+        reduce_launches++;
+        return 1;
+    }
+    return find_fast<E, BWD, 0, 0>(f) || find_fast<E, BWD, 1, 0>(f) ||
+           (BWD && find_fast<E, BWD, 0, 1>(f));
 }
 
 static size_t smem_bytes;
@@ -104,8 +119,8 @@ static int failures;
 enum { ODD = 0, DENSE = 1, VIEW = 2 };
 
 struct outs {
-    std::vector<unsigned char> y, d, dt, ws;
-    std::vector<float> s, st;
+    std::vector<unsigned char> y, d, dt, ws, db;
+    std::vector<float> s, st, dw;
 };
 
 /* The parameters besides the activation and the clamp (run_case's tweak): each takes the call off
@@ -115,13 +130,15 @@ enum { PLAIN = 0, GATE_MULT = 1, DOWN_MULT = 2, OFFSET = 3 };
 /* One case: the kernel with y, then without; the recipe on the host from the kernel's y. */
 static void run_case(fastglu_activation act, int il, int bias, int weights, float clamp,
                      fastglu_dtype dt, int64_t T, int64_t F, int bwd, int tensor, int mn, int pow2,
-                     int colwise, int strides, int tweak = PLAIN) {
+                     int colwise, int strides, int tweak = PLAIN, int sums = 0) {
     char what[220];
     snprintf(what, sizeof what,
              "%s act=%d il=%d bias=%d w=%d clamp=%g dt=%d T=%lld F=%lld tensor=%d mn=%d pow2=%d "
-             "colwise=%d strides=%d tweak=%d",
+             "colwise=%d strides=%d tweak=%d sums=%d",
              bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt, (long long)T,
-             (long long)F, tensor, mn, pow2, colwise, strides, tweak);
+             (long long)F, tensor, mn, pow2, colwise, strides, tweak, sums);
+    /* sums: the backward's dbias (with bias) and dweights (with weights) */
+    const int want_db = bwd && sums && bias, want_dw = bwd && sums && weights;
     const size_t es = fastglu_dtype_size(dt);
     const int64_t X = bwd ? 2 * F : F, p16 = 16 / (int64_t)es;
     int64_t in_rs = 2 * F + 3, dy_rs = F + 1, y_rs = X + 2, d_rs = X + 5, dt_rs = T + 7;
@@ -157,6 +174,7 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
     if (tweak == OFFSET) p.glu_linear_offset = 1.0f;
     fastglu_fp8_recipe r = {tensor ? FASTGLU_FP8_SCALING_TENSOR : FASTGLU_FP8_SCALING_BLOCK_1X128,
                             mn ? FASTGLU_FP8_SCALES_MN_MAJOR : FASTGLU_FP8_SCALES_ROW_MAJOR, pow2};
+    const size_t ws_bytes = 64 + fastglu_glu_bwd_fp8_workspace_bytes(&r, T, F, want_db, want_dw);
     outs o[2];
     for (int with_y = 1; with_y >= 0; --with_y) {
         outs &u = o[with_y];
@@ -164,7 +182,8 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         u.d.assign((size_t)(T * d_rs) + 32, 0xa5);
         u.dt.assign((size_t)(X * dt_rs) + 32, 0xa5);
         u.s.assign((size_t)s_n, -1234.5f), u.st.assign((size_t)st_n, -1234.5f);
-        u.ws.assign(64, 0x77);
+        u.ws.assign(ws_bytes, 0x77);
+        u.db.assign((size_t)(2 * F + 16) * es, 0xa5), u.dw.assign((size_t)T + 16, -1234.5f);
         /* 16-byte aligned starts: vector<unsigned char> storage is malloc'd (16-byte aligned) */
         fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
         fastglu_tensor bt = {bias ? b : NULL, dt, 1},
@@ -178,9 +197,12 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
             out.data_t = (fastglu_tensor){u.dt.data(), FASTGLU_DTYPE_FP8_E4M3, dt_rs};
             if (!tensor) out.scale_t = (fastglu_tensor){u.st.data(), FASTGLU_DTYPE_FP32, st_ld};
         }
-        out.workspace = u.ws.data(), out.workspace_bytes = 64;
+        out.workspace = u.ws.data(), out.workspace_bytes = ws_bytes;
+        const fastglu_tensor dbt = {want_db ? u.db.data() + 8 * es : NULL, dt, 1},
+                             dwt = {want_dw ? u.dw.data() + 8 : NULL, FASTGLU_DTYPE_FP32, 1};
         const fastglu_status st =
-            bwd ? fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F, NULL)
+            bwd ? fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
+                                           NULL)
                 : fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, NULL);
         if (st != FASTGLU_SUCCESS) {
             FAIL("%s: status %d: %s", what, (int)st, fastglu_last_error_message());
@@ -190,8 +212,9 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
     /* the kernel's y (dh) against the CPU backend's: the same per-element math (the shim's
      * special-function stand-ins are the CPU backend's) */
     {
-        std::vector<unsigned char> yc(o[1].y.size(), 0xa5), dc((size_t)(T * d_rs) + 32);
-        std::vector<float> sc((size_t)s_n), stc((size_t)st_n);
+        std::vector<unsigned char> yc(o[1].y.size(), 0xa5), dc((size_t)(T * d_rs) + 32),
+            dbc(o[1].db.size(), 0xa5), wsc(ws_bytes, 0x33);
+        std::vector<float> sc((size_t)s_n), stc((size_t)st_n), dwc(o[1].dw.size(), -1234.5f);
         fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs};
         fastglu_tensor bt = {bias ? b : NULL, dt, 1},
                        wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1};
@@ -200,12 +223,30 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         memset(&out, 0, sizeof out);
         out.data = (fastglu_tensor){dc.data(), FASTGLU_DTYPE_FP8_E4M3, d_rs};
         out.scale = (fastglu_tensor){sc.data(), FASTGLU_DTYPE_FP32, s_ld};
+        out.workspace = wsc.data(), out.workspace_bytes = ws_bytes;
+        const fastglu_tensor dbt = {want_db ? dbc.data() + 8 * es : NULL, dt, 1},
+                             dwt = {want_dw ? dwc.data() + 8 : NULL, FASTGLU_DTYPE_FP32, 1};
         const fastglu_status st =
-            bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, &out, T, F)
+            bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F)
                 : fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
         if (st != FASTGLU_SUCCESS) FAIL("%s: CPU status %d", what, (int)st);
         if (memcmp(yc.data(), o[1].y.data(), yc.size()))
             FAIL("%s: the kernel's y (dh) differs from the CPU backend's", what);
+        /* the sums bit for bit (both runs of the kernel), the padding untouched */
+        for (int with_y = 1; with_y >= 0; --with_y) {
+            if (memcmp(dbc.data(), o[with_y].db.data(), dbc.size()))
+                FAIL("%s: the kernel's dbias differs from the CPU backend's (run %d)", what,
+                     with_y);
+            if (memcmp(dwc.data(), o[with_y].dw.data(), dwc.size() * 4))
+                FAIL("%s: the kernel's dweights differ from the CPU backend's (run %d)", what,
+                     with_y);
+        }
+        int written = 0;
+        for (int64_t k = 0; want_db && k < 2 * F; ++k)
+            written |= dbc[(size_t)((8 + k) * (int64_t)es)] != 0xa5 ||
+                       dbc[(size_t)((8 + k) * (int64_t)es + (int64_t)es - 1)] != 0xa5;
+        for (int64_t t = 0; want_dw && t < T; ++t) written |= dwc[(size_t)(8 + t)] != -1234.5f;
+        if ((want_db || want_dw) && !written) FAIL("%s: no sum written", what);
     }
     /* the recipe on the kernel's own y, into sentinel-filled buffers like the kernel's */
     std::vector<float> yv((size_t)(T * X));
@@ -374,9 +415,35 @@ int main(void) {
     }
     /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
     run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
-    printf("%ld launches, %ld blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
-           launches, emu_blocks_run, emu_barriers, emu_shuffles, emu_misaligned);
+    /* the backward's dbias / dweights (RED kernels and their reduction) against the CPU backend bit
+     * for bit: both layouts, odd F, F not a multiple of 128 or of 8 (the element path; a tile
+     * straddling d_gate and d_up), F % 8 == 0 (the 16-byte path), tokens 1, 257, both recipes, the
+     * column-wise copy or not, each gradient alone and both */
+    {
+        static const int64_t Fr[] = {3, 136, 200, 1408}, Tr[] = {1, 257};
+        for (int il = 0; il < 2; ++il)
+            for (int fi = 0; fi < 4; ++fi)
+                for (int ti = 0; ti < 2; ++ti) {
+                    const int64_t F = Fr[fi], T = Tr[ti];
+                    if (F == 1408 && T == 257 && il) continue; /* the host's time */
+                    run_case(FASTGLU_ACT_SILU, il, 1, 1, 0, FASTGLU_DTYPE_BF16, T, F, 1, 0, 1, 0, 1,
+                             DENSE, PLAIN, 1);
+                    run_case(FASTGLU_ACT_QUICK_GELU, il, 1, 1, 7.0f, FASTGLU_DTYPE_BF16, T, F, 1, 1,
+                             0, 0, ti, ODD, OFFSET, 1);
+                }
+        run_case(FASTGLU_ACT_SILU, 0, 1, 0, 0, FASTGLU_DTYPE_FP16, 257, 136, 1, 0, 1, 0, 0, VIEW,
+                 PLAIN, 1);
+        run_case(FASTGLU_ACT_GELU_TANH, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 257, 200, 1, 0, 0, 1, 1,
+                 DENSE, DOWN_MULT, 1);
+        run_case(FASTGLU_ACT_SILU, 1, 1, 1, 0, FASTGLU_DTYPE_FP32, 130, 3, 1, 1, 1, 0, 1, ODD,
+                 GATE_MULT, 1);
+    }
+    printf("%ld launches (%ld with the backward's sums, %ld reductions), %ld blocks emulated, %ld "
+           "barriers, %ld shuffles; %ld misaligned loads\n",
+           launches, red_launches, reduce_launches, emu_blocks_run, emu_barriers, emu_shuffles,
+           emu_misaligned);
     if (emu_misaligned) FAIL("misaligned loads");
+    if (!red_launches || !reduce_launches) FAIL("the backward's sums were not emulated");
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures || launches == 0 ? 1 : 0;
 }

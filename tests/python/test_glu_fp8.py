@@ -2,7 +2,8 @@
 implementation of the recipe (docs/fp8.md) applied to fastglu.glu's y on the same device: scales
 bit for bit, data within one e4m3 step (the library divides in fp32), y bit for bit; every variant,
 odd shapes, both scale layouts, power-of-two scales, per-tensor scaling, NaN / inf / all-zero
-blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient, the ops' fake
+blocks, the backward's dh [T, 2F] against fastglu.glu's input gradient and its dbias / dweights
+against float64 and fastglu.glu's bias / weights gradients, the ops' fake
 implementations (opcheck, torch.compile fullgraph), bad arguments; on CUDA (H200) torch._scaled_mm
 reads the scales in the layout written."""
 
@@ -234,12 +235,22 @@ def test_opcheck_and_compile_without_graph_breaks(device):
     dy = torch.randn(33, 160, dtype=torch.bfloat16, device=device)
     torch.library.opcheck(torch.ops.fastglu.glu_bwd_fp8.default, (dy,) + args)
 
-    def g(dy, x, bias):
-        o = glu_bwd_fp8(dy, x, bias=bias, activation="quick_gelu", columnwise=True, return_dh=True)
-        return o.data, o.scale, o.data_t, o.scale_t, o.y
+    def g(dy, x, bias, weights):
+        o = glu_bwd_fp8(
+            dy,
+            x,
+            bias=bias,
+            weights=weights,
+            activation="quick_gelu",
+            columnwise=True,
+            return_dh=True,
+        )
+        return o.data, o.scale, o.data_t, o.scale_t, o.y, o.dbias, o.dweights
 
-    eager = g(dy, x, opts["bias"])
-    compiled = torch.compile(g, fullgraph=True, backend="aot_eager")(dy, x, opts["bias"])
+    eager = g(dy, x, opts["bias"], opts["weights"])
+    compiled = torch.compile(g, fullgraph=True, backend="aot_eager")(
+        dy, x, opts["bias"], opts["weights"]
+    )
     for a, b in zip(eager, compiled, strict=True):
         assert a.shape == b.shape and a.stride() == b.stride()
         assert torch.equal(
@@ -482,3 +493,114 @@ def test_trace_and_vmap_take_the_op():
 def test_ffn_zero():
     """F = 0 gives empty outputs, as fastglu.glu does."""
     assert fastglu.fp8.glu_fp8(torch.randn(3, 0)).data.shape == (3, 0)
+
+
+def ref_sums(x, dy, opts):
+    """dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 by autograd
+    (include/fastglu.h's formulas), with each sum's sum of |terms| for the tolerance."""
+    F = x.shape[-1] // 2
+    il = opts.get("interleaved", False)
+    xd = x.double().cpu()
+    g, u = (xd[:, 0::2], xd[:, 1::2]) if il else (xd[:, :F], xd[:, F:])
+    c = opts.get("clamp_value")
+    if c:
+        c = float(torch.tensor(c).to(x.dtype))  # the bound rounded to x's dtype
+        g, u = g.clamp(max=c), u.clamp(-c, c)
+    b = opts.get("bias")
+    if b is not None:
+        bd = b.double().cpu()
+        g = g + (bd[0::2] if il else bd[:F])
+        u = u + (bd[1::2] if il else bd[F:])
+    a = g.clone().requires_grad_()
+    v = (u + opts.get("glu_linear_offset", 0.0)).requires_grad_()
+    z = opts.get("gate_multiplier", 1.0) * a
+    act = opts.get("activation", "silu")
+    if act == "gelu_tanh":
+        ga = 0.5 * z * (1 + torch.tanh(0.79788456 * z * (1 + 0.044715 * z * z)))
+    else:
+        ga = z * torch.sigmoid((1.702 if act == "quick_gelu" else 1.0) * z)
+    w = opts.get("weights")
+    wd = w.double().cpu().reshape(-1, 1) if w is not None else 1.0
+    dm = opts.get("down_multiplier", 1.0)
+    dyd = dy.double().cpu()
+    (dm * wd * ga * v).backward(dyd)
+    tw = (dm * ga * v * dyd).detach()  # dweights' terms
+    da, dv = a.grad, v.grad
+    db = torch.empty(2 * F, dtype=torch.float64)
+    mb = torch.empty(2 * F, dtype=torch.float64)
+    gi, ui = (slice(0, None, 2), slice(1, None, 2)) if il else (slice(0, F), slice(F, None))
+    db[gi], db[ui] = da.sum(0), dv.sum(0)
+    mb[gi], mb[ui] = da.abs().sum(0), dv.abs().sum(0)
+    return db, mb, tw.sum(1), tw.abs().sum(1)
+
+
+def check_sum(got, ref, mag, n, u_out):
+    """A sum of n terms in fp32, rounded to a dtype of unit roundoff u_out: within u_out |ref| +
+    (16 + n) 2^-23 sum|terms| (per-term fp32 rounding, then one rounding per addition)."""
+    err = (got.double().cpu() - ref).abs()
+    bound = u_out * ref.abs() + (16 + n) * 2.0**-23 * mag
+    assert bool((err <= bound).all()), f"max excess {float((err - bound).max())}"
+
+
+SUM_VARIANTS = ["quick_geglu_bias_weights_clamp_offset", "interleaved_bias", "multipliers"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", SUM_VARIANTS)
+@pytest.mark.parametrize("T,F", [(1, 3), (257, 200), (130, 1408)])
+@pytest.mark.parametrize("scaling", ["block", "tensor"])
+def test_backward_sums(variant, T, F, scaling, device):
+    """dbias / dweights of glu_bwd_fp8 against float64 and against fastglu.glu's backward (its bias
+    and weights gradients), to fp32 rounding; shapes and dtypes of the bias and the weights; run
+    twice, bitwise the same; dh as without them."""
+    x, opts = make(variant, T, F, torch.bfloat16, device)
+    dy = torch.randn(T, F, dtype=torch.float32).to(torch.bfloat16).to(device)
+    out = glu_bwd_fp8(dy, x, columnwise=True, return_dh=True, scaling=scaling, **opts)
+    b, w = opts.get("bias"), opts.get("weights")
+    assert (out.dbias is None) == (b is None) and (out.dweights is None) == (w is None)
+    db, mb, dw, mw = ref_sums(x, dy, opts)
+    leaves = {k: opts[k].clone().requires_grad_() for k in ("bias", "weights") if k in opts}
+    xg = x.clone().requires_grad_()
+    fastglu.glu(xg, **{**opts, **leaves}).backward(dy)
+    assert torch.equal(out.y.cpu().view(torch.int16), xg.grad.cpu().view(torch.int16))
+    if b is not None:
+        assert out.dbias.shape == b.shape and out.dbias.dtype == b.dtype
+        assert out.dbias.device == x.device
+        check_sum(out.dbias, db, mb, T, 2.0**-8)
+        check_sum(out.dbias, leaves["bias"].grad.double().cpu(), mb, T, 2.0**-7)
+    if w is not None:
+        assert out.dweights.shape == w.shape and out.dweights.dtype == w.dtype
+        check_sum(out.dweights.reshape(-1), dw, mw, F, 2.0**-24)
+        check_sum(
+            out.dweights.reshape(-1),
+            leaves["weights"].grad.double().cpu().reshape(-1),
+            mw,
+            F,
+            2.0**-23,
+        )
+    again = glu_bwd_fp8(dy, x, columnwise=True, return_dh=True, scaling=scaling, **opts)
+    for a, c in zip(out, again, strict=True):
+        if a is not None:
+            assert torch.equal(
+                a.view(torch.uint8) if a.dtype == FP8 else a,
+                c.view(torch.uint8) if c.dtype == FP8 else c,
+            )
+    plain = glu_bwd_fp8(dy, x, columnwise=True, scaling=scaling, **opts)
+    assert torch.equal(plain.data.view(torch.uint8), out.data.view(torch.uint8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_sums_empty_and_weight_dtypes(device):
+    """tokens == 0: dbias is zeros (the sum over nothing), dweights empty; bf16 weights of shape
+    [T] give a bf16 dweights of that shape."""
+    x = torch.zeros(0, 16, dtype=torch.bfloat16, device=device)
+    bias = torch.randn(16, dtype=torch.bfloat16, device=device)
+    out = glu_bwd_fp8(torch.zeros(0, 8, dtype=torch.bfloat16, device=device), x, bias=bias)
+    assert out.dbias.shape == (16,) and bool((out.dbias == 0).all())
+    x, opts = make("swiglu", 33, 24, torch.bfloat16, device)
+    w = torch.rand(33, device=device).to(torch.bfloat16)
+    dy = torch.randn(33, 24, device=device).to(torch.bfloat16)
+    out = glu_bwd_fp8(dy, x, weights=w)
+    assert out.dweights.shape == (33,) and out.dweights.dtype == torch.bfloat16
+    db, mb, dw, mw = ref_sums(x, dy, {"weights": w})
+    check_sum(out.dweights, dw, mw, 24, 2.0**-8)

@@ -4,8 +4,11 @@ the GPU.
 
 For T tokens and F = ffn_hidden_size (bf16 input [T, 2F]), per case:
   fused     glu_fp8 (one kernel; per-tensor scaling: a memset and two kernels); backward:
-            glu_bwd_fp8 (dy + h -> dh [T, 2F] quantised)
-  unfused   y = fastglu.glu(x) (backward: dh = fastglu.glu.glu_bwd(dy, x).dx), then torch: amax per
+            glu_bwd_fp8 (dy + h -> dh [T, 2F] quantised); with --sums also the backward with a
+            bias [2F] and fp32 per-token weights, dbias and dweights reduced in the same pass
+            (cases "+sums": the tile kernel's sums and their reduction kernel)
+  unfused   y = fastglu.glu(x) (backward: dh = fastglu.ops.glu_bwd(dy, x).dx, with dbias and
+            dweights for "+sums"), then torch: amax per
             block (or tensor), scale, y / scale -> e4m3 (and the same on y.t() for the column-wise
             copy)
   floor     the bytes the fused design must move at the device's copy bandwidth: read x (twice for
@@ -15,7 +18,7 @@ Each case first checks fused against unfused: scales bit for bit, data within on
 column: ok, or MISMATCH with the number of scales / codes beyond that bound).
 The issue's bar: fused <= 1.10 x floor and >= 1.5 x faster than unfused.
 
-    python -m fastglu.bench.fp8 [--tokens 8192] [--ffn 2880 8192 14336] [--out fp8.json]
+    python -m fastglu.bench.fp8 [--tokens 8192] [--ffn 2880 8192 14336] [--sums] [--out fp8.json]
 """
 
 from __future__ import annotations
@@ -62,8 +65,14 @@ def quant_tensor(y):
     return (yf / s).to(FP8), s
 
 
-def unfused(x, scaling, columnwise, dy=None):
-    y = fastglu.glu(x) if dy is None else glu_bwd(dy, x).dx
+def unfused(x, scaling, columnwise, dy=None, sums=None):
+    if dy is None:
+        y = fastglu.glu(x)
+    elif sums is None:
+        y = glu_bwd(dy, x).dx
+    else:  # bias and weights: dbias and dweights as well
+        b, w = sums
+        y = glu_bwd(dy, x, bias=b, weights=w, want_dbias=True, want_dweights=True).dx
     if scaling == "block":
         q, s = quant_rows(y)
         qt, st = quant_rows(y.t()) if columnwise else (None, None)
@@ -127,6 +136,11 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=8192)
     p.add_argument("--ffn", type=int, nargs="+", default=[2880, 8192, 14336])
     p.add_argument("--rep", type=int, default=200, help="do_bench's rep (ms)")
+    p.add_argument(
+        "--sums",
+        action="store_true",
+        help="also the backward with bias and per-token weights (dbias, dweights in the pass)",
+    )
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -143,23 +157,41 @@ def main(argv=None):
     for F in args.ffn:
         x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16) * 2
         dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
-        for bwd, scaling, columnwise in [
-            (b, s, c) for b in (False, True) for s in ("block", "tensor") for c in (False, True)
-        ]:
+        bw_ = (
+            torch.randn(2 * F, device="cuda", dtype=torch.bfloat16),
+            torch.rand(T, 1, device="cuda", dtype=torch.float32),
+        )
+        cases = [
+            (b, s, c, None)
+            for b in (False, True)
+            for s in ("block", "tensor")
+            for c in (False, True)
+        ]
+        if args.sums:
+            cases += [(True, "block", c, bw_) for c in (False, True)]
+        for bwd, scaling, columnwise, sums in cases:
 
-            def fused(x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise):
+            def fused(
+                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums
+            ):
                 if dy is not None:
-                    return glu_bwd_fp8(dy, x, scaling=scaling, columnwise=columnwise)
+                    b, w = sums if sums is not None else (None, None)
+                    return glu_bwd_fp8(
+                        dy, x, bias=b, weights=w, scaling=scaling, columnwise=columnwise
+                    )
                 return glu_fp8(x, scaling=scaling, columnwise=columnwise)
 
-            def unfused_path(x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise):
-                return unfused(x, scaling, columnwise, dy)
+            def unfused_path(
+                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums
+            ):
+                return unfused(x, scaling, columnwise, dy, sums)
 
             verdict = compare(fused(), unfused_path(), columnwise)
             t_f = bench(fused, None)[0]
             t_u = bench(unfused_path, None)[0]
             floor = floor_bytes(T, F, scaling, columnwise, bwd) / bw * 1e3
             case = f"{'bwd' if bwd else 'fwd'} {scaling}{'+colwise' if columnwise else ''}"
+            case += "+sums" if sums is not None else ""
             row = {
                 "T": T,
                 "F": F,
