@@ -19,7 +19,10 @@ elsewhere (other GPUs run a general fused kernel, the CPU a reference loop: cuBL
 Memory: the forward saves x, w1, w2 and h (not y: the backward recomputes y from h for fc2's weight
 gradient), so the block's activation memory is x + h. ``recompute=True`` saves x only and
 recomputes h (and y) in the backward: one more fc1 GEMM for 2F fewer values per token (quack's and
-DeepSeek-V3's trade).
+DeepSeek-V3's trade). In eager mode the unfused backward writes dh over h where nothing else reads h
+(``fastglu.mlp`` drops the op's h; a recomputed h): the saved h stays referenced until the op's
+backward returns, so without that its peak would hold h and dh at once. The saved h is then gone: a
+second backward (``retain_graph=True``) raises, except with ``recompute=True``.
 
 Backward: ``dY = dO @ w2`` and the GLU backward on h (``_fc2_dgrad_dglu``: on the fused path the
 fc2 dgrad GEMM with the GLU backward in its epilogue, else cuBLAS + the standalone
@@ -38,11 +41,21 @@ import math
 
 import torch
 import torch.nn.functional as F_
+import torch.utils._python_dispatch
 
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
+from . import ops
 from .gemm import check_like
-from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
+from .ops import (
+    GLUParams,
+    _fail,
+    check_code,
+    check_dense,
+    glu_params,
+    op_params,
+    refuse_create_graph,
+)
 
 __all__ = [
     "mlp",
@@ -53,6 +66,8 @@ __all__ = [
     "PATH_FUSED",
     "PATH_UNFUSED",
 ]
+
+_dispatch_mode = getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", lambda: None)
 
 PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
 _PATH_CODES = {PATH_AUTO: "auto", PATH_FUSED: "fused", PATH_UNFUSED: "unfused"}
@@ -203,7 +218,7 @@ def _fc1_glu(x, w1, bias1, weights, p, fused, store_h):
     return y, (h if store_h else h.new_empty((0,)))
 
 
-def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
+def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False, in_place=False):
     """fc2's data gradient and the GLU backward: ``dY = dO @ w2``, then ``dh = glu'(h) dY`` and the
     fc2 input ``y = glu(h)`` (for fc2's weight gradient; taken as is when given) and the per-token
     weights' gradient. Returns (dh, y, dweights or None), dh and y of h's / y's leading shape.
@@ -211,17 +226,32 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False):
     Fused (``fastglu::linear_dglu_bwd``: the GEMM with the GLU backward in its epilogue, dY never
     stored) where the fused forward runs and no weights' gradient is asked (the Hopper kernel does
     not reduce dweights across its tiles); else cuBLAS (torch.matmul) + the standalone GLU backward
-    and forward on the saved h.
+    and forward on the saved h. in_place (unfused only; the caller owns h and reads it no more): dh
+    is written over h (the GLU backward may run in place), y computed from h before that.
     """
     if fused and not want_dweights:
         dh, y_new, _ = torch.ops.fastglu.linear_dglu_bwd(do, w2, h, weights, *p, y is None, False)
         return dh, (y_new if y is None else y), None
+    if y is None:
+        y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
     dy = torch.matmul(do, w2)
+    if in_place:
+        g = ops.backward(
+            GLUParams(*p),
+            dy,
+            h,
+            None,
+            None,
+            weights,
+            want_dbias=False,
+            want_dweights=want_dweights,
+            out=h,
+            fn="mlp.backward",
+        )
+        return h, y, g.dweights
     dh, _, _, dweights = torch.ops.fastglu.glu_bwd(
         dy, h, None, None, weights, None, *p, False, want_dweights
     )
-    if y is None:
-        y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
     return dh, y, dweights
 
 
@@ -251,6 +281,7 @@ def _mlp_impl(
     down_multiplier,
     path,
     save_h,
+    reuse_h=False,
 ):
     p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
     _check_op(x, w1, w2, bias1, bias2, weights, p, path)
@@ -274,6 +305,7 @@ def _mlp_fake(
     down_multiplier,
     path,
     save_h,
+    reuse_h=False,
 ):
     p = (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier)
     lead, _, H, F = _check_op(x, w1, w2, bias1, bias2, weights, p, path)
@@ -289,6 +321,9 @@ def _mlp_setup(ctx, inputs, output):
     ctx.scalars = tuple(inputs[6:12])
     ctx.path = inputs[12]
     ctx.recompute = not inputs[13]
+    # the caller drops the op's h (fastglu.mlp): the backward may write dh over the saved h, once
+    ctx.reuse_h = len(inputs) > 14 and bool(inputs[14])
+    ctx.h_overwritten = False
     ctx.has_bias = (bias1 is not None, bias2 is not None)
     ctx.save_for_backward(x, w1, w2, bias1, weights, None if ctx.recompute else output[1])
 
@@ -301,6 +336,13 @@ def _mlp_backward(ctx, dout, dh_out):
     # the fused dgrad and the GLU kernels have no derivative of their own: a second-order gradient
     # would silently drop their dependence on the inputs
     refuse_create_graph("mlp")
+    if ctx.h_overwritten:
+        _fail(
+            RuntimeError,
+            "mlp.backward",
+            "backward can run only once per forward: the saved h was overwritten by its gradient "
+            "(retain_graph=True needs fastglu.mlp(..., recompute=True) or the op with reuse_h=False)",
+        )
     x, w1, w2, bias1, weights, h = ctx.saved_tensors
     if dout is None:  # only h was used (grads are not materialised: _mlp_setup)
         dout = x.new_zeros(x.shape[:-1] + (w2.shape[0],))
@@ -311,25 +353,38 @@ def _mlp_backward(ctx, dout, dh_out):
     fused = _use_fused(ctx.path, x, w1)
     if ctx.recompute:
         y, h = _fc1_glu(x, w1, bias1, weights, p, fused, True)
-    dh, y, dweights = _fc2_dgrad_dglu(
-        dout, w2, h, weights, p, want_dw, y, fused and (FUSED_DGRAD or ctx.path == PATH_FUSED)
+    fused_dgrad = fused and (FUSED_DGRAD or ctx.path == PATH_FUSED) and not want_dw
+    # dh over h where nothing else reads h: a recomputed h, or the saved one that fastglu.mlp
+    # dropped (then the chain's peak no longer holds h and dh at once); eager only, since a
+    # traced backward must stay functional
+    in_place = (
+        not fused_dgrad
+        and (ctx.recompute or (ctx.reuse_h and dh_out is None))
+        and h.is_contiguous()
+        and ops.untraced_eager()
+        and _dispatch_mode() is None  # (a mode such as FakeTensorMode sees the op, not raw calls)
     )
+    dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused_dgrad, in_place)
+    if in_place and not ctx.recompute:
+        ctx.h_overwritten = True
+    del h
     # h is an output of the op (not of fastglu.mlp): its gradient, if any, adds to dh
     if dh_out is not None and dh_out.shape == dh.shape:
         dh = dh + dh_out
     do2, dh2, x2 = _rows(dout), _rows(dh), _rows(x)
     dw2 = do2.t() @ _rows(y) if need[2] else None
+    del y  # before fc1's gradients: y is not needed past dw2
     db2 = do2.sum(0, dtype=torch.float32).to(dout.dtype) if ctx.has_bias[1] and need[4] else None
     dx = (dh2 @ w1).reshape(x.shape) if need[0] else None
     dw1 = dh2.t() @ x2 if need[1] else None
     db1 = dh2.sum(0, dtype=torch.float32).to(dh.dtype) if ctx.has_bias[0] and need[3] else None
-    return (dx, dw1, dw2, db1, db2, dweights if want_dw else None) + (None,) * 8
+    return (dx, dw1, dw2, db1, db2, dweights if want_dw else None) + (None,) * 9
 
 
 MLP_SCHEMA = (
     "(Tensor x, Tensor w1, Tensor w2, Tensor? bias1, Tensor? bias2, Tensor? weights, int activation, "
     "int layout, float clamp_value, float glu_linear_offset, float gate_multiplier, "
-    "float down_multiplier, int path, bool save_h) -> (Tensor out, Tensor h)"
+    "float down_multiplier, int path, bool save_h, bool reuse_h=False) -> (Tensor out, Tensor h)"
 )
 
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
@@ -406,7 +461,7 @@ def mlp(
         t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights)
     )
     out, _ = torch.ops.fastglu.mlp_fwd(
-        x, w1, w2, bias1, bias2, weights, *p, path, grad and not recompute
+        x, w1, w2, bias1, bias2, weights, *p, path, grad and not recompute, True
     )
     return out
 

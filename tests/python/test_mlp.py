@@ -710,3 +710,43 @@ def test_ffn_zero_backward(fused):
     assert torch.equal(out, torch.zeros(4, 8))
     assert torch.equal(x.grad, torch.zeros(4, 8))
     assert w1.grad.shape == (0, 8) and w2.grad.shape == (8, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("weights", [False, True])
+def test_backward_writes_dh_over_the_saved_h(device, weights):
+    """fastglu.mlp drops the op's h, so its backward writes dh over the saved h (the peak holds one
+    of the two): the same gradients, bit for bit, as the op told to keep h (reuse_h=False)."""
+    T, H, F = 9, 16, 24
+    x = torch.randn(T, H, device=device)
+    w1, w2 = torch.randn(2 * F, H, device=device) / 4, torch.randn(H, F, device=device) / 4
+    wt = torch.rand(T, 1, device=device) if weights else None
+    dout = torch.randn(T, H, device=device)
+    grads = []
+    for reuse in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (x, w1, w2)]
+        wl = wt.clone().requires_grad_() if weights else None
+        out, _ = torch.ops.fastglu.mlp_fwd(
+            *leaves, None, None, wl, 0, 0, 0.0, 0.0, 1.0, 1.0, 2, True, reuse
+        )
+        out.backward(dout)
+        grads.append([t.grad for t in leaves] + ([wl.grad] if weights else []))
+    for a, b in zip(*grads, strict=True):
+        assert torch.equal(a, b)
+    ref = reference(x, w1, w2, None, None, wt, dout, {"weights": weights})
+    assert torch.allclose(grads[0][0].double(), ref[1]["x"], rtol=1e-4, atol=1e-4)
+
+
+def test_second_backward_after_dh_over_h_refused():
+    """retain_graph=True and a second backward: refused once dh was written over the saved h (its
+    values are gone), where the recompute mode, which keeps no h, runs both."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w1, w2 = torch.randn(12, 8, requires_grad=True), torch.randn(8, 6, requires_grad=True)
+    out = fastglu.mlp(x, w1, w2)
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="only once per forward"):
+        out.sum().backward()
+    out = fastglu.mlp(x, w1, w2, recompute=True)
+    g1 = torch.autograd.grad(out.sum(), x, retain_graph=True)[0]
+    g2 = torch.autograd.grad(out.sum(), x)[0]
+    assert torch.equal(g1, g2)
