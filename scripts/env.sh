@@ -16,11 +16,13 @@ for tool in cmake ninja; do
 done
 
 # Build the wheel (build/wheel) and install it into build/py (not into site-packages), then use it
-# from there.
+# from there. FASTGLU_CUDA=OFF: the CPU backend alone, also where nvcc is found (no CUDA compile).
 build_python_package() {
   rm -rf build/py build/wheel
   echo "-- building the wheel (libfastglu and the Python package) and installing it into build/py"
-  "$PY" -m pip wheel -q --no-build-isolation --no-deps -w build/wheel . >/dev/null
+  local cuda_opt=()
+  [ "${FASTGLU_CUDA:-}" = OFF ] && cuda_opt=(-C cmake.define.FASTGLU_CUDA=OFF)
+  "$PY" -m pip wheel -q --no-build-isolation --no-deps ${cuda_opt[@]+"${cuda_opt[@]}"} -w build/wheel . >/dev/null
   "$PY" -m pip install -q --no-deps --target build/py build/wheel/fastglu-*.whl >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" -c "import fastglu as f; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else 'the CPU backend only (no nvcc found);', 'GPU usable:', f.cuda_available())"

@@ -5,8 +5,11 @@
 source "$(dirname "$0")/env.sh"
 
 # The C tests run twice: as configured here (CUDA backend when nvcc is found) and CPU-only, so that
-# the build a machine without nvcc gets is tested too.
-for cfg in "build/c" "build/c-cpu-only -DFASTGLU_CUDA=OFF"; do
+# the build a machine without nvcc gets is tested too. FASTGLU_CUDA=OFF: once, CPU-only, with no CUDA
+# compile anywhere (the Python package too), for a machine without a GPU.
+configs=("build/c" "build/c-cpu-only -DFASTGLU_CUDA=OFF")
+[ "${FASTGLU_CUDA:-}" = OFF ] && configs=("build/c -DFASTGLU_CUDA=OFF")
+for cfg in "${configs[@]}"; do
   read -r dir opts <<< "$cfg"
   echo "== C library and C tests (CMake + CTest): $dir"
   cmake -S . -B "$dir" $opts -G Ninja >/dev/null
