@@ -78,6 +78,10 @@
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define CT_PITCH (TILE + 16) /* bytes per row of the column-wise codes' tile */
+/* Without the column-wise copy a block takes ROW_TILES tiles of a column, one above the other: a
+ * thread's per-tile work (its columns, masks, addresses, the general path's bias) is shared by
+ * that many more rows, and its loads run on into the next tile's rows. */
+#define ROW_TILES 2
 
 enum { MODE_BLOCK = 0, MODE_AMAX = 1, MODE_TENSOR = 2 };
 
@@ -377,6 +381,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
         SR = geom<E, BWD>::rows,
         INC = geom<E, BWD>::inc,
         HB = geom<E, BWD>::hoist_bias,
+        NR = COLWISE ? TILE : TILE * ROW_TILES, /* the block's rows */
         MM = FAST ? MM_K : MM_ANY
     };
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -385,8 +390,8 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
     const int lr = lane % LPR, rw = (32 / LPR) * warp + lane / LPR; /* lane in its row, row */
     const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
-    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = by * TILE;
-    const int nt = (int)min((int64_t)TILE, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
+    const int64_t t0 = (int64_t)blockIdx.x * NR, j0 = by * TILE;
+    const int nt = (int)min((int64_t)NR, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
     const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     float ts = 0.0f;
     if (MODE == MODE_TENSOR) {
@@ -626,7 +631,8 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
     }
-    const dim3 grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)((a.W + TILE - 1) / TILE));
+    const int64_t nr = COLWISE ? TILE : TILE * ROW_TILES;
+    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)((a.W + TILE - 1) / TILE));
     void *args[] = {(void *)&a};
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }

@@ -393,6 +393,12 @@ int main(void) {
     }
     /* F = 256: the backward's tile order pairs d_gate's and d_up's tiles exactly (split_tile) */
     run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 17, 256, 1, 0, 1, 0, 1, DENSE);
+    /* T = 300 without the column-wise copy: blocks of several 128-row tiles (ROW_TILES), a last
+     * block of a part of one */
+    for (int bwd = 0; bwd < 2; ++bwd)
+        for (int tensor = 0; tensor < 2; ++tensor)
+            run_case(FASTGLU_ACT_SILU, 0, bwd, 0, 0, FASTGLU_DTYPE_BF16, 300, 136, bwd, tensor, 0,
+                     0, 0, ODD);
     printf("%ld launches, %ld blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, emu_blocks_run, emu_barriers, emu_shuffles, emu_misaligned);
     if (emu_misaligned) FAIL("misaligned loads");
