@@ -462,9 +462,11 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD>::min_blocks))
 #pragma unroll
                 for (int k = 0; k < NCH; ++k) {
                     if (!(vmask >> k & 1)) continue;
-                    ld8(rg[q][k], g + (jv[k] - jv[0]));
-                    ld8(ru[q][k], u + (jv[k] - jv[0]));
-                    if (BWD) ld8(rd[q][k], dyr + (jv[k] - jv[0]));
+                    /* chunk k's offset from chunk 0: a constant in the forward */
+                    const int64_t o = BWD ? jv[k] - jv[0] : 8 * LPR * k;
+                    ld8(rg[q][k], g + o);
+                    ld8(ru[q][k], u + o);
+                    if (BWD) ld8(rd[q][k], dyr + o);
                 }
             }
         }
