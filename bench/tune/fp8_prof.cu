@@ -59,16 +59,11 @@ static double copy_bandwidth(void) {
     return 2.0 * (double)n / (0.5e-3 * (double)(ms[4] + ms[5]));
 }
 
-static void run_width(int64_t F, int prof, double bw) {
+/* the inputs of every width: the first T * 2 F elements of hx */
+static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     const int64_t T = 8192;
     const int64_t nbT = (T + 127) / 128, W = 2 * F, nbW = (W + 127) / 128;
     size_t xb = T * 2 * F * 2;
-    __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc(xb);
-    uint64_t rng = 0x9E3779B97F4A7C15ull; /* xorshift: values (k - 1000) / 250, k in 0..2000 */
-    for (int64_t i = 0; i < T * 2 * F; ++i) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        hx[i] = __float2bfloat16((float)((int)((rng >> 33) % 2001) - 1000) / 250.0f);
-    }
     void *x, *dy, *d, *dt, *s, *st, *ws;
     cudaMalloc(&x, xb);
     cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
@@ -133,7 +128,6 @@ static void run_width(int64_t F, int prof, double bw) {
     }
     cudaFree(x), cudaFree(dy), cudaFree(d), cudaFree(dt), cudaFree(s), cudaFree(st), cudaFree(ws);
     cudaFree(bb);
-    free(hx);
 }
 
 int main(int argc, char **argv) {
@@ -147,7 +141,17 @@ int main(int argc, char **argv) {
     }
     if (!nf) Fs[nf++] = 8192;
     const double bw = prof ? 4.2e12 : copy_bandwidth();
-    for (int i = 0; i < nf; ++i) run_width(Fs[i], prof, bw);
+    int64_t fmax = 0;
+    for (int i = 0; i < nf; ++i) fmax = Fs[i] > fmax ? Fs[i] : fmax;
+    const int64_t n = 8192 * 2 * fmax;
+    __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc((size_t)n * 2);
+    uint64_t rng = 0x9E3779B97F4A7C15ull; /* xorshift: values (k - 1000) / 250, k in 0..2000 */
+    for (int64_t i = 0; i < n; ++i) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        hx[i] = __float2bfloat16((float)((int)((rng >> 33) % 2001) - 1000) / 250.0f);
+    }
+    for (int i = 0; i < nf; ++i) run_width(Fs[i], prof, bw, hx);
+    free(hx);
     printf("cuda: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
     return 0;
 }
