@@ -39,13 +39,15 @@ static __device__ __forceinline__ float rcp_ftz(float x) {
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
-/* The sigmoid's reciprocal: 1 / x for x >= 1 (x = 1 + 2^...), subnormal results kept, as torch's
- * fp32 sigmoid keeps them (for x > 2^126): the flushing reciprocal of x / 4, times 1 / 4 (exact
- * where the result is normal, rounded once into the subnormal range). Two multiplies where
- * rcp.approx without .ftz brings a slow path whose registers made some of the family's kernels
- * spill. */
-static __device__ __forceinline__ float rcp_sigmoid(float x) {
-    return __fmul_rn(rcp_ftz(__fmul_rn(x, 0.25f)), 0.25f);
+/* The sigmoid's reciprocal: 1 / x for x = RN(1 + e), e = 2^... >= 0, subnormal results kept, as
+ * torch's fp32 sigmoid keeps them (for x > 2^126): the flushing reciprocal of x / 4, times 1 / 4
+ * (exact where the result is normal, rounded once into the subnormal range). x / 4 is one FMA,
+ * RN(e / 4 + 1 / 4): 1 + e lies in [1, FLT_MAX + 1] (or is inf or NaN), where scaling by 1 / 4
+ * commutes with the rounding, so it equals RN(1 + e) / 4 bit for bit.
+ * A multiply where rcp.approx without .ftz brings a slow path whose registers made some of the
+ * family's kernels spill. */
+static __device__ __forceinline__ float rcp_sigmoid(float e) {
+    return __fmul_rn(rcp_ftz(__fmaf_rn(e, 0.25f, 0.25f)), 0.25f);
 }
 /* 1 / x from the special-function unit with subnormal results kept (max. error 1 ulp). */
 static __device__ __forceinline__ float rcp_approx(float x) {

@@ -6,14 +6,19 @@
  * (1 x 128) and one column-wise block tall (128 x 1). The kernels are memory-bound, so the layout
  * is chosen for the bytes in flight (an H200 needs some 40 KB per SM):
  *
- * Row phase. A half-warp takes a row of the tile, lane l (0..15) its 8 consecutive columns 8 l ..
- * 8 l + 7: 16 bytes of each operand per lane (two 16-byte loads for fp32), so a 1 x 128 block is one
- * half-warp and its amax one 16-lane max (xor shuffles within the half-warp). A warp
- * takes two rows a step, the block 16; each thread issues the loads of U steps (4 for 2-byte
- * dtypes, 2 for fp32 and for the backward's three operands) before it computes any of them. Per
- * row: y (glu_math.cuh's glu_forward, the general path's operations, so y is fastglu_glu_fwd_cuda's
- * y bit for bit), rounded to dtype, stored when asked (16-byte stores); the row's amax over the
- * bits of |y| (fp8_recipe.h); its scale; the 8 codes in one 8-byte store.
+ * Row phase. The columns of the tile come in 16 chunks of 8 (16 bytes of a 2-byte dtype). In the
+ * 2-byte forward a lane holds two chunks of a row, l and l + 8 (lane l = 0..7 of a quarter-warp:
+ * columns 8 l .. 8 l + 7 and 64 + 8 l .., so that a warp's load of a chunk reads 128 contiguous
+ * bytes of each of its four rows), so a 1 x 128 block is a quarter-warp and its amax an 8-lane max;
+ * elsewhere (fp32, the backward's three operands) a lane holds one chunk and a half-warp a row. Per
+ * step the block takes 32 (16) rows; each thread issues the loads of U steps (2; 4 for the 2-byte
+ * dtypes with one chunk) before it computes any of them. Per row: y (glu_math.cuh's glu_forward,
+ * the general path's operations, so y is fastglu_glu_fwd_cuda's y bit for bit), rounded to dtype
+ * two elements an instruction and stored when asked (16-byte stores); the row's amax over the bits
+ * of |y| (fp8_recipe.h; for the 2-byte dtypes over their own |bits|, two an instruction, whose
+ * order is that of fp32's); its scale; 8 codes in one 8-byte store per chunk. The addresses of a
+ * thread's rows advance by a step's stride (the forward); the general path reads its bias columns
+ * once.
  *
  * The kernels are bound by the instructions they issue, not by the bytes (Nsight Compute): the
  * per-element work, the per-row scale, and the instruction cache where cold paths are unrolled
@@ -24,10 +29,10 @@
  * division sits in a function out of line.
  *
  * That vector path needs SPLIT operands whose rows start on 16 bytes (base and row stride), y
- * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a lane's 8 columns of dh
- * then lie in d_gate or in d_up); the host decides once per launch (fp8_args.vec). Otherwise, and
- * for a lane whose 8 columns pass the tile's last column, the lane loads and computes its elements
- * one by one (the same math: the same bits), in a loop.
+ * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a chunk of dh then lies
+ * in d_gate or in d_up); the host decides once per launch (fp8_args.vec). Otherwise, and for a
+ * chunk that passes the tile's last column, the lane loads and computes its elements one by one
+ * (the same math: the same bits), in a loop; a chunk wholly past it is left out.
  *
  * Column-wise copy. The row phase also puts the rounded y in shared memory (row pitch 132 2-byte or
  * 130 fp32 elements: 8-byte stores, and the column reads below hit 32 distinct banks). After a
@@ -37,15 +42,17 @@
  * along y_t's rows with 16-byte stores (the transposition happens in shared memory, in the same
  * kernel).
  *
- * The codes without a division per element (quantise2): the recipe's code is the e4m3 cast of the
- * fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale (rcp.approx), q =
- * y r rounded lies within 2^-22 of that quotient (relative), so where q (1 - 2^-20) and q (1 +
- * 2^-20) cast to the same code, every value between them does, the quotient's included: that code,
- * from the hardware's cvt (two elements an instruction). Where they differ (the quotient within a
- * few ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
- * [2^-126, 2^126) (where r or a value one ulp from it is not normal), the element takes the
- * recipe's own division: the same bits in every case, at some 5 instructions an element instead of
- * a division and a cast in software.
+ * The codes without a division per element (quantise8, quantise2): the recipe's code is the e4m3
+ * cast of the fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale
+ * (rcp.approx) and lo = RN(r (1 - 2^-20)), hi = RN(r (1 + 2^-20)), RN(y lo) and RN(y hi) lie
+ * below and above the quotient (relative errors of 2^-23 and three of 2^-24 against 2^-20; where a
+ * product is subnormal every code involved is +-0), so where they cast to the same code, every
+ * value between them does, the quotient's included: that code, from the hardware's cvt (two
+ * elements an instruction). Where they differ for any of a chunk's 8 elements (a quotient within
+ * a few ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
+ * [2^-126, 2^125) (where r, lo or hi need not be normal), the chunk takes the recipe's own
+ * division: the same bits in every case, at some 4 instructions an element instead of a division
+ * and a cast in software.
  *
  * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
  * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
@@ -62,9 +69,10 @@
  * their launch order interleaves them (split_tile), so that the second read comes from L2.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
- * them keep their code; FAST never has them, as they need bias / weights). Each tile writes its
- * partial sums to the workspace in a fixed order, then fp8_reduce_kernel adds the tiles' partials
- * (fp32 throughout; the order never depends on the grid or the scheduling):
+ * them keep their code; FAST never has them, as they need bias / weights; a block of one tile, a
+ * half-warp a row). Each tile writes its partial sums to the workspace in a fixed order, then
+ * fp8_reduce_kernel adds the tiles' partials (fp32 throughout; the order never depends on the grid
+ * or the scheduling):
  *   dbias    the thread of half-warp rho = 2 warp + half (rows rho, rho + 16, ...) sums the
  *            unmasked d_a / d_v of each of its 8 columns over its rows in order, from +0, in
  *            registers; after the row phase the two half-warps of a warp add theirs (a shuffle)
@@ -86,9 +94,15 @@
 #define TILE FASTGLU_FP8_BLOCK
 #define THREADS 256
 #define WARPS (THREADS / 32)
-#define SPAN 8                /* a lane's consecutive columns: 16 bytes of a 2-byte dtype */
-#define STEP_ROWS (2 * WARPS) /* rows of the block per step: one per half-warp */
-#define CT_PITCH (TILE + 16)  /* bytes per row of the column-wise codes' tile */
+#define CT_PITCH (TILE + 16) /* bytes per row of the column-wise codes' tile */
+/* Without the column-wise copy a block takes ROW_TILES tiles of a column, one above the other: a
+ * thread's per-tile work (its columns, masks, addresses, the general path's bias) is shared by
+ * that many more rows, and its loads run on into the next tile's rows. The kernels with the
+ * backward's sums (R: RED_IN) take one tile a block, as their partials are per 128-row tile. The
+ * kernel and its launch take the block's rows from BLOCK_ROWS. */
+#define ROW_TILES 2
+#define RED_IN(MODE, BWD, FAST, RED) ((RED) && (BWD) && !(FAST) && (MODE) != MODE_AMAX)
+#define BLOCK_ROWS(COLWISE, R) ((COLWISE) || (R) ? TILE : TILE * ROW_TILES)
 
 enum { MODE_BLOCK = 0, MODE_AMAX = 1, MODE_TENSOR = 2 };
 
@@ -113,22 +127,32 @@ typedef struct fp8_args {
     int64_t nwt;            /* the column tiles with dweights partials (fastglu_fp8_dw_tiles) */
 } fp8_args;
 
-/* Per dtype and direction: the shared tile's row pitch in elements (8-byte row starts; 2 l + const
- * words apart for tokens l = 0..15, so a half-warp's column read hits 16 distinct banks, the other
- * half-warp's column the other 16); the row steps whose loads a thread issues before computing any
- * (unroll: 128 bytes of loads in flight per thread in the forward, 96 in the backward); the blocks
- * per SM the registers are held to (3: <= 80 registers, 4: <= 64; the 2-byte forward needs ~110
- * unbounded and spills at 64, the backward fits 64 with its 2 steps). RED (the backward's sums:
- * 8 more accumulators) is held to 3 for 2-byte types and to 2 for fp32, which spills at 3 (its
- * column-wise shared tiles allow only 2 blocks anyway). */
+/* Per dtype and direction: the 8-column chunks a lane holds (2 in the 2-byte forward: a lane's
+ * share of the per-row work, the amax's shuffles, the scale and its store, halves), the lanes that
+ * cover a row of the tile and the rows a step of the block takes; the shared tile's row pitch in
+ * elements (8-byte row starts; 2 l + const words apart for tokens l = 0..15, so a half-warp's column
+ * read hits 16 distinct banks, the other half-warp's column the other 16); the row steps whose
+ * loads a thread issues before computing any (unroll: 128 bytes of loads in flight per thread in
+ * the forward, 96 in the backward); the blocks per SM the registers are held to (3: <= 80
+ * registers, 4: <= 64; the backward fits 64 with its 2 steps; RED, the backward's sums with 8 more
+ * accumulators: 3 for 2-byte types and 2 for fp32, which spills at 3, its column-wise shared tiles
+ * allowing only 2 blocks anyway); whether a thread's row addresses advance by pointers (inc: the
+ * forward; the backward's 64 registers leave its loads' and codes' addresses recomputed per row)
+ * and whether the general path keeps its bias columns in registers (hoist_bias: the forward; the
+ * backward reloads them per row). */
 template <typename E, int BWD, int RED = 0> struct geom {
     enum {
+        nch = sizeof(E) == 2 && !BWD ? 2 : 1,
+        lpr = TILE / (8 * nch),
+        rows = THREADS / lpr,
         pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
         tile_bytes = TILE * pitch * (int)sizeof(E),
-        unroll = sizeof(E) == 4 || BWD ? 2 : 4,
+        unroll = sizeof(E) == 4 || BWD || nch == 2 ? 2 : 4,
         min_blocks = RED                     ? (sizeof(E) == 4 ? 2 : 3)
                      : BWD && sizeof(E) != 4 ? 4
-                                             : 3
+                                             : 3,
+        inc = !BWD,
+        hoist_bias = !BWD
     };
 };
 /* RED's shared memory: the 8 warps' dbias sums of the tile's columns, after the column-wise tiles */
@@ -145,37 +169,44 @@ static __device__ __forceinline__ float vget(const vec8<float> &v, int i) {
 static __device__ __forceinline__ float vget(const vec8<__half> &v, int i) {
     return __half2float(__ushort_as_half((unsigned short)(v.w[i >> 1] >> (16 * (i & 1)))));
 }
+/* a bf16's value is its bits in the high half of a float's: one shift or mask an element */
 static __device__ __forceinline__ float vget(const vec8<__nv_bfloat16> &v, int i) {
-    return __bfloat162float(__ushort_as_bfloat16((unsigned short)(v.w[i >> 1] >> (16 * (i & 1)))));
+    return __uint_as_float(i & 1 ? v.w[i >> 1] & 0xffff0000u : v.w[i >> 1] << 16);
 }
 static __device__ __forceinline__ unsigned ebits(float e) { return __float_as_uint(e); }
 static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_ushort(e); }
 static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
     return __bfloat16_as_ushort(e);
 }
-/* The divisor of a block's codes: its scale, an approximate reciprocal r (the bracket below
- * needs |r s - 1| <= 2^-23: the hardware's rcp.approx, within one ulp; on the host the division)
- * and whether the reciprocal route holds: 2^-126 <= s < 2^126, where r and every value within one
- * ulp of it are finite and normal (at s = 2^126 one ulp below 2^-126 is subnormal, which .ftz
- * flushes to 0; the recipe's scales stay below 2^121, so the bound costs no element). */
+/* The divisor of a block's codes: its scale; the bracket of its reciprocal, lo = RN(r (1 - 2^-20))
+ * and hi = RN(r (1 + 2^-20)) from an approximate reciprocal r (|r s - 1| <= 2^-23: the hardware's
+ * rcp.approx, within one ulp; on the host the division); and whether the reciprocal route holds:
+ * 2^-126 <= s < 2^125, where r, lo and hi are finite and normal (the recipe's scales stay below
+ * 2^121, so the bound costs no element). */
 typedef struct fp8_divisor {
-    float s, r;
+    float s, lo, hi;
     int exact;
 } fp8_divisor;
 
-static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+static __device__ __forceinline__ fp8_divisor divisor_of(float s, float r) {
     fp8_divisor d;
     d.s = s;
+    d.lo = r * (1.0f - 0x1p-20f), d.hi = r * (1.0f + 0x1p-20f);
+    d.exact = !(s >= 0x1p-126f && s < 0x1p125f); /* NaN included */
+    return d;
+}
+
+static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+    float r;
 #ifdef __CUDA_ARCH__
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(d.r) : "f"(s));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
 #else
     /* the host (tests/emu): the division with rcp.approx.ftz's flushes of a subnormal input and
      * result to 0 */
-    d.r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
-    if (fabsf(d.r) < 0x1p-126f) d.r = copysignf(0.0f, d.r);
+    r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
+    if (fabsf(r) < 0x1p-126f) r = copysignf(0.0f, r);
 #endif
-    d.exact = !(s >= 0x1p-126f && s < 0x1p126f); /* NaN included */
-    return d;
+    return divisor_of(s, r);
 }
 
 /* Two e4m3 codes (y0's in the low byte) under the saturating cast: the cvt instruction, which
@@ -194,12 +225,85 @@ static __device__ __noinline__ unsigned quantise2_exact(float y0, float y1, floa
  * its bracket decides the codes (the header's "codes without a division"). */
 static __device__ __forceinline__ unsigned quantise2(const fp8_divisor &d, float y0, float y1) {
     if (!d.exact) {
-        const float q0 = y0 * d.r, q1 = y1 * d.r;
-        const float below = 1.0f - 0x1p-20f, above = 1.0f + 0x1p-20f;
-        const unsigned lo = e4m3x2(q0 * below, q1 * below), hi = e4m3x2(q0 * above, q1 * above);
+        const unsigned lo = e4m3x2(y0 * d.lo, y1 * d.lo), hi = e4m3x2(y0 * d.hi, y1 * d.hi);
         if (lo == hi) return lo;
     }
     return quantise2_exact(y0, y1, d.s);
+}
+
+/* The same for a chunk's 8 elements (element 0's code in the low byte): one comparison of the
+ * bracket's codes for all 8, the division for all 8 where any pair parts (some 2^-13 of the
+ * chunks). */
+template <typename E>
+static __device__ __forceinline__ uint2 quantise8(const fp8_divisor &d, const vec8<E> &y) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = vget(y, e);
+    if (!d.exact) {
+        unsigned lo[2], hi[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float *x = v + 4 * k;
+            lo[k] = e4m3x2(x[0] * d.lo, x[1] * d.lo) | e4m3x2(x[2] * d.lo, x[3] * d.lo) << 16;
+            hi[k] = e4m3x2(x[0] * d.hi, x[1] * d.hi) | e4m3x2(x[2] * d.hi, x[3] * d.hi) << 16;
+        }
+        if (lo[0] == hi[0] && lo[1] == hi[1]) return make_uint2(lo[0], lo[1]);
+    }
+    unsigned w[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+        w[k] = quantise2_exact(v[4 * k], v[4 * k + 1], d.s) |
+               quantise2_exact(v[4 * k + 2], v[4 * k + 3], d.s) << 16;
+    return make_uint2(w[0], w[1]);
+}
+
+/* y rounded to dtype E, 8 elements from their fp32 values, and am: the running max over the
+ * elements' |y| as bits (per 16-bit half for the 2-byte dtypes, whose order of |bits| is the
+ * numeric order of |y|, NaN above inf, as for fp32); amax_bits gives a lane's max as fp32 |bits|
+ * (fastglu_abs_bits). The 2-byte dtypes round two elements an instruction (the cvt's x2 forms). */
+static __device__ __forceinline__ void round8(vec8<float> &y, unsigned &am, const float *v) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        y.w[e] = __float_as_uint(v[e]), am = max(am, fastglu_abs_bits(v[e]));
+}
+static __device__ __forceinline__ unsigned max_u16x2(unsigned a, unsigned b) {
+#ifdef __CUDA_ARCH__
+    return __vmaxu2(a, b);
+#else
+    return max(a & 0xffffu, b & 0xffffu) | max(a >> 16, b >> 16) << 16;
+#endif
+}
+static __device__ __forceinline__ void round8(vec8<__nv_bfloat16> &y, unsigned &am,
+                                              const float *v) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#ifdef __CUDA_ARCH__
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(y.w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        y.w[k] = ebits(__float2bfloat16_rn(v[2 * k])) |
+                 (unsigned)ebits(__float2bfloat16_rn(v[2 * k + 1])) << 16;
+#endif
+        am = max_u16x2(am, y.w[k] & 0x7fff7fffu);
+    }
+}
+static __device__ __forceinline__ void round8(vec8<__half> &y, unsigned &am, const float *v) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#ifdef __CUDA_ARCH__
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(y.w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        y.w[k] = ebits(__float2half_rn(v[2 * k])) | (unsigned)ebits(__float2half_rn(v[2 * k + 1]))
+                                                        << 16;
+#endif
+        am = max_u16x2(am, y.w[k] & 0x7fff7fffu);
+    }
+}
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const float *) { return am; }
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const __nv_bfloat16 *) {
+    return max(am << 16, am & 0xffff0000u);
+}
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const __half *) {
+    return fastglu_abs_bits(to_f32(__ushort_as_half((unsigned short)max(am & 0xffffu, am >> 16))));
 }
 
 template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e) {
@@ -208,6 +312,18 @@ template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e
     for (int k = 0; k < 2 * (int)sizeof(E); ++k)
         v.w[k] = sizeof(E) == 4 ? ebits(e[k]) : ebits(e[2 * k]) | ebits(e[2 * k + 1]) << 16;
     return v;
+}
+/* The compiler no longer knows v's words here: keeps the bias packed (16 registers for the 2-byte
+ * forward's 16 columns) instead of hoisting its 32 fp32 values out of the row loop, which spilled. */
+template <typename E, int N> static __device__ __forceinline__ void opaque(vec8<E> (&v)[N]) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+        for (int i = 0; i < 2 * (int)sizeof(E); ++i) asm("" : "+r"(v[k].w[i]));
+#else
+    (void)v;
+#endif
 }
 /* Global loads and stores of the 8 elements at p (16-byte aligned). The operands never overlap
  * the outputs (fastglu_check_glu_fp8): the read-only path. */
@@ -235,11 +351,11 @@ static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, 
     return mn ? s + b * ld + i : s + i * ld + b;
 }
 
-/* max over each half-warp (lanes 0-15 and 16-31 apart), every lane of the warp executing it:
- * xor shuffles within 16 lanes, no mask that differs between the halves */
-static __device__ __forceinline__ unsigned half_warp_max(unsigned v) {
+/* max over each group of N consecutive lanes (N a power of two), every lane of the warp executing
+ * it: xor shuffles within the group, no mask that differs between the groups */
+template <int N> static __device__ __forceinline__ unsigned group_max(unsigned v) {
 #pragma unroll
-    for (int o = 8; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = N / 2; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 /* sum over each half-warp in the order of a butterfly (xor 8, 4, 2, 1), likewise */
@@ -304,16 +420,29 @@ static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, in
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0>
 __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     glu_fp8_kernel(const fp8_args a) {
-    enum { P = geom<E, BWD>::pitch, U = geom<E, BWD>::unroll, MM = FAST ? MM_K : MM_ANY };
-    /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
-    enum { R = RED && BWD && !FAST && MODE != MODE_AMAX };
+    enum {
+        /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
+        R = RED_IN(MODE, BWD, FAST, RED),
+        P = geom<E, BWD>::pitch,
+        U = geom<E, BWD>::unroll,
+        NCH = geom<E, BWD>::nch,
+        LPR = geom<E, BWD>::lpr,
+        SR = geom<E, BWD>::rows,
+        INC = geom<E, BWD>::inc,
+        HB = geom<E, BWD>::hoist_bias,
+        NR = BLOCK_ROWS(COLWISE, R), /* the block's rows */
+        MM = FAST ? MM_K : MM_ANY
+    };
+    /* R's sums: a row of the tile is a half-warp's (dbias's per-thread rows, half_warp_sum) */
+    static_assert(!R || (NCH == 1 && LPR == 16 && SR == 2 * WARPS), "RED: a half-warp a row");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
     unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
+    const int lr = lane % LPR, rw = (32 / LPR) * warp + lane / LPR; /* lane in its row, row */
     const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
-    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = by * TILE;
-    const int nt = (int)min((int64_t)TILE, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
+    const int64_t t0 = (int64_t)blockIdx.x * NR, j0 = by * TILE;
+    const int nt = (int)min((int64_t)NR, a.T - t0), nj = (int)min((int64_t)TILE, a.W - j0);
     const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     float ts = 0.0f;
     if (MODE == MODE_TENSOR) {
@@ -321,104 +450,163 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.s[0] = ts;
     }
     const fp8_divisor td = make_divisor(ts);
-    const int c = SPAN * l16;               /* the lane's first column in the tile */
-    const int vl = a.vec && c + SPAN <= nj; /* the lane's columns by the vector path */
-    /* vector path (SPLIT): the operands' column of the lane's first element; dh: d_up's or not */
-    int64_t jv = j0 + c;
-    int up_half = 0;
-    if (BWD && jv >= a.F) jv -= a.F, up_half = 1;
-    /* the backward: the row-wise scale of the thread's first row, the next row's s_step floats
-     * on (computed once: the backward's 64 registers leave the per-row address its cost; the
-     * forward's 80 do better recomputing it than keeping the pointer live, measured both ways) */
-    float *s_row = NULL;
-    int64_t s_step = 0;
-    if (MODE == MODE_BLOCK && BWD) {
-        s_row = scale_at(a.s, a.s_ld, a.mn_major, t0 + 2 * warp + half, by);
-        s_step = a.mn_major ? 1 : a.s_ld;
+    /* chunk k of the lane: the tile's columns c(k) .. c(k) + 7, c(k) = 8 (lr + LPR k) (a warp's
+     * loads of a chunk are 128 contiguous bytes of each of its rows); by the vector path (vmask)
+     * where it lies in the tile, by elements (emask) where it straddles the tile's last column
+     * or the operands are not aligned for it */
+    unsigned vmask = 0, emask = 0;
+    int64_t jv[NCH]; /* vector path (SPLIT): the operands' column of the chunk's first element */
+    int up_half[NCH];
+#pragma unroll
+    for (int k = 0; k < NCH; ++k) {
+        const int c = 8 * (lr + LPR * k);
+        if (c < nj) {
+            if (a.vec && c + 8 <= nj)
+                vmask |= 1u << k;
+            else
+                emask |= 1u << k;
+        }
+        jv[k] = j0 + c, up_half[k] = 0;
+        if (BWD && jv[k] >= a.F) jv[k] -= a.F, up_half[k] = 1;
     }
+    /* the general path's bias of the lane's columns, the same for every row: read once (no bias:
+     * -0, as the general path adds it) */
+    vec8<E> bgv[NCH], buv[NCH];
+    if (!FAST && HB) {
+#pragma unroll
+        for (int k = 0; k < NCH; ++k) {
+            E bge[8], bue[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                from_f32(&bge[e], -0.0f), from_f32(&bue[e], -0.0f);
+                if (a.bias && (vmask >> k & 1)) {
+                    bge[e] = ((const E *)a.bias)[jv[k] + e];
+                    bue[e] = ((const E *)a.bias)[jv[k] + e + a.bias_up];
+                }
+            }
+            bgv[k] = pack8(bge), buv[k] = pack8(bue);
+        }
+    }
+    /* the thread's first row (t0 + rw): the addresses of its operands (chunk 0), codes, y and
+     * row-wise scale, advanced a step (SR rows) at a time */
+    const int64_t t1 = t0 + rw;
+    const E *gp = gate + t1 * a.g_rs + jv[0], *upp = up + t1 * a.u_rs + jv[0];
+    const E *dyp = BWD ? dy + t1 * a.dy_rs + jv[0] : NULL;
+    unsigned char *dp = a.d + t1 * a.d_rs + j0 + 8 * lr;
+    E *yp = MODE != MODE_TENSOR && a.y ? (E *)a.y + t1 * a.y_rs + j0 + 8 * lr : NULL;
+    float *sp = MODE == MODE_BLOCK ? scale_at(a.s, a.s_ld, a.mn_major, t1, by) : NULL;
+    const int64_t g_st = SR * a.g_rs, u_st = SR * a.u_rs, dy_st = SR * a.dy_rs, d_st = SR * a.d_rs,
+                  y_st = SR * a.y_rs, s_st = SR * (a.mn_major ? 1 : a.s_ld);
     unsigned tile_max = 0;
     /* R: this thread's dbias sums of its 8 columns over its rows; the tile's dweights partials
      * (a tile with d_gate columns, asked for) */
-    float cb[SPAN];
+    float cb[8];
 #pragma unroll
-    for (int e = 0; e < SPAN; ++e) cb[e] = 0.0f;
-    const int rw = R && a.wsw && by < a.nwt;
-    const int nsteps = (nt + STEP_ROWS - 1) / STEP_ROWS;
+    for (int e = 0; e < 8; ++e) cb[e] = 0.0f;
+    const int want_dw = R && a.wsw && by < a.nwt;
+    const int nsteps = (nt + SR - 1) / SR;
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         /* the loads of U steps, before any of them is used (the stores below could alias the
          * operands as far as the compiler knows: it would not move a load above them) */
-        vec8<E> rg[U], ru[U], rd[U];
+        vec8<E> rg[U][NCH], ru[U][NCH], rd[U][NCH];
 #pragma unroll
         for (int q = 0; q < U; ++q) {
-            const int r = (s0 + q) * STEP_ROWS + 2 * warp + half;
-            if (vl && r < nt) {
-                const int64_t t = t0 + r;
-                ld8(rg[q], gate + t * a.g_rs + jv);
-                ld8(ru[q], up + t * a.u_rs + jv);
-                if (BWD) ld8(rd[q], dy + t * a.dy_rs + jv);
+            if ((s0 + q) * SR + rw < nt) {
+                const int64_t t = t0 + (s0 + q) * SR + rw;
+                const E *g = INC ? gp + q * g_st : gate + t * a.g_rs + jv[0];
+                const E *u = INC ? upp + q * u_st : up + t * a.u_rs + jv[0];
+                const E *dyr = INC ? dyp + q * dy_st : dy + t * a.dy_rs + jv[0];
+#pragma unroll
+                for (int k = 0; k < NCH; ++k) {
+                    if (!(vmask >> k & 1)) continue;
+                    /* chunk k's offset from chunk 0: a constant in the forward */
+                    const int64_t o = BWD ? jv[k] - jv[0] : 8 * LPR * k;
+                    ld8(rg[q][k], g + o);
+                    ld8(ru[q][k], u + o);
+                    if (BWD) ld8(rd[q][k], dyr + o);
+                }
             }
         }
+        gp += U * g_st, upp += U * u_st;
+        if (BWD) dyp += U * dy_st;
 #pragma unroll
         for (int q = 0; q < U; ++q) {
             if (s0 + q >= nsteps) break; /* uniform across the block */
-            const int r = (s0 + q) * STEP_ROWS + 2 * warp + half;
-            const int valid = r < nt; /* uniform across the half-warp */
+            const int r = (s0 + q) * SR + rw;
+            const int valid = r < nt; /* uniform across the row's lanes */
             const int64_t t = t0 + r;
-            E ye[SPAN];
+            vec8<E> yv[NCH];
             unsigned am = 0;
             float dwp = 0.0f; /* R: the lane's dweights sum over its d_gate columns of this row */
             if (valid) {
                 const float w = !FAST && a.weights
                                     ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
                                     : 1.0f;
-                if (vl) {
+                unsigned pm = 0; /* the vector path's amax, as round8 keeps it */
+                if (!FAST && HB) opaque(bgv), opaque(buv);
 #pragma unroll
-                    for (int e = 0; e < SPAN; ++e) {
-                        float bg = -0.0f, bu = -0.0f; /* no bias: -0, as the general path's */
-                        if (!FAST && a.bias) {
-                            bg = to_f32(((const E *)a.bias)[jv + e]);
-                            bu = to_f32(((const E *)a.bias)[jv + e + a.bias_up]);
+                for (int k = 0; k < NCH; ++k) {
+                    if (!(vmask >> k & 1)) continue;
+                    float v[8];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        float bg = -0.0f, bu = -0.0f;
+                        if (!FAST && HB) {
+                            bg = vget(bgv[k], e), bu = vget(buv[k], e);
+                        } else if (!FAST && a.bias) {
+                            bg = to_f32(((const E *)a.bias)[jv[k] + e]);
+                            bu = to_f32(((const E *)a.bias)[jv[k] + e + a.bias_up]);
                         }
-                        float v;
                         if (BWD) {
                             const glu_grads gr = glu_backward<MM, !FAST, !FAST>(
-                                a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
-                            v = up_half ? gr.du : gr.dg;
+                                a.m, vget(rg[q][k], e), vget(ru[q][k], e), bg, bu, w,
+                                vget(rd[q][k], e));
+                            v[e] = up_half[k] ? gr.du : gr.dg;
                             if (R) {
-                                cb[e] = __fadd_rn(cb[e], up_half ? gr.dbu : gr.dbg);
-                                if (!up_half) dwp = __fadd_rn(dwp, gr.dw);
+                                cb[e] = __fadd_rn(cb[e], up_half[k] ? gr.dbu : gr.dbg);
+                                if (!up_half[k]) dwp = __fadd_rn(dwp, gr.dw);
                             }
                         } else {
-                            v = glu_forward<MM, !FAST, !FAST>(a.m, vget(rg[q], e), vget(ru[q], e),
-                                                              bg, bu, w);
+                            v[e] = glu_forward<MM, !FAST, !FAST>(a.m, vget(rg[q][k], e),
+                                                                 vget(ru[q][k], e), bg, bu, w);
                         }
-                        from_f32(&ye[e], v);
-                        am = max(am, fastglu_abs_bits(to_f32(ye[e])));
                     }
-                    const vec8<E> yv = pack8(ye);
-                    if (MODE != MODE_TENSOR && a.y) st8((E *)a.y + t * a.y_rs + j0 + c, yv);
-                    if (COLWISE) st8_shared(tile + r * P + c, yv);
-                } else {
-                    /* element by element, a loop (cold: ragged lanes, unaligned operands); the
+                    round8(yv[k], pm, v);
+                    if (MODE != MODE_TENSOR && a.y)
+                        st8((INC ? yp + q * y_st : (E *)a.y + t * a.y_rs + j0 + 8 * lr) +
+                                8 * LPR * k,
+                            yv[k]);
+                    if (COLWISE) st8_shared(tile + r * P + 8 * (lr + LPR * k), yv[k]);
+                }
+                am = amax_bits(pm, (const E *)NULL);
+                if (emask) {
+                    /* element by element, a loop (cold: ragged chunks, unaligned operands); the
                      * codes below compute each element again (the same bits) */
 #pragma unroll 1
-                    for (int e = 0; e < SPAN && c + e < nj; ++e) {
-                        E ve;
-                        if (R) {
-                            int is_up;
-                            const glu_grads gr = element_grads<E, BWD>(a, t, j0 + c + e, w, &is_up);
-                            from_f32(&ve, is_up ? gr.du : gr.dg);
-                            const float db = is_up ? gr.dbu : gr.dbg;
+                    for (int k = 0; k < NCH; ++k) {
+                        if (!(emask >> k & 1)) continue;
+                        const int c = 8 * (lr + LPR * k);
+#pragma unroll 1
+                        for (int e = 0; e < 8 && c + e < nj; ++e) {
+                            E ve;
+                            if (R) {
+                                int is_up;
+                                const glu_grads gr =
+                                    element_grads<E, BWD>(a, t, j0 + c + e, w, &is_up);
+                                from_f32(&ve, is_up ? gr.du : gr.dg);
+                                const float db = is_up ? gr.dbu : gr.dbg;
 #pragma unroll
-                            for (int k = 0; k < SPAN; ++k) /* cb[e] kept in registers */
-                                if (k == e) cb[k] = __fadd_rn(cb[k], db);
-                            if (!is_up) dwp = __fadd_rn(dwp, gr.dw);
-                        } else {
-                            from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                                for (int i = 0; i < 8; ++i) /* cb[e] kept in registers */
+                                    if (i == e) cb[i] = __fadd_rn(cb[i], db);
+                                if (!is_up) dwp = __fadd_rn(dwp, gr.dw);
+                            } else {
+                                from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                            }
+                            am = max(am, fastglu_abs_bits(to_f32(ve)));
+                            if (MODE != MODE_TENSOR && a.y)
+                                ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
+                            if (COLWISE) tile[r * P + c + e] = ve;
                         }
-                        am = max(am, fastglu_abs_bits(to_f32(ve)));
-                        if (MODE != MODE_TENSOR && a.y) ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
-                        if (COLWISE) tile[r * P + c + e] = ve;
                     }
                 }
             }
@@ -426,45 +614,43 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
                 tile_max = max(tile_max, am);
                 continue;
             }
-            if (rw) { /* every lane takes the shuffles; the row's partial from its lane 0 */
+            if (want_dw) { /* every lane takes the shuffles; the row's partial from its lane 0 */
                 const float sw = half_warp_sum(dwp);
-                if (valid && l16 == 0) a.wsw[by * a.T + t] = sw;
+                if (valid && lr == 0) a.wsw[by * a.T + t] = sw;
             }
             fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
-                const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
-                if (valid && l16 == 0) {
-                    if (BWD)
-                        s_row[(int64_t)((s0 + q) * STEP_ROWS) * s_step] = s;
-                    else
-                        *scale_at(a.s, a.s_ld, a.mn_major, t, by) = s;
-                }
+                const float s = fastglu_fp8_scale(group_max<LPR>(am), a.pow2);
+                if (valid && lr == 0) sp[q * s_st] = s;
                 d = make_divisor(s);
             }
             if (!valid) continue;
-            unsigned char *drow = a.d + t * a.d_rs + j0 + c;
-            if (vl) {
-                unsigned w[2];
+            unsigned char *drow = INC ? dp + q * d_st : a.d + t * a.d_rs + j0 + 8 * lr;
 #pragma unroll
-                for (int k = 0; k < 2; ++k)
-                    w[k] = quantise2(d, to_f32(ye[4 * k]), to_f32(ye[4 * k + 1])) |
-                           quantise2(d, to_f32(ye[4 * k + 2]), to_f32(ye[4 * k + 3])) << 16;
-                *(uint2 *)drow = make_uint2(w[0], w[1]);
-            } else {
+            for (int k = 0; k < NCH; ++k)
+                if (vmask >> k & 1) *(uint2 *)(drow + 8 * LPR * k) = quantise8(d, yv[k]);
+            if (emask) {
                 const float w =
                     a.weights ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
 #pragma unroll 1
-                for (int e = 0; e < SPAN && c + e < nj; ++e) {
-                    E ve;
-                    from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
-                    drow[e] = fastglu_fp8_quantise(to_f32(ve), d.s);
+                for (int k = 0; k < NCH; ++k) {
+                    if (!(emask >> k & 1)) continue;
+                    const int c = 8 * (lr + LPR * k);
+#pragma unroll 1
+                    for (int e = 0; e < 8 && c + e < nj; ++e) {
+                        E ve;
+                        from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                        a.d[t * a.d_rs + j0 + c + e] = fastglu_fp8_quantise(to_f32(ve), d.s);
+                    }
                 }
             }
         }
+        dp += U * d_st;
+        if (MODE != MODE_TENSOR && a.y) yp += U * y_st;
+        if (MODE == MODE_BLOCK) sp += U * s_st;
     }
     if (MODE == MODE_AMAX) {
-        tile_max = half_warp_max(tile_max);
-        tile_max = max(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+        tile_max = group_max<32>(tile_max);
         if (lane == 0) atomicMax(a.amax, tile_max);
         return;
     }
@@ -472,11 +658,11 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         float *red =
             (float *)(smem_raw + (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0));
 #pragma unroll
-        for (int e = 0; e < SPAN; ++e)
+        for (int e = 0; e < 8; ++e)
             cb[e] = __fadd_rn(cb[e], __shfl_xor_sync(0xffffffffu, cb[e], 16));
         if (half == 0)
 #pragma unroll
-            for (int e = 0; e < SPAN; ++e) red[warp * TILE + c + e] = cb[e];
+            for (int e = 0; e < 8; ++e) red[warp * TILE + 8 * lr + e] = cb[e];
         __syncthreads();
         if (threadIdx.x < nj) {
             float sb = red[threadIdx.x];
@@ -505,7 +691,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         }
         fp8_divisor d = td;
         if (MODE == MODE_BLOCK) {
-            const float s = fastglu_fp8_scale(half_warp_max(am), a.pow2);
+            const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
             if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
             d = make_divisor(s);
         }
@@ -578,13 +764,14 @@ template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
     const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>;
     const size_t smem = (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0) +
-                        (RED && MODE != MODE_AMAX ? RED_BYTES : 0);
+                        (RED_IN(MODE, BWD, FAST, RED) ? RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
         const cudaError_t err =
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
     }
-    const dim3 grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)((a.W + TILE - 1) / TILE));
+    const int64_t nr = BLOCK_ROWS(COLWISE, RED_IN(MODE, BWD, FAST, RED));
+    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)((a.W + TILE - 1) / TILE));
     void *args[] = {(void *)&a};
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }

@@ -102,7 +102,7 @@ FASTGLU_HD_INLINE float glu_sub(float a, float b) {
  * device's 2^x flushes a subnormal result, which vanishes against the 1 anyway. */
 FASTGLU_HD_INLINE float glu_sigmoid_exp2(float ql) {
 #ifdef __CUDA_ARCH__
-    return rcp_sigmoid(__fadd_rn(1.0f, ex2_ftz(ql)));
+    return rcp_sigmoid(ex2_ftz(ql)); /* 1 / RN(1 + 2^ql) */
 #else
     return 1.0f / (1.0f + exp2f(ql));
 #endif

@@ -3,12 +3,16 @@
  * back-to-back calls after 3 warm-up calls; no Python in the loop, so small shapes are not
  * host-bound), or launches each case once for Nsight Compute ("prof"). bf16, T = 8192, SPLIT
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
- * bias (the general kernels). Prints each case's time and the floor of its bytes at 4.2 TB/s.
+ * bias (the general kernels). Prints each case's time and its floor: the bytes read and written,
+ * scales included (the per-tensor cases read the operands twice: two passes), over the bandwidth
+ * of a 1 GiB device-to-device copy measured in the same process (bytes read and written over the
+ * median of 10 copies).
  *
  * Built against the sources (an A/B builds one binary per version of src/glu_fp8_cuda.cu):
  *   nvcc -O3 -arch=sm_90 -DFASTGLU_HAVE_CUDA=1 -Iinclude -Isrc -o fp8_prof bench/tune/fp8_prof.cu \
  *        src/glu_fp8_cuda.cu src/glu_fp8_common.c src/common.c src/glu_common.c
- *   ./fp8_prof [F] [prof]
+ *   ./fp8_prof [F ...] [prof]      (F: 8192 by default; one line per F and case:
+ *   "F | case | ms | floor ms | copy TB/s")
  */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
@@ -26,14 +30,40 @@
         }                                                                                          \
     } while (0)
 
-int main(int argc, char **argv) {
-    const int64_t T = 8192, F = argc > 1 ? atoll(argv[1]) : 8192;
-    const int prof = argc > 2 && !strcmp(argv[2], "prof");
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* bytes read and written per second by a 1 GiB device-to-device copy: the median of 10 */
+static double copy_bandwidth(void) {
+    const size_t n = (size_t)1 << 30;
+    void *a, *b;
+    float ms[10];
+    cudaEvent_t e0, e1;
+    if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess) return 0.0;
+    cudaMemset(a, 1, n);
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+    for (int i = 0; i < 10; ++i) {
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms[i], e0, e1);
+    }
+    qsort(ms, 10, sizeof ms[0], cmp_float);
+    cudaFree(a);
+    cudaFree(b);
+    return 2.0 * (double)n / (0.5e-3 * (double)(ms[4] + ms[5]));
+}
+
+/* the inputs of every width: the first T * 2 F elements of hx */
+static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
+    const int64_t T = 8192;
     const int64_t nbT = (T + 127) / 128, W = 2 * F, nbW = (W + 127) / 128;
     size_t xb = T * 2 * F * 2;
-    __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc(xb);
-    for (int64_t i = 0; i < T * 2 * F; ++i)
-        hx[i] = __float2bfloat16((float)((rand() % 2001) - 1000) / 250.0f);
     void *x, *dy, *d, *dt, *s, *st, *ws;
     cudaMalloc(&x, xb);
     cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
@@ -79,7 +109,8 @@ int main(int argc, char **argv) {
         for (int it = 0; it < (prof ? 1 : 3) + iters; ++it) {
             if (it == (prof ? 1 : 3)) cudaEventRecord(e0);
             if (cases[c].bwd)
-                CK(fastglu_glu_bwd_fp8_cuda(&p, &r, tdy, gate, up, bt, none, none, &o, T, F, 0));
+                CK(fastglu_glu_bwd_fp8_cuda(&p, &r, tdy, gate, up, bt, none, none, none, none, &o,
+                                            T, F, 0));
             else
                 CK(fastglu_glu_fwd_fp8_cuda(&p, &r, gate, up, bt, none, none, &o, T, F, 0));
         }
@@ -89,9 +120,39 @@ int main(int argc, char **argv) {
         cudaEventElapsedTime(&ms, e0, e1);
         double bytes = (cases[c].bwd ? 3.0 : 2.0) * T * F * 2 * (cases[c].tensor ? 2 : 1) +
                        (double)T * X * (cases[c].col ? 2 : 1);
-        printf("F %lld %-18s %8.4f ms  floor %8.4f ms (4.2 TB/s)\n", (long long)F, cases[c].name,
-               ms / iters, bytes / 4.2e9);
+        if (cases[c].tensor)
+            bytes += 4.0;
+        else
+            bytes += 4.0 * (double)(T * nbX + (cases[c].col ? X * nbT : 0));
+        printf("F %lld | %-18s | %8.4f ms | floor %8.4f ms | copy %.3f TB/s\n", (long long)F,
+               cases[c].name, ms / iters, 1e3 * bytes / bw, bw * 1e-12);
     }
+    cudaFree(x), cudaFree(dy), cudaFree(d), cudaFree(dt), cudaFree(s), cudaFree(st), cudaFree(ws);
+    cudaFree(bb);
+}
+
+int main(int argc, char **argv) {
+    int prof = 0, nf = 0;
+    int64_t Fs[16];
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "prof"))
+            prof = 1;
+        else if (nf < 16)
+            Fs[nf++] = atoll(argv[i]);
+    }
+    if (!nf) Fs[nf++] = 8192;
+    const double bw = prof ? 4.2e12 : copy_bandwidth();
+    int64_t fmax = 0;
+    for (int i = 0; i < nf; ++i) fmax = Fs[i] > fmax ? Fs[i] : fmax;
+    const int64_t n = 8192 * 2 * fmax;
+    __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc((size_t)n * 2);
+    uint64_t rng = 0x9E3779B97F4A7C15ull; /* xorshift: values (k - 1000) / 250, k in 0..2000 */
+    for (int64_t i = 0; i < n; ++i) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        hx[i] = __float2bfloat16((float)((int)((rng >> 33) % 2001) - 1000) / 250.0f);
+    }
+    for (int i = 0; i < nf; ++i) run_width(Fs[i], prof, bw, hx);
+    free(hx);
     printf("cuda: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
     return 0;
 }

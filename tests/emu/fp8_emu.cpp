@@ -304,19 +304,22 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         }
 }
 
-/* ---- the reciprocal route of the codes (quantise2) -------------------------------------------- */
+/* ---- the reciprocal route of the codes (quantise2, quantise8) --------------------------------- */
 
-/* quantise2 against the recipe's division (fastglu_fp8_quantise), code for code, where the two
- * could part: quotients at and up to 64 ulps around every rounding midpoint of e4m3 (between
- * neighbouring codes, 2^-10 below the first subnormal, 464 where the cast saturates), both signs,
- * under scales of every kind: random normal ones, powers of two, amax / 448 of random amaxes, the
- * normal range's ends and the scales the route leaves to the division (subnormal, inf, NaN). It
- * also counts the elements the bracket sent to the division and those whose code the plain
- * reciprocal product would have got wrong: both must occur, or the test shows nothing. */
+/* quantise2 and quantise8 against the recipe's division (fastglu_fp8_quantise), code for code,
+ * where the two could part: quotients at and up to 64 ulps around every rounding midpoint of e4m3
+ * (between neighbouring codes, 2^-10 below the first subnormal, 464 where the cast saturates), both
+ * signs, under scales of every kind: random normal ones, powers of two, amax / 448 of random
+ * amaxes, the route's ends and the scales it leaves to the division (subnormal, at and above
+ * 2^125, inf, NaN); quantise8 with that quotient in one of its 8 places, by turns. It also counts
+ * the elements the bracket sent to the division and those whose code the plain reciprocal product
+ * would have got wrong: both must occur, or the test shows nothing. */
 static void check_quantise2(void) {
-    /* the normal range's ends and their neighbours outside it, where rcp.approx.ftz flushes the
-     * scale (subnormal) or its reciprocal (above 2^126) to 0 */
+    /* the route's ends and their neighbours outside it: a subnormal scale (which rcp.approx.ftz
+     * flushes), 2^125 and above (up to reciprocals that it flushes, above 2^126) */
     std::vector<float> scales = {0x1p-126f,
+                                 nextafterf(0x1p125f, 0.0f),
+                                 0x1p125f,
                                  0x1p126f,
                                  nextafterf(0x1p-126f, 0.0f),
                                  0x1p-127f,
@@ -345,9 +348,10 @@ static void check_quantise2(void) {
         /* each scale with its correctly rounded reciprocal and the two one ulp away: the device's
          * rcp.approx is within one ulp */
         const float s = scales[(size_t)(i / 3)];
-        fp8_divisor d = make_divisor(s);
-        if (i % 3) d.r = nextafterf(d.r, i % 3 == 1 ? 0.0f : INFINITY);
-        if (fabsf(d.r) < 0x1p-126f) d.r = copysignf(0.0f, d.r); /* rcp.approx.ftz */
+        float r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
+        if (i % 3) r = nextafterf(r, i % 3 == 1 ? 0.0f : INFINITY);
+        if (fabsf(r) < 0x1p-126f) r = copysignf(0.0f, r); /* rcp.approx.ftz */
+        const fp8_divisor d = divisor_of(s, r);
         for (double m : mids)
             for (int sign = -1; sign <= 1; sign += 2)
                 for (int k : {-64, -24, -9, -4, -3, -2, -1, 0, 1, 2, 3, 4, 9, 24, 64}) {
@@ -363,10 +367,25 @@ static void check_quantise2(void) {
                         FAIL("quantise2: y %.9g (%a), scale %.9g (%a): codes 0x%04x, the division "
                              "gives 0x%04x",
                              (double)y, (double)y, (double)s, (double)s, got, want);
+                    /* quantise8 with y in each position of the chunk, the other 7 random */
+                    vec8<float> c8;
+                    unsigned w8[2] = {0, 0};
+                    for (int e = 0; e < 8; ++e) {
+                        const float v =
+                            e == n % 8 ? y : (float)((2.0 * urand() - 1.0) * 448.0 * (double)s);
+                        c8.w[e] = __float_as_uint(v);
+                        w8[e / 4] |= (unsigned)fastglu_fp8_quantise(v, s) << 8 * (e % 4);
+                    }
+                    const uint2 got8 = quantise8(d, c8);
+                    if (got8.x != w8[0] || got8.y != w8[1])
+                        FAIL(
+                            "quantise8: y %.9g (%a) at %ld, scale %.9g (%a): codes 0x%08x%08x, the "
+                            "division gives 0x%08x%08x",
+                            (double)y, (double)y, n % 8, (double)s, (double)s, got8.y, got8.x,
+                            w8[1], w8[0]);
                     if (d.exact) continue;
-                    const float q = y * d.r;
-                    divided += e4m3x2(q * (1.0f - 0x1p-20f), 0) != e4m3x2(q * (1.0f + 0x1p-20f), 0);
-                    product_wrong += fastglu_f32_to_e4m3(q, 1) != (want & 0xffu);
+                    divided += e4m3x2(y * d.lo, 0) != e4m3x2(y * d.hi, 0);
+                    product_wrong += fastglu_f32_to_e4m3(y * r, 1) != (want & 0xffu);
                 }
     }
     printf("quantise2: %ld pairs at e4m3 midpoints, %ld sent to the division, %ld whose plain "
@@ -438,6 +457,17 @@ int main(void) {
         run_case(FASTGLU_ACT_SILU, 1, 1, 1, 0, FASTGLU_DTYPE_FP32, 130, 3, 1, 1, 1, 0, 1, ODD,
                  GATE_MULT, 1);
     }
+    /* T = 300 without the column-wise copy: blocks of several 128-row tiles (ROW_TILES), a last
+     * block of a part of one; the backward's sums there (their kernels take one tile a block, as
+     * their partials are per 128-row tile), both layouts, the 16-byte and element paths */
+    for (int bwd = 0; bwd < 2; ++bwd)
+        for (int tensor = 0; tensor < 2; ++tensor) {
+            run_case(FASTGLU_ACT_SILU, 0, bwd, 0, 0, FASTGLU_DTYPE_BF16, 300, 136, bwd, tensor, 0,
+                     0, 0, ODD);
+            if (bwd)
+                run_case(FASTGLU_ACT_SILU, tensor, 1, 1, 0, FASTGLU_DTYPE_BF16, 300, 136, 1, tensor,
+                         0, 0, 0, tensor ? ODD : DENSE, PLAIN, 1);
+        }
     printf("%ld launches (%ld with the backward's sums, %ld reductions), %ld blocks emulated, %ld "
            "barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, emu_blocks_run, emu_barriers, emu_shuffles,
