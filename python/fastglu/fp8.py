@@ -135,7 +135,9 @@ def _run(
     elif not il:
         u_ptr, u_rs = g.data_ptr() + F * g.element_size(), g.stride(0)
     b = bias.contiguous() if bias is not None else None
-    w = weights.reshape(-1) if weights is not None else None
+    # (resolve_neg: a tensor with the negative bit set is negated lazily, its memory holding the
+    # values before the negation, which is what the kernel would read)
+    w = weights.resolve_neg().reshape(-1) if weights is not None else None
     X = 2 * F if dy is not None else F  # the quantised operand's width: y [T, F] or dh [T, 2F]
     data, scale, data_t, scale_t, y = _outputs(
         T, X, x.device, x.dtype, scaling, scale_layout, columnwise, want_y
@@ -230,11 +232,15 @@ def _check_options(
 
 def _impl(x, up, bias, weights, *options):
     _check_options("glu_fwd_fp8", *options[:8])
+    # the operands too: the raw op is callable without the public function's checks, and the kernel
+    # trusts every shape and dtype it is given
+    _check(x, up, bias, weights, None, None, "glu_fwd_fp8")
     return _run(None, x, up, bias, weights, *options)
 
 
 def _bwd_impl(dy, x, up, bias, weights, *options):
     _check_options("glu_bwd_fp8", *options[:8])
+    _check_dy(dy, x, _check(x, up, bias, weights, None, None, "glu_bwd_fp8"), "glu_bwd_fp8")
     return _run(dy, x, up, bias, weights, *options)
 
 
@@ -364,6 +370,8 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
             )
     if weights is not None:
         _ops.check_weights_meta(weights, tuple(x.shape[:-1]), x.device, fn)
+    if scaling is None:  # the ops' kernels: their codes are checked by _check_options
+        return F
     if scaling not in _SCALINGS:
         _ops._fail(ValueError, fn, f"scaling = {scaling!r} is not one of {sorted(_SCALINGS)}")
     if scale_layout not in _SCALE_LAYOUTS:
@@ -373,6 +381,25 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
             f"scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}",
         )
     return F
+
+
+def _check_dy(dy, x, F, fn):
+    """dy: a dense tensor of x's dtype and device, of shape x's leading shape + (F,)."""
+    if isinstance(dy, torch.Tensor):
+        _ops.check_dense(dy, fn, "dy")
+    if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
+        _ops._fail(
+            TypeError,
+            fn,
+            f"dy must be a {x.dtype} tensor, got {getattr(dy, 'dtype', type(dy).__name__)}",
+        )
+    if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
+        _ops._fail(
+            ValueError,
+            fn,
+            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected "
+            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}",
+        )
 
 
 def glu_fp8(
@@ -474,21 +501,7 @@ def glu_bwd_fp8(
         fn=fn,
     )
     F = _check(x, up, bias, weights, scaling, scale_layout, fn)
-    if isinstance(dy, torch.Tensor):
-        _ops.check_dense(dy, fn, "dy")
-    if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
-        _ops._fail(
-            TypeError,
-            fn,
-            f"dy must be a {x.dtype} tensor, got {getattr(dy, 'dtype', type(dy).__name__)}",
-        )
-    if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
-        _ops._fail(
-            ValueError,
-            fn,
-            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected "
-            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}",
-        )
+    _check_dy(dy, x, F, fn)
     if up is not None and interleaved:
         _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     data, scale, data_t, scale_t, dh, dbias, dweights = _call(

@@ -67,6 +67,7 @@ __all__ = [
     "PATH_UNFUSED",
 ]
 
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
 _dispatch_mode = getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", lambda: None)
 
 PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
@@ -367,6 +368,10 @@ def _mlp_backward(ctx, dout, dh_out):
     dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused_dgrad, in_place)
     if in_place and not ctx.recompute:
         ctx.h_overwritten = True
+        # a reader of h that autograd knows of (a saved h.detach(), a raw-op caller that kept h
+        # against reuse_h's contract) now fails loudly instead of reading dh
+        if _increment_version is not None:
+            _increment_version(h)
     del h
     # h is an output of the op (not of fastglu.mlp): its gradient, if any, adds to dh
     if dh_out is not None and dh_out.shape == dh.shape:
@@ -443,6 +448,9 @@ def mlp(
         TypeError: a non-tensor or a wrong dtype (named), mixed dtypes, an option of the wrong type.
         ValueError: shapes that do not fit together (named, with the shapes), mixed devices, an
             unknown activation, a non-finite offset or multiplier.
+        RuntimeError: a second backward through the same forward (``retain_graph=True``) without
+            ``recompute=True``: the first one wrote dh over the saved h (eager mode), so the
+            second has no h to read.
     """
     p = glu_params(
         activation,

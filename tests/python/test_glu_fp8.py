@@ -604,3 +604,52 @@ def test_backward_sums_empty_and_weight_dtypes(device):
     assert out.dweights.shape == (33,) and out.dweights.dtype == torch.bfloat16
     db, mb, dw, mw = ref_sums(x, dy, {"weights": w})
     check_sum(out.dweights, dw, mw, 24, 2.0**-8)
+
+
+def test_negative_bit_weights_read_as_their_values():
+    """Per-token weights with the negative bit set (a lazily negated view) give what their values
+    give, forward and backward (the kernel reads memory, which holds the values before negation)."""
+    from fastglu.fp8 import glu_bwd_fp8, glu_fp8
+
+    T, F = 5, 8
+    x, dy, b = torch.randn(T, 2 * F), torch.randn(T, F), torch.randn(2 * F)
+    wn = torch.randn(T, dtype=torch.complex64).conj().imag
+    assert wn.is_neg()
+    w = wn.clone()
+    assert torch.equal(
+        glu_fp8(x, bias=b, weights=wn, return_y=True).y,
+        glu_fp8(x, bias=b, weights=w, return_y=True).y,
+    )
+    g_neg = glu_bwd_fp8(dy, x, bias=b, weights=wn, return_dh=True)
+    g_ref = glu_bwd_fp8(dy, x, bias=b, weights=w, return_dh=True)
+    for name in ("y", "dbias", "dweights", "data", "scale"):
+        assert torch.equal(getattr(g_neg, name), getattr(g_ref, name)), name
+
+
+@pytest.mark.parametrize("op", ["glu_fwd_fp8", "glu_bwd_fp8"])
+@pytest.mark.parametrize(
+    "bad, exc, match",
+    [
+        ({"bias": torch.randn(2)}, ValueError, "bias has shape"),
+        ({"bias": torch.randn(8, dtype=torch.float64)}, TypeError, "bias must be"),
+        ({"weights": torch.randn(2)}, ValueError, "weights"),
+    ],
+    ids=["short-bias", "fp64-bias", "short-weights"],
+)
+def test_raw_ops_check_their_operands(op, bad, exc, match):
+    """The raw torch.library ops check the operands as the public functions do: a short bias or
+    weights would be read past its end, a float64 bias misread."""
+    from fastglu import _C
+    from fastglu import ops as _ops
+
+    T, F = 3, 4
+    x, dy = torch.randn(T, 2 * F), torch.randn(T, F)
+    bias, weights = bad.get("bias"), bad.get("weights")
+    p = _ops.glu_params("silu", fn=op)
+    opts = (*p, _C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALES_MN_MAJOR, False, False, True)
+    args = (x, None, bias, weights, *opts)
+    with pytest.raises(exc, match=match):
+        if op == "glu_bwd_fp8":
+            torch.ops.fastglu.glu_bwd_fp8(dy, *args)
+        else:
+            torch.ops.fastglu.glu_fwd_fp8(*args)

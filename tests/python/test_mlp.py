@@ -750,3 +750,18 @@ def test_second_backward_after_dh_over_h_refused():
     g1 = torch.autograd.grad(out.sum(), x, retain_graph=True)[0]
     g2 = torch.autograd.grad(out.sum(), x)[0]
     assert torch.equal(g1, g2)
+
+
+def test_dh_over_h_bumps_h_version():
+    """A reader of the op's h that autograd tracks (here a saved h.detach(), against reuse_h's
+    contract) fails loudly after the backward wrote dh over h, instead of reading dh."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w1, w2 = torch.randn(12, 8, requires_grad=True), torch.randn(8, 6, requires_grad=True)
+    out, h = torch.ops.fastglu.mlp_fwd(
+        x, w1, w2, None, None, None, 0, 0, 0.0, 0.0, 1.0, 1.0, 2, True, True
+    )
+    a = torch.randn(4, 12, requires_grad=True)
+    z = (h.detach() * a).sum()
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()
