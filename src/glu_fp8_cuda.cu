@@ -43,16 +43,14 @@
  * kernel).
  *
  * The codes without a division per element (quantise8, quantise2): the recipe's code is the e4m3
- * cast of the fp32 quotient y / scale, correctly rounded. With r within one ulp of 1 / scale
- * (rcp.approx) and lo = RN(r (1 - 2^-20)), hi = RN(r (1 + 2^-20)), RN(y lo) and RN(y hi) lie
- * below and above the quotient (relative errors of 2^-23 and three of 2^-24 against 2^-20; where a
- * product is subnormal every code involved is +-0), so where they cast to the same code, every
- * value between them does, the quotient's included: that code, from the hardware's cvt (two
- * elements an instruction). Where they differ for any of a chunk's 8 elements (a quotient within
- * a few ulps of a rounding midpoint of e4m3: some 2^-16 of the elements) and for a scale outside
- * [2^-126, 2^125) (where r, lo or hi need not be normal), the chunk takes the recipe's own
- * division: the same bits in every case, at some 4 instructions an element instead of a division
- * and a cast in software.
+ * cast of the fp32 quotient y / scale, correctly rounded. Per block, the correctly rounded
+ * reciprocal r of the scale (__frcp_rn); per element, q = RN(y r), its
+ * remainder s q - y (exact by an FMA) and the corrected quotient RN(q - r (s q - y)), which is
+ * y / s correctly rounded (Markstein's theorem; exact midpoints of e4m3 included, which bf16 data
+ * hits often: a bf16 y over a scale amax / 448 of a bf16 amax lands on one in some 3 % of 8-element
+ * chunks), then the hardware's cvt, two elements an instruction. Blocks with a scale outside
+ * [2^-90, 2^119) (an amax under 2^-81 or over 2^127.8, inf, NaN) take the recipe's own division:
+ * the same bits in every case, no data-dependent branch inside a block.
  *
  * FASTGLU_FP8_SCALING_TENSOR: two passes over the operands, the fewest the math allows without
  * keeping y (the amax of the whole tensor must be known before any element is quantised; storing
@@ -178,35 +176,56 @@ static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_us
 static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
     return __bfloat16_as_ushort(e);
 }
-/* The divisor of a block's codes: its scale; the bracket of its reciprocal, lo = RN(r (1 - 2^-20))
- * and hi = RN(r (1 + 2^-20)) from an approximate reciprocal r (|r s - 1| <= 2^-23: the hardware's
- * rcp.approx, within one ulp; on the host the division); and whether the reciprocal route holds:
- * 2^-126 <= s < 2^125, where r, lo and hi are finite and normal (the recipe's scales stay below
- * 2^121, so the bound costs no element). */
+/* The divisor of a block's codes: its scale s, its reciprocal r = RN(1 / s) (correctly rounded:
+ * __frcp_rn; on the host the division), and whether the reciprocal route holds: 2^-90 <= s <
+ * 2^119 (NaN outside), where the quotient's remainder below is exact for every element whose code
+ * is not +-0 (the remainder of a faithful quotient is exact when it does not underflow), r is
+ * normal and every element of the block (|y| <= 448 s) is finite. A block takes the division only
+ * where its amax is under 2^-81 or above 2^127.8 (or inf, NaN). */
 typedef struct fp8_divisor {
-    float s, lo, hi;
+    float s, r;
     int exact;
 } fp8_divisor;
 
+static __device__ __forceinline__ float fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+static __device__ __forceinline__ float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+/* r: RN(1 / s) */
 static __device__ __forceinline__ fp8_divisor divisor_of(float s, float r) {
     fp8_divisor d;
-    d.s = s;
-    d.lo = r * (1.0f - 0x1p-20f), d.hi = r * (1.0f + 0x1p-20f);
-    d.exact = !(s >= 0x1p-126f && s < 0x1p125f); /* NaN included */
+    d.s = s, d.r = r;
+    d.exact = !(s >= 0x1p-90f && s < 0x1p119f); /* NaN included */
     return d;
 }
 
 static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
-    float r;
 #ifdef __CUDA_ARCH__
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+    return divisor_of(s, __frcp_rn(s));
 #else
-    /* the host (tests/emu): the division with rcp.approx.ftz's flushes of a subnormal input and
-     * result to 0 */
-    r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
-    if (fabsf(r) < 0x1p-126f) r = copysignf(0.0f, r);
+    return divisor_of(s, 1.0f / s);
 #endif
-    return divisor_of(s, r);
+}
+
+/* y / s correctly rounded on the reciprocal route (Markstein's theorem: with r = RN(1 / s),
+ * q = RN(y r) is within one ulp of y / s, its remainder y - s q is exact, and q + r (y - s q)
+ * rounded once is the quotient rounded to nearest). The remainder is taken negated (s q - y) so that y = -0 gives -0. Three
+ * instructions an element, no branch: tests/emu/fp8_emu.cpp checks it against the division at
+ * and around every rounding midpoint of e4m3. */
+static __device__ __forceinline__ float quotient(const fp8_divisor &d, float y) {
+    const float q = mul_rn(y, d.r);
+    return fma_rn(-fma_rn(d.s, q, -y), d.r, q);
 }
 
 /* Two e4m3 codes (y0's in the low byte) under the saturating cast: the cvt instruction, which
@@ -221,35 +240,30 @@ static __device__ __noinline__ unsigned quantise2_exact(float y0, float y1, floa
     return fastglu_fp8_quantise(y0, s) | (unsigned)fastglu_fp8_quantise(y1, s) << 8;
 }
 
-/* fastglu_fp8_quantise(y0, d.s) | fastglu_fp8_quantise(y1, d.s) << 8, by the reciprocal where
- * its bracket decides the codes (the header's "codes without a division"). */
+/* fastglu_fp8_quantise(y0, d.s) | fastglu_fp8_quantise(y1, d.s) << 8: the cast of the quotients
+ * of the reciprocal route, or the division where the scale leaves it (the block's choice, the
+ * same for all of its elements). */
 static __device__ __forceinline__ unsigned quantise2(const fp8_divisor &d, float y0, float y1) {
-    if (!d.exact) {
-        const unsigned lo = e4m3x2(y0 * d.lo, y1 * d.lo), hi = e4m3x2(y0 * d.hi, y1 * d.hi);
-        if (lo == hi) return lo;
-    }
+    if (!d.exact) return e4m3x2(quotient(d, y0), quotient(d, y1));
     return quantise2_exact(y0, y1, d.s);
 }
 
-/* The same for a chunk's 8 elements (element 0's code in the low byte): one comparison of the
- * bracket's codes for all 8, the division for all 8 where any pair parts (some 2^-13 of the
- * chunks). */
+/* The same for a chunk's 8 elements (element 0's code in the low byte). */
 template <typename E>
 static __device__ __forceinline__ uint2 quantise8(const fp8_divisor &d, const vec8<E> &y) {
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = vget(y, e);
+    unsigned w[2];
     if (!d.exact) {
-        unsigned lo[2], hi[2];
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             const float *x = v + 4 * k;
-            lo[k] = e4m3x2(x[0] * d.lo, x[1] * d.lo) | e4m3x2(x[2] * d.lo, x[3] * d.lo) << 16;
-            hi[k] = e4m3x2(x[0] * d.hi, x[1] * d.hi) | e4m3x2(x[2] * d.hi, x[3] * d.hi) << 16;
+            w[k] = e4m3x2(quotient(d, x[0]), quotient(d, x[1])) |
+                   e4m3x2(quotient(d, x[2]), quotient(d, x[3])) << 16;
         }
-        if (lo[0] == hi[0] && lo[1] == hi[1]) return make_uint2(lo[0], lo[1]);
+        return make_uint2(w[0], w[1]);
     }
-    unsigned w[2];
 #pragma unroll
     for (int k = 0; k < 2; ++k)
         w[k] = quantise2_exact(v[4 * k], v[4 * k + 1], d.s) |

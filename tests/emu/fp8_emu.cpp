@@ -310,13 +310,14 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
  * where the two could part: quotients at and up to 64 ulps around every rounding midpoint of e4m3
  * (between neighbouring codes, 2^-10 below the first subnormal, 464 where the cast saturates), both
  * signs, under scales of every kind: random normal ones, powers of two, amax / 448 of random
- * amaxes, the route's ends and the scales it leaves to the division (subnormal, at and above
- * 2^125, inf, NaN); quantise8 with that quotient in one of its 8 places, by turns. It also counts
- * the elements the bracket sent to the division and those whose code the plain reciprocal product
- * would have got wrong: both must occur, or the test shows nothing. */
+ * amaxes (fp32 and bf16), the route's ends and the scales it leaves to the division (under 2^-90,
+ * subnormal, at and above 2^119, inf, NaN); +-0; quantise8 with that quotient in one of its 8
+ * places, by turns. It also counts the elements whose code the plain reciprocal product would
+ * have got wrong (the correction's work) and the scales sent to the division: both must occur, or
+ * the test shows nothing. */
 static void check_quantise2(void) {
-    /* the route's ends and their neighbours outside it: a subnormal scale (which rcp.approx.ftz
-     * flushes), 2^125 and above (up to reciprocals that it flushes, above 2^126) */
+    /* the route's ends (2^-90, 2^119) and their neighbours outside it, subnormal scales, scales
+     * whose reciprocal is subnormal (above 2^126) */
     std::vector<float> scales = {0x1p-126f,
                                  nextafterf(0x1p125f, 0.0f),
                                  0x1p125f,
@@ -332,26 +333,32 @@ static void check_quantise2(void) {
                                  NAN,
                                  1.0f,
                                  0x1p-20f,
-                                 3.0f / 448.0f};
+                                 3.0f / 448.0f,
+                                 0x1p-90f,
+                                 nextafterf(0x1p-90f, 0.0f),
+                                 0x1p119f,
+                                 nextafterf(0x1p119f, 0.0f),
+                                 0x1p-100f,
+                                 0x1.8p-120f};
     for (int i = 0; i < 60; ++i) {
         scales.push_back((float)ldexp(1.0 + urand(), (int)(urand() * 200) - 100));
         scales.push_back((float)(ldexp(1.0 + urand(), (int)(urand() * 40) - 20)) / 448.0f);
         scales.push_back(
             fastglu_fp8_scale(fastglu_abs_bits((float)ldexp(1.0 + urand(), i - 30)), i & 1));
+        /* a bf16 amax: the case whose quotients land on e4m3 midpoints exactly */
+        scales.push_back(fastglu_fp8_scale(
+            fastglu_abs_bits((float)ldexp(1.0 + urand(), i - 30)) & 0xffff0000u, 0));
     }
-    std::vector<double> mids = {0x1p-10, 464.0};
+    std::vector<double> mids = {0.0, 0x1p-10, 464.0};
     for (int c = 0; c < 0x7e; ++c)
         mids.push_back(0.5 * ((double)fastglu_e4m3_to_f32((unsigned char)c) +
                               (double)fastglu_e4m3_to_f32((unsigned char)(c + 1))));
     long n = 0, divided = 0, product_wrong = 0;
-    for (int i = 0; i < 3 * (int)scales.size(); ++i) {
-        /* each scale with its correctly rounded reciprocal and the two one ulp away: the device's
-         * rcp.approx is within one ulp */
-        const float s = scales[(size_t)(i / 3)];
-        float r = 1.0f / (fabsf(s) < 0x1p-126f ? copysignf(0.0f, s) : s);
-        if (i % 3) r = nextafterf(r, i % 3 == 1 ? 0.0f : INFINITY);
-        if (fabsf(r) < 0x1p-126f) r = copysignf(0.0f, r); /* rcp.approx.ftz */
+    for (size_t i = 0; i < scales.size(); ++i) {
+        /* each scale with its correctly rounded reciprocal, as make_divisor takes it (__frcp_rn) */
+        const float s = scales[i], r = 1.0f / s;
         const fp8_divisor d = divisor_of(s, r);
+        divided += d.exact;
         for (double m : mids)
             for (int sign = -1; sign <= 1; sign += 2)
                 for (int k : {-64, -24, -9, -4, -3, -2, -1, 0, 1, 2, 3, 4, 9, 24, 64}) {
@@ -384,15 +391,14 @@ static void check_quantise2(void) {
                             (double)y, (double)y, n % 8, (double)s, (double)s, got8.y, got8.x,
                             w8[1], w8[0]);
                     if (d.exact) continue;
-                    divided += e4m3x2(y * d.lo, 0) != e4m3x2(y * d.hi, 0);
                     product_wrong += fastglu_f32_to_e4m3(y * r, 1) != (want & 0xffu);
                 }
     }
-    printf("quantise2: %ld pairs at e4m3 midpoints, %ld sent to the division, %ld whose plain "
-           "reciprocal product casts to another code\n",
+    printf("quantise2: %ld pairs at e4m3 midpoints, %ld scales sent to the division, %ld elements "
+           "whose plain reciprocal product casts to another code\n",
            n, divided, product_wrong);
     if (!divided || !product_wrong)
-        FAIL("quantise2: the midpoint cases did not reach the division");
+        FAIL("quantise2: no scale reached the division, or no product needed the correction");
 }
 
 int main(void) {
