@@ -19,8 +19,8 @@ PyTorch. Public API:
   return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``gemm.py``).
 - ``fastglu.mlp(x, w1, w2, activation=..., bias1=, bias2=, weights=, recompute=, fused=)``: the gated
   MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp_block.py``); ``fastglu.modules.GLUMLP`` its module.
-- ``fastglu.mlp_fp8(x, w1, w2, activation=..., gemm=None)``: the same block with FP8 GEMMs
-  (DeepSeek-V3's blockwise recipe, ``torch._scaled_mm``; ``fp8_mlp.py``).
+- ``fastglu.mlp_fp8(x, w1, w2, activation=..., bias1=, bias2=, weights=, gemm=None)``: the same
+  block with FP8 GEMMs (DeepSeek-V3's blockwise recipe, ``torch._scaled_mm``; ``fp8_mlp.py``).
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
   ``fastglu.cuda_built()``: whether it was built.
 

@@ -5,14 +5,16 @@ float8_e4m3fn with fp32 scales, activations and gradients in 1 x 128 blocks alon
 reduction dimension, weights in 128 x 128 blocks::
 
     fc1     h   = x @ w1^T          x [T, H] 1x128 (along H),      w1 [2F, H] 128x128
-    GLU     y   = glu(h)            fastglu.fp8.glu_fp8: y quantised 1x128 for fc2 (and y^T 1x128
-                                    along the tokens for fc2's wgrad) in the pass that computes it
+    GLU     y   = glu(h + bias1)    fastglu.fp8.glu_fp8: y quantised 1x128 for fc2 (and y^T 1x128
+                  (* weights)       along the tokens for fc2's wgrad) in the pass that computes it
     fc2     out = y @ w2^T          y [T, F] 1x128,                w2 [H, F] 128x128
+                  (+ bias2)
     backward
     fc2 dgrad   dy  = dO @ w2       dO [T, H] 1x128,               w2^T [F, H] 128x128
     fc2 wgrad   dw2 = dO^T @ y      dO^T [H, T] 1x128 (tokens),    y^T [F, T] 1x128 (tokens)
     dGLU        dh  = glu'(h) dy    fastglu.fp8.glu_bwd_fp8: dh quantised 1x128 along 2F (dgrad)
-                                    and dh^T 1x128 along the tokens (wgrad), in one pass
+                                    and dh^T 1x128 along the tokens (wgrad), dbias1 and dweights
+                                    reduced, in one pass; dbias2 = dO summed over the tokens
     fc1 dgrad   dx  = dh @ w1       dh [T, 2F] 1x128,              w1^T [H, 2F] 128x128
     fc1 wgrad   dw1 = dh^T @ x      dh^T [2F, T] 1x128 (tokens),   x^T [H, T] 1x128 (tokens)
 
@@ -40,15 +42,33 @@ scaled_mm_available(x, w1)`` says which one ``gemm=None`` takes.
 GEMM outputs: h and dy in x's dtype (the GLU kernels read them there), out and dx in x's dtype,
 dw1 / dw2 in the weights' dtype (fp32 master weights get fp32 gradients straight from the GEMM).
 
+Biases and per-token weights, as ``fastglu.mlp`` takes them (``bias1 [2F]``, ``bias2 [hidden]`` in
+x's dtype; ``weights`` in bf16 / fp16 / fp32; all differentiable), none of them quantised:
+
+- bias1 is added to h before the activation and the clamp. The GLU kernels add their bias after the
+  clamp, so without a clamp bias1 goes into them (added to h in fp32 as they read it; in the
+  backward dbias1 is reduced in fp32 in the pass that quantises dh, in x's dtype), and with a clamp
+  h + bias1 is formed in x's dtype before them (one more [T, 2F] tensor in the forward and again in
+  the backward; dh then comes back in x's dtype, dbias1 is its fp32 sum over the tokens and dh is
+  quantised in torch ops, as on the h_grad path below).
+- weights go into the GLU kernels (y = glu(.) * weights, then quantised); dweights is reduced in the
+  backward's pass, in the weights' shape and dtype.
+- bias2 is added to fc2's output after the GEMM has rounded it to x's dtype (the sum rounded to x's
+  dtype again), on both GEMM paths: torch._scaled_mm's own bias is refused with fp32 outputs and
+  would be added before the rounding. dbias2 is dO summed over the tokens in fp32, in x's dtype.
+
 The op is ``torch.ops.fastglu.mlp_fp8_fwd`` with its backward ``torch.ops.fastglu.mlp_fp8_bwd``
 (torch.library, fake implementations, autograd registered): ``torch.compile(fullgraph=True)``
 traces the block without a graph break. Called directly, the forward op also returns h (fc1's
-output, differentiable: its gradient adds to the GLU's dh before dh is quantised, ``h_grad`` of
-the backward op) and the quantised copies the backward reads (x^T, y^T and their scales, which
-refuse a gradient: RuntimeError).
+GEMM output x @ w1^T, before bias1; differentiable: its gradient adds to the GLU's dh before dh is
+quantised, ``h_grad`` of the backward op, and so reaches dx and dw1 but not dbias1) and the
+quantised copies the backward reads (x^T, y^T and their scales, which refuse a gradient:
+RuntimeError). The backward op takes bias1, the weights and ``want_dbias2`` and returns dbias1,
+dbias2 and dweights beside dx, dw1, dw2 (empty tensors for those not asked).
 
-Not supported (ValueError / TypeError): biases and per-token weights (the block does not take them;
-``fastglu.fp8.glu_bwd_fp8`` reduces their gradients for a caller that does), float64.
+Not supported (TypeError): float64 (x, the weights, the biases, the per-token weights); biases of a
+dtype other than x's (fp32 master weights with bf16 activations take bf16 biases, as
+``fastglu.mlp``'s rule has them in x's dtype).
 """
 
 from __future__ import annotations
@@ -61,7 +81,7 @@ import torch
 from . import _C
 from . import fp8 as _fp8
 from .gemm import check_like
-from .mlp_block import check_block_shapes, check_tensor
+from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
 from .ops import _fail, check_code, glu_params, op_params, refuse_create_graph
 
 __all__ = [
@@ -242,9 +262,10 @@ def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
 # ---- validation on metadata ------------------------------------------------------------------------
 
 
-def check_mlp_fp8(x, w1, w2):
+def check_mlp_fp8(x, w1, w2, bias1=None, bias2=None, weights=None):
     """Validate the operands from their metadata (mlp_block's checks; the weights may have their own
-    dtype, one for both); returns (leading shape, tokens, H, F)."""
+    dtype, one for both; the biases and per-token weights as ``fastglu.mlp`` takes them); returns
+    (leading shape, tokens, H, F)."""
     check_tensor(x, "x", (2, 3), _FN)
     check_tensor(w1, "w1", (2,), _FN)
     check_tensor(w2, "w2", (2,), _FN)
@@ -253,6 +274,7 @@ def check_mlp_fp8(x, w1, w2):
     if w1.dtype != w2.dtype:
         _fail(TypeError, _FN, f"w2 has dtype {w2.dtype} but w1 has dtype {w1.dtype}")
     lead, H, F = check_block_shapes(x, w1, w2, _FN, positive=True)
+    check_bias_weights(x, lead, H, F, bias1, bias2, weights, _FN)
     return lead, math.prod(lead), H, F
 
 
@@ -305,19 +327,58 @@ def _check_codes(p, gemm):
     check_code(gemm, _GEMM_CODES, _FN, "gemm")
 
 
-def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
+def _glu_input(h, bias1, clamp_value):
+    """(the GLU kernels' input, their bias) for fc1's GEMM output h and bias1. bias1 is added to h
+    before the clamp (``fastglu.mlp``'s semantics), and the kernels add their bias after it: with a
+    clamp, h + bias1 is formed first (in h's dtype) and the kernels get no bias; without one they
+    add bias1 as they read h (in fp32) and reduce its gradient in the backward's pass."""
+    if bias1 is not None and clamp_value > 0:
+        return h + bias1, None
+    return h, bias1
+
+
+def _token_weights(weights, T):
+    """The per-token weights as the GLU kernels on h [T, 2F] take them: [T] (a view where one
+    exists; fastglu.mlp's shapes include x's leading shape [S, B] and [S, B, 1])."""
+    return None if weights is None else weights.reshape(T)
+
+
+def _fwd_impl(
+    x,
+    w1,
+    w2,
+    activation,
+    layout,
+    clamp_value,
+    offset,
+    gate_mult,
+    down_mult,
+    gemm,
+    save,
+    bias1=None,
+    bias2=None,
+    weights=None,
+):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
-    lead, T, H, F = check_mlp_fp8(x, w1, w2)
+    lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
     x2 = x.reshape(T, H)
     xq, xs = quantize_1x128(x2)
     pad = _pad(x.device, scaled)
     w1q, w1s = quantize_128x128(w1, pad_scales=pad)
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
-    o = _fp8.glu_fp8(h, columnwise=save, **_glu_kw(p))
+    g, b = _glu_input(h, bias1, clamp_value)
+    o = _fp8.glu_fp8(g, bias=b, weights=_token_weights(weights, T), columnwise=save, **_glu_kw(p))
+    del g
     w2q, w2s = quantize_128x128(w2, pad_scales=pad)
-    out = _mm(o.data, o.scale, w2q, w2s, x.dtype, scaled).view(lead + (H,))
+    out = _mm(o.data, o.scale, w2q, w2s, x.dtype, scaled)
+    if bias2 is not None:
+        # after the GEMM's rounding to x's dtype, on both paths: torch._scaled_mm's own bias is
+        # refused with fp32 outputs and would enter before the rounding, where the reference path
+        # could not follow it on every device
+        out.add_(bias2)
+    out = out.view(lead + (H,))
     if not save:
         e = x.new_empty((0,))
         return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
@@ -325,9 +386,24 @@ def _fwd_impl(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, dow
     return out, h, xtq, xts, o.data_t, o.scale_t
 
 
-def _fwd_fake(x, w1, w2, activation, layout, clamp_value, offset, gate_mult, down_mult, gemm, save):
+def _fwd_fake(
+    x,
+    w1,
+    w2,
+    activation,
+    layout,
+    clamp_value,
+    offset,
+    gate_mult,
+    down_mult,
+    gemm,
+    save,
+    bias1=None,
+    bias2=None,
+    weights=None,
+):
     _check_codes((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm)
-    lead, T, H, F = check_mlp_fp8(x, w1, w2)
+    lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     out = x.new_empty(lead + (H,))
     if not save:
         e = x.new_empty((0,))
@@ -363,9 +439,12 @@ def _bwd_impl(
     down_mult,
     gemm,
     h_grad=None,
+    bias1=None,
+    weights=None,
+    want_dbias2=False,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, h, h_grad)
+    _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights)
     T, F2 = h.shape
     H = w1.shape[1]
     scaled = _use_scaled(gemm, h.device, T, H, F2)
@@ -376,23 +455,42 @@ def _bwd_impl(
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
     dotq, dots = quantize_1x128(do.t())  # dO^T [H, T], 1 x 128 along the tokens (fc2's wgrad)
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
-    if h_grad is None:
-        g = _fp8.glu_bwd_fp8(dy, h, columnwise=True, **_glu_kw(p))
+    del dotq, dots
+    e = h.new_empty((0,))  # the gradients of operands not given
+    db2 = do.sum(0, dtype=torch.float32).to(h.dtype) if want_dbias2 else e
+    g_in, b = _glu_input(h, bias1, clamp_value)  # h + bias1 as the forward formed it, with a clamp
+    kw = dict(bias=b, weights=_token_weights(weights, T), **_glu_kw(p))
+    if h_grad is None and b is bias1:
+        # dh quantised and dbias1 / dweights reduced in the pass that computes dh
+        g = _fp8.glu_bwd_fp8(dy, g_in, columnwise=True, **kw)
         dhq, dhs, dhtq, dhts = g.data, g.scale, g.data_t, g.scale_t
+        db1 = g.dbias
     else:
-        # h is an output of the op: its gradient adds to the GLU's, and the sum is quantised as
+        # dh itself: h is an output of the op, and its gradient adds to the GLU's (h_grad; h is
+        # fc1's GEMM output before bias1, so dbias1 is the GLU's alone), or bias1 was added before
+        # the kernel (its gradient is dh's sum over the tokens, in fp32); the sum is quantised as
         # glu_bwd_fp8 quantises dh (1 x 128 along 2F, and along the tokens for fc1's wgrad)
-        dh = _fp8.glu_bwd_fp8(dy, h, return_dh=True, **_glu_kw(p)).y + h_grad.to(h.dtype)
+        g = _fp8.glu_bwd_fp8(dy, g_in, return_dh=True, **kw)
+        dh = g.y
+        db1 = g.dbias
+        if bias1 is not None and b is None:
+            db1 = dh.sum(0, dtype=torch.float32).to(h.dtype)
+        if h_grad is not None:
+            dh = dh + h_grad.to(h.dtype)
         (dhq, dhs), (dhtq, dhts) = quantize_1x128(dh), quantize_1x128(dh.t())
+        del dh
+    del g_in
+    dwt = g.dweights.view(weights.shape) if weights is not None else e
     w1tq, w1ts = quantize_128x128(w1.t(), pad_scales=pad)  # w1^T [H, 2F]
     dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
     dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
-    return dx, dw1, dw2
+    return dx, dw1, dw2, db1 if bias1 is not None else e, db2, dwt
 
 
-def _check_bwd(p, gemm, h, h_grad):
-    """The backward op's checks (kernel and fake): the codes, and h_grad (h's gradient) of h's
-    shape."""
+def _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights):
+    """The backward op's checks (kernel and fake): the codes, h_grad (h's gradient) of h's shape,
+    bias1 and the per-token weights as the forward takes them (h has x's dtype and device, dout
+    x's leading shape)."""
     _check_codes(p, gemm)
     if h_grad is not None and tuple(h_grad.shape) != tuple(h.shape):
         _fail(
@@ -400,6 +498,8 @@ def _check_bwd(p, gemm, h, h_grad):
             _FN,
             f"h_grad has shape {tuple(h_grad.shape)}; expected h's shape {tuple(h.shape)}",
         )
+    lead = tuple(dout.shape[:-1])
+    check_bias_weights(h, lead, w1.shape[1], h.shape[1] // 2, bias1, None, weights, _FN)
 
 
 def _bwd_fake(
@@ -419,11 +519,23 @@ def _bwd_fake(
     down_mult,
     gemm,
     h_grad=None,
+    bias1=None,
+    weights=None,
+    want_dbias2=False,
 ):
-    _check_bwd((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm, h, h_grad)
-    T = h.shape[0]
+    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights)
+    T, F2 = h.shape
     H = w1.shape[1]
-    return h.new_empty((T, H)), w1.new_empty(w1.shape), w2.new_empty(w2.shape)
+    e = h.new_empty((0,))
+    return (
+        h.new_empty((T, H)),
+        w1.new_empty(w1.shape),
+        w2.new_empty(w2.shape),
+        h.new_empty((F2,)) if bias1 is not None else e,
+        h.new_empty((H,)) if want_dbias2 else e,
+        weights.new_empty(weights.shape) if weights is not None else e,
+    )
 
 
 _SCALARS = (
@@ -431,12 +543,17 @@ _SCALARS = (
     "float gate_multiplier, float down_multiplier, int gemm"
 )
 FWD_SCHEMA = (
-    f"(Tensor x, Tensor w1, Tensor w2, {_SCALARS}, bool save) -> "
+    f"(Tensor x, Tensor w1, Tensor w2, {_SCALARS}, bool save, Tensor? bias1=None, "
+    "Tensor? bias2=None, Tensor? weights=None) -> "
     "(Tensor out, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale)"
 )
+# dbias1, dbias2 and dweights come back empty ((0,)) where bias1 is None, want_dbias2 is False,
+# weights is None
 BWD_SCHEMA = (
     "(Tensor dout, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
-    f"Tensor w1, Tensor w2, {_SCALARS}, Tensor? h_grad=None) -> (Tensor dx, Tensor dw1, Tensor dw2)"
+    f"Tensor w1, Tensor w2, {_SCALARS}, Tensor? h_grad=None, Tensor? bias1=None, "
+    "Tensor? weights=None, bool want_dbias2=False) -> "
+    "(Tensor dx, Tensor dw1, Tensor dw2, Tensor dbias1, Tensor dbias2, Tensor dweights)"
 )
 
 
@@ -447,9 +564,11 @@ def _setup(ctx, inputs, output):
     x, w1, w2 = inputs[:3]
     ctx.scalars = tuple(inputs[3:10])
     ctx.saved = inputs[10]
+    bias1, bias2, weights = inputs[11:14]
+    ctx.has_bias2 = bias2 is not None
     ctx.x_shape = tuple(x.shape)
     _, h, xtq, xts, ytq, yts = output
-    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2)
+    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights)
 
 
 def _backward(ctx, dout, h_grad, *quantised):
@@ -470,18 +589,36 @@ def _backward(ctx, dout, h_grad, *quantised):
             "the backward needs h and the quantised copies; call the op with save=True "
             "(fastglu.mlp_fp8 saves them whenever a gradient is required)",
         )
-    h, xtq, xts, ytq, yts, w1, w2 = ctx.saved_tensors
+    h, xtq, xts, ytq, yts, w1, w2, bias1, weights = ctx.saved_tensors
     if dout is None:  # only h was used: out's gradient (out has x's shape and dtype) is zero
         dout = h.new_zeros(ctx.x_shape)
-    dx, dw1, dw2 = torch.ops.fastglu.mlp_fp8_bwd(
-        dout, h, xtq, xts, ytq, yts, w1, w2, *ctx.scalars, h_grad=h_grad
+    # needs_input_grad has no entry for trailing arguments the dispatcher dropped as their
+    # defaults (None biases and weights)
+    need = tuple(ctx.needs_input_grad) + (False,) * 3
+    dx, dw1, dw2, db1, db2, dwt = torch.ops.fastglu.mlp_fp8_bwd(
+        dout,
+        h,
+        xtq,
+        xts,
+        ytq,
+        yts,
+        w1,
+        w2,
+        *ctx.scalars,
+        h_grad=h_grad,
+        bias1=bias1,
+        weights=weights,
+        want_dbias2=ctx.has_bias2 and need[12],
     )
-    need = ctx.needs_input_grad
     return (
         dx.view(ctx.x_shape) if need[0] else None,
         dw1 if need[1] else None,
         dw2 if need[2] else None,
-    ) + (None,) * 8
+        *(None,) * 8,
+        db1 if bias1 is not None and need[11] else None,
+        db2 if ctx.has_bias2 and need[12] else None,
+        dwt if weights is not None and need[13] else None,
+    )
 
 
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
@@ -504,6 +641,9 @@ def mlp_fp8(
     w2,
     *,
     activation="silu",
+    bias1=None,
+    bias2=None,
+    weights=None,
     clamp_value=None,
     glu_linear_offset=0.0,
     gate_multiplier=1.0,
@@ -513,7 +653,8 @@ def mlp_fp8(
     gemm=None,
 ):
     """The gated MLP block ``fc2(glu(fc1(x)))`` with FP8 GEMMs (DeepSeek-V3's blockwise recipe),
-    differentiable in x, w1 and w2. See the module docstring for the recipe and the two GEMM paths.
+    differentiable in x, w1, w2, bias1, bias2 and weights. See the module docstring for the recipe,
+    the two GEMM paths and where the biases and weights enter.
 
     Args:
         x: ``[tokens, hidden]`` or ``[S, B, hidden]``; bfloat16 / float16 / float32; CPU or CUDA.
@@ -521,8 +662,16 @@ def mlp_fp8(
             up row 2j+1); bfloat16 / float16 / float32 (fp32 master weights are fine: they are
             quantised from fp32 and their gradients come back in fp32).
         w2: fc2's weight ``[hidden, F]``, w1's dtype.
-        activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved:
-            as ``fastglu.glu``.
+        activation: ``"silu"`` (SwiGLU), ``"gelu_tanh"`` (GeGLU) or ``"quick_gelu"``.
+        bias1: None or ``[2F]`` (x's dtype, h's layout), added to h before the activation (so
+            before the clamp), as ``fastglu.mlp``; not quantised.
+        bias2: None or ``[hidden]`` (x's dtype), added to out after fc2's GEMM has rounded it to
+            x's dtype (on both GEMM paths).
+        weights: None or per-token weights (router probs) ``[tokens]`` / ``[tokens, 1]`` (or x's
+            leading shape ``[S, B]`` / ``[S, B, 1]``), multiplied into y before y is quantised for
+            fc2; bf16 / fp16 / fp32; their gradient comes back in their shape and dtype.
+        clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved: as
+            ``fastglu.glu`` (the clamp acts on h, bias1 included).
         recipe: ``"blockwise"`` (1 x 128 activations, 128 x 128 weights; the only one).
         gemm: None (``torch._scaled_mm`` where available, else the reference path), ``"scaled_mm"``
             or ``"reference"`` (dequantise and multiply in fp32).
@@ -531,9 +680,11 @@ def mlp_fp8(
         ``out`` ``[..., hidden]`` in x's dtype.
 
     Raises:
-        TypeError: a non-tensor or a wrong dtype (named), w1 and w2 of different dtypes.
-        ValueError: shapes that do not fit together (named, with the shapes), mixed devices, an
-            unknown activation, recipe or gemm, ``gemm="scaled_mm"`` where it is not available.
+        TypeError: a non-tensor or a wrong dtype (named), w1 and w2 of different dtypes, a bias
+            whose dtype is not x's.
+        ValueError: shapes that do not fit together (named, with the shapes; a bias or weights of
+            the wrong shape too), mixed devices (named), an unknown activation, recipe or gemm,
+            ``gemm="scaled_mm"`` where it is not available.
     """
     p = glu_params(
         activation,
@@ -548,8 +699,12 @@ def mlp_fp8(
         _fail(ValueError, _FN, f"recipe must be 'blockwise', got {recipe!r}")
     if not isinstance(gemm, (str, type(None))) or gemm not in _GEMMS:
         _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
-    check_mlp_fp8(x, w1, w2)
+    check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (x, w1, w2))
-    out = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, code, grad)[0]
+    grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights)
+    )
+    out = torch.ops.fastglu.mlp_fp8_fwd(
+        x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights
+    )[0]
     return out

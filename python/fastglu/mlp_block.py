@@ -61,6 +61,7 @@ __all__ = [
     "mlp",
     "GLUMLP",
     "check_mlp",
+    "check_bias_weights",
     "mlp_fused_default",
     "PATH_AUTO",
     "PATH_FUSED",
@@ -144,6 +145,31 @@ def check_block_shapes(x, w1, w2, fn="mlp", positive=False):
     return lead, H, F
 
 
+def check_bias_weights(x, lead, H, F, bias1=None, bias2=None, weights=None, fn="mlp"):
+    """The block's optional operands from their metadata (also ``fastglu.mlp_fp8``'s, fn its name):
+    bias1 ``[2F]`` and bias2 ``[hidden]`` of x's dtype on x's device; per-token weights of a dtype
+    of their own (bf16 / fp16 / fp32) on x's device, ``[tokens]`` / ``[tokens, 1]`` or x's leading
+    shape ``lead`` with or without a trailing 1. Each is named in the error."""
+    for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
+        if b is not None:
+            check_tensor(b, name, (1,), fn)
+            check_like(b, x, fn, name)
+            if tuple(b.shape) != (n,):
+                _fail(ValueError, fn, f"{name} has shape {tuple(b.shape)}; expected ({n},)")
+    if weights is not None:
+        tokens = math.prod(lead)
+        check_tensor(weights, "weights", (1, 2, 3, 4), fn, dtypes=_WEIGHT_DTYPES)
+        check_like(weights, x, fn, "weights", dtype=False)
+        # a list, not a set: symbolic sizes (torch.compile) do not hash
+        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
+            _fail(
+                ValueError,
+                fn,
+                f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
+                f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})",
+            )
+
+
 def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     """Validate the operands from their metadata; returns (leading shape, tokens, H, F).
 
@@ -157,24 +183,8 @@ def check_mlp(x, w1, w2, bias1=None, bias2=None, weights=None):
     check_like(w1, x, "mlp", "w1")
     check_like(w2, x, "mlp", "w2")
     lead, H, F = check_block_shapes(x, w1, w2)
-    for name, b, n in (("bias1", bias1, 2 * F), ("bias2", bias2, H)):
-        if b is not None:
-            check_tensor(b, name, (1,))
-            check_like(b, x, "mlp", name)
-            if tuple(b.shape) != (n,):
-                _fail(ValueError, "mlp", f"{name} has shape {tuple(b.shape)}; expected ({n},)")
-    tokens = math.prod(lead)
-    if weights is not None:
-        check_tensor(weights, "weights", (1, 2, 3, 4), dtypes=_WEIGHT_DTYPES)
-        check_like(weights, x, "mlp", "weights", dtype=False)
-        if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
-            _fail(
-                ValueError,
-                "mlp",
-                f"weights has shape {tuple(weights.shape)}; expected per-token weights [tokens] or "
-                f"[tokens, 1] with tokens = {tokens} (x's leading shape {lead})",
-            )
-    return lead, tokens, H, F
+    check_bias_weights(x, lead, H, F, bias1, bias2, weights)
+    return lead, math.prod(lead), H, F
 
 
 def _path_code(fused):

@@ -2,7 +2,8 @@
 of the same recipe written here (quantise, dequantise, multiply in float64; the GLU and its
 gradient from fastglu.glu, which the FP8 kernels reproduce bit for bit), its gradients against
 float64 autograd of the unquantised block within the quantisation's bound, odd token counts, the
-torch quantisers against the recipe, bad inputs, torch.compile; on an sm_90 GPU the
+torch quantisers against the recipe, bias1 / bias2 / per-token weights and their gradients, bad
+inputs, torch.compile; on a CUDA GPU the GLU kernels with biases and weights, on an sm_90 GPU the
 torch._scaled_mm path against the reference path on the same quantised operands."""
 
 import json
@@ -68,28 +69,57 @@ def deq_w(w):
     return (q64(b, s) * s).view(nr * 128, nc * 128)[:R, :C]
 
 
-def reference(x, w1, w2, dout, opts, h_grad=None):
-    """The recipe in float64 on the CPU: (out, dx, dw1, dw2). GEMM outputs that the block keeps in
-    x's dtype (h, dy, out, dx) are rounded to it where the block rounds them. h_grad: a gradient of
-    h (the op's second output) added to the GLU's dh in x's dtype before dh is quantised."""
+def reference_all(x, w1, w2, dout, opts, h_grad=None, bias1=None, bias2=None, weights=None):
+    """The recipe in float64 on the CPU: {"out", "dx", "dw1", "dw2"} and, for the operands given,
+    "dbias1", "dbias2", "dweights". x [T, H] or [S, B, H] (out and dx come back [T, H]). GEMM
+    outputs that the block keeps in x's dtype (h, dy, out, dx) are rounded to it where the block
+    rounds them. h_grad: a gradient of h (the op's second output: fc1's GEMM output before bias1)
+    added to the GLU's dh in x's dtype before dh is quantised. bias1 enters before the clamp: with a
+    clamp h + bias1 is rounded to x's dtype (the block forms it so), without one the GLU adds it (in
+    fp32, fastglu.glu's bias); dbias1 is the GLU's dh summed in float64. bias2 is added to out in
+    x's dtype after fc2's rounding; dbias2 is dO summed in float64. weights' gradient: fastglu.glu's
+    autograd, in the weights' shape and dtype."""
     dt = x.dtype
-    T, H = x.shape
+    H = x.shape[-1]
     x, w1, w2, dout = (t.cpu() for t in (x, w1, w2, dout))
+    x, dout = x.reshape(-1, H), dout.reshape(-1, H)
+    T = x.shape[0]
     h = (deq_rows(x) @ deq_w(w1).t()).to(dt)
+    glu_bias = None
+    if bias1 is not None and (opts.get("clamp_value") or 0) > 0:
+        h = h + bias1.cpu()
+    elif bias1 is not None:
+        glu_bias = bias1.cpu()
     hg = h.float().requires_grad_(True)
-    y32 = fastglu.glu(hg.to(dt), **opts)
+    wl = None if weights is None else weights.cpu().reshape(T).clone().requires_grad_(True)
+    y32 = fastglu.glu(hg.to(dt), bias=glu_bias, weights=wl, **opts)
     y = y32.detach()
     out = (deq_rows(y) @ deq_w(w2).t()).to(dt)
+    if bias2 is not None:
+        out = out + bias2.cpu()
     do = dout.to(dt)
     dy = (deq_rows(do) @ deq_w(w2)).to(dt)
-    (dh,) = torch.autograd.grad(y32, hg, dy)
-    dh = dh.to(dt)
+    grads = torch.autograd.grad(y32, [hg] + ([wl] if wl is not None else []), dy)
+    dh = grads[0].to(dt)
+    r = {"out": out}
+    if bias1 is not None:
+        r["dbias1"] = dh.double().sum(0)
+    if bias2 is not None:
+        r["dbias2"] = do.double().sum(0)
+    if weights is not None:
+        r["dweights"] = grads[1].reshape(weights.shape)
     if h_grad is not None:
         dh = dh + h_grad.cpu().to(dt)
-    dx = (deq_rows(dh) @ deq_w(w1)).to(dt)
-    dw2 = deq_rows(do.t()) @ deq_rows(y.t()).t()
-    dw1 = deq_rows(dh.t()) @ deq_rows(x.t()).t()
-    return out, dx, dw1, dw2
+    r["dx"] = (deq_rows(dh) @ deq_w(w1)).to(dt)
+    r["dw2"] = deq_rows(do.t()) @ deq_rows(y.t()).t()
+    r["dw1"] = deq_rows(dh.t()) @ deq_rows(x.t()).t()
+    return r
+
+
+def reference(x, w1, w2, dout, opts, h_grad=None):
+    """reference_all's (out, dx, dw1, dw2) of the block without biases and weights."""
+    r = reference_all(x, w1, w2, dout, opts, h_grad)
+    return r["out"], r["dx"], r["dw1"], r["dw2"]
 
 
 def glu64(h, activation="silu", interleaved=False, clamp_value=None, glu_linear_offset=0.0):
@@ -130,6 +160,47 @@ def run_block(x, w1, w2, dout, **kw):
     out = mlp_fp8(x, w1, w2, **kw)
     out.backward(dout)
     return out.detach(), x.grad, w1.grad, w2.grad
+
+
+def make_extras(T, H, F, dtype, device, which, wdtype=torch.float32, wshape=None, seed=0):
+    """{"bias1": [2F], "bias2": [H] in dtype, "weights": wshape (default [T, 1]) in wdtype}, those
+    named in which ("all": the three): random values (weights in [0.25, 1.25)) from a generator of
+    their own, as every input of the tests of biases and weights, so that they leave the global
+    RNG's draws to the tests after them as they were."""
+    g = torch.Generator().manual_seed(seed)
+    names = ("bias1", "bias2", "weights") if which == "all" else tuple(which)
+    draw = {
+        "bias1": lambda: (torch.randn(2 * F, generator=g) * 0.5).to(dtype),
+        "bias2": lambda: (torch.randn(H, generator=g) * 0.5).to(dtype),
+        "weights": lambda: (torch.rand(wshape or (T, 1), generator=g) + 0.25).to(wdtype),
+    }
+    return {k: draw[k]().to(device) for k in names}
+
+
+def randn(*shape, dtype=torch.bfloat16, seed=0):
+    """Random normal values from a generator of their own (see make_extras)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def run_all(x, w1, w2, dout, extras, **kw):
+    """mlp_fp8 forward and backward with extras (bias1 / bias2 / weights): {"out", "dx", "dw1",
+    "dw2"} and "dbias1" / "dbias2" / "dweights" for the extras given."""
+    x, w1, w2 = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2))
+    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in extras.items()}
+    out = mlp_fp8(x, w1, w2, **leaves, **kw)
+    out.backward(dout)
+    r = {"out": out.detach(), "dx": x.grad, "dw1": w1.grad, "dw2": w2.grad}
+    r.update({"d" + k: v.grad for k, v in leaves.items()})
+    return r
+
+
+def assert_close_all(got, want, bound):
+    assert set(got) == set(want), (sorted(got), sorted(want))
+    for name, w in want.items():
+        g = got[name]
+        assert g is not None, name
+        e = rel(g.reshape(w.shape), w)
+        assert e < bound, f"{name}: {e:.3g}"
 
 
 # ---- the torch quantisers -------------------------------------------------------------------------
@@ -252,6 +323,132 @@ def test_fp32_master_weights_and_3d_input():
     assert rel(dw1, r_dw1) < 1e-2 and rel(dw2, r_dw2) < 1e-2
 
 
+# ---- biases and per-token weights ----------------------------------------------------------------
+
+# the recipe's variants, and a clamp that cuts many elements of h + bias1 (interleaved)
+EXTRA_VARIANTS = dict(VARIANTS, swiglu_clamp_interleaved=dict(clamp_value=1.0, interleaved=True))
+EXTRAS = [("bias1",), ("bias2",), ("weights",), "all"]
+
+
+def _bound(dtype):
+    return 1e-2 if dtype == torch.bfloat16 else 5e-3  # test_block_against_float64_recipe's
+
+
+@pytest.mark.parametrize("which", EXTRAS, ids=lambda w: w if isinstance(w, str) else w[0])
+@pytest.mark.parametrize("variant", list(EXTRA_VARIANTS))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_bias_and_weights_against_float64_recipe(which, variant, dtype):
+    """bias1, bias2 and per-token weights, each alone and all three, on every activation (with a
+    clamp, which bias1 precedes; interleaved): out and the gradients of x, w1, w2 and of each of
+    them against the recipe in float64, within test_block_against_float64_recipe's bounds."""
+    opts = EXTRA_VARIANTS[variant]
+    T, H, F = 257, 96, 80
+    x, w1, w2, dout = make(T, H, F, dtype, "cpu", seed=1)
+    extras = make_extras(T, H, F, dtype, "cpu", which, seed=2)
+    got = run_all(x, w1, w2, dout, extras, gemm="reference", **opts)
+    want = reference_all(x, w1, w2, dout, opts, **extras)
+    for k, v in extras.items():
+        assert got["d" + k].dtype == v.dtype and got["d" + k].shape == v.shape, k
+    assert_close_all(got, want, _bound(dtype))
+
+
+@pytest.mark.parametrize("wshape", ["T", "T1"])
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.bfloat16], ids=str)
+def test_weights_shapes_and_dtypes(wshape, wdtype):
+    """Per-token weights [T] and [T, 1], fp32 (router probs beside bf16 activations) and in x's
+    dtype: their gradient comes back in their shape and dtype, the block against the recipe."""
+    T, H, F = 129, 128, 96
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=3)
+    shape = (T,) if wshape == "T" else (T, 1)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", "all", wdtype=wdtype, wshape=shape)
+    got = run_all(x, w1, w2, dout, extras, activation="gelu_tanh")
+    assert got["dweights"].shape == shape and got["dweights"].dtype == wdtype
+    want = reference_all(x, w1, w2, dout, {"activation": "gelu_tanh"}, **extras)
+    assert_close_all(got, want, 1e-2)
+
+
+@pytest.mark.parametrize("wshape", [(6, 8), (6, 8, 1), (48,), (48, 1)])
+def test_3d_input_with_bias_weights_and_fp32_master_weights(wshape):
+    """x [S, B, H] with per-token weights of x's leading shape (with or without a trailing 1) or
+    flat, fp32 master weights w1 / w2 and biases in x's dtype (fastglu.mlp's rule): every gradient
+    in its operand's shape and dtype, against the recipe."""
+    S, B, H, F = 6, 8, 64, 96
+    x, w1, w2, dout = make(S * B, H, F, torch.bfloat16, "cpu", wdtype=torch.float32, seed=4)
+    x3, d3 = x.view(S, B, H), dout.view(S, B, H)
+    extras = make_extras(S * B, H, F, torch.bfloat16, "cpu", "all", wshape=wshape)
+    opts = dict(activation="quick_gelu", clamp_value=1.5)
+    got = run_all(x3, w1, w2, d3, extras, **opts)
+    assert got["out"].shape == (S, B, H) and got["dx"].shape == (S, B, H)
+    assert got["dw1"].dtype == torch.float32 and got["dbias1"].dtype == torch.bfloat16
+    assert got["dweights"].shape == wshape
+    want = reference_all(x3, w1, w2, d3, opts, **extras)
+    assert_close_all(got, want, 1e-2)
+
+
+def test_bias1_enters_before_the_clamp():
+    """bias1 is added to h before the clamp, as fastglu.mlp adds it: with a clamp that cuts, the
+    block is within the recipe's bound of the recipe in float64 and within the quantisation's bound
+    (0.1) of fastglu.mlp in fp32, and far (measured 0.98) from the block with bias1 added after the
+    clamp (what the GLU kernels' own bias does)."""
+    T, H, F = 64, 128, 128
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=5)
+    b1 = randn(2 * F, seed=6) * 2
+    opts = dict(clamp_value=0.5)
+    out = run_all(x, w1, w2, dout, {"bias1": b1}, **opts)["out"]
+    assert rel(out, reference_all(x, w1, w2, dout, opts, bias1=b1)["out"]) < 1e-2
+    x32, w1_32, w2_32 = x.float(), w1.float(), w2.float()
+    assert rel(out, fastglu.mlp(x32, w1_32, w2_32, bias1=b1.float(), **opts)) < 0.1
+    wrong = fastglu.glu(x32 @ w1_32.t(), bias=b1.float(), **opts) @ w2_32.t()
+    assert rel(out, wrong) > 0.5
+
+
+@pytest.mark.parametrize("T", [65, 257])
+def test_bias_and_weights_within_the_quantisation_bound(T):
+    """Against float64 autograd of the unquantised block with bias1, weights and bias2, written here
+    as fastglu.mlp's docstring states it: out and every gradient within
+    test_gradients_within_the_quantisation_bound's 0.1 (measured <= 0.069 over 6 seeds; dbias2,
+    dO's sum, 0.002). No clamp: an element of h whose quantised value lands on the other side of
+    the bound passes or cuts its gradient, which is the recipe's and not this test's business. A
+    per-token weight's gradient is one sum per token: T = 1 would test one number's cancellation."""
+    H, F = 192, 160
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=7)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", "all", wshape=(T,), seed=8)
+    opts = dict(activation="silu")
+    got = run_all(x, w1, w2, dout, extras, **opts)
+    leaves = [t.double().requires_grad_(True) for t in (x, w1, w2, *extras.values())]
+    xd, w1d, w2d, b1d, b2d, wd = leaves
+    y = glu64(xd @ w1d.t() + b1d, **opts) * wd.unsqueeze(-1)
+    ref = y @ w2d.t() + b2d
+    ref.backward(dout.double())
+    want = dict(zip(("dx", "dw1", "dw2", "dbias1", "dbias2", "dweights"), (t.grad for t in leaves)))
+    want["out"] = ref.detach()
+    assert_close_all(got, want, 0.1)
+
+
+def test_gradients_of_the_biases_and_weights_alone():
+    """Only bias1, bias2 and weights require a gradient (x, w1, w2 frozen): the forward saves what
+    the backward needs, and their gradients are the ones the full backward gives."""
+    T, H, F = 40, 64, 48
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=9)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", "all", seed=10)
+    full = run_all(x, w1, w2, dout, extras)
+    leaves = {k: v.clone().requires_grad_(True) for k, v in extras.items()}
+    out = mlp_fp8(x, w1, w2, **leaves)
+    out.backward(dout)
+    assert torch.equal(out, full["out"])
+    for k, v in leaves.items():
+        assert torch.equal(v.grad, full["d" + k]), k
+
+
+def test_no_grad_with_bias_and_weights_matches():
+    x, w1, w2, dout = make(33, 64, 64, torch.bfloat16, "cpu", seed=11)
+    extras = make_extras(33, 64, 64, torch.bfloat16, "cpu", "all", seed=12)
+    with torch.no_grad():
+        a = mlp_fp8(x, w1, w2, clamp_value=1.0, **extras)
+    b = run_all(x, w1, w2, dout, extras, clamp_value=1.0)["out"]
+    assert torch.equal(a, b)
+
+
 def test_no_grad_saves_nothing_and_matches():
     x, w1, w2, dout = make(33, 64, 64, torch.bfloat16, "cpu")
     with torch.no_grad():
@@ -299,6 +496,151 @@ def test_bad_inputs_name_the_tensor():
     assert str(pytest.raises(TypeError, mlp_fp8, x, w1, 3).value).startswith("fastglu.mlp_fp8:")
 
 
+BAD_EXTRAS = [
+    # (name, the bad tensor from (T, H, F, x), error, message)
+    (
+        "bias1",
+        lambda T, H, F, x: torch.full((2 * F - 1,), 0.5, dtype=x.dtype),
+        ValueError,
+        r"bias1 has shape \(31,\); expected \(32,\)",
+    ),
+    (
+        "bias1",
+        lambda T, H, F, x: torch.full((1, 2 * F), 0.5, dtype=x.dtype),
+        ValueError,
+        r"bias1 must have 1 dimensions, got shape \(1, 32\)",
+    ),
+    (
+        "bias1",
+        lambda T, H, F, x: torch.full((2 * F,), 0.5),
+        TypeError,
+        "bias1 has dtype torch.float32 but x has dtype torch.bfloat16",
+    ),
+    (
+        "bias1",
+        lambda T, H, F, x: torch.full((2 * F,), 0.5, dtype=torch.float64),
+        TypeError,
+        "bias1 has dtype torch.float64",
+    ),
+    (
+        "bias1",
+        lambda T, H, F, x: torch.full((2 * F,), 0.5, dtype=x.dtype, device="meta"),
+        ValueError,
+        "bias1 is on meta but x is on cpu",
+    ),
+    (
+        "bias1",
+        lambda T, H, F, x: [0.0] * (2 * F),
+        TypeError,
+        "bias1 must be a torch.Tensor, got list",
+    ),
+    (
+        "bias2",
+        lambda T, H, F, x: torch.full((H + 1,), 0.5, dtype=x.dtype),
+        ValueError,
+        r"bias2 has shape \(33,\); expected \(32,\)",
+    ),
+    (
+        "bias2",
+        lambda T, H, F, x: torch.full((H,), 0.5, dtype=torch.float16),
+        TypeError,
+        "bias2 has dtype torch.float16 but x has dtype torch.bfloat16",
+    ),
+    (
+        "bias2",
+        lambda T, H, F, x: torch.full((H,), 0.5, dtype=x.dtype, device="meta"),
+        ValueError,
+        "bias2 is on meta but x is on cpu",
+    ),
+    (
+        "weights",
+        lambda T, H, F, x: torch.full((T + 1,), 0.5),
+        ValueError,
+        r"weights has shape \(9,\); expected per-token weights",
+    ),
+    (
+        "weights",
+        lambda T, H, F, x: torch.full((T, 2), 0.5),
+        ValueError,
+        r"weights has shape \(8, 2\); expected per-token weights",
+    ),
+    (
+        "weights",
+        lambda T, H, F, x: torch.full((T,), 0.5, dtype=torch.float64),
+        TypeError,
+        "weights has dtype torch.float64",
+    ),
+    (
+        "weights",
+        lambda T, H, F, x: torch.ones(T, dtype=torch.int32),
+        TypeError,
+        "weights has dtype torch.int32",
+    ),
+    (
+        "weights",
+        lambda T, H, F, x: torch.full((T,), 0.5, device="meta"),
+        ValueError,
+        "weights is on meta but x is on cpu",
+    ),
+]
+
+
+def _refuse_compute(monkeypatch):
+    """Every GEMM and GLU kernel of the block raises AssertionError if called: a refused call ran
+    nothing before its check."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the block ran before its checks")
+
+    monkeypatch.setattr(fp8_mlp, "_mm", refuse)
+    monkeypatch.setattr(fastglu.fp8, "_run", refuse)
+    monkeypatch.setattr(fp8_mlp, "quantize_1x128", refuse)
+
+
+@pytest.mark.parametrize(
+    "index", range(len(BAD_EXTRAS)), ids=[f"{n}-{i}" for i, (n, *_) in enumerate(BAD_EXTRAS)]
+)
+def test_bad_bias_or_weights_name_the_tensor(monkeypatch, index):
+    """A bias or weights of the wrong shape, dtype or device (or no tensor) raises the named error
+    from mlp_fp8 and from the raw forward op, before anything is computed: the gradients already
+    accumulated in the operands stay as they were."""
+    name, bad, exc, match = BAD_EXTRAS[index]
+    T, H, F = 8, 32, 16
+    x, w1, w2, _ = make(T, H, F, torch.bfloat16, "cpu", seed=13)
+    good = make_extras(T, H, F, torch.bfloat16, "cpu", "all", seed=14)
+    leaves = [t.clone().requires_grad_(True) for t in (x, w1, w2, *good.values())]
+    for t in leaves:
+        t.grad = torch.full_like(t, 3.0)
+    kw = dict(zip(good, leaves[3:]))
+    kw[name] = bad(T, H, F, x)
+    _refuse_compute(monkeypatch)
+    with pytest.raises(exc, match=match) as e:
+        mlp_fp8(*leaves[:3], **kw)
+    assert str(e.value).startswith("fastglu.mlp_fp8:")
+    if isinstance(kw[name], torch.Tensor):  # (the dispatcher itself refuses a list for Tensor?)
+        p = tuple(fastglu.ops.glu_params("silu"))
+        with pytest.raises(exc, match=match):
+            torch.ops.fastglu.mlp_fp8_fwd(*leaves[:3], *p, fp8_mlp.GEMM_REFERENCE, True, **kw)
+    for t in leaves:
+        assert torch.equal(t.grad, torch.full_like(t, 3.0))
+
+
+@pytest.mark.parametrize("name", ["bias1", "weights"])
+def test_raw_backward_op_checks_bias1_and_weights(monkeypatch, name):
+    """torch.ops.fastglu.mlp_fp8_bwd takes bias1 and the weights too: a wrong shape raises the named
+    ValueError before any GEMM runs."""
+    T, H, F = 8, 32, 16
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=15)
+    p = tuple(fastglu.ops.glu_params("silu"))
+    _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
+    bad = {"bias1": torch.ones(2 * F + 2, dtype=x.dtype), "weights": torch.ones(T - 1)}[name]
+    _refuse_compute(monkeypatch)
+    with pytest.raises(ValueError, match=f"fastglu.mlp_fp8: {name} has shape"):
+        torch.ops.fastglu.mlp_fp8_bwd(
+            dout, h, *saved, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, **{name: bad}
+        )
+
+
 # ---- the raw op's outputs -----------------------------------------------------------------------
 
 
@@ -328,6 +670,27 @@ def test_gradient_through_the_raw_ops_h(use_out):
         assert torch.equal(w2s.grad, torch.zeros_like(w2s.grad))
 
 
+@pytest.mark.parametrize("clamp_value", [None, 1.0])
+def test_gradient_through_the_raw_ops_h_with_bias_and_weights(clamp_value):
+    """The raw op's h with bias1, bias2 and weights: h is fc1's GEMM output before bias1, so its
+    gradient adds to dh (dx, dw1) but not to dbias1; with and without a clamp (bias1 in the GLU
+    kernels, or added to h before them)."""
+    T, H, F = 65, 96, 80
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=16)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", "all", wshape=(T,), seed=17)
+    h_grad = randn(T, 2 * F, seed=18)
+    p = tuple(fastglu.ops.glu_params("silu", clamp_value=clamp_value))
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, w1, w2, *extras.values())]
+    kw = dict(zip(extras, leaves[3:]))
+    out, h = torch.ops.fastglu.mlp_fp8_fwd(*leaves[:3], *p, fp8_mlp.GEMM_REFERENCE, True, **kw)[:2]
+    torch.autograd.backward((out, h), (dout, h_grad))
+    opts = {"clamp_value": clamp_value} if clamp_value else {}
+    want = reference_all(x, w1, w2, dout, opts, h_grad=h_grad, **extras)
+    names = ("dx", "dw1", "dw2", "dbias1", "dbias2", "dweights")
+    got = dict(zip(names, (t.grad for t in leaves)), out=out.detach())
+    assert_close_all(got, want, 1e-2)
+
+
 @pytest.mark.parametrize("index,name", [(2, "x_t"), (3, "x_t_scale"), (4, "y_t"), (5, "y_t_scale")])
 def test_quantised_outputs_of_the_raw_op_refuse_a_gradient(index, name):
     """The fp8 copies the raw op returns for the backward (x^T, y^T and their scales) have no
@@ -352,36 +715,52 @@ def test_raw_op_without_saved_operands_refuses_the_backward():
 # ---- torch.compile ----------------------------------------------------------------------------------
 
 
-def test_compile_fullgraph_forward_and_backward():
+@pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
+def test_compile_fullgraph_forward_and_backward(which):
+    """torch.compile(fullgraph=True) traces the block, with bias1, bias2 and weights too: the
+    compiled forward and backward give the eager ones' values exactly."""
     torch._dynamo.reset()
-    x, w1, w2, dout = make(40, 64, 48, torch.bfloat16, "cpu")
+    T, H, F = 40, 64, 48
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=19 if which else None)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", which, wshape=(T,), seed=20)
 
-    def block(x, w1, w2):
-        return mlp_fp8(x, w1, w2, activation="gelu_tanh")
+    def block(x, w1, w2, **kw):
+        return mlp_fp8(x, w1, w2, activation="gelu_tanh", **kw)
 
     compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
-    want = run_block(x, w1, w2, dout, activation="gelu_tanh")
-    xs, w1s, w2s = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2))
-    out = compiled(xs, w1s, w2s)
+    want = run_all(x, w1, w2, dout, extras, activation="gelu_tanh")
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, w1, w2, *extras.values())]
+    out = compiled(*leaves[:3], **dict(zip(extras, leaves[3:])))
     out.backward(dout)
-    for got, w in zip((out.detach(), xs.grad, w1s.grad, w2s.grad), want):
-        assert torch.equal(got, w)
+    got = dict(zip(("dx", "dw1", "dw2", *("d" + k for k in extras)), (t.grad for t in leaves)))
+    got["out"] = out.detach()
+    assert set(got) == set(want)
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
 
 
-def test_opcheck():
-    x, w1, w2, dout = make(20, 32, 48, torch.bfloat16, "cpu")
+@pytest.mark.parametrize("with_extras", [False, True], ids=["plain", "bias-weights"])
+def test_opcheck(with_extras):
+    T, H, F = 20, 32, 48
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=21 if with_extras else None)
     p = tuple(fastglu.ops.glu_params("silu"))
+    fwd_kw, bwd_kw = {}, {}
+    if with_extras:
+        fwd_kw = make_extras(T, H, F, torch.bfloat16, "cpu", "all", wshape=(T,), seed=22)
+        bwd_kw = dict(bias1=fwd_kw["bias1"], weights=fwd_kw["weights"], want_dbias2=True)
     torch.library.opcheck(
         torch.ops.fastglu.mlp_fp8_fwd,
         (x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True),
+        fwd_kw,
         test_utils=("test_schema", "test_faketensor"),
     )
-    _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
-    for h_grad in (None, torch.randn_like(h)):
+    outs = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True, **fwd_kw)
+    _, h, *saved = outs
+    for h_grad in (None, randn(*h.shape, seed=23) if with_extras else torch.randn_like(h)):
         torch.library.opcheck(
             torch.ops.fastglu.mlp_fp8_bwd,
             (dout, h, *saved, w1, w2, *p, fp8_mlp.GEMM_REFERENCE),
-            {"h_grad": h_grad},
+            {"h_grad": h_grad, **bwd_kw},
             test_utils=("test_faketensor",),  # (test_schema compares inputs; it cannot read fp8)
         )
 
@@ -420,6 +799,63 @@ def test_cuda_compile_and_fp32_master_weights():
     out.backward(dout)
     for got, w in zip((out.detach(), xs.grad, w1s.grad, w2s.grad), want):
         assert rel(got, w) < 1e-3
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("clamp_value", [None, 1.0])
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_bias_and_weights_against_float64_recipe(clamp_value, wdtype):
+    """On the GPU (torch._scaled_mm where available, else the reference path; the GLU kernels on
+    CUDA): bias1, bias2 and weights, with and without a clamp, against the recipe in float64."""
+    T, H, F = 256, 256, 384
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cuda", seed=26)
+    extras = make_extras(
+        T, H, F, torch.bfloat16, "cuda", "all", wdtype=wdtype, wshape=(T,), seed=27
+    )
+    opts = dict(activation="silu", clamp_value=clamp_value)
+    got = run_all(x, w1, w2, dout, extras, **opts)
+    assert all(t.is_cuda for t in got.values())
+    assert got["dweights"].dtype == wdtype
+    assert_close_all(got, reference_all(x, w1, w2, dout, opts, **extras), 1e-2)
+
+
+@needs_sm90
+def test_scaled_mm_path_with_bias_and_weights_against_the_reference_path():
+    T, H, F = 272, 208, 144
+    if not fp8_mlp.scaled_mm_available(torch.empty(T, H, device="cuda"), torch.empty(2 * F, H)):
+        pytest.skip(f"torch {torch.__version__}: no blockwise torch._scaled_mm")
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cuda", seed=28)
+    extras = make_extras(T, H, F, torch.bfloat16, "cuda", "all", seed=29)
+    opts = dict(activation="gelu_tanh", interleaved=True)
+    fast = run_all(x, w1, w2, dout, extras, gemm="scaled_mm", **opts)
+    assert_close_all(fast, run_all(x, w1, w2, dout, extras, gemm="reference", **opts), 1e-2)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+def test_cuda_compile_with_bias_and_weights():
+    T, H, F = 128, 256, 256
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cuda", wdtype=torch.float32, seed=30)
+    extras = make_extras(T, H, F, torch.bfloat16, "cuda", "all", seed=31)
+    want = run_all(x, w1, w2, dout, extras)
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, w1, w2, *extras.values())]
+    out = torch.compile(mlp_fp8, fullgraph=True)(*leaves[:3], **dict(zip(extras, leaves[3:])))
+    out.backward(dout)
+    got = dict(zip(("dx", "dw1", "dw2", *("d" + k for k in extras)), (t.grad for t in leaves)))
+    got["out"] = out.detach()
+    assert_close_all(got, want, 1e-3)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("name", ["bias1", "bias2", "weights"])
+def test_cuda_bias_or_weights_on_another_device(monkeypatch, name):
+    """x on the GPU, one of bias1 / bias2 / weights on the CPU: the named ValueError, nothing run."""
+    T, H, F = 16, 32, 32
+    x, w1, w2, _ = make(T, H, F, torch.bfloat16, "cuda", seed=32)
+    kw = make_extras(T, H, F, torch.bfloat16, "cuda", "all", seed=33)
+    kw[name] = kw[name].cpu()
+    _refuse_compute(monkeypatch)
+    with pytest.raises(ValueError, match=f"{name} is on cpu but x is on cuda"):
+        mlp_fp8(x, w1, w2, **kw)
 
 
 # ---- the benchmark's harness ------------------------------------------------------------------------
@@ -518,12 +954,13 @@ def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, padded=True):
     return (dequantize_1x128(a, scale_a) @ bd.t()).to(out_dtype)
 
 
+@pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
 @pytest.mark.parametrize("T,H,F", [(256, 512, 384), (272, 208, 144)])
-def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, F):
+def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, F, which):
     """The scaled_mm branch, run on the CPU against an emulation of torch._scaled_mm's CUDA layout
     checks: every one of the six GEMMs passes its operands in the layouts ScaledBlas.cpp accepts
     (K/128 not a multiple of 4 and partial blocks included), and the results are the reference
-    path's."""
+    path's (with bias1, bias2 and weights too: bias2 enters both paths the same way)."""
     calls = []
 
     def fake(a, b, scale_a, scale_b, out_dtype=None):
@@ -533,13 +970,15 @@ def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, 
     monkeypatch.setattr(torch, "_scaled_mm", fake)
     monkeypatch.setattr(fp8_mlp, "_scaled_ok", lambda *a: True)
     monkeypatch.setattr(fp8_mlp, "_pad", lambda device, scaled: True)
-    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu")
-    got = run_block(x, w1, w2, dout, gemm="scaled_mm")
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=24 if which else None)
+    extras = make_extras(T, H, F, torch.bfloat16, "cpu", which, seed=25)
+    got = run_all(x, w1, w2, dout, extras, gemm="scaled_mm")
     assert len(calls) == 6
     monkeypatch.undo()
-    want = run_block(x, w1, w2, dout, gemm="reference")
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
+    want = run_all(x, w1, w2, dout, extras, gemm="reference")
+    assert set(got) == set(want)
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
 
 
 @pytest.mark.parametrize("torch_kind", ["padded", "unpadded", None])
