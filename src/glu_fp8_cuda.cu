@@ -210,12 +210,17 @@ static __device__ __forceinline__ fp8_divisor divisor_of(float s, float r) {
     return d;
 }
 
-static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+/* RN(1 / s) */
+static __device__ __forceinline__ float rcp_rn(float s) {
 #ifdef __CUDA_ARCH__
-    return divisor_of(s, __frcp_rn(s));
+    return __frcp_rn(s);
 #else
-    return divisor_of(s, 1.0f / s);
+    return 1.0f / s;
 #endif
+}
+
+static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+    return divisor_of(s, rcp_rn(s));
 }
 
 /* y / s correctly rounded on the reciprocal route (Markstein's theorem: with r = RN(1 / s),
@@ -370,6 +375,12 @@ static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, 
 template <int N> static __device__ __forceinline__ unsigned group_max(unsigned v) {
 #pragma unroll
     for (int o = N / 2; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* the same for two 16-bit unsigned maxima packed in a word */
+template <int N> static __device__ __forceinline__ unsigned group_max_u16x2(unsigned v) {
+#pragma unroll
+    for (int o = N / 2; o; o >>= 1) v = max_u16x2(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 /* sum over each half-warp in the order of a butterfly (xor 8, 4, 2, 1), likewise */
@@ -733,6 +744,134 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     }
 }
 
+/* The backward's paired tiles (PAIR: SPLIT, F a multiple of 128, the 16-byte path, no column-wise
+ * copy, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
+ * both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each element's
+ * two gradients from one read of its three operands and one evaluation of the math, where the split
+ * tiles read the operands twice (the second time from L2) and evaluate both gradients to keep one.
+ * F % 128 == 0 keeps d_up's 1 x 128 blocks on the same lanes as d_gate's. Lane l of a half-warp
+ * holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows, 16 a step, and
+ * issues the loads of two steps before computing either. The same values, roundings, amaxes,
+ * scales and codes as glu_fp8_kernel's backward (the same functions, element by element). */
+template <typename E, int MODE, int FAST>
+__global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
+    glu_fp8_bwd_pair_kernel(const fp8_args a) {
+    /* U: the row steps whose loads a thread issues before computing any (one for fp32, whose 96
+     * bytes of operands a row fill the registers); blocks per SM: 4 (64 registers) for the FAST
+     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32) */
+    enum { U = sizeof(E) == 4 ? 1 : 2, SR = THREADS / 16, NR = 2 * TILE, MM = FAST ? MM_K : MM_ANY };
+    const int lane = threadIdx.x & 31, lr = lane & 15, rw = threadIdx.x >> 4;
+    const int64_t t0 = (int64_t)blockIdx.x * NR, j = (int64_t)blockIdx.y * TILE + 8 * lr;
+    const int64_t bgk = blockIdx.y, buk = a.F / TILE + blockIdx.y; /* the two blocks' indices */
+    const int nt = (int)min((int64_t)NR, a.T - t0);
+    const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
+    float ts = 0.0f;
+    if (MODE == MODE_TENSOR) {
+        ts = fastglu_fp8_scale(*(volatile unsigned *)a.amax, a.pow2);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.s[0] = ts;
+    }
+    const fp8_divisor td = make_divisor(ts);
+    /* the general path's bias of the lane's columns, packed (no bias: -0, as the general path
+     * adds it) */
+    vec8<E> bgv[1], buv[1];
+    if (!FAST) {
+        E bge[8], bue[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            from_f32(&bge[e], -0.0f), from_f32(&bue[e], -0.0f);
+            if (a.bias) {
+                bge[e] = ((const E *)a.bias)[j + e];
+                bue[e] = ((const E *)a.bias)[j + e + a.bias_up];
+            }
+        }
+        bgv[0] = pack8(bge), buv[0] = pack8(bue);
+    }
+    unsigned tile_max = 0;
+    const int nsteps = (nt + SR - 1) / SR;
+    for (int s0 = 0; s0 < nsteps; s0 += U) {
+        vec8<E> rg[U], ru[U], rd[U];
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+            const int64_t t = t0 + (s0 + q) * SR + rw;
+            if ((s0 + q) * SR + rw < nt) {
+                ld8(rg[q], gate + t * a.g_rs + j);
+                ld8(ru[q], up + t * a.u_rs + j);
+                ld8(rd[q], dy + t * a.dy_rs + j);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+            if (s0 + q >= nsteps) break; /* uniform across the block */
+            const int r = (s0 + q) * SR + rw;
+            const int valid = r < nt; /* uniform across the row's lanes */
+            const int64_t t = t0 + r;
+            vec8<E> dg, du;
+            unsigned pg = 0, pu = 0;
+            if (valid) {
+                const float w = !FAST && a.weights
+                                    ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
+                                    : 1.0f;
+                float vg[8], vu[8];
+                if (!FAST) opaque(bgv), opaque(buv);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const float bg = FAST ? -0.0f : vget(bgv[0], e);
+                    const float bu = FAST ? -0.0f : vget(buv[0], e);
+                    const glu_grads gr = glu_backward<MM, !FAST, !FAST>(
+                        a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
+                    vg[e] = gr.dg, vu[e] = gr.du;
+                }
+                round8(dg, pg, vg);
+                round8(du, pu, vu);
+                if (MODE != MODE_TENSOR && a.y) {
+                    E *yr = (E *)a.y + t * a.y_rs + j;
+                    st8(yr, dg);
+                    st8(yr + a.F, du);
+                }
+            }
+            if (MODE == MODE_AMAX) {
+                tile_max = max(tile_max, max(amax_bits(pg, (const E *)NULL),
+                                             amax_bits(pu, (const E *)NULL)));
+                continue;
+            }
+            fp8_divisor dgd = td, dud = td;
+            if (MODE == MODE_BLOCK) {
+                /* the two blocks' amaxes over the row's 16 lanes; then lanes 0-7 of the row derive
+                 * d_gate's scale and reciprocal and lanes 8-15 d_up's, in the same instructions,
+                 * and each lane takes the other half's by a shuffle (a warp's instructions for one
+                 * scale, not two); lanes 0 and 8 store them */
+                unsigned ag, au;
+                if (sizeof(E) == 2) { /* both 16-bit maxima in one word: one 16-lane max */
+                    const unsigned both = group_max_u16x2<16>(max(pg & 0xffffu, pg >> 16) |
+                                                              max(pu & 0xffffu, pu >> 16) << 16);
+                    ag = amax_bits(both & 0xffffu, (const E *)NULL);
+                    au = amax_bits(both >> 16, (const E *)NULL);
+                } else {
+                    ag = group_max<16>(amax_bits(pg, (const E *)NULL));
+                    au = group_max<16>(amax_bits(pu, (const E *)NULL));
+                }
+                const int mine_up = lr >= 8;
+                const float sm = fastglu_fp8_scale(mine_up ? au : ag, a.pow2);
+                const float rm = rcp_rn(sm);
+                if (valid && (lr & 7) == 0)
+                    *scale_at(a.s, a.s_ld, a.mn_major, t, mine_up ? buk : bgk) = sm;
+                const float so = __shfl_xor_sync(0xffffffffu, sm, 8);
+                const float ro = __shfl_xor_sync(0xffffffffu, rm, 8);
+                dgd = mine_up ? divisor_of(so, ro) : divisor_of(sm, rm);
+                dud = mine_up ? divisor_of(sm, rm) : divisor_of(so, ro);
+            }
+            if (!valid) continue;
+            unsigned char *drow = a.d + t * a.d_rs + j;
+            *(uint2 *)drow = quantise8(dgd, dg);
+            *(uint2 *)(drow + a.F) = quantise8(dud, du);
+        }
+    }
+    if (MODE == MODE_AMAX) {
+        tile_max = group_max<32>(tile_max);
+        if (lane == 0) atomicMax(a.amax, tile_max);
+    }
+}
+
 /* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
  * takes 32 consecutive outputs (one per lane) of dbias (blocks [0, nb_db)) or dweights (the next
  * nb_dw); warp g sums the partials q = g, g + 8, ... in order from +0, then warp 0 adds the 8
@@ -792,9 +931,29 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
+template <typename E, int MODE, int FAST>
+static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
+    const dim3 grid((unsigned)((a.T + 2 * TILE - 1) / (2 * TILE)), (unsigned)(a.F / TILE));
+    void *args[] = {(void *)&a};
+    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>, grid,
+                            dim3(THREADS), args, 0, s);
+}
+
+/* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions) */
+static int pair_ok(const fp8_args &a, int colwise, int red) {
+    return !colwise && !red && a.step == 1 && a.vec && a.F % TILE == 0;
+}
+
 template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
+    if (BWD && !RED && pair_ok(a, colwise, RED)) {
+        if (!tensor) return launch_pair<E, MODE_BLOCK, FAST>(a, s);
+        err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
+        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST>(a, s);
+        if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST>(a, s);
+        return err;
+    }
     if (!tensor) {
         err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED>(a, s)
                       : launch<E, MODE_BLOCK, 0, BWD, FAST, RED>(a, s);
