@@ -64,7 +64,9 @@
  * maps to an operand column j and to d_gate or d_up; each element's gradient from gate, up and dy
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
- * their launch order interleaves them (split_tile), so that the second read comes from L2.
+ * their launch order interleaves them (split_tile), so that the second read comes from L2. Where
+ * F is a multiple of 128 (the 16-byte path, no sums) glu_fp8_bwd_pair_kernel takes the backward
+ * instead: one block for both tiles, each operand read once and each element's math evaluated once.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
  * them keep their code; FAST never has them, as they need bias / weights; a block of one tile, a
@@ -438,6 +440,62 @@ static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, in
     return !BWD ? gr.y : is_up ? gr.du : gr.dg;
 }
 
+/* The column-wise copy of a tile the row phase left in shared memory (tile: the rounded y or dh of
+ * the tile's rows 0 .. nt - 1 and columns 0 .. nj - 1 of the quantised operand, from column j0 and
+ * token t0, row pitch P elements; after a barrier): each column's 128 x 1 block, its amax, scale
+ * (row tile blockIdx.x of scale_t) and codes into ct as y_t's rows, then after another barrier
+ * y_t's rows j0 .. j0 + nj - 1 written out (the header's "Column-wise copy"). */
+template <typename E, int MODE, int P>
+static __device__ __forceinline__ void colwise_tile(const fp8_args &a, const E *tile,
+                                                    unsigned char *ct, int64_t j0, int nj,
+                                                    int64_t t0, int nt, const fp8_divisor &td) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
+    /* a half-warp per column, 8 columns each: columns 2 (fp32: 1) apart in the two half-warps of a
+     * warp, so that their reads fall in different banks */
+#pragma unroll 1
+    for (int p = 0; p < 8; ++p) {
+        const int cl =
+            16 * warp + (sizeof(E) == 4 ? 2 * p + half : (p & 1) + 4 * (p >> 1) + 2 * half);
+        const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
+        float v[8];
+        unsigned am = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int r = l16 + 16 * i;
+            v[i] = 0.0f;
+            if (live && r < nt)
+                v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
+        }
+        fp8_divisor d = td;
+        if (MODE == MODE_BLOCK) {
+            const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
+            if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
+            d = make_divisor(s);
+        }
+        if (!live) continue;
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+            const unsigned q = quantise2(d, v[i], v[i + 1]);
+            unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
+            if (l16 + 16 * i < nt) dst[0] = (unsigned char)q;
+            if (l16 + 16 * (i + 1) < nt) dst[16] = (unsigned char)(q >> 8);
+        }
+    }
+    __syncthreads();
+    /* y_t's rows j0 .. j0 + nj - 1, tokens t0 .. t0 + nt - 1: 16 bytes a thread */
+    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
+        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
+        if (r0 >= nt) continue;
+        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
+        const unsigned char *src = ct + cl * CT_PITCH + r0;
+        if (a.vec_t && r0 + 16 <= nt) {
+            *(uint4 *)dst = *(const uint4 *)src;
+        } else {
+            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
+        }
+    }
+}
+
 /* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no
  * weights), the multipliers, offset, clamp, bias and weight left out at compile time: the same
  * bits, as those operations are exact no-ops there (x + -0, 1 x). Otherwise the general math.
@@ -463,7 +521,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
     unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4;
     const int lr = lane % LPR, rw = (32 / LPR) * warp + lane / LPR; /* lane in its row, row */
     const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
     const int64_t t0 = (int64_t)blockIdx.x * NR, j0 = by * TILE;
@@ -698,54 +756,10 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     }
     if (!COLWISE) return;
     __syncthreads();
-    /* a half-warp per column, 8 columns each: columns 2 (fp32: 1) apart in the two half-warps of a
-     * warp, so that their reads fall in different banks */
-#pragma unroll 1
-    for (int p = 0; p < 8; ++p) {
-        const int cl =
-            16 * warp + (sizeof(E) == 4 ? 2 * p + half : (p & 1) + 4 * (p >> 1) + 2 * half);
-        const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
-        float v[8];
-        unsigned am = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int r = l16 + 16 * i;
-            v[i] = 0.0f;
-            if (live && r < nt)
-                v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
-        }
-        fp8_divisor d = td;
-        if (MODE == MODE_BLOCK) {
-            const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
-            if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
-            d = make_divisor(s);
-        }
-        if (!live) continue;
-#pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-            const unsigned q = quantise2(d, v[i], v[i + 1]);
-            unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
-            if (l16 + 16 * i < nt) dst[0] = (unsigned char)q;
-            if (l16 + 16 * (i + 1) < nt) dst[16] = (unsigned char)(q >> 8);
-        }
-    }
-    __syncthreads();
-    /* y_t's rows j0 .. j0 + nj - 1, tokens t0 .. t0 + nt - 1: 16 bytes a thread */
-    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
-        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
-        if (r0 >= nt) continue;
-        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
-        const unsigned char *src = ct + cl * CT_PITCH + r0;
-        if (a.vec_t && r0 + 16 <= nt) {
-            *(uint4 *)dst = *(const uint4 *)src;
-        } else {
-            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
-        }
-    }
+    colwise_tile<E, MODE, P>(a, tile, ct, j0, nj, t0, nt, td);
 }
 
-/* The backward's paired tiles (PAIR: SPLIT, F a multiple of 128, the 16-byte path, no column-wise
- * copy, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
+/* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
  * both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each element's
  * two gradients from one read of its three operands and one evaluation of the math, where the split
  * tiles read the operands twice (the second time from L2) and evaluate both gradients to keep one.
@@ -753,13 +767,24 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
  * holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows, 16 a step, and
  * issues the loads of two steps before computing either. The same values, roundings, amaxes,
  * scales and codes as glu_fp8_kernel's backward (the same functions, element by element). */
-template <typename E, int MODE, int FAST>
+template <typename E, int MODE, int COLWISE, int FAST>
 __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
     glu_fp8_bwd_pair_kernel(const fp8_args a) {
     /* U: the row steps whose loads a thread issues before computing any (one for fp32, whose 96
      * bytes of operands a row fill the registers); blocks per SM: 4 (64 registers) for the FAST
-     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32) */
-    enum { U = sizeof(E) == 4 ? 1 : 2, SR = THREADS / 16, NR = 2 * TILE, MM = FAST ? MM_K : MM_ANY };
+     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32); NR: the block's rows,
+     * one 128-row tile with the column-wise copy (its tiles d_gate's, then d_up's, in shared
+     * memory, with one tile of codes between them: 86 KB for the 2-byte dtypes) */
+    enum {
+        U = sizeof(E) == 4 ? 1 : 2,
+        SR = THREADS / 16,
+        NR = COLWISE ? TILE : 2 * TILE,
+        P = geom<E, 1>::pitch,
+        MM = FAST ? MM_K : MM_ANY
+    };
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *tile_g = (E *)smem_raw, *tile_u = tile_g + TILE * P; /* COLWISE: d_gate's, d_up's */
+    unsigned char *ct = smem_raw + 2 * geom<E, 1>::tile_bytes;
     const int lane = threadIdx.x & 31, lr = lane & 15, rw = threadIdx.x >> 4;
     const int64_t t0 = (int64_t)blockIdx.x * NR, j = (int64_t)blockIdx.y * TILE + 8 * lr;
     const int64_t bgk = blockIdx.y, buk = a.F / TILE + blockIdx.y; /* the two blocks' indices */
@@ -828,10 +853,14 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
                     st8(yr, dg);
                     st8(yr + a.F, du);
                 }
+                if (COLWISE) {
+                    st8_shared(tile_g + r * P + 8 * lr, dg);
+                    st8_shared(tile_u + r * P + 8 * lr, du);
+                }
             }
             if (MODE == MODE_AMAX) {
-                tile_max = max(tile_max, max(amax_bits(pg, (const E *)NULL),
-                                             amax_bits(pu, (const E *)NULL)));
+                tile_max = max(tile_max,
+                               max(amax_bits(pg, (const E *)NULL), amax_bits(pu, (const E *)NULL)));
                 continue;
             }
             fp8_divisor dgd = td, dud = td;
@@ -869,7 +898,14 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
     if (MODE == MODE_AMAX) {
         tile_max = group_max<32>(tile_max);
         if (lane == 0) atomicMax(a.amax, tile_max);
+        return;
     }
+    if (!COLWISE) return;
+    __syncthreads();
+    const int64_t jt = (int64_t)blockIdx.y * TILE; /* d_gate's dh columns; d_up's from F + jt */
+    colwise_tile<E, MODE, P>(a, tile_g, ct, jt, TILE, t0, nt, td);
+    __syncthreads(); /* ct's codes written out before d_up's column pass writes its own */
+    colwise_tile<E, MODE, P>(a, tile_u, ct, a.F + jt, TILE, t0, nt, td);
 }
 
 /* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
@@ -931,27 +967,38 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int FAST>
+template <typename E, int MODE, int COLWISE, int FAST>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
-    const dim3 grid((unsigned)((a.T + 2 * TILE - 1) / (2 * TILE)), (unsigned)(a.F / TILE));
+    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, COLWISE, FAST>;
+    const size_t smem = COLWISE ? 2 * geom<E, 1>::tile_bytes + TILE * CT_PITCH : 0;
+    if (smem > 48 * 1024) {
+        const cudaError_t err =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    const int64_t nr = COLWISE ? TILE : 2 * TILE;
+    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)(a.F / TILE));
     void *args[] = {(void *)&a};
-    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>, grid,
-                            dim3(THREADS), args, 0, s);
+    return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
 /* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions) */
-static int pair_ok(const fp8_args &a, int colwise, int red) {
-    return !colwise && !red && a.step == 1 && a.vec && a.F % TILE == 0;
+static int pair_ok(const fp8_args &a, int red) {
+    return !red && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
 template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
-    if (BWD && !RED && pair_ok(a, colwise, RED)) {
-        if (!tensor) return launch_pair<E, MODE_BLOCK, FAST>(a, s);
+    if (BWD && !RED && pair_ok(a, RED)) {
+        if (!tensor)
+            return colwise ? launch_pair<E, MODE_BLOCK, 1, FAST>(a, s)
+                           : launch_pair<E, MODE_BLOCK, 0, FAST>(a, s);
         err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST>(a, s);
-        if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST>(a, s);
+        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, 0, FAST>(a, s);
+        if (err == cudaSuccess)
+            err = colwise ? launch_pair<E, MODE_TENSOR, 1, FAST>(a, s)
+                          : launch_pair<E, MODE_TENSOR, 0, FAST>(a, s);
         return err;
     }
     if (!tensor) {

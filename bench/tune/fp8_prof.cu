@@ -81,10 +81,10 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     struct {
         const char *name;
         int bwd, tensor, col, bias;
-    } cases[] = {{"fwd block", 0, 0, 0, 0},     {"fwd block+colwise", 0, 0, 1, 0},
-                 {"fwd tensor", 0, 1, 0, 0},    {"bwd block", 1, 0, 0, 0},
-                 {"bwd tensor", 1, 1, 0, 0},    {"fwd block bias", 0, 0, 0, 1},
-                 {"bwd block bias", 1, 0, 0, 1}};
+    } cases[] = {{"fwd block", 0, 0, 0, 0},         {"fwd block+colwise", 0, 0, 1, 0},
+                 {"fwd tensor", 0, 1, 0, 0},        {"bwd block", 1, 0, 0, 0},
+                 {"bwd block+colwise", 1, 0, 1, 0}, {"bwd tensor", 1, 1, 0, 0},
+                 {"fwd block bias", 0, 0, 0, 1},    {"bwd block bias", 1, 0, 0, 1}};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -92,7 +92,7 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     cudaMalloc(&bb, 2 * F * 2);
     cudaMemcpy(bb, hx, 2 * F * 2, cudaMemcpyHostToDevice);
     fastglu_tensor bias = {bb, FASTGLU_DTYPE_BF16, 1};
-    for (int c = 0; c < 7; ++c) {
+    for (int c = 0; c < 8; ++c) {
         fastglu_tensor bt = cases[c].bias ? bias : none;
         fastglu_fp8_recipe r = {cases[c].tensor ? FASTGLU_FP8_SCALING_TENSOR
                                                 : FASTGLU_FP8_SCALING_BLOCK_1X128,

@@ -55,18 +55,19 @@ template <typename E, int BWD, int FAST, int RED> static int find_fast(const voi
 }
 /* the backward's paired tiles (glu_fp8_bwd_pair_kernel) */
 static long pair_launches;
-template <typename E, int MODE, int FAST> static void run_pair(void **args) {
-    glu_fp8_bwd_pair_kernel<E, MODE, FAST>(*(const fp8_args *)args[0]);
+template <typename E, int MODE, int COLWISE, int FAST> static void run_pair(void **args) {
+    glu_fp8_bwd_pair_kernel<E, MODE, COLWISE, FAST>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int FAST> static int try_pair(const void *f) {
-    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>) return 0;
-    body = run_pair<E, MODE, FAST>;
+template <typename E, int MODE, int COLWISE, int FAST> static int try_pair(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, COLWISE, FAST>) return 0;
+    body = run_pair<E, MODE, COLWISE, FAST>;
     pair_launches++;
     return 1;
 }
 template <typename E, int FAST> static int find_pair(const void *f) {
-    return try_pair<E, MODE_BLOCK, FAST>(f) || try_pair<E, MODE_AMAX, FAST>(f) ||
-           try_pair<E, MODE_TENSOR, FAST>(f);
+    return try_pair<E, MODE_BLOCK, 0, FAST>(f) || try_pair<E, MODE_BLOCK, 1, FAST>(f) ||
+           try_pair<E, MODE_AMAX, 0, FAST>(f) || try_pair<E, MODE_TENSOR, 0, FAST>(f) ||
+           try_pair<E, MODE_TENSOR, 1, FAST>(f);
 }
 template <typename E> static void run_reduce(void **args) {
     fp8_reduce_kernel<E>(*(const fp8_red_args *)args[0]);
@@ -489,26 +490,29 @@ int main(void) {
                 run_case(FASTGLU_ACT_SILU, tensor, 1, 1, 0, FASTGLU_DTYPE_BF16, 300, 136, 1, tensor,
                          0, 0, 0, tensor ? ODD : DENSE, PLAIN, 1);
         }
-    /* F a multiple of 128 with the 16-byte path, no column-wise copy, no sums: the backward's
-     * paired tiles (glu_fp8_bwd_pair_kernel), both recipes and scale layouts, FAST and the general
-     * math (bias, weights, clamp, offset, down multiplier), each dtype, a last block of part of its
-     * 256 rows (T = 300, 257, 130) or of one row (T = 1); F = 128: one tile pair */
-    for (int tensor = 0; tensor < 2; ++tensor) {
-        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 300, 256, 1, tensor, 0, 0, 0,
-                 DENSE);
-        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 1, 384, 1, tensor, 1, 1, 0, VIEW);
-        run_case(FASTGLU_ACT_QUICK_GELU, 0, 1, 1, 7.0f, FASTGLU_DTYPE_BF16, 300, 256, 1, tensor, 1,
-                 0, 0, VIEW, OFFSET);
-        run_case(FASTGLU_ACT_GELU_TANH, 0, 1, 0, 2.5f, FASTGLU_DTYPE_FP16, 257, 256, 1, tensor, 0,
-                 1, 0, DENSE);
-        run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, 128, 1, tensor, 0, 0, 0,
-                 VIEW, DOWN_MULT);
-    }
+    /* F a multiple of 128 with the 16-byte path, no sums: the backward's paired tiles
+     * (glu_fp8_bwd_pair_kernel), without and with the column-wise copy, both recipes and scale
+     * layouts, FAST and the general math (bias, weights, clamp, offset, down multiplier), each
+     * dtype, a last block of part of its rows (T = 300, 257, 130) or of one row (T = 1); F = 128:
+     * one tile pair */
+    for (int colwise = 0; colwise < 2; ++colwise)
+        for (int tensor = 0; tensor < 2; ++tensor) {
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 300, 256, 1, tensor, 0, 0,
+                     colwise, DENSE);
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 1, 384, 1, tensor, 1, 1,
+                     colwise, VIEW);
+            run_case(FASTGLU_ACT_QUICK_GELU, 0, 1, 1, 7.0f, FASTGLU_DTYPE_BF16, 300, 256, 1, tensor,
+                     1, 0, colwise, VIEW, OFFSET);
+            run_case(FASTGLU_ACT_GELU_TANH, 0, 1, 0, 2.5f, FASTGLU_DTYPE_FP16, 257, 256, 1, tensor,
+                     0, 1, colwise, DENSE);
+            run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, 128, 1, tensor, 0, 0,
+                     colwise, VIEW, DOWN_MULT);
+        }
     printf("%ld launches (%ld with the backward's sums, %ld reductions, %ld of paired tiles), %ld "
            "blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
            emu_shuffles, emu_misaligned);
-    if (pair_launches < 15) FAIL("the backward's paired tiles were not emulated in every case");
+    if (pair_launches < 60) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");
     if (!red_launches || !reduce_launches) FAIL("the backward's sums were not emulated");
     if (failures) fprintf(stderr, "%d failures\n", failures);
