@@ -65,7 +65,8 @@
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
  * their launch order interleaves them (split_tile), so that the second read comes from L2. Where
- * F is a multiple of 128 (the 16-byte path, no sums) glu_fp8_bwd_pair_kernel takes the backward
+ * F is a multiple of 128 (the 16-byte path, no column-wise copy, no sums)
+ * glu_fp8_bwd_pair_kernel takes the backward
  * instead: one block for both tiles, each operand read once and each element's math evaluated once.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
@@ -759,7 +760,8 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     colwise_tile<E, MODE, P>(a, tile, ct, j0, nj, t0, nt, td);
 }
 
-/* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
+/* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path, no column-wise
+ * copy, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
  * both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each element's
  * two gradients from one read of its three operands and one evaluation of the math, where the split
  * tiles read the operands twice (the second time from L2) and evaluate both gradients to keep one.
@@ -767,24 +769,18 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
  * holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows, 16 a step, and
  * issues the loads of two steps before computing either. The same values, roundings, amaxes,
  * scales and codes as glu_fp8_kernel's backward (the same functions, element by element). */
-template <typename E, int MODE, int COLWISE, int FAST>
+template <typename E, int MODE, int FAST>
 __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
     glu_fp8_bwd_pair_kernel(const fp8_args a) {
     /* U: the row steps whose loads a thread issues before computing any (one for fp32, whose 96
      * bytes of operands a row fill the registers); blocks per SM: 4 (64 registers) for the FAST
-     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32); NR: the block's rows,
-     * one 128-row tile with the column-wise copy (its tiles d_gate's, then d_up's, in shared
-     * memory, with one tile of codes between them: 86 KB for the 2-byte dtypes) */
+     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32) */
     enum {
         U = sizeof(E) == 4 ? 1 : 2,
         SR = THREADS / 16,
-        NR = COLWISE ? TILE : 2 * TILE,
-        P = geom<E, 1>::pitch,
+        NR = 2 * TILE,
         MM = FAST ? MM_K : MM_ANY
     };
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    E *tile_g = (E *)smem_raw, *tile_u = tile_g + TILE * P; /* COLWISE: d_gate's, d_up's */
-    unsigned char *ct = smem_raw + 2 * geom<E, 1>::tile_bytes;
     const int lane = threadIdx.x & 31, lr = lane & 15, rw = threadIdx.x >> 4;
     const int64_t t0 = (int64_t)blockIdx.x * NR, j = (int64_t)blockIdx.y * TILE + 8 * lr;
     const int64_t bgk = blockIdx.y, buk = a.F / TILE + blockIdx.y; /* the two blocks' indices */
@@ -853,10 +849,6 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
                     st8(yr, dg);
                     st8(yr + a.F, du);
                 }
-                if (COLWISE) {
-                    st8_shared(tile_g + r * P + 8 * lr, dg);
-                    st8_shared(tile_u + r * P + 8 * lr, du);
-                }
             }
             if (MODE == MODE_AMAX) {
                 tile_max = max(tile_max,
@@ -898,14 +890,7 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
     if (MODE == MODE_AMAX) {
         tile_max = group_max<32>(tile_max);
         if (lane == 0) atomicMax(a.amax, tile_max);
-        return;
     }
-    if (!COLWISE) return;
-    __syncthreads();
-    const int64_t jt = (int64_t)blockIdx.y * TILE; /* d_gate's dh columns; d_up's from F + jt */
-    colwise_tile<E, MODE, P>(a, tile_g, ct, jt, TILE, t0, nt, td);
-    __syncthreads(); /* ct's codes written out before d_up's column pass writes its own */
-    colwise_tile<E, MODE, P>(a, tile_u, ct, a.F + jt, TILE, t0, nt, td);
 }
 
 /* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
@@ -967,38 +952,29 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int COLWISE, int FAST>
+template <typename E, int MODE, int FAST>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, COLWISE, FAST>;
-    const size_t smem = COLWISE ? 2 * geom<E, 1>::tile_bytes + TILE * CT_PITCH : 0;
-    if (smem > 48 * 1024) {
-        const cudaError_t err =
-            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err != cudaSuccess) return err;
-    }
-    const int64_t nr = COLWISE ? TILE : 2 * TILE;
-    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)(a.F / TILE));
+    const dim3 grid((unsigned)((a.T + 2 * TILE - 1) / (2 * TILE)), (unsigned)(a.F / TILE));
     void *args[] = {(void *)&a};
-    return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
+    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>, grid,
+                            dim3(THREADS), args, 0, s);
 }
 
-/* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions) */
-static int pair_ok(const fp8_args &a, int red) {
-    return !red && a.step == 1 && a.vec && a.F % TILE == 0;
+/* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions). Not with
+ * the column-wise copy: a pair of 128-row tiles in shared memory (86 KB, two blocks an SM) made
+ * the copy 1-3 % slower than the split tiles' at F = 8192 / 14336 on the H200. */
+static int pair_ok(const fp8_args &a, int colwise, int red) {
+    return !colwise && !red && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
 template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
-    if (BWD && !RED && pair_ok(a, RED)) {
-        if (!tensor)
-            return colwise ? launch_pair<E, MODE_BLOCK, 1, FAST>(a, s)
-                           : launch_pair<E, MODE_BLOCK, 0, FAST>(a, s);
+    if (BWD && pair_ok(a, colwise, RED)) {
+        if (!tensor) return launch_pair<E, MODE_BLOCK, FAST>(a, s);
         err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, 0, FAST>(a, s);
-        if (err == cudaSuccess)
-            err = colwise ? launch_pair<E, MODE_TENSOR, 1, FAST>(a, s)
-                          : launch_pair<E, MODE_TENSOR, 0, FAST>(a, s);
+        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST>(a, s);
+        if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST>(a, s);
         return err;
     }
     if (!tensor) {

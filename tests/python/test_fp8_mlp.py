@@ -816,7 +816,13 @@ def test_cuda_bias_and_weights_against_float64_recipe(clamp_value, wdtype):
     got = run_all(x, w1, w2, dout, extras, **opts)
     assert all(t.is_cuda for t in got.values())
     assert got["dweights"].dtype == wdtype
-    assert_close_all(got, reference_all(x, w1, w2, dout, opts, **extras), 1e-2)
+    # 2e-2, not the CPU's 1e-2: on an sm_90 GPU the GEMMs are torch._scaled_mm's FP8 GEMMs, whose
+    # tensor cores accumulate with fewer bits than fp32 (DeepSeek-V3's report, section 3.3.2), so
+    # h and dy differ from the recipe's by more than their rounding to bf16 and more codes of y
+    # and dh land one e4m3 step (6 %) away (dx read 1.16e-2 on the H200);
+    # test_scaled_mm_path_with_bias_and_weights_against_the_reference_path holds the GPU path to
+    # 1e-2 of the same recipe with fp32 GEMMs
+    assert_close_all(got, reference_all(x, w1, w2, dout, opts, **extras), 2e-2)
 
 
 @needs_sm90
