@@ -82,7 +82,7 @@ from . import _C
 from . import fp8 as _fp8
 from .gemm import check_like
 from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
-from .ops import _fail, check_code, glu_params, op_params, refuse_create_graph
+from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
 
 __all__ = [
     "mlp_fp8",
@@ -444,7 +444,7 @@ def _bwd_impl(
     want_dbias2=False,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights)
+    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
     T, F2 = h.shape
     H = w1.shape[1]
     scaled = _use_scaled(gemm, h.device, T, H, F2)
@@ -487,19 +487,65 @@ def _bwd_impl(
     return dx, dw1, dw2, db1 if bias1 is not None else e, db2, dwt
 
 
-def _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights):
-    """The backward op's checks (kernel and fake): the codes, h_grad (h's gradient) of h's shape,
-    bias1 and the per-token weights as the forward takes them (h has x's dtype and device, dout
-    x's leading shape)."""
+def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights):
+    """The backward op's checks (kernel and fake; the op may be called directly, so every operand
+    is checked against h, which has x's dtype and device): the codes; dout of x's leading shape
+    and hidden, h_grad of h's shape, both in h's dtype; the forward's quantised copies (x^T
+    [hidden, T], y^T [F, T] in e4m3, their fp32 scales one row per row); w1 [2F, hidden] and w2
+    [hidden, F]; everything on h's device (a meta tensor among real ones would send the call to
+    the fake implementation); bias1 and the per-token weights as the forward takes them."""
     _check_codes(p, gemm)
-    if h_grad is not None and tuple(h_grad.shape) != tuple(h.shape):
+    check_tensor(h, "h", (2,), _FN)
+    check_tensor(w1, "w1", (2,), _FN)
+    check_tensor(w2, "w2", (2,), _FN)
+    T, F2 = h.shape
+    H = w1.shape[1]
+
+    def same_place(t, name, dtype=None):
+        if t.device != h.device:
+            _fail(ValueError, _FN, f"{name} is on {t.device} but h is on {h.device}")
+        if dtype is not None and t.dtype != dtype:
+            _fail(TypeError, _FN, f"{name} has dtype {t.dtype}; expected {dtype}")
+
+    def shaped(t, name, shape):
+        if tuple(t.shape) != tuple(shape):
+            _fail(ValueError, _FN, f"{name} has shape {tuple(t.shape)}; expected {tuple(shape)}")
+
+    same_place(w1, "w1")
+    same_place(w2, "w2", w1.dtype)
+    if tuple(w1.shape) != (F2, H) or tuple(w2.shape) != (H, F2 // 2):
         _fail(
             ValueError,
             _FN,
-            f"h_grad has shape {tuple(h_grad.shape)}; expected h's shape {tuple(h.shape)}",
+            f"w1 has shape {tuple(w1.shape)} and w2 has shape {tuple(w2.shape)}; expected w1 "
+            f"[2F, hidden] and w2 [hidden, F] with 2F = {F2} (h's width)",
         )
+    check_tensor(dout, "dout", (2, 3), _FN)
+    same_place(dout, "dout", h.dtype)
+    if dout.shape[-1] != H or math.prod(dout.shape[:-1]) != T:
+        _fail(
+            ValueError,
+            _FN,
+            f"dout has shape {tuple(dout.shape)}; expected {T} tokens of hidden size {H} "
+            f"(h {tuple(h.shape)}, w1 {tuple(w1.shape)})",
+        )
+    for t, name, dtype, shape in (
+        (xtq, "x_t", FP8, (H, T)),
+        (xts, "x_t_scale", torch.float32, (H, _blocks(T))),
+        (ytq, "y_t", FP8, (F2 // 2, T)),
+        (yts, "y_t_scale", torch.float32, (F2 // 2, _blocks(T))),
+    ):
+        if not isinstance(t, torch.Tensor):
+            _fail(TypeError, _FN, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_dense(t, _FN, name)
+        same_place(t, name, dtype)
+        shaped(t, name, shape)
+    if h_grad is not None:
+        check_tensor(h_grad, "h_grad", (2,), _FN)
+        same_place(h_grad, "h_grad", h.dtype)
+        shaped(h_grad, "h_grad", h.shape)
     lead = tuple(dout.shape[:-1])
-    check_bias_weights(h, lead, w1.shape[1], h.shape[1] // 2, bias1, None, weights, _FN)
+    check_bias_weights(h, lead, H, F2 // 2, bias1, None, weights, _FN)
 
 
 def _bwd_fake(
@@ -524,7 +570,7 @@ def _bwd_fake(
     want_dbias2=False,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, w1, h_grad, bias1, weights)
+    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
     T, F2 = h.shape
     H = w1.shape[1]
     e = h.new_empty((0,))
