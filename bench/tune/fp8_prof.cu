@@ -3,7 +3,8 @@
  * back-to-back calls after 3 warm-up calls; no Python in the loop, so small shapes are not
  * host-bound), or launches each case once for Nsight Compute ("prof"). bf16, T = 8192, SPLIT
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
- * bias (the general kernels). Prints each case's time and its floor: the bytes read and written,
+ * bias (the general kernels), the backward's sums (a bias and fp32 per-token weights, dbias and
+ * dweights). Prints each case's time and its floor: the bytes read and written,
  * scales included (the per-tensor cases read the operands twice: two passes), over the bandwidth
  * of a 1 GiB device-to-device copy measured in the same process (bytes read and written over the
  * median of 10 copies).
@@ -73,18 +74,32 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     cudaMalloc(&dt, T * W);
     cudaMalloc(&s, T * nbW * 4);
     cudaMalloc(&st, W * nbT * 4);
-    cudaMalloc(&ws, 256);
+    /* the workspace of the largest case: the backward's sums' partials */
+    fastglu_fp8_recipe rb = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
+    const size_t ws_bytes = 256 + fastglu_glu_bwd_fp8_workspace_bytes(&rb, T, F, 1, 1);
+    cudaMalloc(&ws, ws_bytes);
+    void *db, *dw, *wt;
+    cudaMalloc(&db, 2 * F * 2);
+    cudaMalloc(&dw, T * 4);
+    cudaMalloc(&wt, T * 4);
+    {
+        float *hw = (float *)malloc(T * 4);
+        for (int64_t i = 0; i < T; ++i) hw[i] = 0.25f + (float)(i % 7) * 0.125f;
+        cudaMemcpy(wt, hw, T * 4, cudaMemcpyHostToDevice);
+        free(hw);
+    }
     fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
     fastglu_tensor gate = {x, FASTGLU_DTYPE_BF16, 2 * F},
                    up = {(char *)x + F * 2, FASTGLU_DTYPE_BF16, 2 * F};
     fastglu_tensor none = {NULL, FASTGLU_DTYPE_BF16, 0}, tdy = {dy, FASTGLU_DTYPE_BF16, F};
     struct {
         const char *name;
-        int bwd, tensor, col, bias;
-    } cases[] = {{"fwd block", 0, 0, 0, 0},         {"fwd block+colwise", 0, 0, 1, 0},
-                 {"fwd tensor", 0, 1, 0, 0},        {"bwd block", 1, 0, 0, 0},
-                 {"bwd block+colwise", 1, 0, 1, 0}, {"bwd tensor", 1, 1, 0, 0},
-                 {"fwd block bias", 0, 0, 0, 1},    {"bwd block bias", 1, 0, 0, 1}};
+        int bwd, tensor, col, bias, sums;
+    } cases[] = {{"fwd block", 0, 0, 0, 0, 0},         {"fwd block+colwise", 0, 0, 1, 0, 0},
+                 {"fwd tensor", 0, 1, 0, 0, 0},        {"bwd block", 1, 0, 0, 0, 0},
+                 {"bwd block+colwise", 1, 0, 1, 0, 0}, {"bwd tensor", 1, 1, 0, 0, 0},
+                 {"fwd block bias", 0, 0, 0, 1, 0},    {"bwd block bias", 1, 0, 0, 1, 0},
+                 {"bwd block sums", 1, 0, 0, 1, 1}};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -92,7 +107,7 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     cudaMalloc(&bb, 2 * F * 2);
     cudaMemcpy(bb, hx, 2 * F * 2, cudaMemcpyHostToDevice);
     fastglu_tensor bias = {bb, FASTGLU_DTYPE_BF16, 1};
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < 9; ++c) {
         fastglu_tensor bt = cases[c].bias ? bias : none;
         fastglu_fp8_recipe r = {cases[c].tensor ? FASTGLU_FP8_SCALING_TENSOR
                                                 : FASTGLU_FP8_SCALING_BLOCK_1X128,
@@ -104,13 +119,18 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
         o.data_t = (fastglu_tensor){cases[c].col ? dt : NULL, FASTGLU_DTYPE_FP8_E4M3, T};
         o.scale_t =
             (fastglu_tensor){cases[c].col && !cases[c].tensor ? st : NULL, FASTGLU_DTYPE_FP32, nbT};
-        o.workspace = ws, o.workspace_bytes = 256;
+        o.workspace = ws, o.workspace_bytes = ws_bytes;
+        /* sums: a bias and fp32 per-token weights, dbias and dweights */
+        const int sm = cases[c].sums;
+        fastglu_tensor twt = {sm ? wt : NULL, FASTGLU_DTYPE_FP32, 1},
+                       tdb = {sm ? db : NULL, FASTGLU_DTYPE_BF16, 1},
+                       tdw = {sm ? dw : NULL, FASTGLU_DTYPE_FP32, 1};
         const int iters = prof ? 1 : 30;
         for (int it = 0; it < (prof ? 1 : 3) + iters; ++it) {
             if (it == (prof ? 1 : 3)) cudaEventRecord(e0);
             if (cases[c].bwd)
-                CK(fastglu_glu_bwd_fp8_cuda(&p, &r, tdy, gate, up, bt, none, none, none, none, &o,
-                                            T, F, 0));
+                CK(fastglu_glu_bwd_fp8_cuda(&p, &r, tdy, gate, up, bt, twt, none, tdb, tdw, &o, T,
+                                            F, 0));
             else
                 CK(fastglu_glu_fwd_fp8_cuda(&p, &r, gate, up, bt, none, none, &o, T, F, 0));
         }
@@ -128,6 +148,7 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
                cases[c].name, ms / iters, 1e3 * bytes / bw, bw * 1e-12);
     }
     cudaFree(x), cudaFree(dy), cudaFree(d), cudaFree(dt), cudaFree(s), cudaFree(st), cudaFree(ws);
+    cudaFree(db), cudaFree(dw), cudaFree(wt);
     cudaFree(bb);
 }
 

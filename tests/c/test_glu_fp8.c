@@ -447,10 +447,15 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
                *rdw = malloc((size_t)T * 8), *rmw = malloc((size_t)T * 8);
         ref_sums(&p, dt, h, in_rs, bias, w, v->bias, v->weights, dyh, dy_rs, T, F, rdb, rmb, rdw,
                  rmw);
+        /* against float64 within one ulp of the dtype (2 u), not half: a sum of one term (T = 1)
+         * is that term as the family's fp32 math computes it, rounded once, and a term within a
+         * few fp32 ulps of a rounding midpoint of the dtype may round to the other neighbour
+         * (gpt_oss, bf16: one case in some hundred runs); fastglu_glu_bwd's sums as well */
         const double ub = unit_roundoff(dt);
         for (int64_t k = 0; want_db && k < 2 * F; ++k) {
             const double got = get(dt, dbh, 8 + k), lib = get(dt, dbr, 8 + k);
-            if (!sum_close(got, rdb[k], rmb[k], T, ub) || !sum_close(got, lib, rmb[k], T, 2 * ub)) {
+            if (!sum_close(got, rdb[k], rmb[k], T, 2 * ub) ||
+                !sum_close(got, lib, rmb[k], T, 2 * ub)) {
                 FAIL("%s: dbias[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (sum|terms| "
                      "%.3g)",
                      what, (long long)k, got, rdb[k], lib, rmb[k]);
@@ -829,7 +834,10 @@ int main(void) {
     }
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
 #endif
-    rng = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
+    /* fresh inputs every run; FASTGLU_TEST_SEED replays a printed seed */
+    const char *seed = getenv("FASTGLU_TEST_SEED");
+    rng = seed ? (uint64_t)strtoull(seed, NULL, 10)
+               : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
     printf("seed %llu\n", (unsigned long long)rng);
     fastglu_set_fp8_saturate(1);
     static const int64_t Fs[] = {1, 3, 1408, 2880}, Ts[] = {1, 257};
