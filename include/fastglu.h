@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #define FASTGLU_VERSION_MAJOR 0
-#define FASTGLU_VERSION_MINOR 5
+#define FASTGLU_VERSION_MINOR 6
 #define FASTGLU_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -627,8 +627,10 @@ FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
  * ========================================================================================== */
 
 typedef enum fastglu_fp8_scaling {
-    FASTGLU_FP8_SCALING_BLOCK_1X128 = 0, /* 1 x 128 row-wise, 128 x 1 column-wise blocks */
-    FASTGLU_FP8_SCALING_TENSOR = 1       /* one scale for the tensor (current scaling)   */
+    FASTGLU_FP8_SCALING_BLOCK_1X128 = 0,  /* 1 x 128 row-wise, 128 x 1 column-wise blocks */
+    FASTGLU_FP8_SCALING_TENSOR = 1,       /* one scale for the tensor (current scaling)   */
+    FASTGLU_FP8_SCALING_BLOCK_128X128 = 2 /* 128 x 128 blocks (weights): fastglu_quantize_fp8_*
+                                             only */
 } fastglu_fp8_scaling;
 
 typedef enum fastglu_fp8_scale_layout {
@@ -725,6 +727,46 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
     fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
     fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
     int64_t tokens, int64_t ffn_hidden_size);
+
+/* ---------------------------------------------------------------------------------------------
+ * The recipe's quantisation of a plain operand: the other GEMM operands of an FP8 MLP block (fc1's
+ * input x and fc2's output gradient dO in 1 x 128 blocks, the weights in 128 x 128 blocks), with
+ * the same amax, scale and code as the GLU's above (bit for bit), row-wise and transposed copies
+ * written in one pass.
+ *
+ *   x        [rows, cols] in FASTGLU_DTYPE_BF16, FP16 or FP32, row stride x.row_stride >= cols
+ *            (column stride 1)
+ *   recipe   scaling FASTGLU_FP8_SCALING_BLOCK_1X128 or FASTGLU_FP8_SCALING_BLOCK_128X128
+ *            (FASTGLU_FP8_SCALING_TENSOR: FASTGLU_ERROR_INVALID_VALUE); scale_layout and
+ *            pow2_scales as above
+ *   out      data    NULL, or the row-wise copy [rows, cols] e4m3 (row stride >= cols)
+ *            scale   its scales: BLOCK_1X128 rows `rows`, ceil(cols / 128) blocks (block (i, b)
+ *                    holds x[i, 128 b ..]); BLOCK_128X128 rows ceil(rows / 128), ceil(cols / 128)
+ *                    blocks (block (i, b) holds x[128 i .., 128 b ..]), in the recipe's layout
+ *            data_t  NULL, or the transposed copy [cols, rows] (data_t[j, i] is x[i, j]'s code;
+ *                    row stride >= rows): BLOCK_1X128 quantises it in 1 x 128 blocks along its own
+ *                    rows (x's 128 x 1 blocks along the rows: the weight gradient's operand);
+ *                    BLOCK_128X128 holds the row-wise codes transposed (a 128 x 128 block's scale
+ *                    does not change under transposition: the transposed weight of a dgrad)
+ *            scale_t its scales, given with data_t: BLOCK_1X128 rows `cols`, ceil(rows / 128)
+ *                    blocks; BLOCK_128X128 rows ceil(cols / 128), ceil(rows / 128) blocks, the
+ *                    scales of `scale` transposed
+ *            at least one of data and data_t; workspace unused (may be NULL)
+ * torch._scaled_mm's layouts: 1 x 128 scales MN-major with ld = rows; 128 x 128 scales row-major
+ * with ld = ceil(blocks / 4) * 4 (the padding cuBLAS reads).
+ *
+ * One kernel on CUDA (a block per 128 x 128 tile of x; the transposition in shared memory), no
+ * allocation, no synchronisation. rows == 0 or cols == 0: nothing is written. The outputs must not
+ * overlap x or each other. Errors: FASTGLU_ERROR_INVALID_VALUE (NULL, sizes, strides, overlap, the
+ * scaling, no output), FASTGLU_ERROR_UNSUPPORTED_DTYPE; nothing is written on an error.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *recipe,
+                                                     fastglu_tensor x, const fastglu_fp8_out *out,
+                                                     int64_t rows, int64_t cols, void *stream);
+
+FASTGLU_API fastglu_status fastglu_quantize_fp8_cpu(const fastglu_fp8_recipe *recipe,
+                                                    fastglu_tensor x, const fastglu_fp8_out *out,
+                                                    int64_t rows, int64_t cols);
 
 #ifdef __cplusplus
 }

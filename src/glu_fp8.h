@@ -26,6 +26,12 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
                                      const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                      int need_workspace, int *empty);
 
+/* Validates every argument of fastglu_quantize_fp8_*; *empty = 1 when rows == 0 or cols == 0
+ * (nothing to do; the pointers are then not checked). */
+fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_recipe *recipe,
+                                          fastglu_tensor x, const fastglu_fp8_out *out,
+                                          int64_t rows, int64_t cols, int *empty);
+
 static inline int64_t fastglu_fp8_blocks(int64_t n) { return (n + 127) / 128; }
 
 /* The backward's workspace (fastglu_glu_bwd_fp8_workspace_bytes), each part 16-byte aligned:

@@ -264,6 +264,68 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
     return FASTGLU_SUCCESS;
 }
 
+fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_recipe *recipe,
+                                          fastglu_tensor x, const fastglu_fp8_out *out,
+                                          int64_t rows, int64_t cols, int *empty) {
+    fastglu_region in, o[4];
+    int n_out = 0;
+    if (recipe == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: recipe is NULL", fn);
+    if (out == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: out is NULL", fn);
+    if (recipe->scaling != FASTGLU_FP8_SCALING_BLOCK_1X128 &&
+        recipe->scaling != FASTGLU_FP8_SCALING_BLOCK_128X128)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: recipe->scaling = %d is not FASTGLU_FP8_SCALING_BLOCK_1X128 "
+                                 "or _BLOCK_128X128",
+                                 fn, (int)recipe->scaling);
+    if ((int)recipe->scale_layout < 0 || (int)recipe->scale_layout > 1)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: recipe->scale_layout = %d is not FASTGLU_FP8_SCALES_MN_MAJOR "
+                                 "or _ROW_MAJOR",
+                                 fn, (int)recipe->scale_layout);
+    if (rows < 0 || cols < 0)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: rows = %" PRId64 ", cols = %" PRId64 " must be >= 0", fn,
+                                 rows, cols);
+    if (x.dtype != FASTGLU_DTYPE_BF16 && x.dtype != FASTGLU_DTYPE_FP16 &&
+        x.dtype != FASTGLU_DTYPE_FP32)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: x.dtype = %d is not FASTGLU_DTYPE_BF16, FP16 or FP32", fn,
+                                 (int)x.dtype);
+    if (out->data.data == NULL && out->data_t.data == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: out->data and out->data_t are both NULL: nothing to write",
+                                 fn);
+    if (out->data.data == NULL && out->scale.data != NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: out->scale = %p must be NULL without out->data", fn,
+                                 out->scale.data);
+    if (out->data_t.data == NULL && out->scale_t.data != NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: out->scale_t = %p must be NULL without out->data_t", fn,
+                                 out->scale_t.data);
+    *empty = rows == 0 || cols == 0;
+    if (*empty) return FASTGLU_SUCCESS;
+    const int w128 = recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_128X128;
+    const int64_t rb = fastglu_fp8_blocks(rows), cb = fastglu_fp8_blocks(cols);
+    TRY(fastglu_check_tensor(fn, &in, "x", x.data, rows, cols, x.row_stride, 1,
+                             fastglu_dtype_size(x.dtype), 0));
+    if (out->data.data != NULL) {
+        TRY(check_fp8_data(fn, &o[n_out++], "out->data", out->data, rows, cols));
+        TRY(check_scales(fn, recipe, &o[n_out++], "out->scale", out->scale, w128 ? rb : rows, cb));
+    }
+    if (out->data_t.data != NULL) {
+        TRY(check_fp8_data(fn, &o[n_out++], "out->data_t", out->data_t, cols, rows));
+        TRY(check_scales(fn, recipe, &o[n_out++], "out->scale_t", out->scale_t, w128 ? cb : cols,
+                         rb));
+    }
+    for (int i = 0; i < n_out; ++i) {
+        TRY(fastglu_check_disjoint(fn, &o[i], &in));
+        for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
+    }
+    return FASTGLU_SUCCESS;
+}
+
 void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,
                            int64_t tokens, int64_t F) {
     if (dbias.data != NULL && F > 0)
@@ -310,5 +372,15 @@ fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
      * memory: the pointers it is given are host memory, as fastglu_glu_bwd_cuda's stub takes them) */
     fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
     return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *recipe, fastglu_tensor x,
+                                         const fastglu_fp8_out *out, int64_t rows, int64_t cols,
+                                         void *stream) {
+    const char *fn = "fastglu_quantize_fp8_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_quantize_fp8(fn, recipe, x, out, rows, cols, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 #endif

@@ -20,6 +20,7 @@
 #define Py_LIMITED_API 0x030A0000
 #endif
 #include <Python.h>
+#include <string.h>
 
 #include "fastglu.h"
 
@@ -566,6 +567,47 @@ static PyObject *py_glu_bwd_fp8_workspace_bytes(PyObject *self, PyObject *const 
     return PyLong_FromSize_t(fastglu_glu_bwd_fp8_workspace_bytes(&r, tokens, F, db != 0, dw != 0));
 }
 
+/* quantize_fp8(on_cuda, scaling, scale_layout, pow2_scales, dtype, x, x_row_stride, data,
+ *              data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld,
+ *              rows, cols, stream): fastglu_quantize_fp8_{cpu,cuda}; pointers as integers, 0 for
+ * NULL. */
+static PyObject *py_quantize_fp8(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t on_cuda, scaling, scale_layout, pow2, dtype, x_rs, d_rs, s_ld, dt_rs, st_ld, rows, cols;
+    void *x, *d, *s, *dt, *st, *stream;
+    (void)self;
+    CHECK_NARGS("quantize_fp8", 18);
+    if (!get_i64(args[0], &on_cuda) || !get_i64(args[1], &scaling) ||
+        !get_i64(args[2], &scale_layout) || !get_i64(args[3], &pow2) ||
+        !get_dtype(args[4], &dtype) || !get_ptr(args[5], &x) || !get_i64(args[6], &x_rs) ||
+        !get_ptr(args[7], &d) || !get_i64(args[8], &d_rs) || !get_ptr(args[9], &s) ||
+        !get_i64(args[10], &s_ld) || !get_ptr(args[11], &dt) || !get_i64(args[12], &dt_rs) ||
+        !get_ptr(args[13], &st) || !get_i64(args[14], &st_ld) || !get_i64(args[15], &rows) ||
+        !get_i64(args[16], &cols) || !get_ptr(args[17], &stream))
+        return NULL;
+    if (scaling < 0 || scaling > 2 || scale_layout < 0 || scale_layout > 1) {
+        PyErr_Format(PyExc_ValueError, "fastglu: scaling %lld / scale layout %lld is not a code",
+                     (long long)scaling, (long long)scale_layout);
+        return NULL;
+    }
+    const fastglu_fp8_recipe r = {(fastglu_fp8_scaling)scaling,
+                                  (fastglu_fp8_scale_layout)scale_layout, pow2 != 0};
+    const fastglu_tensor tx = {x, (fastglu_dtype)dtype, x_rs};
+    fastglu_fp8_out o;
+    memset(&o, 0, sizeof o);
+    o.data = (fastglu_tensor){d, FASTGLU_DTYPE_FP8_E4M3, d_rs};
+    o.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, s_ld};
+    o.data_t = (fastglu_tensor){dt, FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+    o.scale_t = (fastglu_tensor){st, FASTGLU_DTYPE_FP32, st_ld};
+    fastglu_status status;
+    if (on_cuda) {
+        status = fastglu_quantize_fp8_cuda(&r, tx, &o, rows, cols, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS status = fastglu_quantize_fp8_cpu(&r, tx, &o, rows, cols);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(status);
+}
+
 static PyMethodDef fp8_methods[] = {
     {"glu_fwd_fp8", (PyCFunction)(void (*)(void))py_glu_fwd_fp8, METH_FASTCALL,
      "glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
@@ -576,6 +618,10 @@ static PyMethodDef fp8_methods[] = {
     {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
      "glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's arguments, y standing for "
      "dh>): fastglu_glu_bwd_fp8_{cpu,cuda}."},
+    {"quantize_fp8", (PyCFunction)(void (*)(void))py_quantize_fp8, METH_FASTCALL,
+     "quantize_fp8(on_cuda, scaling, scale_layout, pow2_scales, dtype, x, x_row_stride, data, "
+     "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, rows, "
+     "cols, stream): fastglu_quantize_fp8_{cpu,cuda}; 0 for NULL."},
     {"glu_bwd_fp8_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_fp8_workspace_bytes,
      METH_FASTCALL,
      "glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights): "
@@ -587,6 +633,8 @@ static int add_fp8_functions(PyObject *m) {
     if (PyModule_AddIntConstant(m, "FP8_SCALING_BLOCK_1X128", FASTGLU_FP8_SCALING_BLOCK_1X128) <
             0 ||
         PyModule_AddIntConstant(m, "FP8_SCALING_TENSOR", FASTGLU_FP8_SCALING_TENSOR) < 0 ||
+        PyModule_AddIntConstant(m, "FP8_SCALING_BLOCK_128X128", FASTGLU_FP8_SCALING_BLOCK_128X128) <
+            0 ||
         PyModule_AddIntConstant(m, "FP8_SCALES_MN_MAJOR", FASTGLU_FP8_SCALES_MN_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "FP8_SCALES_ROW_MAJOR", FASTGLU_FP8_SCALES_ROW_MAJOR) < 0)
         return -1;

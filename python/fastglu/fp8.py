@@ -41,7 +41,14 @@ import torch
 from . import _C
 from . import ops as _ops
 
-__all__ = ["FP8GradOutput", "FP8Output", "glu_bwd_fp8", "glu_fp8"]
+__all__ = [
+    "FP8GradOutput",
+    "FP8Output",
+    "FP8Quantized",
+    "glu_bwd_fp8",
+    "glu_fp8",
+    "quantize_fp8",
+]
 
 _SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
 _SCALE_LAYOUTS = {"mn_major": _C.FP8_SCALES_MN_MAJOR, "row_major": _C.FP8_SCALES_ROW_MAJOR}
@@ -528,4 +535,179 @@ def glu_bwd_fp8(
         dh.view(*lead, 2 * F) if return_dh else None,
         dbias if bias is not None else None,
         dweights.view(weights.shape) if weights is not None else None,
+    )
+
+
+# ---- a plain operand quantised (fastglu_quantize_fp8_*) -----------------------------------------
+
+_BLOCKS = {"1x128": _C.FP8_SCALING_BLOCK_1X128, "128x128": _C.FP8_SCALING_BLOCK_128X128}
+_BLOCK_CODES = {code: name for name, code in _BLOCKS.items()}
+
+
+class FP8Quantized(NamedTuple):
+    """quantize_fp8's result."""
+
+    data: torch.Tensor | None  # [R, C] float8_e4m3fn (rowwise)
+    scale: torch.Tensor | None  # its scales
+    data_t: torch.Tensor | None  # [C, R] float8_e4m3fn (columnwise: x transposed)
+    scale_t: torch.Tensor | None  # its scales
+
+
+def _round4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def _block_scales(rows: int, nb: int, layout: int, pad: bool, device) -> torch.Tensor:
+    """[rows, nb] fp32 scales in the layout: MN-major (strides (1, rows)), or row-major with the
+    row stride padded to a multiple of 4 when ``pad`` (torch._scaled_mm's 128 x 128 layout)."""
+    if layout == _C.FP8_SCALES_MN_MAJOR:
+        return torch.empty((nb, rows), dtype=torch.float32, device=device).t()
+    ld = _round4(nb) if pad else nb
+    return torch.empty((rows, ld), dtype=torch.float32, device=device)[:, :nb]
+
+
+def _quant_outputs(R, C, device, scaling, layout, rowwise, columnwise, pad):
+    w128 = scaling == _C.FP8_SCALING_BLOCK_128X128
+    rb, cb = _blocks(R), _blocks(C)
+    empty8 = torch.empty((0,), dtype=FP8, device=device)
+    empty32 = torch.empty((0,), dtype=torch.float32, device=device)
+    data, scale, data_t, scale_t = empty8, empty32, empty8, empty32
+    if rowwise:
+        data = torch.empty((R, C), dtype=FP8, device=device)
+        scale = _block_scales(rb if w128 else R, cb, layout, pad, device)
+    if columnwise:
+        data_t = torch.empty((C, R), dtype=FP8, device=device)
+        scale_t = _block_scales(cb if w128 else C, rb, layout, pad, device)
+    return data, scale, data_t, scale_t
+
+
+def _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn):
+    if not isinstance(x, torch.Tensor):
+        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
+    _ops.check_dense(x, fn, "x")
+    if x.dtype not in _ops._COMPUTE_CODES:
+        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
+    if x.device.type not in ("cpu", "cuda"):
+        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
+    if x.dim() != 2:
+        _ops._fail(ValueError, fn, f"x must be 2-D [rows, cols], got shape {tuple(x.shape)}")
+    _ops.check_code(scaling, _BLOCK_CODES, fn, "block")
+    _ops.check_code(scale_layout, _SCALE_LAYOUT_CODES, fn, "scale_layout")
+    if not rowwise and not columnwise:
+        _ops._fail(ValueError, fn, "rowwise=False and columnwise=False: nothing to compute")
+
+
+def _quant_impl(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales):
+    fn = "quantize_fp8"
+    _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn)
+    if x.stride(1) != 1 and x.numel():
+        x = x.contiguous()
+    R, C = x.shape
+    data, scale, data_t, scale_t = _quant_outputs(
+        R, C, x.device, scaling, scale_layout, rowwise, columnwise, pad_scales
+    )
+    if R == 0 or C == 0:
+        return data, scale, data_t, scale_t
+
+    def ld(s):  # the scales' leading dimension in the C sense
+        return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
+
+    args = (
+        scaling,
+        scale_layout,
+        int(pow2_scales),
+        _ops._COMPUTE_CODES[x.dtype],
+        x.data_ptr(),
+        x.stride(0),
+        data.data_ptr() if rowwise else 0,
+        C,
+        scale.data_ptr() if rowwise else 0,
+        ld(scale) if rowwise else 0,
+        data_t.data_ptr() if columnwise else 0,
+        R,
+        scale_t.data_ptr() if columnwise else 0,
+        ld(scale_t) if columnwise else 0,
+        R,
+        C,
+    )
+    _ops._launch(_C.quantize_fp8, x.get_device(), args)
+    return data, scale, data_t, scale_t
+
+
+def _quant_fake(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales):
+    _quant_check(x, scaling, scale_layout, rowwise, columnwise, "quantize_fp8")
+    R, C = x.shape
+    return _quant_outputs(R, C, x.device, scaling, scale_layout, rowwise, columnwise, pad_scales)
+
+
+torch.library.define(
+    "fastglu::quantize_fp8",
+    "(Tensor x, int scaling, int scale_layout, bool pow2_scales, bool rowwise, bool columnwise, "
+    "bool pad_scales) -> (Tensor, Tensor, Tensor, Tensor)",
+    lib=_LIB,
+)
+torch.library.impl("fastglu::quantize_fp8", ("cpu", "cuda"), _quant_impl, lib=_LIB)
+torch.library.register_fake("fastglu::quantize_fp8", _quant_fake, lib=_LIB)
+_ops.register_no_gradient(
+    "fastglu::quantize_fp8",
+    _LIB,
+    "fastglu.fp8.quantize_fp8: the quantised outputs have no gradient (quantisation is not "
+    "differentiable)",
+)
+
+
+def quantize_fp8(
+    x: torch.Tensor,
+    *,
+    block: str = "1x128",
+    rowwise: bool = True,
+    columnwise: bool = False,
+    scale_layout: str | None = None,
+    pow2_scales: bool = False,
+    pad_scales: bool = True,
+) -> FP8Quantized:
+    """A plain operand ``x [R, C]`` (bf16 / fp16 / fp32) quantised to float8_e4m3fn with the
+    recipe of ``glu_fp8`` (the same amax, scale and code), in one pass for both copies:
+
+    - ``block="1x128"`` (activations and gradients: fc1's input x, fc2's output gradient dO):
+      ``data [R, C]`` with one scale per 1 x 128 block of a row (``scale [R, ceil(C/128)]``), and
+      with ``columnwise=True`` the transposed copy ``data_t [C, R]`` with one scale per 128 rows of
+      x (``scale_t [C, ceil(R/128)]``), the weight gradient's operand.
+    - ``block="128x128"`` (weights): one scale per 128 x 128 block (``scale [ceil(R/128),
+      ceil(C/128)]``); ``data_t`` is the codes transposed (the dgrad's weight ``w.t()``) with
+      the same scales transposed.
+
+    ``scale_layout`` defaults to what ``torch._scaled_mm`` takes: "mn_major" (strides (1, rows))
+    for 1 x 128, "row_major" for 128 x 128, whose row stride is padded to a multiple of 4 with
+    ``pad_scales`` (the layout cuBLAS reads; PyTorch checks it since pytorch/pytorch#166752).
+    ``x ~ data.float() * scale`` block by block. Returns ``FP8Quantized(data, scale, data_t,
+    scale_t)``, None for a copy not asked. Op: ``torch.ops.fastglu.quantize_fp8`` (fake
+    implementation: compiles without graph breaks)."""
+    fn = "quantize_fp8"
+    if block not in _BLOCKS:
+        _ops._fail(ValueError, fn, f"block = {block!r} is not one of {sorted(_BLOCKS)}")
+    if scale_layout is None:
+        scale_layout = "mn_major" if block == "1x128" else "row_major"
+    if scale_layout not in _SCALE_LAYOUTS:
+        _ops._fail(
+            ValueError,
+            fn,
+            f"scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}",
+        )
+    args = (
+        x,
+        _BLOCKS[block],
+        _SCALE_LAYOUTS[scale_layout],
+        bool(pow2_scales),
+        bool(rowwise),
+        bool(columnwise),
+        bool(pad_scales),
+    )
+    _quant_check(x, *args[1:3], rowwise, columnwise, fn)
+    data, scale, data_t, scale_t = _call(torch.ops.fastglu.quantize_fp8, _quant_impl, *args)
+    return FP8Quantized(
+        data if rowwise else None,
+        scale if rowwise else None,
+        data_t if columnwise else None,
+        scale_t if columnwise else None,
     )

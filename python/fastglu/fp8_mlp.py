@@ -20,10 +20,12 @@ reduction dimension, weights in 128 x 128 blocks::
 
 The quantisation is the recipe of ``fastglu.fp8``: scale = amax(|v| over the block) / 448 in fp32
 (1 for an all-zero block), data = e4m3 cast of v / scale (fp32 division, saturating), so
-``v ~ data * scale``. x, dO and the weights are quantised here in torch ops (``quantize_1x128``,
-``quantize_128x128``); y and dh by fastglu's fused kernels. The weights are quantised at every
-call (nothing is cached across steps); a 128 x 128 block's scale does not change under
-transposition, so the backward quantises ``w.t()`` directly.
+``v ~ data * scale``. x, dO and the weights are quantised by the C library's kernel
+(``fastglu.fp8.quantize_fp8``: x and dO with their transposed copies for the weight gradients in
+one pass each; ``quantize_1x128`` / ``quantize_128x128`` here wrap it), y and dh by fastglu's fused
+GLU kernels. The weights are quantised at every call (nothing is cached across steps); a 128 x 128
+block's scale does not change under transposition, so the backward writes ``w``'s transposed codes
+in one pass over ``w``.
 
 GEMMs: ``torch._scaled_mm`` with blockwise scales (cuBLAS >= 12.9 on sm_90; scale layouts as
 aten/src/ATen/native/cuda/ScaledBlas.cpp checks them: 1 x 128 scales ``[rows, K/128]`` with
@@ -118,10 +120,21 @@ def _round4(n):
 
 def _scale_of(amax):
     """fp32 amax -> the recipe's scale: amax / 448 (correctly rounded fp32 division), 1 where the
-    block is all zero, the smallest fp32 subnormal where the quotient underflows; NaN / inf stay."""
-    s = amax / FP8_MAX
+    block is all zero, the smallest fp32 subnormal where the quotient underflows; NaN / inf stay.
+    The divisor is a tensor: on CUDA, a division by a Python scalar is computed as a product by the
+    scalar's fp32 reciprocal (aten's BinaryDivTrueKernel.cu), one ulp off for about half the amax
+    values."""
+    s = amax / torch.full_like(amax, FP8_MAX)
     s = torch.where(s == 0, torch.full_like(s, 2.0**-149), s)
     return torch.where(amax == 0, torch.ones_like(s), s)
+
+
+def _c_quantizable(t: torch.Tensor) -> bool:
+    """Whether the C library's quantiser (``fastglu.fp8.quantize_fp8``) takes t."""
+    return t.dtype in (torch.bfloat16, torch.float16, torch.float32) and t.device.type in (
+        "cpu",
+        "cuda",
+    )
 
 
 def quantize_1x128(t: torch.Tensor):
@@ -129,8 +142,22 @@ def quantize_1x128(t: torch.Tensor):
     scale [R, ceil(C/128)] fp32 with strides (1, R))``: the layout ``torch._scaled_mm`` takes for
     ``ScalingType.BlockWise1x128`` (and the layout of ``fastglu.fp8.glu_fp8``'s default
     ``scale_layout="mn_major"``). The last block of a row is shorter when C is not a multiple of
-    128. ``t`` may be any float dtype and any strides (``quantize_1x128(x.t())`` quantises the
-    columns)."""
+    128. ``t`` may have any strides (``quantize_1x128(x.t())`` quantises the columns). bf16 / fp16 /
+    fp32 go through the C library's kernel (``fastglu.fp8.quantize_fp8``, one pass; a transposed
+    ``t`` is read as it lies, its copy made in the kernel), other dtypes through torch ops
+    (``quantize_1x128_torch``): the same recipe, the same bits."""
+    if not _c_quantizable(t):
+        return quantize_1x128_torch(t)
+    if t.stride(0) == 1 and t.stride(1) != 1 and t.shape[1] > 1:
+        q = _fp8.quantize_fp8(t.t(), rowwise=False, columnwise=True)
+        return q.data_t, q.scale_t
+    q = _fp8.quantize_fp8(t)
+    return q.data, q.scale
+
+
+def quantize_1x128_torch(t: torch.Tensor):
+    """``quantize_1x128`` in torch ops (any float dtype): the reference the C kernel is tested
+    against."""
     R, C = t.shape
     nb = _blocks(C)
     # in t's dtype (abs and max are exact there); contiguous, so that the data comes out row-major
@@ -154,7 +181,21 @@ def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     transposed second operand (``_scaled_mm(a, data.t(), scale_a, scale.t())``; cuBLAS reads the
     block rows 16-byte aligned; ``pad_scales=False``: row stride ceil(C/128), what PyTorch before
     pytorch/pytorch#166752 checks). ``quantize_128x128(w.t())`` gives the transposed weight's data
-    and the same scales transposed."""
+    and the same scales transposed, in one pass over w (the C library's kernel for bf16 / fp16 /
+    fp32, ``quantize_128x128_torch`` otherwise)."""
+    if not _c_quantizable(w):
+        return quantize_128x128_torch(w, pad_scales=pad_scales)
+    if w.stride(0) == 1 and w.stride(1) != 1 and w.shape[1] > 1:
+        q = _fp8.quantize_fp8(
+            w.t(), block="128x128", rowwise=False, columnwise=True, pad_scales=pad_scales
+        )
+        return q.data_t, q.scale_t
+    q = _fp8.quantize_fp8(w, block="128x128", pad_scales=pad_scales)
+    return q.data, q.scale
+
+
+def quantize_128x128_torch(w: torch.Tensor, *, pad_scales: bool = True):
+    """``quantize_128x128`` in torch ops (any float dtype): the reference of the C kernel."""
     R, C = w.shape
     nr, nc = _blocks(R), _blocks(C)
     # in w's dtype, contiguous (w.t(): one copy), as quantize_1x128
@@ -343,6 +384,23 @@ def _token_weights(weights, T):
     return None if weights is None else weights.reshape(T)
 
 
+def _quantize_both(t, transposed):
+    """t [R, C] quantised 1 x 128 along C and, with ``transposed``, t^T [C, R] 1 x 128 along R:
+    (data, scale, data_t, scale_t), one pass of the C kernel (torch ops for other dtypes); the
+    transposed pair empty tensors without it."""
+    if _c_quantizable(t):
+        q = _fp8.quantize_fp8(t, columnwise=transposed)
+        if transposed:
+            return q.data, q.scale, q.data_t, q.scale_t
+        e = t.new_empty((0,))
+        return q.data, q.scale, e.to(FP8), e.float()
+    d, s = quantize_1x128_torch(t)
+    if not transposed:
+        e = t.new_empty((0,))
+        return d, s, e.to(FP8), e.float()
+    return (d, s, *quantize_1x128_torch(t.t()))
+
+
 def _fwd_impl(
     x,
     w1,
@@ -364,7 +422,8 @@ def _fwd_impl(
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
     x2 = x.reshape(T, H)
-    xq, xs = quantize_1x128(x2)
+    # x 1 x 128 along H (fc1) and, to save, x^T 1 x 128 along the tokens (fc1's wgrad): one pass
+    xq, xs, xtq, xts = _quantize_both(x2, save)
     pad = _pad(x.device, scaled)
     w1q, w1s = quantize_128x128(w1, pad_scales=pad)
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
@@ -382,7 +441,6 @@ def _fwd_impl(
     if not save:
         e = x.new_empty((0,))
         return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
-    xtq, xts = quantize_1x128(x2.t())  # x^T [H, T], 1 x 128 along the tokens (fc1's wgrad)
     return out, h, xtq, xts, o.data_t, o.scale_t
 
 
@@ -449,11 +507,11 @@ def _bwd_impl(
     H = w1.shape[1]
     scaled = _use_scaled(gemm, h.device, T, H, F2)
     do = dout.reshape(T, H).to(h.dtype)
-    doq, dos = quantize_1x128(do)  # dO [T, H], 1 x 128 along H (fc2's dgrad)
+    # dO [T, H] 1 x 128 along H (fc2's dgrad) and dO^T [H, T] along the tokens (fc2's wgrad)
+    doq, dos, dotq, dots = _quantize_both(do, True)
     pad = _pad(h.device, scaled)
     w2tq, w2ts = quantize_128x128(w2.t(), pad_scales=pad)  # w2^T [F, H]
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
-    dotq, dots = quantize_1x128(do.t())  # dO^T [H, T], 1 x 128 along the tokens (fc2's wgrad)
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
     del dotq, dots
     e = h.new_empty((0,))  # the gradients of operands not given
@@ -477,7 +535,7 @@ def _bwd_impl(
             db1 = dh.sum(0, dtype=torch.float32).to(h.dtype)
         if h_grad is not None:
             dh = dh + h_grad.to(h.dtype)
-        (dhq, dhs), (dhtq, dhts) = quantize_1x128(dh), quantize_1x128(dh.t())
+        dhq, dhs, dhtq, dhts = _quantize_both(dh, True)
         del dh
     del g_in
     dwt = g.dweights.view(weights.shape) if weights is not None else e

@@ -284,9 +284,12 @@ def test_block_against_float64_recipe(variant, T, H, F, dtype):
 
 @pytest.mark.parametrize("T", [1, 257])
 def test_gradients_within_the_quantisation_bound(T):
-    """Against float64 autograd of the unquantised block: the error is the FP8 recipe's (measured
-    0.062-0.068 relative norm for out, dx, dw1 and dw2 here; bf16 autograd of the same block: 0.004).
-    Stated bound: 0.1. The tight check of the recipe itself is test_block_against_float64_recipe."""
+    """Against float64 autograd of the unquantised block: the error is the FP8 recipe's (the largest
+    relative norm of out, dx, dw1 and dw2 over 150 seeds: T = 257 median 0.065, max 0.066; T = 1,
+    where each tensor is one token's few hundred elements and the norm fluctuates more, median
+    0.069, max 0.110; bf16 autograd of the same block: 0.004). Stated bounds: 0.1, and 0.15 at
+    T = 1. The tight check of the recipe itself is test_block_against_float64_recipe."""
+    bound = 0.1 if T > 1 else 0.15
     H, F = 192, 160
     x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu")
     out, dx, dw1, dw2 = run_block(x, w1, w2, dout)
@@ -299,7 +302,7 @@ def test_gradients_within_the_quantisation_bound(T):
         ("dw1", dw1, w1d.grad),
         ("dw2", dw2, w2d.grad),
     ):
-        assert rel(got, want) < 0.1, f"{name}: {rel(got, want):.3g}"
+        assert rel(got, want) < bound, f"{name}: {rel(got, want):.3g}"
 
 
 def test_a_wrong_recipe_is_caught():

@@ -382,7 +382,7 @@ def test_scaled_mm_reads_the_layouts():
     assert (got - want).norm() / want.norm() < 0.07
     dy = torch.randn(T, H, device="cuda")
     dyt_s = dy.t().abs().reshape(H, T // 128, 128).amax(-1) / 448  # dY^T [H, T] 1 x 128 blocks
-    dyt_q = (dy.t() / dyt_s.repeat_interleave(128, 1)).to(FP8)
+    dyt_q = (dy.t() / dyt_s.repeat_interleave(128, 1)).to(FP8).contiguous()  # row-major mat_a
     a_s = dyt_s.t().contiguous().t()  # strides (1, H)
     dw = torch._scaled_mm(dyt_q, out.data_t.t(), a_s, out.scale_t.t(), out_dtype=torch.float32)
     want = (dyt_q.float() * dyt_s.repeat_interleave(128, 1)) @ y

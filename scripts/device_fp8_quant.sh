@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# device_fp8_quant.sh — one call on the GPU machine for the FP8 quantiser of a plain operand
+# (fastglu.fp8.quantize_fp8) and the FP8 MLP block that uses it, from builds made on a CPU host with
+# nvcc (the machine then compiles nothing):
+#   WHEEL   the Python package's wheel (pip wheel ... -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90)
+#   CT      a tar.xz of CUDA C test programs and the libfastglu.so.0 they link (CMake build tree:
+#           test_quant_fp8_cuda, test_glu_fp8_cuda)
+#   QAB     (stage ab) a folder of quant_prof_<name> binaries (bench/tune/quant_prof.cu) and
+#           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
+# Writes under $OUT: machine.txt (with the SASS check of the quantiser's kernels: no local memory),
+# ctest.log (the C programs), pytest.log (test_quantize_fp8.py, test_fp8_mlp.py, test_glu_fp8.py),
+# ab.txt, quant.log + quant.json (python -m fastglu.bench.quant_fp8), fp8mlp.tar.gz
+# (python -m fastglu.bench.fp8_mlp's records, summary, table and log), llama.tar.gz
+# (examples/llama/train.py --fp8 on the GPU: results.json, train.log, loss.png).
+#   WHEEL=.dev/fin/fastglu-*.whl CT=.dev/ct.tar.xz bash scripts/device_fp8_quant.sh
+#   STAGES="tests ab quant fp8mlp llama" (default: tests quant fp8mlp)
+set -uo pipefail
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+STAGES=${STAGES:-tests quant fp8mlp}
+mkdir -p /tmp/fp8mlp
+want() { [[ " $STAGES " == *" $1 "* ]]; }
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "machine"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+} 2>&1 | tee "$OUT/machine.txt"
+python3 -m pip install -q --no-deps --force-reinstall ${WHEEL:?the wheel to install} >> "$OUT/machine.txt" 2>&1 \
+  || { echo "the wheel did not install"; tail -5 "$OUT/machine.txt"; exit 1; }
+python3 -c 'import fastglu; print("fastglu", fastglu.__version__, "GPU usable:", fastglu.cuda_available())' | tee -a "$OUT/machine.txt"
+
+if want tests; then
+  step "C tests (prebuilt), pytest"
+  mkdir -p /tmp/ct && tar -xJf "${CT:?the C test programs}" -C /tmp/ct
+  for t in test_quant_fp8_cuda test_glu_fp8_cuda; do
+    echo "--- $t" >> "$OUT/ctest.log"
+    (cd /tmp/ct && LD_LIBRARY_PATH=/tmp/ct FASTGLU_TEST_QUICK=1 timeout 240 "./$t") >> "$OUT/ctest.log" 2>&1
+    echo "$t exit status $?" | tee -a "$OUT/ctest.log"
+  done
+  SITE=$(python3 -c 'import fastglu, os; print(os.path.dirname(fastglu.__file__))')
+  {
+    echo "--- SASS of the quantiser's kernels in $SITE (local memory: LDL / STL)"
+    lib=$(ls "$SITE"/../fastglu*/libfastglu.so* "$SITE"/libfastglu.so* 2>/dev/null | head -1)
+    cuobjdump -sass "$lib" 2>/dev/null | awk '/Function : .*quant_fp8_kernel/{f=$3} f && /LDL|STL/{n[f]++} /Function :/{k[$3]=1} END{c=0; for (x in k) if (x ~ /quant_fp8_kernel/) {c++; print x, (n[x] ? n[x] : 0), "LDL/STL"}; print c, "quant_fp8_kernel functions"}'
+  } > /tmp/sass.txt 2>&1
+  cat /tmp/sass.txt >> "$OUT/machine.txt"; tail -3 /tmp/sass.txt
+  timeout 420 python3 -m pytest -q -rs tests/python/test_quantize_fp8.py tests/python/test_fp8_mlp.py \
+    tests/python/test_glu_fp8.py > "$OUT/pytest.log" 2>&1
+  echo "pytest exit status $?"; tail -4 "$OUT/pytest.log"
+fi
+if want ab && [ -n "${QAB:-}" ]; then
+  step "A/B of the quantiser's versions: ${QAB_NAMES:?}"
+  OUT=/tmp bash bench/tune/quant_ab.sh "$QAB" $QAB_NAMES 2>&1 | tee "$OUT/ab.txt"
+  cat /tmp/quant_ab_raw.txt >> "$OUT/ab.txt"
+fi
+if want quant; then
+  step "python -m fastglu.bench.quant_fp8"
+  timeout 240 python3 -m fastglu.bench.quant_fp8 --out "$OUT/quant.json" 2>&1 | tee "$OUT/quant.log"
+fi
+if want fp8mlp; then
+  step "python -m fastglu.bench.fp8_mlp"
+  timeout "${BENCH_TIMEOUT:-300}" python3 -m fastglu.bench.fp8_mlp --rounds 2 --out /tmp/fp8mlp 2>&1 \
+    | tee /tmp/fp8mlp/bench.log | tail -12
+  tar -czf "$OUT/fp8mlp.tar.gz" -C /tmp fp8mlp
+fi
+if want llama; then
+  step "examples/llama/train.py --fp8 (bf16 autocast; the torch, fastglu, rounding and FP8 runs)"
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 timeout "${LLAMA_TIMEOUT:-240}" python3 examples/llama/train.py \
+    --device cuda --dtype bfloat16 --fp8 --no-control --out /tmp/llama 2>&1 | tail -8
+  echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
+  tar -czf "$OUT/llama.tar.gz" -C /tmp llama
+fi

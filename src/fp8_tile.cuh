@@ -1,0 +1,248 @@
+/*
+ * fp8_tile.cuh — the device helpers of the FP8 kernels (glu_fp8_cuda.cu, quant_fp8_cuda.cu): 8-element
+ * chunks as 32-bit words, the recipe's codes without a division per element (glu_fp8_cuda.cu's
+ * header derives them), the amax over the bits of |x|, and the shuffles. Not installed.
+ */
+#ifndef FASTGLU_FP8_TILE_CUH
+#define FASTGLU_FP8_TILE_CUH
+
+#include <cuda_fp8.h>
+
+#include "cuda_common.cuh"
+#include "fp8_recipe.h"
+
+/* 8 consecutive elements of dtype E as 32-bit words (16 bytes, 32 for fp32). */
+template <typename E> struct vec8 {
+    unsigned w[2 * sizeof(E)];
+};
+
+static __device__ __forceinline__ float vget(const vec8<float> &v, int i) {
+    return __uint_as_float(v.w[i]);
+}
+static __device__ __forceinline__ float vget(const vec8<__half> &v, int i) {
+    return __half2float(__ushort_as_half((unsigned short)(v.w[i >> 1] >> (16 * (i & 1)))));
+}
+/* a bf16's value is its bits in the high half of a float's: one shift or mask an element */
+static __device__ __forceinline__ float vget(const vec8<__nv_bfloat16> &v, int i) {
+    return __uint_as_float(i & 1 ? v.w[i >> 1] & 0xffff0000u : v.w[i >> 1] << 16);
+}
+static __device__ __forceinline__ unsigned ebits(float e) { return __float_as_uint(e); }
+static __device__ __forceinline__ unsigned ebits(__half e) { return __half_as_ushort(e); }
+static __device__ __forceinline__ unsigned ebits(__nv_bfloat16 e) {
+    return __bfloat16_as_ushort(e);
+}
+/* The divisor of a block's codes: its scale s, its reciprocal r = RN(1 / s) (correctly rounded:
+ * __frcp_rn; on the host the division), and whether the reciprocal route holds: 2^-90 <= s <
+ * 2^119 (NaN outside), where the quotient's remainder below is exact for every element whose code
+ * is not +-0 (the remainder of a faithful quotient is exact when it does not underflow), r is
+ * normal and every element of the block (|y| <= 448 s) is finite. A block takes the division only
+ * where its amax is under 2^-81 or above 2^127.8 (or inf, NaN). */
+typedef struct fp8_divisor {
+    float s, r;
+    int exact;
+} fp8_divisor;
+
+static __device__ __forceinline__ float fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fmaf_rn(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+static __device__ __forceinline__ float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+/* r: RN(1 / s) */
+static __device__ __forceinline__ fp8_divisor divisor_of(float s, float r) {
+    fp8_divisor d;
+    d.s = s, d.r = r;
+    d.exact = !(s >= 0x1p-90f && s < 0x1p119f); /* NaN included */
+    return d;
+}
+
+/* RN(1 / s) */
+static __device__ __forceinline__ float rcp_rn(float s) {
+#ifdef __CUDA_ARCH__
+    return __frcp_rn(s);
+#else
+    return 1.0f / s;
+#endif
+}
+
+static __device__ __forceinline__ fp8_divisor make_divisor(float s) {
+    return divisor_of(s, rcp_rn(s));
+}
+
+/* y / s correctly rounded on the reciprocal route (Markstein's theorem: with r = RN(1 / s),
+ * q = RN(y r) is within one ulp of y / s, its remainder y - s q is exact, and q + r (y - s q)
+ * rounded once is the quotient rounded to nearest). The remainder is taken negated (s q - y) so that y = -0 gives -0. Three
+ * instructions an element, no branch: tests/emu/fp8_emu.cpp checks it against the division at
+ * and around every rounding midpoint of e4m3. */
+static __device__ __forceinline__ float quotient(const fp8_divisor &d, float y) {
+    const float q = mul_rn(y, d.r);
+    return fma_rn(-fma_rn(d.s, q, -y), d.r, q);
+}
+
+/* Two e4m3 codes (y0's in the low byte) under the saturating cast: the cvt instruction, which
+ * equals fastglu_f32_to_e4m3(x, 1) for every non-NaN x (tests/emu/shim/cuda_fp8.h on the host). */
+static __device__ __forceinline__ unsigned e4m3x2(float x0, float x1) {
+    return __nv_cvt_float2_to_fp8x2(make_float2(x0, x1), __NV_SATFINITE, __NV_E4M3);
+}
+
+/* The recipe's division for two elements: out of line, as the route below rarely takes it (the
+ * kernels' code stays small enough for the instruction cache). */
+static __device__ __noinline__ unsigned quantise2_exact(float y0, float y1, float s) {
+    return fastglu_fp8_quantise(y0, s) | (unsigned)fastglu_fp8_quantise(y1, s) << 8;
+}
+
+/* fastglu_fp8_quantise(y0, d.s) | fastglu_fp8_quantise(y1, d.s) << 8: the cast of the quotients
+ * of the reciprocal route, or the division where the scale leaves it (the block's choice, the
+ * same for all of its elements). */
+static __device__ __forceinline__ unsigned quantise2(const fp8_divisor &d, float y0, float y1) {
+    if (!d.exact) return e4m3x2(quotient(d, y0), quotient(d, y1));
+    return quantise2_exact(y0, y1, d.s);
+}
+
+/* The same for a chunk's 8 elements (element 0's code in the low byte). */
+template <typename E>
+static __device__ __forceinline__ uint2 quantise8(const fp8_divisor &d, const vec8<E> &y) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = vget(y, e);
+    unsigned w[2];
+    if (!d.exact) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const float *x = v + 4 * k;
+            w[k] = e4m3x2(quotient(d, x[0]), quotient(d, x[1])) |
+                   e4m3x2(quotient(d, x[2]), quotient(d, x[3])) << 16;
+        }
+        return make_uint2(w[0], w[1]);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+        w[k] = quantise2_exact(v[4 * k], v[4 * k + 1], d.s) |
+               quantise2_exact(v[4 * k + 2], v[4 * k + 3], d.s) << 16;
+    return make_uint2(w[0], w[1]);
+}
+
+/* y rounded to dtype E, 8 elements from their fp32 values, and am: the running max over the
+ * elements' |y| as bits (per 16-bit half for the 2-byte dtypes, whose order of |bits| is the
+ * numeric order of |y|, NaN above inf, as for fp32); amax_bits gives a lane's max as fp32 |bits|
+ * (fastglu_abs_bits). The 2-byte dtypes round two elements an instruction (the cvt's x2 forms). */
+static __device__ __forceinline__ void round8(vec8<float> &y, unsigned &am, const float *v) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        y.w[e] = __float_as_uint(v[e]), am = max(am, fastglu_abs_bits(v[e]));
+}
+static __device__ __forceinline__ unsigned max_u16x2(unsigned a, unsigned b) {
+#ifdef __CUDA_ARCH__
+    return __vmaxu2(a, b);
+#else
+    return max(a & 0xffffu, b & 0xffffu) | max(a >> 16, b >> 16) << 16;
+#endif
+}
+static __device__ __forceinline__ void round8(vec8<__nv_bfloat16> &y, unsigned &am,
+                                              const float *v) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#ifdef __CUDA_ARCH__
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(y.w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        y.w[k] = ebits(__float2bfloat16_rn(v[2 * k])) |
+                 (unsigned)ebits(__float2bfloat16_rn(v[2 * k + 1])) << 16;
+#endif
+        am = max_u16x2(am, y.w[k] & 0x7fff7fffu);
+    }
+}
+static __device__ __forceinline__ void round8(vec8<__half> &y, unsigned &am, const float *v) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#ifdef __CUDA_ARCH__
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(y.w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        y.w[k] = ebits(__float2half_rn(v[2 * k])) | (unsigned)ebits(__float2half_rn(v[2 * k + 1]))
+                                                        << 16;
+#endif
+        am = max_u16x2(am, y.w[k] & 0x7fff7fffu);
+    }
+}
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const float *) { return am; }
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const __nv_bfloat16 *) {
+    return max(am << 16, am & 0xffff0000u);
+}
+static __device__ __forceinline__ unsigned amax_bits(unsigned am, const __half *) {
+    return fastglu_abs_bits(to_f32(__ushort_as_half((unsigned short)max(am & 0xffffu, am >> 16))));
+}
+
+template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e) {
+    vec8<E> v;
+#pragma unroll
+    for (int k = 0; k < 2 * (int)sizeof(E); ++k)
+        v.w[k] = sizeof(E) == 4 ? ebits(e[k]) : ebits(e[2 * k]) | ebits(e[2 * k + 1]) << 16;
+    return v;
+}
+/* The compiler no longer knows v's words here: keeps the bias packed (16 registers for the 2-byte
+ * forward's 16 columns) instead of hoisting its 32 fp32 values out of the row loop, which spilled. */
+template <typename E, int N> static __device__ __forceinline__ void opaque(vec8<E> (&v)[N]) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+#pragma unroll
+        for (int i = 0; i < 2 * (int)sizeof(E); ++i) asm("" : "+r"(v[k].w[i]));
+#else
+    (void)v;
+#endif
+}
+/* Global loads and stores of the 8 elements at p (16-byte aligned). The operands never overlap
+ * the outputs (fastglu_check_glu_fp8): the read-only path. */
+template <typename E> static __device__ __forceinline__ void ld8(vec8<E> &v, const E *p) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E) / 2; ++k) {
+        const uint4 x = __ldg((const uint4 *)p + k);
+        v.w[4 * k] = x.x, v.w[4 * k + 1] = x.y, v.w[4 * k + 2] = x.z, v.w[4 * k + 3] = x.w;
+    }
+}
+template <typename E> static __device__ __forceinline__ void st8(E *p, const vec8<E> &v) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E) / 2; ++k)
+        ((uint4 *)p)[k] = make_uint4(v.w[4 * k], v.w[4 * k + 1], v.w[4 * k + 2], v.w[4 * k + 3]);
+}
+/* The same into shared memory at p (8-byte aligned). */
+template <typename E> static __device__ __forceinline__ void st8_shared(E *p, const vec8<E> &v) {
+#pragma unroll
+    for (int k = 0; k < (int)sizeof(E); ++k)
+        ((uint2 *)p)[k] = make_uint2(v.w[2 * k], v.w[2 * k + 1]);
+}
+
+static __device__ __forceinline__ float *scale_at(float *s, int64_t ld, int mn, int64_t i,
+                                                  int64_t b) {
+    return mn ? s + b * ld + i : s + i * ld + b;
+}
+
+/* max over each group of N consecutive lanes (N a power of two), every lane of the warp executing
+ * it: xor shuffles within the group, no mask that differs between the groups */
+template <int N> static __device__ __forceinline__ unsigned group_max(unsigned v) {
+#pragma unroll
+    for (int o = N / 2; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* the same for two 16-bit unsigned maxima packed in a word */
+template <int N> static __device__ __forceinline__ unsigned group_max_u16x2(unsigned v) {
+#pragma unroll
+    for (int o = N / 2; o; o >>= 1) v = max_u16x2(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* sum over each half-warp in the order of a butterfly (xor 8, 4, 2, 1), likewise */
+static __device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int o = 8; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#endif /* FASTGLU_FP8_TILE_CUH */

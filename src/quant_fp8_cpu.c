@@ -1,0 +1,95 @@
+/*
+ * quant_fp8_cpu.c — fastglu_quantize_fp8_cpu: a plain [rows, cols] operand quantised to
+ * float8_e4m3fn with the recipe of include/fastglu.h ("The activation quantised to FP8"; the
+ * operand's own section: 1 x 128 blocks with the transposed copy, or 128 x 128 blocks), on host
+ * memory. The reference of the CUDA kernel (quant_fp8_cuda.cu): the same amax over the bits of
+ * |x|, the same scale and the same code per element (fp8_recipe.h), so the two give the same bits.
+ *
+ * A tile of 128 x 128 elements at a time, widened to fp32 on the stack (exact for every dtype):
+ * its row-wise blocks, its column-wise blocks (the transposed copy) or its one 128 x 128 block.
+ * No memory is allocated.
+ */
+#include <string.h>
+
+#include "convert.h"
+#include "fp8_recipe.h"
+#include "glu_fp8.h"
+
+#define TILE FASTGLU_FP8_BLOCK
+
+static float load(fastglu_dtype dt, const void *x, int64_t i) {
+    switch (dt) {
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)x)[i]);
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)x)[i]);
+    default: return ((const float *)x)[i];
+    }
+}
+
+static float *scale_at(const fastglu_tensor *s, int mn, int64_t i, int64_t b) {
+    return (float *)s->data + (mn ? b * s->row_stride + i : i * s->row_stride + b);
+}
+
+fastglu_status fastglu_quantize_fp8_cpu(const fastglu_fp8_recipe *recipe, fastglu_tensor x,
+                                        const fastglu_fp8_out *out, int64_t rows, int64_t cols) {
+    const char *fn = "fastglu_quantize_fp8_cpu";
+    int empty;
+    fastglu_status st = fastglu_check_quantize_fp8(fn, recipe, x, out, rows, cols, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    static _Thread_local float v[TILE][TILE]; /* 64 KB: off the stack of small threads */
+    const int w128 = recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_128X128;
+    const int mn = recipe->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR, pow2 = recipe->pow2_scales;
+    unsigned char *d = (unsigned char *)out->data.data, *dt = (unsigned char *)out->data_t.data;
+    const int64_t d_rs = out->data.row_stride, dt_rs = out->data_t.row_stride;
+    for (int64_t i0 = 0; i0 < rows; i0 += TILE) {
+        const int nr = (int)(rows - i0 < TILE ? rows - i0 : TILE);
+        for (int64_t j0 = 0; j0 < cols; j0 += TILE) {
+            const int nc = (int)(cols - j0 < TILE ? cols - j0 : TILE);
+            for (int r = 0; r < nr; ++r)
+                for (int c = 0; c < nc; ++c)
+                    v[r][c] = load(x.dtype, x.data, (i0 + r) * x.row_stride + j0 + c);
+            if (w128) { /* one block: every code of the tile under one scale */
+                uint32_t am = 0;
+                for (int r = 0; r < nr; ++r)
+                    for (int c = 0; c < nc; ++c) {
+                        const uint32_t b = fastglu_abs_bits(v[r][c]);
+                        if (b > am) am = b;
+                    }
+                const float s = fastglu_fp8_scale(am, pow2);
+                if (d) *scale_at(&out->scale, mn, i0 / TILE, j0 / TILE) = s;
+                if (dt) *scale_at(&out->scale_t, mn, j0 / TILE, i0 / TILE) = s;
+                for (int r = 0; r < nr; ++r)
+                    for (int c = 0; c < nc; ++c) {
+                        const unsigned char q = fastglu_fp8_quantise(v[r][c], s);
+                        if (d) d[(i0 + r) * d_rs + j0 + c] = q;
+                        if (dt) dt[(j0 + c) * dt_rs + i0 + r] = q;
+                    }
+                continue;
+            }
+            if (d) /* row-wise: block (i0 + r, j0 / 128) */
+                for (int r = 0; r < nr; ++r) {
+                    uint32_t am = 0;
+                    for (int c = 0; c < nc; ++c) {
+                        const uint32_t b = fastglu_abs_bits(v[r][c]);
+                        if (b > am) am = b;
+                    }
+                    const float s = fastglu_fp8_scale(am, pow2);
+                    *scale_at(&out->scale, mn, i0 + r, j0 / TILE) = s;
+                    for (int c = 0; c < nc; ++c)
+                        d[(i0 + r) * d_rs + j0 + c] = fastglu_fp8_quantise(v[r][c], s);
+                }
+            if (dt) /* column-wise: block (j0 + c, i0 / 128) of the transposed copy */
+                for (int c = 0; c < nc; ++c) {
+                    uint32_t am = 0;
+                    for (int r = 0; r < nr; ++r) {
+                        const uint32_t b = fastglu_abs_bits(v[r][c]);
+                        if (b > am) am = b;
+                    }
+                    const float s = fastglu_fp8_scale(am, pow2);
+                    *scale_at(&out->scale_t, mn, j0 + c, i0 / TILE) = s;
+                    for (int r = 0; r < nr; ++r)
+                        dt[(j0 + c) * dt_rs + i0 + r] = fastglu_fp8_quantise(v[r][c], s);
+                }
+        }
+    }
+    return FASTGLU_SUCCESS;
+}

@@ -1,0 +1,421 @@
+/*
+ * quant_fp8_cuda.cu — fastglu_quantize_fp8_cuda: a plain operand [rows, cols] (fc1's input x,
+ * fc2's output gradient dO, a weight) quantised to float8_e4m3fn with the recipe of
+ * include/fastglu.h, the row-wise copy and the transposed copy in one pass. The codes and scales
+ * are those of the GLU's FP8 kernels (fp8_tile.cuh, fp8_recipe.h; glu_fp8_cuda.cu's header derives
+ * the division-free codes), so quant_fp8_cpu.c's bits.
+ *
+ * One block of 256 threads (8 warps) per 128 x 128 tile of x. A lane holds one 8-element chunk
+ * (16 bytes of a 2-byte dtype) of a row: lane l of a half-warp columns 8 l .. 8 l + 7, so a
+ * half-warp covers a row of the tile and a warp two; the block's 16 half-warps take rows rho, rho +
+ * 16, .. (rho = 2 warp + half), 8 rows a thread, whose loads are all issued before any is used
+ * (U rows at a time: 8 for the 2-byte dtypes, 128 bytes in flight a thread; 4 for fp32).
+ *
+ *   1 x 128   row-wise: a row's block is a half-warp's, its amax a 16-lane max over the bits of
+ *             |x|, its scale, 8 codes a lane in one 8-byte store, the scale by lane 0. Transposed
+ *             copy: the chunks also go to a shared tile (row pitch 132 2-byte or 130 fp32
+ *             elements); after a barrier a half-warp takes a column, lane l its rows l, l + 16, ..:
+ *             the column's amax (a 16-lane max), its scale, its codes into a second shared tile laid
+ *             out as data_t's rows, written out after another barrier with 16-byte stores.
+ *   128 x 128 one amax for the tile (a warp max, then the 8 warps' through shared memory), one
+ *             scale; the row-wise codes from registers, the transposed codes through the second
+ *             shared tile as above.
+ *
+ * The vector path needs x's rows on 16 bytes (base and row stride) and data's on 8; otherwise, and
+ * for a chunk that passes the last column, a lane loads and stores its elements one by one (the
+ * same values: the same bits).
+ */
+#include "fp8_tile.cuh"
+#include "glu_fp8.h"
+
+#define TILE FASTGLU_FP8_BLOCK
+#define THREADS 256
+#define WARPS (THREADS / 32)
+#define CT_PITCH (TILE + 16) /* bytes per row of the transposed codes' tile */
+
+typedef struct quant_args {
+    const void *x;
+    int64_t x_rs;
+    unsigned char *d, *dt; /* row-wise and transposed codes, NULL: not asked */
+    int64_t d_rs, dt_rs;
+    float *s, *st;
+    int64_t s_ld, st_ld;
+    int64_t R, C;
+    int mn_major, pow2;
+    int vec;   /* x's rows on 16 bytes, data's on 8 (or no data) */
+    int vec_t; /* data_t's rows on 16 bytes */
+} quant_args;
+
+/* Per dtype: the shared tile's row pitch in elements (glu_fp8_cuda.cu's geom: the column reads of
+ * a half-warp hit 16 distinct banks) and the rows whose loads a thread issues at once. */
+template <typename E> struct qgeom {
+    enum {
+        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
+        tile_bytes = TILE * pitch * (int)sizeof(E),
+        unroll = sizeof(E) == 4 ? 4 : 8,
+        /* blocks per SM the registers are held to: 3 (<= 80 registers); fp32's 128 x 128 tile keeps
+         * its 64 words of x in registers across the block's amax: 2 (<= 128), no spills */
+        min_blocks = sizeof(E) == 4 ? 2 : 3
+    };
+};
+
+/* a chunk's largest |x| as fp32 |bits| (fastglu_abs_bits; the 2-byte dtypes' |bits| two at a
+ * time, their order that of the values, NaN above inf) */
+static __device__ __forceinline__ unsigned chunk_amax(const vec8<float> &v) {
+    unsigned am = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) am = max(am, v.w[e] & 0x7fffffffu);
+    return am;
+}
+template <typename E> static __device__ __forceinline__ unsigned chunk_amax(const vec8<E> &v) {
+    unsigned am = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) am = max_u16x2(am, v.w[k] & 0x7fff7fffu);
+    return amax_bits(am, (const E *)0);
+}
+
+/* element e of chunk v set to x's bits (the chunk's words zero before: +0 elsewhere) */
+template <typename E> static __device__ __forceinline__ void vset(vec8<E> &v, int e, E x) {
+    if (sizeof(E) == 4)
+        v.w[e] = ebits(x);
+    else
+        v.w[e >> 1] |= ebits(x) << (16 * (e & 1));
+}
+
+/* the chunk of row t from column j (n = its elements inside x, 1 .. 8) */
+template <typename E>
+static __device__ __forceinline__ void load_chunk(const quant_args &a, vec8<E> &v, int64_t t,
+                                                  int64_t j, int n) {
+    const E *p = (const E *)a.x + t * a.x_rs + j;
+    if (a.vec && n == 8) {
+        ld8(v, p);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 2 * (int)sizeof(E); ++k) v.w[k] = 0;
+    /* unrolled: the chunk's words indexed by constants stay in registers */
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (e < n) vset(v, e, p[e]);
+}
+
+static __device__ __forceinline__ void store_codes(const quant_args &a, uint2 q, int64_t t,
+                                                   int64_t j, int n) {
+    unsigned char *p = a.d + t * a.d_rs + j;
+    if (a.vec && n == 8) {
+        *(uint2 *)p = q;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (e < n) p[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
+}
+
+/* data_t's rows j0 .. j0 + nj - 1, columns t0 .. t0 + nt - 1, from the codes' tile ct (after a
+ * barrier): 16 bytes a thread */
+static __device__ __forceinline__ void write_transposed(const quant_args &a,
+                                                        const unsigned char *ct, int64_t j0, int nj,
+                                                        int64_t t0, int nt) {
+    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
+        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
+        if (r0 >= nt) continue;
+        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
+        const unsigned char *src = ct + cl * CT_PITCH + r0;
+        if (a.vec_t && r0 + 16 <= nt) {
+            *(uint4 *)dst = *(const uint4 *)src;
+        } else {
+            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
+        }
+    }
+}
+
+/* The transposed codes of the tile x's rows left in shared memory (tile: rows 0 .. nt - 1,
+ * columns 0 .. nj - 1, row pitch P elements; after a barrier) into ct as data_t's rows, then
+ * (after another barrier) written out. OWN: each column is its own 1 x 128 block of data_t (its
+ * amax, scale and divisor; the scale at row tile blockIdx.x of scale_t); else every code under
+ * the block's divisor d (128 x 128). FULL: a whole tile (nt = nj = 128), its bounds checks left out.
+ * A half-warp takes a column, lane l its rows l, l + 16, .. (the row pitch makes the 16 lanes'
+ * reads hit 16 distinct banks); the 2-byte dtypes two adjacent columns at a time (one 32-bit read
+ * for both, their amaxes as a packed 16-bit max: half the reads and shuffles), the two half-warps
+ * of a warp a pair apart in words (the other 16 banks). fp32 a column at a time, the half-warps a
+ * column apart. */
+template <typename E, int OWN, int FULL>
+static __device__ __forceinline__ void column_phase(const quant_args &a, const E *tile,
+                                                    unsigned char *ct, int64_t j0, int nj,
+                                                    int64_t t0, int nt, const fp8_divisor &d) {
+    enum { P = qgeom<E>::pitch, PAIR = sizeof(E) == 2 };
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, lr = lane & 15;
+    /* the 16 half-warps take 128 columns: 4 pairs (2-byte dtypes) or 8 columns (fp32) each */
+#pragma unroll 1
+    for (int p = 0; p < (PAIR ? 4 : 8); ++p) {
+        const int q = 2 * warp + half + 16 * p; /* the half-warp's pair (column for fp32) */
+        const int cl = PAIR ? 2 * q : q;        /* its first column */
+        const int live = FULL || cl < nj; /* uniform across the half-warp; both take the shuffles */
+        float x0[8], x1[8];
+        unsigned am = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int r = lr + 16 * i;
+            x0[i] = x1[i] = 0.0f;
+            if (live && (FULL || r < nt)) {
+                if (PAIR) {
+                    const unsigned w = *(const unsigned *)(tile + r * P + cl);
+                    vec8<E> u;
+                    u.w[0] = w;
+                    x0[i] = vget(u, 0), x1[i] = vget(u, 1);
+                    am = max_u16x2(am, w & 0x7fff7fffu);
+                } else {
+                    x0[i] = to_f32(tile[r * P + cl]);
+                    am = max(am, fastglu_abs_bits(x0[i]));
+                }
+            }
+        }
+        fp8_divisor d0 = d, d1 = d;
+        if (OWN) {
+            if (PAIR) {
+                am = group_max_u16x2<16>(am);
+                const unsigned lo = am & 0xffffu, hi = am >> 16;
+                const float s0 = fastglu_fp8_scale(amax_bits(lo, (const E *)0), a.pow2);
+                const float s1 = fastglu_fp8_scale(amax_bits(hi, (const E *)0), a.pow2);
+                if (live && lr == 0) {
+                    *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s0;
+                    if (FULL || cl + 1 < nj)
+                        *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl + 1, blockIdx.x) = s1;
+                }
+                d0 = make_divisor(s0), d1 = make_divisor(s1);
+            } else {
+                const float s0 = fastglu_fp8_scale(group_max<16>(am), a.pow2);
+                if (live && lr == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s0;
+                d0 = make_divisor(s0);
+            }
+        }
+        if (!live) continue;
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+            const unsigned c0 = quantise2(d0, x0[i], x0[i + 1]);
+            unsigned char *dst = ct + cl * CT_PITCH + lr + 16 * i;
+            const int in0 = FULL || lr + 16 * i < nt, in1 = FULL || lr + 16 * (i + 1) < nt;
+            if (in0) dst[0] = (unsigned char)c0;
+            if (in1) dst[16] = (unsigned char)(c0 >> 8);
+            if (PAIR && (FULL || cl + 1 < nj)) {
+                const unsigned c1 = quantise2(d1, x1[i], x1[i + 1]);
+                if (in0) dst[CT_PITCH] = (unsigned char)c1;
+                if (in1) dst[CT_PITCH + 16] = (unsigned char)(c1 >> 8);
+            }
+        }
+    }
+    __syncthreads();
+    write_transposed(a, ct, j0, nj, t0, nt);
+}
+
+/* A thread's rows rho, rho + 16, .. (rho = 2 warp + half) of the tile and its chunk's columns
+ * c .. c + 7 (c = 8 l, l its lane in the half-warp); FULL: the addresses of its chunk in x and in
+ * data and of its row's scale, advanced by 16 rows at a time (no 64-bit product per row). */
+typedef struct thread_rows {
+    int rho, lr, c, n;
+    int64_t xstep, dstep, sstep;
+} thread_rows;
+
+static __device__ __forceinline__ thread_rows rows_of(const quant_args &a, int nj) {
+    thread_rows w;
+    const int lane = threadIdx.x & 31;
+    w.lr = lane & 15, w.rho = 2 * (threadIdx.x >> 5) + (lane >> 4);
+    w.c = 8 * w.lr, w.n = max(0, min(8, nj - w.c));
+    w.xstep = 16 * a.x_rs, w.dstep = 16 * a.d_rs, w.sstep = a.mn_major ? 16 : 16 * a.s_ld;
+    return w;
+}
+
+/* The 128 x 128 tile (t0, j0) of nt x nj elements as one block (W128): one amax (a warp max, then
+ * the 8 warps' through shared memory), one scale; the row-wise codes from registers, the
+ * transposed codes from x's tile in shared memory (column_phase under the block's divisor).
+ * FULL: a whole tile on the vector path (nt = nj = 128, a.vec), its bounds checks left out. */
+template <typename E, int ROW, int COL, int FULL>
+static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigned char *smem,
+                                                    int64_t t0, int64_t j0, int nt, int nj) {
+    enum { NK = TILE / (2 * WARPS), P = qgeom<E>::pitch };
+    E *tile = (E *)smem;                             /* COL: x's tile [128][P] */
+    unsigned char *ct = smem + qgeom<E>::tile_bytes; /* COL: the codes [128][CT_PITCH] */
+    unsigned *warp_amax = (unsigned *)(smem + (COL ? qgeom<E>::tile_bytes + TILE * CT_PITCH : 0));
+    const thread_rows w = rows_of(a, nj);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    vec8<E> v[NK];
+    unsigned am = 0;
+    const E *px = (const E *)a.x + (t0 + w.rho) * a.x_rs + j0 + w.c;
+#pragma unroll
+    for (int k = 0; k < NK; ++k, px += w.xstep) {
+        const int r = w.rho + 16 * k;
+        if (FULL) {
+            ld8(v[k], px);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 2 * (int)sizeof(E); ++i) v[k].w[i] = 0;
+            if (r < nt && w.n > 0) load_chunk(a, v[k], t0 + r, j0 + w.c, w.n);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+        am = max(am, chunk_amax(v[k]));
+        if (COL && (FULL || w.rho + 16 * k < nt))
+            st8_shared(tile + (w.rho + 16 * k) * P + w.c, v[k]);
+    }
+    am = group_max<32>(am);
+    if (lane == 0) warp_amax[warp] = am;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < WARPS; ++i) am = max(am, warp_amax[i]);
+    const float s = fastglu_fp8_scale(am, a.pow2);
+    if (threadIdx.x == 0) {
+        if (ROW) *scale_at(a.s, a.s_ld, a.mn_major, blockIdx.x, blockIdx.y) = s;
+        if (COL) *scale_at(a.st, a.st_ld, a.mn_major, blockIdx.y, blockIdx.x) = s;
+    }
+    const fp8_divisor d = make_divisor(s);
+    if (ROW) {
+        unsigned char *pd = a.d + (t0 + w.rho) * a.d_rs + j0 + w.c;
+#pragma unroll
+        for (int k = 0; k < NK; ++k, pd += w.dstep) {
+            const int r = w.rho + 16 * k;
+            const uint2 q = quantise8(d, v[k]);
+            if (FULL)
+                *(uint2 *)pd = q;
+            else if (r < nt && w.n > 0)
+                store_codes(a, q, t0 + r, j0 + w.c, w.n);
+        }
+    }
+    if (COL) column_phase<E, 0, FULL>(a, tile, ct, j0, nj, t0, nt, d);
+}
+
+/* The tile's 1 x 128 blocks: ROW the row-wise copy, COL the transposed copy; FULL as above */
+template <typename E, int ROW, int COL, int FULL>
+static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned char *smem,
+                                                  int64_t t0, int64_t j0, int nt, int nj) {
+    enum { P = qgeom<E>::pitch, U = qgeom<E>::unroll, NK = TILE / (2 * WARPS) };
+    E *tile = (E *)smem;                             /* COL: x's tile [128][P] */
+    unsigned char *ct = smem + qgeom<E>::tile_bytes; /* COL: the codes [128][CT_PITCH] */
+    const thread_rows w = rows_of(a, nj);
+    const E *px = (const E *)a.x + (t0 + w.rho) * a.x_rs + j0 + w.c;
+    unsigned char *pd = ROW ? a.d + (t0 + w.rho) * a.d_rs + j0 + w.c : NULL;
+    float *ps = ROW ? scale_at(a.s, a.s_ld, a.mn_major, t0 + w.rho, blockIdx.y) : NULL;
+#pragma unroll 1
+    for (int k0 = 0; k0 < NK; k0 += U) {
+        vec8<E> v[U];
+#pragma unroll
+        for (int k = 0; k < U; ++k, px += w.xstep) {
+            const int r = w.rho + 16 * (k0 + k);
+            if (FULL) {
+                ld8(v[k], px);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 2 * (int)sizeof(E); ++i) v[k].w[i] = 0;
+                if (r < nt && w.n > 0) load_chunk(a, v[k], t0 + r, j0 + w.c, w.n);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < U; ++k) {
+            const int r = w.rho + 16 * (k0 + k);
+            if (COL && (FULL || r < nt)) st8_shared(tile + r * P + w.c, v[k]);
+            if (ROW) {
+                /* every lane takes the shuffles; rows past the tile have amax 0 */
+                const float sc = fastglu_fp8_scale(group_max<16>(chunk_amax(v[k])), a.pow2);
+                if (FULL) {
+                    if (w.lr == 0) *ps = sc;
+                    *(uint2 *)pd = quantise8(make_divisor(sc), v[k]);
+                } else if (r < nt) {
+                    if (w.lr == 0) *ps = sc;
+                    if (w.n > 0)
+                        store_codes(a, quantise8(make_divisor(sc), v[k]), t0 + r, j0 + w.c, w.n);
+                }
+                pd += w.dstep, ps += w.sstep;
+            }
+        }
+    }
+    if (!COL) return;
+    __syncthreads();
+    column_phase<E, 1, FULL>(a, tile, ct, j0, nj, t0, nt, make_divisor(0.0f));
+}
+
+/* W128: 128 x 128 blocks; else 1 x 128. Whole tiles on the vector path take the FULL code. */
+template <typename E, int W128, int ROW, int COL>
+__global__ void __launch_bounds__(THREADS, qgeom<E>::min_blocks)
+    quant_fp8_kernel(const quant_args a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = (int64_t)blockIdx.y * TILE;
+    const int nt = (int)min((int64_t)TILE, a.R - t0), nj = (int)min((int64_t)TILE, a.C - j0);
+    const int full = a.vec && nt == TILE && nj == TILE;
+    if (W128) {
+        if (full)
+            tile_128x128<E, ROW, COL, 1>(a, smem_raw, t0, j0, nt, nj);
+        else
+            tile_128x128<E, ROW, COL, 0>(a, smem_raw, t0, j0, nt, nj);
+    } else {
+        if (full)
+            tile_1x128<E, ROW, COL, 1>(a, smem_raw, t0, j0, nt, nj);
+        else
+            tile_1x128<E, ROW, COL, 0>(a, smem_raw, t0, j0, nt, nj);
+    }
+}
+
+/* the kernel's dynamic shared memory */
+template <typename E, int W128, int COL> static size_t quant_smem(void) {
+    return (COL ? qgeom<E>::tile_bytes + TILE * CT_PITCH : 0) +
+           (W128 ? WARPS * sizeof(unsigned) : 0);
+}
+
+template <typename E, int W128, int ROW, int COL>
+static cudaError_t quant_launch(const quant_args &a, cudaStream_t s) {
+    const void *kern = (const void *)quant_fp8_kernel<E, W128, ROW, COL>;
+    const size_t smem = quant_smem<E, W128, COL>();
+    if (smem > 48 * 1024) { /* fp32's tiles: the opt-in, on the current device */
+        const cudaError_t err =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    const dim3 grid((unsigned)((a.R + TILE - 1) / TILE), (unsigned)((a.C + TILE - 1) / TILE));
+    void *args[] = {(void *)&a};
+    return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
+}
+
+template <typename E> static cudaError_t quant_run(const quant_args &a, int w128, cudaStream_t s) {
+    const int row = a.d != NULL, col = a.dt != NULL;
+    if (w128) {
+        if (row && col) return quant_launch<E, 1, 1, 1>(a, s);
+        return row ? quant_launch<E, 1, 1, 0>(a, s) : quant_launch<E, 1, 0, 1>(a, s);
+    }
+    if (row && col) return quant_launch<E, 0, 1, 1>(a, s);
+    return row ? quant_launch<E, 0, 1, 0>(a, s) : quant_launch<E, 0, 0, 1>(a, s);
+}
+
+extern "C" fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *recipe,
+                                                    fastglu_tensor x, const fastglu_fp8_out *out,
+                                                    int64_t rows, int64_t cols, void *stream) {
+    const char *fn = "fastglu_quantize_fp8_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_quantize_fp8(fn, recipe, x, out, rows, cols, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    if (fastglu_fp8_blocks(cols) > 65535 || fastglu_fp8_blocks(rows) > 0x7fffffff)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: rows = %lld, cols = %lld: more 128 x 128 tiles than the CUDA "
+                                 "grid holds",
+                                 fn, (long long)rows, (long long)cols);
+    quant_args a;
+    const size_t es = fastglu_dtype_size(x.dtype);
+    a.x = x.data, a.x_rs = x.row_stride;
+    a.d = (unsigned char *)out->data.data, a.d_rs = out->data.row_stride;
+    a.dt = (unsigned char *)out->data_t.data, a.dt_rs = out->data_t.row_stride;
+    a.s = (float *)out->scale.data, a.s_ld = out->scale.row_stride;
+    a.st = (float *)out->scale_t.data, a.st_ld = out->scale_t.row_stride;
+    a.R = rows, a.C = cols;
+    a.mn_major = recipe->scale_layout == FASTGLU_FP8_SCALES_MN_MAJOR;
+    a.pow2 = recipe->pow2_scales != 0;
+    a.vec = access_width(x.data, x.row_stride, rows, es) == 16 &&
+            (!a.d || access_width_cap(a.d, a.d_rs, rows, 1, 8) == 8);
+    a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, cols, 1, 16) == 16;
+    const int w128 = recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_128X128;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t err;
+    switch (x.dtype) {
+    case FASTGLU_DTYPE_FP32: err = quant_run<float>(a, w128, s); break;
+    case FASTGLU_DTYPE_FP16: err = quant_run<__half>(a, w128, s); break;
+    default: err = quant_run<__nv_bfloat16>(a, w128, s); break;
+    }
+    return launch_status(fn, err);
+}

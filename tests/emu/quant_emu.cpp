@@ -1,0 +1,170 @@
+/* tests/emu/quant_emu.cpp — the kernel of src/quant_fp8_cuda.cu (fastglu_quantize_fp8_cuda)
+ * compiled as host C++ (tests/emu/shim stands in for the CUDA headers) and run block by block, each
+ * block's 256 threads as coroutines switching at __syncthreads() and at every warp shuffle
+ * (tests/emu/emu_threads.h), on host memory. Every output buffer, its padding included (sentinel
+ * bytes), is compared bit for bit with fastglu_quantize_fp8_cpu's on the same input: every dtype,
+ * both block shapes, both scale layouts, power-of-two scales, the row-wise copy, the transposed
+ * copy and both; partial tiles, a single element, dense, 16-byte-padded and odd row strides (the
+ * 16-byte and element paths); blocks of zeros, NaN, +-inf, subnormals and values near the top of
+ * each dtype. UBSan checks the alignment of every vector access. */
+#include <cfloat>
+#include <cstdio>
+#include <vector>
+
+#define FASTGLU_HOST_EMULATION 1
+#define FASTGLU_HAVE_CUDA 1
+#define __shared__
+#include "cuda_runtime.h"
+#include "emu_threads.h"
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
+
+alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared memory */
+
+#include "convert.h"
+#include "quant_fp8_cuda.cu"
+
+static emu_body body;
+template <typename E, int W, int R, int C> static void run_k(void **args) {
+    quant_fp8_kernel<E, W, R, C>(*(const quant_args *)args[0]);
+}
+template <typename E, int W, int R, int C> static int try_k(const void *f) {
+    if (f != (const void *)quant_fp8_kernel<E, W, R, C>) return 0;
+    body = run_k<E, W, R, C>;
+    return 1;
+}
+template <typename E> static int find_e(const void *f) {
+    return try_k<E, 0, 1, 0>(f) || try_k<E, 0, 0, 1>(f) || try_k<E, 0, 1, 1>(f) ||
+           try_k<E, 1, 1, 0>(f) || try_k<E, 1, 0, 1>(f) || try_k<E, 1, 1, 1>(f);
+}
+static size_t smem_bytes;
+static void junk_smem(void) { memset(smem_raw, 0x5a, smem_bytes); }
+static long launches;
+cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args, size_t smem,
+                             cudaStream_t) {
+    if (!(find_e<float>(f) || find_e<__half>(f) || find_e<__nv_bfloat16>(f)))
+        return cudaErrorInvalidValue;
+    if (smem > sizeof smem_raw) return cudaErrorInvalidValue;
+    launches++;
+    smem_bytes = smem;
+    emu_run_blocks(body, args, grid, block, junk_smem);
+    return cudaSuccess;
+}
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **) {
+    return cudaErrorInvalidValue;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
+    if (dt == FASTGLU_DTYPE_FP32)
+        ((float *)base)[i] = v;
+    else
+        ((uint16_t *)base)[i] = dt == FASTGLU_DTYPE_BF16 ? f32_to_bf16(v) : f32_to_fp16(v);
+}
+
+static int failures, cases;
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        if (failures++ < 20) {                                                                     \
+            fprintf(stderr, "FAIL: ");                                                             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
+enum { DENSE = 0, PADDED = 1, ODD = 2 };
+
+struct bufs {
+    std::vector<unsigned char> d, dt;
+    std::vector<float> s, st;
+};
+
+/* one case: x [R, C] of dtype dt, the recipe, which copies, the row strides' kind */
+static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int col, int64_t R,
+                     int64_t C, int strides) {
+    const size_t es = fastglu_dtype_size(dt);
+    const int64_t pad = strides == DENSE ? 0 : strides == PADDED ? 16 : 1;
+    const int64_t x_rs = C + (strides == PADDED ? 8 : pad), d_rs = C + pad, dt_rs = R + pad;
+    /* x: one allocation, 16-byte aligned, filled with values of every kind */
+    std::vector<float> xs((size_t)(R * x_rs + 8));
+    void *x = xs.data();
+    const int kind = (int)(urand() * 4);
+    for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+            double u = urand();
+            float v = (float)((urand() - 0.5) * 8.0);
+            if (kind == 1) v *= 1e-30f;                         /* fp32 subnormal scales */
+            if (kind == 2 && (i / 128 + j / 128) % 2) v = 0.0f; /* blocks of zeros */
+            if (kind == 3 && u < 0.002) v = u < 0.001 ? NAN : (u < 0.0015 ? INFINITY : -INFINITY);
+            if (u > 0.999) v = dt == FASTGLU_DTYPE_FP16 ? 65504.0f : 3.0e38f;
+            if (u > 0.998 && u <= 0.999) v = 1e-7f;
+            put(dt, x, i * x_rs + j, v);
+        }
+    const int64_t rb = fastglu_fp8_blocks(R), cb = fastglu_fp8_blocks(C);
+    const int64_t s_rows = w128 ? rb : R, s_nb = cb, st_rows = w128 ? cb : C, st_nb = rb;
+    const int64_t s_ld = mn ? s_rows + 3 : s_nb + 1, st_ld = mn ? st_rows + 3 : st_nb + 1;
+    const size_t s_n = (size_t)(mn ? s_nb * s_ld : s_rows * s_ld),
+                 st_n = (size_t)(mn ? st_nb * st_ld : st_rows * st_ld);
+    bufs b[2];
+    for (int k = 0; k < 2; ++k) {
+        b[k].d.assign(row ? (size_t)(R * d_rs + 16) : 0, 0xa5);
+        b[k].dt.assign(col ? (size_t)(C * dt_rs + 16) : 0, 0xa5);
+        b[k].s.assign(row ? s_n : 0, -12345.0f);
+        b[k].st.assign(col ? st_n : 0, -12345.0f);
+        fastglu_fp8_recipe r = {
+            w128 ? FASTGLU_FP8_SCALING_BLOCK_128X128 : FASTGLU_FP8_SCALING_BLOCK_1X128,
+            mn ? FASTGLU_FP8_SCALES_MN_MAJOR : FASTGLU_FP8_SCALES_ROW_MAJOR, pow2};
+        fastglu_fp8_out o;
+        memset(&o, 0, sizeof o);
+        o.data = {row ? b[k].d.data() : NULL, FASTGLU_DTYPE_FP8_E4M3, d_rs};
+        o.scale = {row ? b[k].s.data() : NULL, FASTGLU_DTYPE_FP32, s_ld};
+        o.data_t = {col ? b[k].dt.data() : NULL, FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+        o.scale_t = {col ? b[k].st.data() : NULL, FASTGLU_DTYPE_FP32, st_ld};
+        const fastglu_tensor xt = {x, dt, x_rs};
+        const fastglu_status st = k == 0 ? fastglu_quantize_fp8_cuda(&r, xt, &o, R, C, NULL)
+                                         : fastglu_quantize_fp8_cpu(&r, xt, &o, R, C);
+        if (st != FASTGLU_SUCCESS) {
+            FAIL("dt %d w128 %d R %lld C %lld: status %d (%s)", (int)dt, w128, (long long)R,
+                 (long long)C, (int)st, fastglu_last_error_message());
+            return;
+        }
+    }
+    cases++;
+    const char *what = "";
+    if (b[0].d != b[1].d) what = "data";
+    if (b[0].s.size() && memcmp(b[0].s.data(), b[1].s.data(), b[0].s.size() * 4)) what = "scale";
+    if (b[0].dt != b[1].dt) what = "data_t";
+    if (b[0].st.size() && memcmp(b[0].st.data(), b[1].st.data(), b[0].st.size() * 4))
+        what = "scale_t";
+    if (*what)
+        FAIL("%s differs from the CPU backend: dtype %d w128 %d mn %d pow2 %d row %d col %d R %lld "
+             "C %lld strides %d kind %d",
+             what, (int)dt, w128, mn, pow2, row, col, (long long)R, (long long)C, strides, kind);
+}
+
+int main(void) {
+    fastglu_set_fp8_saturate(1);
+    static const int64_t shapes[][2] = {{1, 1},     {3, 5},    {130, 136},
+                                        {129, 260}, {17, 256}, {256, 8}};
+    static const fastglu_dtype dts[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
+    for (int w128 = 0; w128 < 2; ++w128)
+        for (int di = 0; di < 3; ++di)
+            for (int si = 0; si < 6; ++si)
+                for (int strides = DENSE; strides <= ODD; ++strides)
+                    for (int outs = 1; outs <= 3; ++outs) {
+                        const int mn = (si + outs) % 2, pow2 = (si + strides + w128) % 3 == 0;
+                        run_case(dts[di], w128, mn, pow2, outs & 1, outs >> 1, shapes[si][0],
+                                 shapes[si][1], strides);
+                    }
+    printf("quant_fp8 kernel emulation: %d cases, %ld launches, %d failures\n", cases, launches,
+           failures);
+    return failures ? 1 : 0;
+}
