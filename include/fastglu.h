@@ -734,8 +734,8 @@ FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_cpu(
  * the same amax, scale and code as the GLU's above (bit for bit), row-wise and transposed copies
  * written in one pass.
  *
- *   x        [rows, cols] in FASTGLU_DTYPE_BF16, FP16 or FP32, row stride x.row_stride >= cols
- *            (column stride 1)
+ *   x        [rows, cols] in FASTGLU_DTYPE_BF16, FP16 or FP32, row stride x.row_stride >= 0
+ *            (column stride 1; rows may overlap, e.g. a broadcast row); rows, cols < 2^62
  *   recipe   scaling FASTGLU_FP8_SCALING_BLOCK_1X128 or FASTGLU_FP8_SCALING_BLOCK_128X128
  *            (FASTGLU_FP8_SCALING_TENSOR: FASTGLU_ERROR_INVALID_VALUE); scale_layout and
  *            pow2_scales as above

@@ -5,6 +5,8 @@
 #   WHEEL   the Python package's wheel (pip wheel ... -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90)
 #   CT      a tar.xz of CUDA C test programs and the libfastglu.so.0 they link (CMake build tree:
 #           test_quant_fp8_cuda, test_glu_fp8_cuda)
+#   PSAB    (stage pairsums) a tar.xz of fp8_prof_base, fp8_prof_red and test_glu_fp8_cuda_red
+#           (branch fp8-pair-sums: the backward's sums on paired tiles)
 #   QAB     (stage ab) a folder of quant_prof_<name> binaries (bench/tune/quant_prof.cu) and
 #           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
 # Writes under $OUT: machine.txt (with the SASS check of the quantiser's kernels: no local memory),
@@ -31,6 +33,13 @@ step "machine"
 } 2>&1 | tee "$OUT/machine.txt"
 python3 -m pip install -q --no-deps --force-reinstall ${WHEEL:?the wheel to install} >> "$OUT/machine.txt" 2>&1 \
   || { echo "the wheel did not install"; tail -5 "$OUT/machine.txt"; exit 1; }
+# OVERLAY=1: the working tree's Python files over the installed package's (a wheel built before a
+# Python-only change; its compiled library stays)
+if [ -n "${OVERLAY:-}" ]; then
+  SITE=$(python3 -c 'import fastglu, os; print(os.path.dirname(fastglu.__file__))')
+  cp python/fastglu/*.py "$SITE"/ && cp python/fastglu/bench/*.py "$SITE"/bench/ \
+    && echo "Python files overlaid from the working tree" | tee -a "$OUT/machine.txt"
+fi
 python3 -c 'import fastglu; print("fastglu", fastglu.__version__, "GPU usable:", fastglu.cuda_available())' | tee -a "$OUT/machine.txt"
 
 if want tests; then
@@ -73,4 +82,14 @@ if want llama; then
     --device cuda --dtype bfloat16 --fp8 --no-control --out /tmp/llama 2>&1 | tail -8
   echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
   tar -czf "$OUT/llama.tar.gz" -C /tmp llama
+fi
+if want pairsums && [ -n "${PSAB:-}" ]; then
+  # the backward's sums on paired tiles (branch fp8-pair-sums): its CUDA C test, then the A/B of
+  # fp8_prof built from main's and the branch's src/glu_fp8_cuda.cu (names base, red)
+  step "fp8-pair-sums: test_glu_fp8_cuda and the A/B (bench/tune/fp8_ab.sh)"
+  mkdir -p /tmp/psab && tar -xJf "$PSAB" -C /tmp/psab --strip-components=1
+  echo "=== fp8-pair-sums" >> "$OUT/ab.txt"
+  (cd /tmp/psab && FASTGLU_TEST_QUICK=1 timeout 240 ./test_glu_fp8_cuda_red) >> "$OUT/ab.txt" 2>&1
+  echo "test_glu_fp8_cuda (fp8-pair-sums) exit status $?" | tee -a "$OUT/ab.txt"
+  OUT=/tmp bash bench/tune/fp8_ab.sh /tmp/psab base red 2>&1 | tee -a "$OUT/ab.txt" | tail -30
 fi

@@ -283,10 +283,10 @@ fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_reci
                                  "%s: recipe->scale_layout = %d is not FASTGLU_FP8_SCALES_MN_MAJOR "
                                  "or _ROW_MAJOR",
                                  fn, (int)recipe->scale_layout);
-    if (rows < 0 || cols < 0)
-        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                 "%s: rows = %" PRId64 ", cols = %" PRId64 " must be >= 0", fn,
-                                 rows, cols);
+    if (rows < 0 || cols < 0 || rows > INT64_MAX / 2 || cols > INT64_MAX / 2)
+        return fastglu_set_error(
+            FASTGLU_ERROR_INVALID_VALUE,
+            "%s: rows = %" PRId64 ", cols = %" PRId64 " must be >= 0 and < 2^62", fn, rows, cols);
     if (x.dtype != FASTGLU_DTYPE_BF16 && x.dtype != FASTGLU_DTYPE_FP16 &&
         x.dtype != FASTGLU_DTYPE_FP32)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,

@@ -106,7 +106,9 @@ def _outputs(T, F, device, dtype, scaling, layout, columnwise, want_y):
 
 
 def _as_rows(t: torch.Tensor, width: int, name: str) -> torch.Tensor:
-    """t as a [T, width] view with unit column stride (a copy only when no such view exists)."""
+    """t as a [T, width] view with unit column stride (a copy only when no such view exists, or
+    where t has the negative bit set: its memory holds the values before the negation)."""
+    t = t.resolve_neg()
     r = t.reshape(-1, width) if width else t.flatten(0, -2)  # reshape(-1, 0) fails
     if r.stride(-1) != 1 or (r.shape[0] > 1 and r.stride(0) < width):
         r = r.contiguous()
@@ -141,7 +143,7 @@ def _run(
         u_ptr, u_rs = u.data_ptr(), u.stride(0)
     elif not il:
         u_ptr, u_rs = g.data_ptr() + F * g.element_size(), g.stride(0)
-    b = bias.contiguous() if bias is not None else None
+    b = bias.resolve_neg().contiguous() if bias is not None else None
     # (resolve_neg: a tensor with the negative bit set is negated lazily, its memory holding the
     # values before the negation, which is what the kernel would read)
     w = weights.resolve_neg().reshape(-1) if weights is not None else None
@@ -600,6 +602,8 @@ def _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn):
 def _quant_impl(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales):
     fn = "quantize_fp8"
     _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn)
+    # (resolve_neg: a tensor with the negative bit set holds the values before the negation)
+    x = x.resolve_neg()
     if x.stride(1) != 1 and x.numel():
         x = x.contiguous()
     R, C = x.shape
@@ -678,8 +682,11 @@ def quantize_fp8(
       the same scales transposed.
 
     ``scale_layout`` defaults to what ``torch._scaled_mm`` takes: "mn_major" (strides (1, rows))
-    for 1 x 128, "row_major" for 128 x 128, whose row stride is padded to a multiple of 4 with
-    ``pad_scales`` (the layout cuBLAS reads; PyTorch checks it since pytorch/pytorch#166752).
+    for 1 x 128, "row_major" for 128 x 128. Row-major scales (either block) have their row stride
+    padded to a multiple of 4 with ``pad_scales`` (the layout cuBLAS reads for 128 x 128; PyTorch
+    checks it since pytorch/pytorch#166752); ``pad_scales=False`` gives contiguous scales.
+    ``x`` itself is not differentiated through (quantisation has no gradient): a backward through
+    the outputs raises in eager mode.
     ``x ~ data.float() * scale`` block by block. Returns ``FP8Quantized(data, scale, data_t,
     scale_t)``, None for a copy not asked. Op: ``torch.ops.fastglu.quantize_fp8`` (fake
     implementation: compiles without graph breaks)."""

@@ -129,6 +129,16 @@ def _scale_of(amax):
     return torch.where(amax == 0, torch.ones_like(s), s)
 
 
+def _check_operand(t, name: str, fn: str) -> None:
+    """t: a 2-D tensor of a floating dtype other than float8 (TypeError / ValueError naming fn)."""
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, fn, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_floating_point() or t.dtype.itemsize == 1:
+        _fail(TypeError, fn, f"{name}.dtype = {t.dtype} is not a floating dtype to quantise")
+    if t.dim() != 2:
+        _fail(ValueError, fn, f"{name} must be 2-D, got shape {tuple(t.shape)}")
+
+
 def _c_quantizable(t: torch.Tensor) -> bool:
     """Whether the C library's quantiser (``fastglu.fp8.quantize_fp8``) takes t."""
     return t.dtype in (torch.bfloat16, torch.float16, torch.float32) and t.device.type in (
@@ -146,6 +156,7 @@ def quantize_1x128(t: torch.Tensor):
     fp32 go through the C library's kernel (``fastglu.fp8.quantize_fp8``, one pass; a transposed
     ``t`` is read as it lies, its copy made in the kernel), other dtypes through torch ops
     (``quantize_1x128_torch``): the same recipe, the same bits."""
+    _check_operand(t, "t", "quantize_1x128")
     if not _c_quantizable(t):
         return quantize_1x128_torch(t)
     if t.stride(0) == 1 and t.stride(1) != 1 and t.shape[1] > 1:
@@ -183,6 +194,7 @@ def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     pytorch/pytorch#166752 checks). ``quantize_128x128(w.t())`` gives the transposed weight's data
     and the same scales transposed, in one pass over w (the C library's kernel for bf16 / fp16 /
     fp32, ``quantize_128x128_torch`` otherwise)."""
+    _check_operand(w, "w", "quantize_128x128")
     if not _c_quantizable(w):
         return quantize_128x128_torch(w, pad_scales=pad_scales)
     if w.stride(0) == 1 and w.stride(1) != 1 and w.shape[1] > 1:

@@ -171,10 +171,17 @@ def _no_context(ctx, inputs, output):
 
 def register_no_gradient(qualname: str, lib, message: str) -> None:
     """The autograd formula of a torch.library op whose outputs have no gradient (a backward kernel,
-    a quantisation): a backward through them raises RuntimeError(message) instead of leaving the
-    inputs' gradients silently None."""
+    a quantisation): a backward through them raises RuntimeError(message) in eager mode instead of
+    leaving the inputs' gradients silently None. While torch.compile traces the joint graph (AOT
+    autograd traces every op's backward whose inputs require grad, whether or not the loss uses its
+    outputs) it gives no gradient (None for each input), so that a compiled function quantising a
+    tensor that requires grad compiles as it runs eagerly."""
+    ns, name = qualname.split("::")
+    n_inputs = len(getattr(torch.ops, ns).__getattr__(name).default._schema.arguments)
 
     def backward(ctx, *grads):
+        if _is_compiling():
+            return (None,) * n_inputs
         raise RuntimeError(message)
 
     torch.library.register_autograd(qualname, backward, setup_context=_no_context, lib=lib)

@@ -386,6 +386,9 @@ static void bad_inputs(void) {
     r = ok, r.scale_layout = (fastglu_fp8_scale_layout)5;
     expect_error("scale layout 5", FASTGLU_ERROR_INVALID_VALUE, &r, xt, &o, 64, 64, d, n);
     expect_error("negative rows", FASTGLU_ERROR_INVALID_VALUE, &ok, xt, &o, -1, 64, d, n);
+    expect_error("rows = 2^63 - 1", FASTGLU_ERROR_INVALID_VALUE, &ok, xt, &o, INT64_MAX, 1, d, n);
+    expect_error("cols = 2^62", FASTGLU_ERROR_INVALID_VALUE, &ok, xt, &o, 1, INT64_MAX / 2 + 1, d,
+                 n);
     fastglu_tensor xb = xt;
     xb.dtype = FASTGLU_DTYPE_FP8_E4M3;
     expect_error("fp8 input", FASTGLU_ERROR_UNSUPPORTED_DTYPE, &ok, xb, &o, 64, 64, d, n);

@@ -211,3 +211,37 @@ def test_opcheck_and_compile():
     eager = f(x)
     compiled = torch.compile(f, fullgraph=True, backend="eager")(x)
     assert torch.equal(eager[0], compiled[0]) and same_bits(eager[1], compiled[1])
+
+
+def test_compiles_with_an_input_that_requires_grad():
+    """AOT autograd traces the op's backward when its input requires grad, even where the loss does
+    not use its outputs: the compiled function runs as the eager one does."""
+    x = torch.randn(4, 256, requires_grad=True)
+
+    def f(t):
+        return t * 2, fp8.quantize_fp8(t).scale
+
+    y, s = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full_like(x, 2.0))
+    assert torch.equal(s, fp8.quantize_fp8(x.detach()).scale)
+    with pytest.raises(RuntimeError, match="no gradient"):
+        fp8.quantize_fp8(x).scale.sum().backward()
+
+
+def test_negative_view_is_read_as_its_values():
+    x = torch.tensor([[1.0, -2.0] * 64])
+    neg = torch._neg_view(x)
+    assert neg.is_neg()
+    assert same_bits(fp8.quantize_fp8(neg).data, fp8.quantize_fp8(-x).data)
+
+
+def test_wrappers_refuse_bad_input():
+    with pytest.raises(TypeError, match="quantize_1x128: t must be a torch.Tensor"):
+        quantize_1x128(None)
+    with pytest.raises(ValueError, match="quantize_1x128: t must be 2-D"):
+        quantize_1x128(torch.randn(3))
+    with pytest.raises(TypeError, match="quantize_128x128: w.dtype = torch.bool"):
+        quantize_128x128(torch.zeros(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="quantize_128x128: w must be 2-D"):
+        quantize_128x128(torch.randn(2, 3, 4))
