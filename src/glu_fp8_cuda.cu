@@ -65,8 +65,8 @@
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
  * their launch order interleaves them (split_tile), so that the second read comes from L2. Where
- * F is a multiple of 128 (the 16-byte path, no column-wise copy, no sums)
- * glu_fp8_bwd_pair_kernel takes the backward
+ * F is a multiple of 128 (the 16-byte path, no column-wise copy) glu_fp8_bwd_pair_kernel takes
+ * the backward
  * instead: one block for both tiles, each operand read once and each element's math evaluated once.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
@@ -528,7 +528,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
 }
 
 /* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path, no column-wise
- * copy, no sums): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
+ * copy): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
  * both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each element's
  * two gradients from one read of its three operands and one evaluation of the math, where the split
  * tiles read the operands twice (the second time from L2) and evaluate both gradients to keep one.
@@ -536,16 +536,23 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
  * holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows, 16 a step, and
  * issues the loads of two steps before computing either. The same values, roundings, amaxes,
  * scales and codes as glu_fp8_kernel's backward (the same functions, element by element). */
-template <typename E, int MODE, int FAST>
-__global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
+template <typename E, int MODE, int FAST, int RED>
+__global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
+                                            : sizeof(E) == 4 && RED ? 2
+                                                                    : 3))
     glu_fp8_bwd_pair_kernel(const fp8_args a) {
     /* U: the row steps whose loads a thread issues before computing any (one for fp32, whose 96
-     * bytes of operands a row fill the registers); blocks per SM: 4 (64 registers) for the FAST
-     * 2-byte kernels, else 3 (80: the general math, its bias columns, fp32) */
+     * bytes of operands a row fill the registers, and with the sums' 17 accumulators); blocks per
+     * SM: 4 (64 registers) for the FAST 2-byte kernels, 2 for fp32 with the sums, else 3 (80: the
+     * general math, its bias columns, fp32); R: the backward's sums (RED, in the kernels that
+     * write codes), one 128-row tile a block as the split tiles' (their partials are per 128-row
+     * tile), in the split tiles' orders (the header's "dbias / dweights"): the same partials bit
+     * for bit */
     enum {
-        U = sizeof(E) == 4 ? 1 : 2,
+        R = RED && !FAST && MODE != MODE_AMAX,
+        U = sizeof(E) == 4 || R ? 1 : 2,
         SR = THREADS / 16,
-        NR = 2 * TILE,
+        NR = R ? TILE : 2 * TILE,
         MM = FAST ? MM_K : MM_ANY
     };
     const int lane = threadIdx.x & 31, lr = lane & 15, rw = threadIdx.x >> 4;
@@ -575,6 +582,11 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
         bgv[0] = pack8(bge), buv[0] = pack8(bue);
     }
     unsigned tile_max = 0;
+    /* R: this thread's dbias sums of its 8 d_gate and 8 d_up columns over its rows */
+    float cbg[8], cbu[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) cbg[e] = cbu[e] = 0.0f;
+    const int want_dw = R && a.wsw && (int64_t)blockIdx.y < a.nwt;
     const int nsteps = (nt + SR - 1) / SR;
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         vec8<E> rg[U], ru[U], rd[U];
@@ -595,6 +607,7 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
             const int64_t t = t0 + r;
             vec8<E> dg, du;
             unsigned pg = 0, pu = 0;
+            float dwp = 0.0f; /* R: the lane's dweights sum over its d_gate columns of this row */
             if (valid) {
                 const float w = !FAST && a.weights
                                     ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
@@ -608,6 +621,10 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
                     const glu_grads gr = glu_backward<MM, !FAST, !FAST>(
                         a.m, vget(rg[q], e), vget(ru[q], e), bg, bu, w, vget(rd[q], e));
                     vg[e] = gr.dg, vu[e] = gr.du;
+                    if (R) {
+                        cbg[e] = __fadd_rn(cbg[e], gr.dbg), cbu[e] = __fadd_rn(cbu[e], gr.dbu);
+                        dwp = __fadd_rn(dwp, gr.dw);
+                    }
                 }
                 round8(dg, pg, vg);
                 round8(du, pu, vu);
@@ -621,6 +638,10 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
                 tile_max = max(tile_max,
                                max(amax_bits(pg, (const E *)NULL), amax_bits(pu, (const E *)NULL)));
                 continue;
+            }
+            if (want_dw) { /* every lane takes the shuffles; the row's partial from its lane 0 */
+                const float sw = half_warp_sum(dwp);
+                if (valid && lr == 0) a.wsw[(int64_t)blockIdx.y * a.T + t] = sw;
             }
             fp8_divisor dgd = td, dud = td;
             if (MODE == MODE_BLOCK) {
@@ -657,6 +678,29 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST ? 4 : 3))
     if (MODE == MODE_AMAX) {
         tile_max = group_max<32>(tile_max);
         if (lane == 0) atomicMax(a.amax, tile_max);
+    }
+    if (R && a.wsb) { /* the tile's dbias partials of both tiles, the 8 warps' sums in order */
+        extern __shared__ __align__(16) unsigned char smem_raw[];
+        float *red = (float *)smem_raw; /* [2][WARPS][TILE]: d_gate's, then d_up's */
+        const int warp = threadIdx.x >> 5;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            cbg[e] = __fadd_rn(cbg[e], __shfl_xor_sync(0xffffffffu, cbg[e], 16));
+            cbu[e] = __fadd_rn(cbu[e], __shfl_xor_sync(0xffffffffu, cbu[e], 16));
+        }
+        if ((lane >> 4) == 0)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                red[warp * TILE + 8 * lr + e] = cbg[e];
+                red[(WARPS + warp) * TILE + 8 * lr + e] = cbu[e];
+            }
+        __syncthreads();
+        const int c = threadIdx.x & (TILE - 1), hu = threadIdx.x >> 7; /* column, d_up's half */
+        const float *rc = red + hu * WARPS * TILE + c;
+        float sb = rc[0];
+#pragma unroll
+        for (int w = 1; w < WARPS; ++w) sb = __fadd_rn(sb, rc[w * TILE]);
+        a.wsb[(int64_t)blockIdx.x * a.W + hu * a.F + (int64_t)blockIdx.y * TILE + c] = sb;
     }
 }
 
@@ -719,32 +763,35 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int FAST>
+template <typename E, int MODE, int FAST, int RED>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
-    const dim3 grid((unsigned)((a.T + 2 * TILE - 1) / (2 * TILE)), (unsigned)(a.F / TILE));
+    const int r = RED && !FAST && MODE != MODE_AMAX;
+    const int64_t nr = r ? TILE : 2 * TILE;
+    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)(a.F / TILE));
     void *args[] = {(void *)&a};
-    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>, grid,
-                            dim3(THREADS), args, 0, s);
+    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>, grid,
+                            dim3(THREADS), args, r ? 2 * RED_BYTES : 0, s);
 }
 
 /* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions). Not with
  * the column-wise copy: a pair of 128-row tiles in shared memory (86 KB, two blocks an SM) made
  * the copy 1-3 % slower than the split tiles' at F = 8192 / 14336 on the H200. */
-static int pair_ok(const fp8_args &a, int colwise, int red) {
-    return !colwise && !red && a.step == 1 && a.vec && a.F % TILE == 0;
+static int pair_ok(const fp8_args &a, int colwise) {
+    return !colwise && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
 template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
-    if (BWD && pair_ok(a, colwise, RED)) {
-        if (!tensor) return launch_pair<E, MODE_BLOCK, FAST>(a, s);
-        err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-        if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST>(a, s);
-        if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST>(a, s);
-        return err;
-    }
-    if (!tensor) {
+    if (BWD && pair_ok(a, colwise)) {
+        if (!tensor) {
+            err = launch_pair<E, MODE_BLOCK, FAST, RED>(a, s);
+        } else {
+            err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
+            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0>(a, s);
+            if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST, RED>(a, s);
+        }
+    } else if (!tensor) {
         err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED>(a, s)
                       : launch<E, MODE_BLOCK, 0, BWD, FAST, RED>(a, s);
     } else {

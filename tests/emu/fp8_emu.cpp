@@ -55,18 +55,20 @@ template <typename E, int BWD, int FAST, int RED> static int find_fast(const voi
 }
 /* the backward's paired tiles (glu_fp8_bwd_pair_kernel) */
 static long pair_launches;
-template <typename E, int MODE, int FAST> static void run_pair(void **args) {
-    glu_fp8_bwd_pair_kernel<E, MODE, FAST>(*(const fp8_args *)args[0]);
+static long pair_red_launches;
+template <typename E, int MODE, int FAST, int RED> static void run_pair(void **args) {
+    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int FAST> static int try_pair(const void *f) {
-    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST>) return 0;
-    body = run_pair<E, MODE, FAST>;
+template <typename E, int MODE, int FAST, int RED> static int try_pair(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>) return 0;
+    body = run_pair<E, MODE, FAST, RED>;
     pair_launches++;
+    pair_red_launches += RED;
     return 1;
 }
-template <typename E, int FAST> static int find_pair(const void *f) {
-    return try_pair<E, MODE_BLOCK, FAST>(f) || try_pair<E, MODE_AMAX, FAST>(f) ||
-           try_pair<E, MODE_TENSOR, FAST>(f);
+template <typename E, int FAST, int RED> static int find_pair(const void *f) {
+    return try_pair<E, MODE_BLOCK, FAST, RED>(f) || try_pair<E, MODE_AMAX, FAST, RED>(f) ||
+           try_pair<E, MODE_TENSOR, FAST, RED>(f);
 }
 template <typename E> static void run_reduce(void **args) {
     fp8_reduce_kernel<E>(*(const fp8_red_args *)args[0]);
@@ -78,7 +80,8 @@ template <typename E, int BWD> static int find_e(const void *f) {
         return 1;
     }
     return find_fast<E, BWD, 0, 0>(f) || find_fast<E, BWD, 1, 0>(f) ||
-           (BWD && (find_fast<E, BWD, 0, 1>(f) || find_pair<E, 0>(f) || find_pair<E, 1>(f)));
+           (BWD && (find_fast<E, BWD, 0, 1>(f) || find_pair<E, 0, 0>(f) || find_pair<E, 1, 0>(f) ||
+                    find_pair<E, 0, 1>(f) || find_pair<E, 1, 1>(f)));
 }
 
 static size_t smem_bytes;
@@ -507,6 +510,20 @@ int main(void) {
             run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, 128, 1, tensor, 0, 0,
                      colwise, VIEW, DOWN_MULT);
         }
+    /* the backward's sums on paired tiles (F a multiple of 128, the 16-byte path, no column-wise
+     * copy) against the CPU backend bit for bit: both recipes, dbias alone, dweights alone, both;
+     * tokens 1, 130, 257; bf16, fp16, fp32 */
+    for (int tensor = 0; tensor < 2; ++tensor) {
+        run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 257, 256, 1, tensor, 0, 0, 0,
+                 DENSE, PLAIN, 1);
+        run_case(FASTGLU_ACT_QUICK_GELU, 0, 1, 0, 7.0f, FASTGLU_DTYPE_BF16, 1, 384, 1, tensor, 1, 1,
+                 0, VIEW, OFFSET, 1);
+        run_case(FASTGLU_ACT_GELU_TANH, 0, 0, 1, 0, FASTGLU_DTYPE_FP16, 130, 128, 1, tensor, 0, 0,
+                 0, DENSE, DOWN_MULT, 1);
+        run_case(FASTGLU_ACT_SILU, 0, 1, 1, 2.5f, FASTGLU_DTYPE_FP32, 130, 256, 1, tensor, 0, 0, 0,
+                 VIEW, GATE_MULT, 1);
+    }
+    if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");
     printf("%ld launches (%ld with the backward's sums, %ld reductions, %ld of paired tiles), %ld "
            "blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
