@@ -180,7 +180,9 @@ def register_no_gradient(qualname: str, lib, message: str) -> None:
     n_inputs = len(getattr(torch.ops, ns).__getattr__(name).default._schema.arguments)
 
     def backward(ctx, *grads):
-        if _is_compiling():
+        # tracing: torch.compiler.is_compiling() (newer PyTorch), or the gradients are the tracer's
+        # tensors (FunctionalTensor / FakeTensor: what AOT autograd hands a backward it traces)
+        if _is_compiling() or any(g is not None and type(g) is not torch.Tensor for g in grads):
             return (None,) * n_inputs
         raise RuntimeError(message)
 
