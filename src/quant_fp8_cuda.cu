@@ -14,13 +14,16 @@
  *   1 x 128   row-wise: a row's block is a half-warp's, its amax a 16-lane max over the bits of
  *             |x|, its scale, 8 codes a lane in one 8-byte store, the scale by lane 0. Transposed
  *             copy: the chunks also go to a shared tile (row pitch 132 2-byte or 130 fp32
- *             elements); after a barrier a half-warp takes a column, lane l its rows l, l + 16, ..:
- *             the column's amax (a 16-lane max), its scale, its codes into a second shared tile laid
- *             out as data_t's rows, written out after another barrier with 16-byte stores.
+ *             elements); after a barrier (column_phase) a half-warp takes two adjacent columns of
+ *             a 2-byte dtype (one fp32 column), lane l its rows l, l + 16, ..: each column's amax
+ *             (a 16-lane max), its scale, its codes into a second shared tile laid out as data_t's
+ *             rows, written out after another barrier with 16-byte stores.
  *   128 x 128 one amax for the tile (a warp max, then the 8 warps' through shared memory), one
- *             scale; the row-wise codes from registers, the transposed codes through the second
- *             shared tile as above.
+ *             scale; the row-wise codes from registers, the transposed codes from x's shared tile
+ *             as above under the one scale.
  *
+ * The kernels are bound by the instructions they issue (Nsight Compute), so whole tiles on the
+ * vector path (FULL) take code without bounds checks, their addresses advanced 16 rows at a time.
  * The vector path needs x's rows on 16 bytes (base and row stride) and data's on 8; otherwise, and
  * for a chunk that passes the last column, a lane loads and stores its elements one by one (the
  * same values: the same bits).
