@@ -7,7 +7,8 @@
 #           test_quant_fp8_cuda, test_glu_fp8_cuda)
 #   PSAB    (stage pairsums) a tar.xz of fp8_prof_base, fp8_prof_red and test_glu_fp8_cuda_red
 #           (branch fp8-pair-sums: the backward's sums on paired tiles)
-#   QAB     (stage ab) a folder of quant_prof_<name> binaries (bench/tune/quant_prof.cu) and
+#   QAB     (stage ab) a folder, or a tar.xz of one, of quant_prof_<name> binaries
+#           (bench/tune/quant_prof.cu) and
 #           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
 # Writes under $OUT: machine.txt (with the SASS check of the quantiser's kernels: no local memory),
 # ctest.log (the C programs), pytest.log (test_quantize_fp8.py, test_fp8_mlp.py, test_glu_fp8.py),
@@ -63,6 +64,7 @@ if want tests; then
 fi
 if want ab && [ -n "${QAB:-}" ]; then
   step "A/B of the quantiser's versions: ${QAB_NAMES:?}"
+  if [ -f "$QAB" ]; then mkdir -p /tmp/qab && tar -xJf "$QAB" -C /tmp/qab --strip-components=1 && QAB=/tmp/qab; fi
   OUT=/tmp bash bench/tune/quant_ab.sh "$QAB" $QAB_NAMES 2>&1 | tee "$OUT/ab.txt"
   cat /tmp/quant_ab_raw.txt >> "$OUT/ab.txt"
 fi

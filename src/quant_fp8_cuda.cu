@@ -228,6 +228,21 @@ static __device__ __forceinline__ thread_rows rows_of(const quant_args &a, int n
     return w;
 }
 
+/* The thread's chunk of the tile's row r (its address px): FULL, a 16-byte load; else the guarded
+ * path (+0 outside x) */
+template <typename E, int FULL>
+static __device__ __forceinline__ void load_row(const quant_args &a, const thread_rows &w,
+                                                vec8<E> &v, const E *px, int r, int64_t t0,
+                                                int64_t j0, int nt) {
+    if (FULL) {
+        ld8(v, px);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 2 * (int)sizeof(E); ++i) v.w[i] = 0;
+        if (r < nt && w.n > 0) load_chunk(a, v, t0 + r, j0 + w.c, w.n);
+    }
+}
+
 /* The 128 x 128 tile (t0, j0) of nt x nj elements as one block (W128): one amax (a warp max, then
  * the 8 warps' through shared memory), one scale; the row-wise codes from registers, the
  * transposed codes from x's tile in shared memory (column_phase under the block's divisor).
@@ -245,16 +260,8 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
     unsigned am = 0;
     const E *px = (const E *)a.x + (t0 + w.rho) * a.x_rs + j0 + w.c;
 #pragma unroll
-    for (int k = 0; k < NK; ++k, px += w.xstep) {
-        const int r = w.rho + 16 * k;
-        if (FULL) {
-            ld8(v[k], px);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 2 * (int)sizeof(E); ++i) v[k].w[i] = 0;
-            if (r < nt && w.n > 0) load_chunk(a, v[k], t0 + r, j0 + w.c, w.n);
-        }
-    }
+    for (int k = 0; k < NK; ++k, px += w.xstep)
+        load_row<E, FULL>(a, w, v[k], px, w.rho + 16 * k, t0, j0, nt);
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
         am = max(am, chunk_amax(v[k]));
@@ -302,16 +309,8 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
     for (int k0 = 0; k0 < NK; k0 += U) {
         vec8<E> v[U];
 #pragma unroll
-        for (int k = 0; k < U; ++k, px += w.xstep) {
-            const int r = w.rho + 16 * (k0 + k);
-            if (FULL) {
-                ld8(v[k], px);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 2 * (int)sizeof(E); ++i) v[k].w[i] = 0;
-                if (r < nt && w.n > 0) load_chunk(a, v[k], t0 + r, j0 + w.c, w.n);
-            }
-        }
+        for (int k = 0; k < U; ++k, px += w.xstep)
+            load_row<E, FULL>(a, w, v[k], px, w.rho + 16 * (k0 + k), t0, j0, nt);
 #pragma unroll
         for (int k = 0; k < U; ++k) {
             const int r = w.rho + 16 * (k0 + k);
