@@ -11,6 +11,13 @@
 #include "cuda_common.cuh"
 #include "fp8_recipe.h"
 
+/* The FP8 kernels' tile: one block of 256 threads per 128 x 128 tile; the transposed codes' shared
+ * tile has rows of CT_PITCH bytes. */
+#define TILE FASTGLU_FP8_BLOCK
+#define THREADS 256
+#define WARPS (THREADS / 32)
+#define CT_PITCH (TILE + 16) /* bytes per row of the transposed codes' tile */
+
 /* 8 consecutive elements of dtype E as 32-bit words (16 bytes, 32 for fp32). */
 template <typename E> struct vec8 {
     unsigned w[2 * sizeof(E)];
@@ -243,6 +250,25 @@ static __device__ __forceinline__ float half_warp_sum(float v) {
 #pragma unroll
     for (int o = 8; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+/* The transposed copy's rows j0 .. j0 + nj - 1 (dt: its first byte, row stride dt_rs; vec_t: rows
+ * on 16 bytes), columns t0 .. t0 + nt - 1, from the codes' shared tile ct laid out as those rows
+ * (after a barrier): 16 bytes a thread */
+static __device__ __forceinline__ void write_transposed(unsigned char *dt, int64_t dt_rs, int vec_t,
+                                                        const unsigned char *ct, int64_t j0, int nj,
+                                                        int64_t t0, int nt) {
+    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
+        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
+        if (r0 >= nt) continue;
+        unsigned char *dst = dt + (j0 + cl) * dt_rs + t0 + r0;
+        const unsigned char *src = ct + cl * CT_PITCH + r0;
+        if (vec_t && r0 + 16 <= nt) {
+            *(uint4 *)dst = *(const uint4 *)src;
+        } else {
+            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
+        }
+    }
 }
 
 #endif /* FASTGLU_FP8_TILE_CUH */

@@ -127,6 +127,16 @@ static fastglu_status check_scales(const char *fn, const fastglu_fp8_recipe *r, 
     return fastglu_check_tensor(fn, rg, name, s.data, rows, nb, s.row_stride, 1, 4, 1);
 }
 
+/* Every output region disjoint from every input and from the other outputs. */
+static fastglu_status check_outputs_disjoint(const char *fn, const fastglu_region *o, int n_out,
+                                             const fastglu_region *in, int n_in) {
+    for (int i = 0; i < n_out; ++i) {
+        for (int k = 0; k < n_in; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &in[k]));
+        for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
+    }
+    return FASTGLU_SUCCESS;
+}
+
 static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const char *name,
                                      fastglu_tensor d, int64_t rows, int64_t cols) {
     if (d.dtype != FASTGLU_DTYPE_FP8_E4M3)
@@ -257,11 +267,7 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
         o[n_out].rows = 1, o[n_out].row_bytes = 0, o[n_out].width_bytes = (int64_t)need;
         n_out++;
     }
-    for (int i = 0; i < n_out; ++i) {
-        for (int k = 0; k < n_in; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &in[k]));
-        for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
-    }
-    return FASTGLU_SUCCESS;
+    return check_outputs_disjoint(fn, o, n_out, in, n_in);
 }
 
 fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_recipe *recipe,
@@ -319,11 +325,7 @@ fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_reci
         TRY(check_scales(fn, recipe, &o[n_out++], "out->scale_t", out->scale_t, w128 ? cb : cols,
                          rb));
     }
-    for (int i = 0; i < n_out; ++i) {
-        TRY(fastglu_check_disjoint(fn, &o[i], &in));
-        for (int k = 0; k < i; ++k) TRY(fastglu_check_disjoint(fn, &o[i], &o[k]));
-    }
-    return FASTGLU_SUCCESS;
+    return check_outputs_disjoint(fn, o, n_out, &in, 1);
 }
 
 void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,

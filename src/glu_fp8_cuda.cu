@@ -93,10 +93,6 @@
 #include "glu_fp8.h"
 #include "glu_math.cuh"
 
-#define TILE FASTGLU_FP8_BLOCK
-#define THREADS 256
-#define WARPS (THREADS / 32)
-#define CT_PITCH (TILE + 16) /* bytes per row of the column-wise codes' tile */
 /* Without the column-wise copy a block takes ROW_TILES tiles of a column, one above the other: a
  * thread's per-tile work (its columns, masks, addresses, the general path's bias) is shared by
  * that many more rows, and its loads run on into the next tile's rows. The kernels with the
@@ -250,18 +246,7 @@ static __device__ __forceinline__ void colwise_tile(const fp8_args &a, const E *
         }
     }
     __syncthreads();
-    /* y_t's rows j0 .. j0 + nj - 1, tokens t0 .. t0 + nt - 1: 16 bytes a thread */
-    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
-        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
-        if (r0 >= nt) continue;
-        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
-        const unsigned char *src = ct + cl * CT_PITCH + r0;
-        if (a.vec_t && r0 + 16 <= nt) {
-            *(uint4 *)dst = *(const uint4 *)src;
-        } else {
-            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
-        }
-    }
+    write_transposed(a.dt, a.dt_rs, a.vec_t, ct, j0, nj, t0, nt); /* y_t's rows */
 }
 
 /* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no

@@ -31,11 +31,6 @@
 #include "fp8_tile.cuh"
 #include "glu_fp8.h"
 
-#define TILE FASTGLU_FP8_BLOCK
-#define THREADS 256
-#define WARPS (THREADS / 32)
-#define CT_PITCH (TILE + 16) /* bytes per row of the transposed codes' tile */
-
 typedef struct quant_args {
     const void *x;
     int64_t x_rs;
@@ -114,24 +109,6 @@ static __device__ __forceinline__ void store_codes(const quant_args &a, uint2 q,
         if (e < n) p[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
 }
 
-/* data_t's rows j0 .. j0 + nj - 1, columns t0 .. t0 + nt - 1, from the codes' tile ct (after a
- * barrier): 16 bytes a thread */
-static __device__ __forceinline__ void write_transposed(const quant_args &a,
-                                                        const unsigned char *ct, int64_t j0, int nj,
-                                                        int64_t t0, int nt) {
-    for (int i = threadIdx.x; i < nj * (TILE / 16); i += THREADS) {
-        const int cl = i / (TILE / 16), r0 = 16 * (i % (TILE / 16));
-        if (r0 >= nt) continue;
-        unsigned char *dst = a.dt + (j0 + cl) * a.dt_rs + t0 + r0;
-        const unsigned char *src = ct + cl * CT_PITCH + r0;
-        if (a.vec_t && r0 + 16 <= nt) {
-            *(uint4 *)dst = *(const uint4 *)src;
-        } else {
-            for (int b = 0; b < 16 && r0 + b < nt; ++b) dst[b] = src[b];
-        }
-    }
-}
-
 /* The transposed codes of the tile x's rows left in shared memory (tile: rows 0 .. nt - 1,
  * columns 0 .. nj - 1, row pitch P elements; after a barrier) into ct as data_t's rows, then
  * (after another barrier) written out. OWN: each column is its own 1 x 128 block of data_t (its
@@ -208,7 +185,7 @@ static __device__ __forceinline__ void column_phase(const quant_args &a, const E
         }
     }
     __syncthreads();
-    write_transposed(a, ct, j0, nj, t0, nt);
+    write_transposed(a.dt, a.dt_rs, a.vec_t, ct, j0, nj, t0, nt);
 }
 
 /* A thread's rows rho, rho + 16, .. (rho = 2 warp + half) of the tile and its chunk's columns

@@ -81,10 +81,33 @@ def _blocks(n: int) -> int:
     return (n + 127) // 128
 
 
-def _scales(rows: int, nb: int, layout: int, device) -> torch.Tensor:
+def _round4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def _scales(rows: int, nb: int, layout: int, device, pad: bool = False) -> torch.Tensor:
+    """[rows, nb] fp32 scales in the layout: MN-major (strides (1, rows)), or row-major, its row
+    stride padded to a multiple of 4 with ``pad`` (torch._scaled_mm's 128 x 128 layout)."""
     if layout == _C.FP8_SCALES_MN_MAJOR:
         return torch.empty((nb, rows), dtype=torch.float32, device=device).t()
-    return torch.empty((rows, nb), dtype=torch.float32, device=device)
+    ld = _round4(nb) if pad else nb
+    return torch.empty((rows, ld), dtype=torch.float32, device=device)[:, :nb]
+
+
+def _scale_ld(s: torch.Tensor, layout: int) -> int:
+    """The scales' leading dimension in the C sense (fastglu_fp8_scale_layout)."""
+    return s.stride(1) if layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
+
+
+def _check_x(x, fn: str) -> None:
+    """x: a dense bf16 / fp16 / fp32 tensor on the CPU or CUDA (the kernels' operand)."""
+    if not isinstance(x, torch.Tensor):
+        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
+    _ops.check_dense(x, fn, "x")
+    if x.dtype not in _ops._COMPUTE_CODES:
+        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
+    if x.device.type not in ("cpu", "cuda"):
+        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
 
 
 def _outputs(T, F, device, dtype, scaling, layout, columnwise, want_y):
@@ -163,8 +186,8 @@ def _run(
         ws = torch.empty((_C.FP8_WORKSPACE_BYTES_TENSOR,), dtype=torch.uint8, device=x.device)
     block = scaling == _C.FP8_SCALING_BLOCK_1X128
 
-    def ld(s):  # the scales' leading dimension in the C sense
-        return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
+    def ld(s):
+        return _scale_ld(s, scale_layout)
 
     kernel = _C.glu_fwd_fp8
     if dy is not None:
@@ -346,13 +369,7 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
     """The public functions' checks of the operands and the recipe's options, on metadata (they
     run under torch.compile too); the per-token weights are checked as fastglu.glu checks them
     (ops.check_weights_meta). Returns F."""
-    if not isinstance(x, torch.Tensor):
-        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
-    _ops.check_dense(x, fn, "x")
-    if x.dtype not in _ops._COMPUTE_CODES:
-        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
-    if x.device.type not in ("cpu", "cuda"):
-        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
+    _check_x(x, fn)
     if x.dim() < 1:
         _ops._fail(
             ValueError, fn, f"x must have at least one dimension, got shape {tuple(x.shape)}"
@@ -555,19 +572,6 @@ class FP8Quantized(NamedTuple):
     scale_t: torch.Tensor | None  # its scales
 
 
-def _round4(n: int) -> int:
-    return (n + 3) // 4 * 4
-
-
-def _block_scales(rows: int, nb: int, layout: int, pad: bool, device) -> torch.Tensor:
-    """[rows, nb] fp32 scales in the layout: MN-major (strides (1, rows)), or row-major with the
-    row stride padded to a multiple of 4 when ``pad`` (torch._scaled_mm's 128 x 128 layout)."""
-    if layout == _C.FP8_SCALES_MN_MAJOR:
-        return torch.empty((nb, rows), dtype=torch.float32, device=device).t()
-    ld = _round4(nb) if pad else nb
-    return torch.empty((rows, ld), dtype=torch.float32, device=device)[:, :nb]
-
-
 def _quant_outputs(R, C, device, scaling, layout, rowwise, columnwise, pad):
     w128 = scaling == _C.FP8_SCALING_BLOCK_128X128
     rb, cb = _blocks(R), _blocks(C)
@@ -576,21 +580,15 @@ def _quant_outputs(R, C, device, scaling, layout, rowwise, columnwise, pad):
     data, scale, data_t, scale_t = empty8, empty32, empty8, empty32
     if rowwise:
         data = torch.empty((R, C), dtype=FP8, device=device)
-        scale = _block_scales(rb if w128 else R, cb, layout, pad, device)
+        scale = _scales(rb if w128 else R, cb, layout, device, pad)
     if columnwise:
         data_t = torch.empty((C, R), dtype=FP8, device=device)
-        scale_t = _block_scales(cb if w128 else C, rb, layout, pad, device)
+        scale_t = _scales(cb if w128 else C, rb, layout, device, pad)
     return data, scale, data_t, scale_t
 
 
 def _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn):
-    if not isinstance(x, torch.Tensor):
-        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
-    _ops.check_dense(x, fn, "x")
-    if x.dtype not in _ops._COMPUTE_CODES:
-        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
-    if x.device.type not in ("cpu", "cuda"):
-        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
+    _check_x(x, fn)
     if x.dim() != 2:
         _ops._fail(ValueError, fn, f"x must be 2-D [rows, cols], got shape {tuple(x.shape)}")
     _ops.check_code(scaling, _BLOCK_CODES, fn, "block")
@@ -613,8 +611,8 @@ def _quant_impl(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_
     if R == 0 or C == 0:
         return data, scale, data_t, scale_t
 
-    def ld(s):  # the scales' leading dimension in the C sense
-        return s.stride(1) if scale_layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
+    def ld(s):
+        return _scale_ld(s, scale_layout)
 
     args = (
         scaling,

@@ -111,10 +111,6 @@ def _blocks(n):
     return (n + 127) // 128
 
 
-def _round4(n):
-    return (n + 3) // 4 * 4
-
-
 # ---- the recipe in torch ops -------------------------------------------------------------------
 
 
@@ -180,7 +176,7 @@ def quantize_1x128_torch(t: torch.Tensor):
     data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(R, nb * 128)
     if C % 128:
         data = data[:, :C].contiguous()
-    scale = torch.empty((nb, R), dtype=torch.float32, device=t.device).t()
+    scale = _fp8._scales(R, nb, _C.FP8_SCALES_MN_MAJOR, t.device)
     scale.copy_(s)
     return data, scale
 
@@ -219,8 +215,7 @@ def quantize_128x128_torch(w: torch.Tensor, *, pad_scales: bool = True):
     data = q.clamp_(-FP8_MAX, FP8_MAX).to(FP8).view(nr * 128, nc * 128)
     if R % 128 or C % 128:
         data = data[:R, :C].contiguous()
-    ld = _round4(nc) if pad_scales else nc
-    scale = torch.empty((nr, ld), dtype=torch.float32, device=w.device)[:, :nc]
+    scale = _fp8._scales(nr, nc, _C.FP8_SCALES_ROW_MAJOR, w.device, pad_scales)
     scale.copy_(s)
     return data, scale
 
