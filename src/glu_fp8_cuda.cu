@@ -213,36 +213,64 @@ template <typename E, int MODE, int P>
 static __device__ __forceinline__ void colwise_tile(const fp8_args &a, const E *tile,
                                                     unsigned char *ct, int64_t j0, int nj,
                                                     int64_t t0, int nt, const fp8_divisor &td) {
+    enum { PAIR = sizeof(E) == 2 };
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
-    /* a half-warp per column, 8 columns each: columns 2 (fp32: 1) apart in the two half-warps of a
-     * warp, so that their reads fall in different banks */
+    /* a half-warp per column (fp32: 8 columns each, 2 apart in the two half-warps of a warp) or per
+     * two adjacent columns (2-byte dtypes: 4 pairs each, one 32-bit read for both and their amaxes
+     * as a packed 16-bit max; the two half-warps of a warp a pair apart), so that the reads of a
+     * warp fall in 32 distinct banks */
 #pragma unroll 1
-    for (int p = 0; p < 8; ++p) {
-        const int cl =
-            16 * warp + (sizeof(E) == 4 ? 2 * p + half : (p & 1) + 4 * (p >> 1) + 2 * half);
+    for (int p = 0; p < (PAIR ? 4 : 8); ++p) {
+        const int cl = PAIR ? 2 * (2 * warp + half + 16 * p) : 16 * warp + 2 * p + half;
         const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
-        float v[8];
+        float v[8], v1[8];
         unsigned am = 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int r = l16 + 16 * i;
-            v[i] = 0.0f;
-            if (live && r < nt)
-                v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
+            v[i] = v1[i] = 0.0f;
+            if (live && r < nt) {
+                if (PAIR) {
+                    vec8<E> u;
+                    u.w[0] = *(const unsigned *)(tile + r * P + cl);
+                    v[i] = vget(u, 0), v1[i] = vget(u, 1);
+                    am = max_u16x2(am, u.w[0] & 0x7fff7fffu);
+                } else {
+                    v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
+                }
+            }
         }
-        fp8_divisor d = td;
+        fp8_divisor d = td, d1 = td;
         if (MODE == MODE_BLOCK) {
-            const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
-            if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
-            d = make_divisor(s);
+            if (PAIR) {
+                am = group_max_u16x2<16>(am);
+                const float s = fastglu_fp8_scale(amax_bits(am & 0xffffu, (const E *)0), a.pow2);
+                const float s1 = fastglu_fp8_scale(amax_bits(am >> 16, (const E *)0), a.pow2);
+                if (live && l16 == 0) {
+                    *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
+                    if (cl + 1 < nj)
+                        *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl + 1, blockIdx.x) = s1;
+                }
+                d = make_divisor(s), d1 = make_divisor(s1);
+            } else {
+                const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
+                if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
+                d = make_divisor(s);
+            }
         }
         if (!live) continue;
 #pragma unroll
         for (int i = 0; i < 8; i += 2) {
             const unsigned q = quantise2(d, v[i], v[i + 1]);
             unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
-            if (l16 + 16 * i < nt) dst[0] = (unsigned char)q;
-            if (l16 + 16 * (i + 1) < nt) dst[16] = (unsigned char)(q >> 8);
+            const int in0 = l16 + 16 * i < nt, in1 = l16 + 16 * (i + 1) < nt;
+            if (in0) dst[0] = (unsigned char)q;
+            if (in1) dst[16] = (unsigned char)(q >> 8);
+            if (PAIR && cl + 1 < nj) {
+                const unsigned q1 = quantise2(d1, v1[i], v1[i + 1]);
+                if (in0) dst[CT_PITCH] = (unsigned char)q1;
+                if (in1) dst[CT_PITCH + 16] = (unsigned char)(q1 >> 8);
+            }
         }
     }
     __syncthreads();
