@@ -3,20 +3,22 @@
 # (fastglu.fp8.quantize_fp8) and the FP8 MLP block that uses it, from builds made on a CPU host with
 # nvcc (the machine then compiles nothing):
 #   WHEEL   the Python package's wheel (pip wheel ... -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90)
-#   CT      a tar.xz of CUDA C test programs and the libfastglu.so.0 they link (CMake build tree:
-#           test_quant_fp8_cuda, test_glu_fp8_cuda)
-#   PSAB    (stage pairsums) a tar.xz of fp8_prof_base, fp8_prof_red and test_glu_fp8_cuda_red
-#           (branch fp8-pair-sums: the backward's sums on paired tiles)
+#   CT      (optional) a tar.xz of one folder holding a folder per build of the CUDA C test programs
+#           (test_quant_fp8_cuda, test_glu_fp8_cuda, those present), each with the libfastglu.so.0
+#           they link, or without one: then the wheel's library (the same sources)
+#   GAB     (stage glu_ab) a tar.xz of one folder of fp8_prof_<name> binaries (bench/tune/fp8_prof.cu
+#           built against versions of src/glu_fp8_cuda.cu), GAB_NAMES the versions, the base first
 #   QAB     (stage ab) a folder, or a tar.xz of one, of quant_prof_<name> binaries
 #           (bench/tune/quant_prof.cu) and
 #           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
-# Writes under $OUT: machine.txt (with the SASS check of the quantiser's kernels: no local memory),
+# Writes under $OUT: machine.txt (with the SASS check of the FP8 kernels: no local memory),
 # ctest.log (the C programs), pytest.log (test_quantize_fp8.py, test_fp8_mlp.py, test_glu_fp8.py),
 # ab.txt, quant.log + quant.json (python -m fastglu.bench.quant_fp8), fp8mlp.tar.gz
-# (python -m fastglu.bench.fp8_mlp's records, summary, table and log), llama.tar.gz
+# (python -m fastglu.bench.fp8_mlp's records, summary, table and log; stage profile: its --profile
+# tables at PROFILE_SHAPES, default 1024,4096,14336), llama.tar.gz
 # (examples/llama/train.py --fp8 on the GPU: results.json, train.log, loss.png).
 #   WHEEL=.dev/fin/fastglu-*.whl CT=.dev/ct.tar.xz bash scripts/device_fp8_quant.sh
-#   STAGES="tests ab quant fp8mlp llama" (default: tests quant fp8mlp)
+#   STAGES="tests ab glu_ab quant fp8mlp profile llama" (default: tests quant fp8mlp)
 set -uo pipefail
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
@@ -45,17 +47,27 @@ python3 -c 'import fastglu; print("fastglu", fastglu.__version__, "GPU usable:",
 
 if want tests; then
   step "C tests (prebuilt), pytest"
-  mkdir -p /tmp/ct && tar -xJf "${CT:?the C test programs}" -C /tmp/ct
-  for t in test_quant_fp8_cuda test_glu_fp8_cuda; do
-    echo "--- $t" >> "$OUT/ctest.log"
-    (cd /tmp/ct && LD_LIBRARY_PATH=/tmp/ct FASTGLU_TEST_QUICK=1 timeout 240 "./$t") >> "$OUT/ctest.log" 2>&1
-    echo "$t exit status $?" | tee -a "$OUT/ctest.log"
-  done
   SITE=$(python3 -c 'import fastglu, os; print(os.path.dirname(fastglu.__file__))')
+  mkdir -p /tmp/ct /tmp/wheel-lib
+  [ -n "${CT:-}" ] && tar -xJf "$CT" -C /tmp/ct --strip-components=1
+  ln -sf "$SITE/libfastglu.so" /tmp/wheel-lib/libfastglu.so.0
+  for d in $(ls -d /tmp/ct/*/ 2>/dev/null); do
+    lib=$d; [ -e "$d/libfastglu.so.0" ] || lib=/tmp/wheel-lib
+    for t in test_quant_fp8_cuda test_glu_fp8_cuda; do
+      [ -x "$d/$t" ] || continue
+      echo "--- $(basename "$d")/$t (library: $lib)" >> "$OUT/ctest.log"
+      (cd "$d" && LD_LIBRARY_PATH=$lib FASTGLU_TEST_QUICK=1 timeout 240 "./$t") >> "$OUT/ctest.log" 2>&1
+      echo "$(basename "$d")/$t exit status $?" | tee -a "$OUT/ctest.log"
+    done
+  done
   {
-    echo "--- SASS of the quantiser's kernels in $SITE (local memory: LDL / STL)"
+    echo "--- SASS of the FP8 kernels (quant_fp8_kernel, glu_fp8_*) in $SITE (local memory: LDL / STL)"
     lib=$(ls "$SITE"/../fastglu*/libfastglu.so* "$SITE"/libfastglu.so* 2>/dev/null | head -1)
-    cuobjdump -sass "$lib" 2>/dev/null | awk '/Function : .*quant_fp8_kernel/{f=$3} f && /LDL|STL/{n[f]++} /Function :/{k[$3]=1} END{c=0; for (x in k) if (x ~ /quant_fp8_kernel/) {c++; print x, (n[x] ? n[x] : 0), "LDL/STL"}; print c, "quant_fp8_kernel functions"}'
+    cuobjdump -sass "$lib" 2>/dev/null | awk '
+      /Function :/ { f = ($3 ~ /quant_fp8_kernel|glu_fp8_/) ? $3 : ""; if (f != "") k[f] = 1 }
+      f != "" && /LDL|STL/ { n[f]++ }
+      END { c = 0; s = 0; for (x in k) { c++; if (n[x]) { s++; print x, n[x], "LDL/STL" } }
+            print c, "FP8 kernel functions,", s, "with local memory" }'
   } > /tmp/sass.txt 2>&1
   cat /tmp/sass.txt >> "$OUT/machine.txt"; tail -3 /tmp/sass.txt
   timeout 420 python3 -m pytest -q -rs tests/python/test_quantize_fp8.py tests/python/test_fp8_mlp.py \
@@ -85,13 +97,16 @@ if want llama; then
   echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
   tar -czf "$OUT/llama.tar.gz" -C /tmp llama
 fi
-if want pairsums && [ -n "${PSAB:-}" ]; then
-  # the backward's sums on paired tiles (branch fp8-pair-sums): its CUDA C test, then the A/B of
-  # fp8_prof built from main's and the branch's src/glu_fp8_cuda.cu (names base, red)
-  step "fp8-pair-sums: test_glu_fp8_cuda and the A/B (bench/tune/fp8_ab.sh)"
-  mkdir -p /tmp/psab && tar -xJf "$PSAB" -C /tmp/psab --strip-components=1
-  echo "=== fp8-pair-sums" >> "$OUT/ab.txt"
-  (cd /tmp/psab && FASTGLU_TEST_QUICK=1 timeout 240 ./test_glu_fp8_cuda_red) >> "$OUT/ab.txt" 2>&1
-  echo "test_glu_fp8_cuda (fp8-pair-sums) exit status $?" | tee -a "$OUT/ab.txt"
-  OUT=/tmp bash bench/tune/fp8_ab.sh /tmp/psab base red 2>&1 | tee -a "$OUT/ab.txt" | tail -30
+if want glu_ab && [ -n "${GAB:-}" ]; then
+  step "A/B of the FP8 GLU kernels' versions: ${GAB_NAMES:?}"
+  mkdir -p /tmp/gab && tar -xJf "$GAB" -C /tmp/gab --strip-components=1
+  OUT=/tmp bash bench/tune/fp8_ab.sh /tmp/gab $GAB_NAMES 2>&1 | tee -a "$OUT/ab.txt" | tail -30
+  cat /tmp/fp8ab_raw.txt >> "$OUT/ab.txt"
+fi
+if want profile; then
+  step "python -m fastglu.bench.fp8_mlp --profile"
+  for sh in ${PROFILE_SHAPES:-1024,4096,14336}; do
+    timeout 180 python3 -m fastglu.bench.fp8_mlp --profile --shape "$sh" --out /tmp/fp8mlp 2>&1 | tail -2
+  done
+  tar -czf "$OUT/fp8mlp.tar.gz" -C /tmp fp8mlp
 fi

@@ -572,12 +572,15 @@ class FP8Quantized(NamedTuple):
     scale_t: torch.Tensor | None  # its scales
 
 
-def _quant_outputs(R, C, device, scaling, layout, rowwise, columnwise, pad):
+def _quant_outputs(R, C, device, scaling, layout, rowwise, columnwise, pad, empty=True):
+    """The quantiser's outputs; a copy not asked is an empty tensor (the op's outputs), or None
+    with ``empty=False`` (_quant_run's callers inside the package)."""
     w128 = scaling == _C.FP8_SCALING_BLOCK_128X128
     rb, cb = _blocks(R), _blocks(C)
-    empty8 = torch.empty((0,), dtype=FP8, device=device)
-    empty32 = torch.empty((0,), dtype=torch.float32, device=device)
-    data, scale, data_t, scale_t = empty8, empty32, empty8, empty32
+    data = scale = data_t = scale_t = None
+    if empty:
+        data = data_t = torch.empty((0,), dtype=FP8, device=device)
+        scale = scale_t = torch.empty((0,), dtype=torch.float32, device=device)
     if rowwise:
         data = torch.empty((R, C), dtype=FP8, device=device)
         scale = _scales(rb if w128 else R, cb, layout, device, pad)
@@ -598,15 +601,21 @@ def _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn):
 
 
 def _quant_impl(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales):
-    fn = "quantize_fp8"
-    _quant_check(x, scaling, scale_layout, rowwise, columnwise, fn)
+    _quant_check(x, scaling, scale_layout, rowwise, columnwise, "quantize_fp8")
+    return _quant_run(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales, True)
+
+
+def _quant_run(x, scaling, scale_layout, pow2_scales, rowwise, columnwise, pad_scales, empty=False):
+    """The quantiser's allocation and launch without the checks, for callers that checked x and
+    the codes (the op's implementation above; the FP8 MLP block, whose operands are checked once
+    per call): (data, scale, data_t, scale_t), None for a copy not asked unless ``empty``."""
     # (resolve_neg: a tensor with the negative bit set holds the values before the negation)
     x = x.resolve_neg()
     if x.stride(1) != 1 and x.numel():
         x = x.contiguous()
     R, C = x.shape
     data, scale, data_t, scale_t = _quant_outputs(
-        R, C, x.device, scaling, scale_layout, rowwise, columnwise, pad_scales
+        R, C, x.device, scaling, scale_layout, rowwise, columnwise, pad_scales, empty
     )
     if R == 0 or C == 0:
         return data, scale, data_t, scale_t

@@ -31,7 +31,8 @@ GEMMs: ``torch._scaled_mm`` with blockwise scales (cuBLAS >= 12.9 on sm_90; scal
 aten/src/ATen/native/cuda/ScaledBlas.cpp checks them: 1 x 128 scales ``[rows, K/128]`` with
 strides ``(1, rows)``; 128 x 128 scales ``[rows/128, K/128]`` with strides ``(round_up(K/128, 4),
 1)``, the padding cuBLAS reads, which PyTorch checks since pytorch/pytorch#166752; an older
-PyTorch takes unpadded rows, used where the two agree) where it is available: a CUDA device of
+PyTorch checks unpadded rows yet hands cuBLAS the pointer, so there the block passes a view with the
+unpadded stride over scales laid out padded: ``_scale_b``) where it is available: a CUDA device of
 compute capability 9.x whose torch._scaled_mm takes these scales (asked once per device with a
 tiny GEMM), T, H and F multiples of 16. Elsewhere (the CPU, another GPU, an
 older torch, other sizes) the **reference path** runs: each GEMM dequantises its two operands
@@ -75,6 +76,7 @@ dtype other than x's (fp32 master weights with bf16 activations take bf16 biases
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -84,7 +86,15 @@ from . import _C
 from . import fp8 as _fp8
 from .gemm import check_like
 from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
-from .ops import _fail, check_code, check_dense, glu_params, op_params, refuse_create_graph
+from .ops import (
+    _fail,
+    check_code,
+    check_dense,
+    glu_params,
+    op_params,
+    refuse_create_graph,
+    untraced_eager,
+)
 
 __all__ = [
     "mlp_fp8",
@@ -153,13 +163,32 @@ def quantize_1x128(t: torch.Tensor):
     ``t`` is read as it lies, its copy made in the kernel), other dtypes through torch ops
     (``quantize_1x128_torch``): the same recipe, the same bits."""
     _check_operand(t, "t", "quantize_1x128")
+    return _q1x128(t)
+
+
+_B1X128, _B128X128 = _C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALING_BLOCK_128X128
+_MN_MAJOR, _ROW_MAJOR = _C.FP8_SCALES_MN_MAJOR, _C.FP8_SCALES_ROW_MAJOR
+
+
+def _q1x128(t):
+    """quantize_1x128 on a checked t: the C kernel (a t laid out column-major read as its
+    transpose's column-wise copy), or torch ops for other dtypes and devices."""
     if not _c_quantizable(t):
         return quantize_1x128_torch(t)
     if t.stride(0) == 1 and t.stride(1) != 1 and t.shape[1] > 1:
-        q = _fp8.quantize_fp8(t.t(), rowwise=False, columnwise=True)
-        return q.data_t, q.scale_t
-    q = _fp8.quantize_fp8(t)
-    return q.data, q.scale
+        q = _fp8._quant_run(t.t(), _B1X128, _MN_MAJOR, False, False, True, True)
+        return q[2], q[3]
+    return _fp8._quant_run(t, _B1X128, _MN_MAJOR, False, True, False, True)[:2]
+
+
+def _q128x128(w, pad_scales=True):
+    """quantize_128x128 on a checked w (likewise)."""
+    if not _c_quantizable(w):
+        return quantize_128x128_torch(w, pad_scales=pad_scales)
+    if w.stride(0) == 1 and w.stride(1) != 1 and w.shape[1] > 1:
+        q = _fp8._quant_run(w.t(), _B128X128, _ROW_MAJOR, False, False, True, pad_scales)
+        return q[2], q[3]
+    return _fp8._quant_run(w, _B128X128, _ROW_MAJOR, False, True, False, pad_scales)[:2]
 
 
 def quantize_1x128_torch(t: torch.Tensor):
@@ -191,15 +220,7 @@ def quantize_128x128(w: torch.Tensor, *, pad_scales: bool = True):
     and the same scales transposed, in one pass over w (the C library's kernel for bf16 / fp16 /
     fp32, ``quantize_128x128_torch`` otherwise)."""
     _check_operand(w, "w", "quantize_128x128")
-    if not _c_quantizable(w):
-        return quantize_128x128_torch(w, pad_scales=pad_scales)
-    if w.stride(0) == 1 and w.stride(1) != 1 and w.shape[1] > 1:
-        q = _fp8.quantize_fp8(
-            w.t(), block="128x128", rowwise=False, columnwise=True, pad_scales=pad_scales
-        )
-        return q.data_t, q.scale_t
-    q = _fp8.quantize_fp8(w, block="128x128", pad_scales=pad_scales)
-    return q.data, q.scale
+    return _q128x128(w, pad_scales)
 
 
 def quantize_128x128_torch(w: torch.Tensor, *, pad_scales: bool = True):
@@ -252,8 +273,8 @@ def _probe_layout(dev):
     a = torch.zeros(128, 384, dtype=FP8, device=dev)
     w = torch.zeros(256, 384, dtype=FP8, device=dev)
     a_scale = torch.ones((3, 128), device=dev).t()
-    for name, ld in (("padded", 4), ("unpadded", 3)):
-        w_scale = torch.ones((2, ld), device=dev)[:, :3]
+    buf = torch.ones((2, 4), device=dev)  # what cuBLAS reads: rows 4 floats apart
+    for name, w_scale in (("padded", buf[:, :3]), ("unpadded", buf.as_strided((2, 3), (3, 1)))):
         try:
             torch._scaled_mm(a, w.t(), a_scale, w_scale.t(), out_dtype=torch.bfloat16)
         except (RuntimeError, ValueError):
@@ -278,27 +299,32 @@ def _scaled_ok(device, T, H, F2):
         return False
     if not (T > 0 and T % 16 == 0 and H % 16 == 0 and F2 % 32 == 0):
         return False
-    layout = _blockwise_layout(device.index if device.index is not None else 0)
-    if layout == "unpadded":
-        # that PyTorch hands cuBLAS unpadded 128 x 128 scales, which cuBLAS misreads unless every
-        # weight GEMM's K has a multiple of 4 blocks (then the two layouts are the same)
-        return all(_blocks(k) % 4 == 0 for k in (H, F2 // 2, F2))
-    return layout is not None
+    return _blockwise_layout(device.index if device.index is not None else 0) is not None
 
 
-def _pad(device, scaled):
-    """Whether the weights' scales take the padded row stride (see _blockwise_layout)."""
-    if not scaled:
-        return True
-    return _blockwise_layout(device.index if device.index is not None else 0) == "padded"
+def _scale_b(b, b_scale):
+    """The weight operand's scales as this process's torch._scaled_mm checks them. cuBLAS reads 128
+    x 128 scales with the row stride round_up(K/128, 4) (pytorch/pytorch#166752; the block's
+    weights are always quantised that way); a PyTorch before that change checks the unpadded
+    stride K/128 and hands cuBLAS the pointer, which then read the rows at the padded stride
+    anyway (wrong results wherever K/128 is not a multiple of 4). For that PyTorch the scales go
+    in as a view with the stride it checks over the same memory, laid out as cuBLAS reads it. 1 x
+    128 scales (b_scale [N, K/128]) and one block row need nothing."""
+    nr, nk = b_scale.shape
+    if nr == b.shape[0] or nr == 1 or b_scale.stride(0) == nk:
+        return b_scale
+    if _blockwise_layout(b.device.index if b.device.index is not None else 0) != "unpadded":
+        return b_scale
+    return b_scale.as_strided((nr, nk), (nk, 1))
 
 
 def _mm(a, a_scale, b, b_scale, out_dtype, scaled):
     """``a @ b^T`` for a ``[M, K]`` with 1 x 128 scales and b ``[N, K]`` with 1 x 128 scales
-    (``b_scale [N, K/128]``, strides (1, N)) or 128 x 128 scales (``[N/128, K/128]``); both data
-    contiguous. ``scaled``: ``torch._scaled_mm``; else the reference path (dequantise, fp32 matmul)."""
+    (``b_scale [N, K/128]``, strides (1, N)) or 128 x 128 scales (``[N/128, K/128]``, row stride
+    round_up(K/128, 4)); both data contiguous. ``scaled``: ``torch._scaled_mm``; else the reference
+    path (dequantise, fp32 matmul)."""
     if scaled:
-        return torch._scaled_mm(a, b.t(), a_scale, b_scale.t(), out_dtype=out_dtype)
+        return torch._scaled_mm(a, b.t(), a_scale, _scale_b(b, b_scale).t(), out_dtype=out_dtype)
     bd = (
         dequantize_1x128(b, b_scale)
         if b_scale.shape[0] == b.shape[0]
@@ -345,18 +371,6 @@ def _use_scaled(gemm, device, T, H, F2):
 # ---- the ops ---------------------------------------------------------------------------------------
 
 
-def _glu_kw(p):
-    activation, layout, clamp_value, offset, gate_mult, down_mult = p
-    return dict(
-        activation=_ACT_NAMES[activation],
-        interleaved=layout == _C.LAYOUT_INTERLEAVED,
-        clamp_value=clamp_value if clamp_value > 0 else None,
-        glu_linear_offset=offset,
-        gate_multiplier=gate_mult,
-        down_multiplier=down_mult,
-    )
-
-
 def _no_autocast(impl):
     """impl with autocast off: the op's GEMMs and the reference path's fp32 matmuls keep the dtypes
     the recipe gives them inside an autocast region (the op has no autocast rule of its own, so
@@ -394,18 +408,22 @@ def _token_weights(weights, T):
 def _quantize_both(t, transposed):
     """t [R, C] quantised 1 x 128 along C and, with ``transposed``, t^T [C, R] 1 x 128 along R:
     (data, scale, data_t, scale_t), one pass of the C kernel (torch ops for other dtypes); the
-    transposed pair empty tensors without it."""
+    transposed pair None without it."""
     if _c_quantizable(t):
-        q = _fp8.quantize_fp8(t, columnwise=transposed)
-        if transposed:
-            return q.data, q.scale, q.data_t, q.scale_t
-        e = t.new_empty((0,))
-        return q.data, q.scale, e.to(FP8), e.float()
+        return _fp8._quant_run(t, _B1X128, _MN_MAJOR, False, True, transposed, True)
     d, s = quantize_1x128_torch(t)
     if not transposed:
-        e = t.new_empty((0,))
-        return d, s, e.to(FP8), e.float()
+        return d, s, None, None
     return (d, s, *quantize_1x128_torch(t.t()))
+
+
+def _glu_run(dy, h, bias, weights, p, columnwise, want_y):
+    """fastglu.fp8's GLU kernels (glu_fwd_fp8 without dy, glu_bwd_fp8 with it) on the block's
+    checked operands, 1 x 128 blocks, MN-major scales: (data, scale, data_t, scale_t, y) and in the
+    backward (dbias, dweights) after them (empty where not asked)."""
+    return _fp8._run(
+        dy, h, None, bias, weights, *p, _B1X128, _MN_MAJOR, False, columnwise, want_y
+    )
 
 
 def _fwd_impl(
@@ -427,28 +445,39 @@ def _fwd_impl(
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
-    scaled = _use_scaled(gemm, x.device, T, H, 2 * F)
+    out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights)
+    if not save:
+        e = x.new_empty((0,))
+        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
+    return out, h, xtq, xts, ytq, yts
+
+
+def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights):
+    """The forward on checked operands (the op's implementation and the eager Function): out, and
+    with ``save`` h, x^T's and y^T's quantised copies (None without it)."""
+    H = x.shape[-1]
+    T = x.numel() // H
+    scaled = _use_scaled(gemm, x.device, T, H, w1.shape[0])
     x2 = x.reshape(T, H)
     # x 1 x 128 along H (fc1) and, to save, x^T 1 x 128 along the tokens (fc1's wgrad): one pass
     xq, xs, xtq, xts = _quantize_both(x2, save)
-    pad = _pad(x.device, scaled)
-    w1q, w1s = quantize_128x128(w1, pad_scales=pad)
+    w1q, w1s = _q128x128(w1)
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
-    g, b = _glu_input(h, bias1, clamp_value)
-    o = _fp8.glu_fp8(g, bias=b, weights=_token_weights(weights, T), columnwise=save, **_glu_kw(p))
+    del xq, xs
+    g, b = _glu_input(h, bias1, p[2])
+    yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
     del g
-    w2q, w2s = quantize_128x128(w2, pad_scales=pad)
-    out = _mm(o.data, o.scale, w2q, w2s, x.dtype, scaled)
+    w2q, w2s = _q128x128(w2)
+    out = _mm(yq, ys, w2q, w2s, x.dtype, scaled)
     if bias2 is not None:
         # after the GEMM's rounding to x's dtype, on both paths: torch._scaled_mm's own bias is
         # refused with fp32 outputs and would enter before the rounding, where the reference path
         # could not follow it on every device
         out.add_(bias2)
-    out = out.view(lead + (H,))
+    out = out.view(x.shape[:-1] + (H,))
     if not save:
-        e = x.new_empty((0,))
-        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
-    return out, h, xtq, xts, o.data_t, o.scale_t
+        return out, None, None, None, None, None
+    return out, h, xtq, xts, ytq, yts
 
 
 def _fwd_fake(
@@ -510,46 +539,58 @@ def _bwd_impl(
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
+    dx, dw1, dw2, db1, db2, dwt = _bwd_body(
+        dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2
+    )
+    e = h.new_empty((0,))  # the gradients of operands not given
+    return dx, dw1, dw2, e if db1 is None else db1, e if db2 is None else db2, e if dwt is None else dwt
+
+
+def _bwd_body(dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2):
+    """The backward on checked operands (the op's implementation and the eager Function): dx
+    ([T, H]), dw1, dw2, and dbias1 / dbias2 / dweights (None where not given or not asked)."""
     T, F2 = h.shape
     H = w1.shape[1]
     scaled = _use_scaled(gemm, h.device, T, H, F2)
     do = dout.reshape(T, H).to(h.dtype)
     # dO [T, H] 1 x 128 along H (fc2's dgrad) and dO^T [H, T] along the tokens (fc2's wgrad)
     doq, dos, dotq, dots = _quantize_both(do, True)
-    pad = _pad(h.device, scaled)
-    w2tq, w2ts = quantize_128x128(w2.t(), pad_scales=pad)  # w2^T [F, H]
+    w2tq, w2ts = _q128x128(w2.t())  # w2^T [F, H]
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
+    del doq, dos, w2tq, w2ts
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
     del dotq, dots
-    e = h.new_empty((0,))  # the gradients of operands not given
-    db2 = do.sum(0, dtype=torch.float32).to(h.dtype) if want_dbias2 else e
-    g_in, b = _glu_input(h, bias1, clamp_value)  # h + bias1 as the forward formed it, with a clamp
-    kw = dict(bias=b, weights=_token_weights(weights, T), **_glu_kw(p))
+    db2 = do.sum(0, dtype=torch.float32).to(h.dtype) if want_dbias2 else None
+    g_in, b = _glu_input(h, bias1, p[2])  # h + bias1 as the forward formed it, with a clamp
+    w = _token_weights(weights, T)
     if h_grad is None and b is bias1:
         # dh quantised and dbias1 / dweights reduced in the pass that computes dh
-        g = _fp8.glu_bwd_fp8(dy, g_in, columnwise=True, **kw)
-        dhq, dhs, dhtq, dhts = g.data, g.scale, g.data_t, g.scale_t
-        db1 = g.dbias
+        dhq, dhs, dhtq, dhts, _, db1, dwt = _glu_run(dy, g_in, b, w, p, True, False)
     else:
         # dh itself: h is an output of the op, and its gradient adds to the GLU's (h_grad; h is
         # fc1's GEMM output before bias1, so dbias1 is the GLU's alone), or bias1 was added before
         # the kernel (its gradient is dh's sum over the tokens, in fp32); the sum is quantised as
         # glu_bwd_fp8 quantises dh (1 x 128 along 2F, and along the tokens for fc1's wgrad)
-        g = _fp8.glu_bwd_fp8(dy, g_in, return_dh=True, **kw)
-        dh = g.y
-        db1 = g.dbias
+        _, _, _, _, dh, db1, dwt = _glu_run(dy, g_in, b, w, p, False, True)
         if bias1 is not None and b is None:
             db1 = dh.sum(0, dtype=torch.float32).to(h.dtype)
         if h_grad is not None:
             dh = dh + h_grad.to(h.dtype)
         dhq, dhs, dhtq, dhts = _quantize_both(dh, True)
         del dh
-    del g_in
-    dwt = g.dweights.view(weights.shape) if weights is not None else e
-    w1tq, w1ts = quantize_128x128(w1.t(), pad_scales=pad)  # w1^T [H, 2F]
+    del g_in, dy
+    w1tq, w1ts = _q128x128(w1.t())  # w1^T [H, 2F]
     dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
+    del dhq, dhs, w1tq, w1ts
     dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
-    return dx, dw1, dw2, db1 if bias1 is not None else e, db2, dwt
+    return (
+        dx,
+        dw1,
+        dw2,
+        db1 if bias1 is not None else None,
+        db2,
+        dwt.view(weights.shape) if weights is not None else None,
+    )
 
 
 def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights):
@@ -812,10 +853,61 @@ def mlp_fp8(
         _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
     check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
-    grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (x, w1, w2, bias1, bias2, weights)
-    )
+    tensors = (x, w1, w2, bias1, bias2, weights)
+    if untraced_eager() and all(t is None or type(t) in _PLAIN for t in tensors):
+        # eager mode on plain tensors: the autograd Function on the ops' bodies, checked once
+        # above (the dispatcher and torch.library's autograd wrapper around the two ops cost
+        # about a third of the block's host time, which bounds it at small token counts)
+        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code)
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
     out = torch.ops.fastglu.mlp_fp8_fwd(
         x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights
     )[0]
     return out
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _autocast_off(device_type):
+    """A context with autocast off for the device type where it is on (the GEMMs keep the recipe's
+    dtypes, as _no_autocast does for the ops), else nothing."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+class _MLPFP8(torch.autograd.Function):
+    """mlp_fp8 in eager mode: the ops' bodies (_fwd_body, _bwd_body) without the dispatcher;
+    torch.compile and tensor subclasses take the ops (their fakes and autograd formula)."""
+
+    @staticmethod
+    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code):
+        save = any(ctx.needs_input_grad[:6])
+        with _autocast_off(x.device.type):
+            out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, code, save, bias1, bias2, weights)
+        ctx.p, ctx.code, ctx.has_bias2, ctx.x_shape = p, code, bias2 is not None, x.shape
+        if save:
+            ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        refuse_create_graph("mlp_fp8")  # the quantised GEMMs and kernels have no derivative
+        h, xtq, xts, ytq, yts, w1, w2, bias1, weights = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        with _autocast_off(h.device.type):
+            dx, dw1, dw2, db1, db2, dwt = _bwd_body(
+                dout, h, xtq, xts, ytq, yts, w1, w2, ctx.p, ctx.code, None, bias1, weights,
+                ctx.has_bias2 and need[4],
+            )
+        return (
+            dx.view(ctx.x_shape) if need[0] else None,
+            dw1 if need[1] else None,
+            dw2 if need[2] else None,
+            db1 if need[3] else None,
+            db2 if need[4] else None,
+            dwt if need[5] else None,
+            None,
+            None,
+        )

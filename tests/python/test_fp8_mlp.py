@@ -870,11 +870,15 @@ needs_sm90 = pytest.mark.skipif(
 
 
 @needs_sm90
-@pytest.mark.parametrize("T,H,F", [(256, 512, 384), (272, 208, 144), (1024, 1024, 2048)])
+@pytest.mark.parametrize(
+    "T,H,F", [(256, 512, 384), (272, 208, 144), (1024, 1024, 2048), (256, 2880, 1408)]
+)
 def test_scaled_mm_path_against_the_reference_path(T, H, F):
     """torch._scaled_mm with blockwise scales reads the operands as the reference path does
-    (partial 128-blocks along K included: 208 = 128 + 80, 144): the same quantised operands, so
-    only the GEMMs' accumulation order differs. Also the float64 recipe."""
+    (partial 128-blocks along K included: 208 = 128 + 80, 144; K/128 not a multiple of 4: 3, 23,
+    11 and 22 blocks, where a PyTorch before pytorch/pytorch#166752 gets the padded scales through
+    a view): the same quantised operands, so only the GEMMs' accumulation order differs. Also the
+    float64 recipe."""
     if not fp8_mlp.scaled_mm_available(torch.empty(T, H, device="cuda"), torch.empty(2 * F, H)):
         pytest.skip(f"torch {torch.__version__}: no blockwise torch._scaled_mm")
     x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cuda")
@@ -1038,18 +1042,32 @@ def _is_128x128(t, scale, padded=True):
     )
 
 
+def _as_cublas_reads(t, scale):
+    """The 128 x 128 scales of t as cuBLAS reads them from the pointer it is handed: rows
+    round_up(K/128, 4) floats apart, whatever strides the tensor claims (pytorch/pytorch#166752).
+    A read past the tensor's memory raises."""
+    nr, nk = scale.shape
+    ld = (nk + 3) // 4 * 4
+    base = scale.untyped_storage().nbytes() // 4
+    if nr > 1 and scale.storage_offset() + (nr - 1) * ld + nk > base:
+        raise RuntimeError(f"cuBLAS would read past the scales' memory ({tuple(scale.stride())})")
+    return torch.as_strided(scale, (nr, nk), (ld, 1))
+
+
 def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, padded=True):
-    """torch._scaled_mm's CUDA checks for the DeepSeek recipes as aten/src/ATen/native/cuda/
+    """torch._scaled_mm on CUDA for the DeepSeek recipes: the checks as aten/src/ATen/native/cuda/
     ScaledBlas.cpp writes them (get_joint_scaling: is_desired_scaling(a, scale_a, lhs) and
-    is_desired_scaling(b.t(), scale_b.t(), rhs); the 128 x 128 scales' padded row stride), then
-    the product of the dequantised operands."""
+    is_desired_scaling(b.t(), scale_b.t(), rhs); the 128 x 128 scales' row stride padded to 4
+    blocks, or unpadded for a PyTorch before pytorch/pytorch#166752), then the product of the
+    dequantised operands, the 128 x 128 scales read as cuBLAS reads them (padded rows, whichever
+    stride the PyTorch checked)."""
     assert a.dtype == FP8 and b.dtype == FP8
     assert a.stride(1) == 1 and a.stride(0) >= a.shape[1], f"a must be row-major: {a.stride()}"
     assert b.stride(0) == 1 and b.stride(1) >= b.shape[0], f"b must be column-major: {b.stride()}"
     assert a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 and b.shape[1] % 16 == 0
     bt, sbt = b.t(), scale_b.t()
     if _is_1x128(a, scale_a) and _is_128x128(bt, sbt, padded):
-        bd = dequantize_128x128(bt, sbt)
+        bd = dequantize_128x128(bt, _as_cublas_reads(bt, sbt))
     elif _is_1x128(a, scale_a) and _is_1x128(bt, sbt):
         bd = dequantize_1x128(bt, sbt)
     else:
@@ -1060,22 +1078,25 @@ def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, padded=True):
     return (dequantize_1x128(a, scale_a) @ bd.t()).to(out_dtype)
 
 
+@pytest.mark.parametrize("torch_kind", ["padded", "unpadded"])
 @pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
-@pytest.mark.parametrize("T,H,F", [(256, 512, 384), (272, 208, 144)])
-def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, F, which):
-    """The scaled_mm branch, run on the CPU against an emulation of torch._scaled_mm's CUDA layout
-    checks: every one of the six GEMMs passes its operands in the layouts ScaledBlas.cpp accepts
-    (K/128 not a multiple of 4 and partial blocks included), and the results are the reference
-    path's (with bias1, bias2 and weights too: bias2 enters both paths the same way)."""
+@pytest.mark.parametrize("T,H,F", [(256, 512, 384), (272, 208, 144), (128, 2880, 1408)])
+def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, F, which, torch_kind):
+    """The scaled_mm branch, run on the CPU against an emulation of torch._scaled_mm on CUDA (each
+    PyTorch's layout checks, cuBLAS's reads of the 128 x 128 scales): every one of the six GEMMs
+    passes its operands in the layouts ScaledBlas.cpp accepts (K/128 not a multiple of 4 and
+    partial blocks included: H = 2880 spans 23 blocks, 2F = 2816 22), and the results are the
+    reference path's (with bias1, bias2 and weights too: bias2 enters both paths the same way),
+    on a PyTorch checking the padded scale rows and on one checking unpadded rows."""
     calls = []
 
     def fake(a, b, scale_a, scale_b, out_dtype=None):
         calls.append((tuple(a.shape), tuple(b.shape)))
-        return emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype)
+        return emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, torch_kind == "padded")
 
     monkeypatch.setattr(torch, "_scaled_mm", fake)
     monkeypatch.setattr(fp8_mlp, "_scaled_ok", lambda *a: True)
-    monkeypatch.setattr(fp8_mlp, "_pad", lambda device, scaled: True)
+    monkeypatch.setattr(fp8_mlp, "_blockwise_layout", lambda index: torch_kind)
     x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=24 if which else None)
     extras = make_extras(T, H, F, torch.bfloat16, "cpu", which, seed=25)
     got = run_all(x, w1, w2, dout, extras, gemm="scaled_mm")
@@ -1100,6 +1121,30 @@ def test_probe_tells_the_weight_scale_layouts_apart(monkeypatch, torch_kind):
 
     monkeypatch.setattr(torch, "_scaled_mm", fake)
     assert fp8_mlp._probe_layout(torch.device("cpu")) == torch_kind
+
+
+@pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no GPU"))]
+)
+@pytest.mark.parametrize(
+    "which,kw",
+    [((), {}), ("all", {}), ("all", {"clamp_value": 1.5}), (("weights",), {"interleaved": True})],
+    ids=["plain", "bias-weights", "clamp", "interleaved"],
+)
+def test_eager_function_matches_the_ops(monkeypatch, device, which, kw):
+    """Eager mode on plain tensors runs the autograd Function on the ops' bodies (no dispatcher);
+    torch.compile and tensor subclasses run the ops. Both give the same bits: out and every
+    gradient, [S, B, H] input, fp32 master weights."""
+    S, B, H, F = 3, 43, 96, 80
+    x, w1, w2, dout = make(S * B, H, F, torch.bfloat16, device, wdtype=torch.float32, seed=31)
+    x, dout = x.view(S, B, H), dout.view(S, B, H)
+    extras = make_extras(S * B, H, F, torch.bfloat16, device, which, seed=32)
+    eager = run_all(x, w1, w2, dout, extras, **kw)
+    monkeypatch.setattr(fp8_mlp, "untraced_eager", lambda: False)
+    ops = run_all(x, w1, w2, dout, extras, **kw)
+    assert set(eager) == set(ops)
+    for k in ops:
+        assert eager[k].shape == ops[k].shape and torch.equal(eager[k], ops[k]), k
 
 
 def test_double_backward_refused():

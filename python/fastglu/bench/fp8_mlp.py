@@ -31,6 +31,7 @@ per provider, workload, pass and round (kernelindex.dev/v1alpha1, fastglu.bench.
 fp8_mlp.jsonl, summary.json and table.txt under --out.
 
     python -m fastglu.bench.fp8_mlp [--shape T,H,F ...] [--rounds 3] [--rep 100] [--out DIR]
+    python -m fastglu.bench.fp8_mlp --profile [--shape T,H,F ...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -64,7 +65,63 @@ def parse_args(argv=None):
         "the CPU on two tiny shapes, 2 rounds",
     )
     p.add_argument("--pass", dest="passes", nargs="+", choices=PASSES, default=list(PASSES))
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of timing: the FP8 block's forward + backward under torch.profiler per "
+        "shape, the kernels and host ops by time (profile_<shape>.txt under --out)",
+    )
     return parse_block_args(p, argv)
+
+
+def profile_block(shapes, device, out, iters=10):
+    """Where the FP8 block's forward + backward spends its time: torch.profiler over ``iters``
+    iterations after a warm-up, per shape; the table of ops by device time and by host time, and
+    the wall time per iteration against the device's busy time (a host-bound block shows a wall
+    time above its kernels' sum)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    for T, H, F in shapes:
+        torch.manual_seed(0)
+        x = torch.randn(T, H, device=device, dtype=torch.bfloat16, requires_grad=True)
+        w1 = (torch.randn(2 * F, H, device=device) / H**0.5).to(torch.bfloat16).requires_grad_()
+        w2 = (torch.randn(H, F, device=device) / F**0.5).to(torch.bfloat16).requires_grad_()
+        dout = torch.randn(T, H, device=device, dtype=torch.bfloat16)
+
+        def step():
+            for t in (x, w1, w2):
+                t.grad = None
+            fastglu.mlp_fp8(x, w1, w2).backward(dout)
+
+        for _ in range(3):
+            step()
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        with profile(activities=acts) as prof:
+            t0 = dt.datetime.now()
+            for _ in range(iters):
+                step()
+            sync()
+            wall = (dt.datetime.now() - t0).total_seconds() * 1e3 / iters
+        ka = prof.key_averages()
+        dev_key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+        busy = sum(getattr(e, dev_key, 0) for e in ka if e.device_type.name == "CUDA") / 1e3
+        head = (
+            f"T={T} H={H} F={F}: wall {wall:.3f} ms per forward + backward, "
+            f"kernels {busy / iters:.3f} ms per iteration ({iters} iterations, "
+            f"gemm {'scaled_mm' if fp8_mlp.scaled_mm_available(x, w1) else 'reference'})\n"
+        )
+        text = (
+            head
+            + "\nby device time\n"
+            + ka.table(sort_by=dev_key, row_limit=30)
+            + "\nby host time\n"
+            + ka.table(sort_by="self_cpu_time_total", row_limit=30)
+        )
+        (out / f"profile_t{T}-h{H}-ffn{F}.txt").write_text(text)
+        print(head, end="")
+        del x, w1, w2, dout, prof
 
 
 def floor_bytes(T, H, F, pass_, x_bytes=2, w_bytes=2):
@@ -186,6 +243,9 @@ def main(argv=None):
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
     out = args.out or Path("bench", "results", device_slug, f"{stamp}-fp8-mlp")
     out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        profile_block(shapes, device, out)
+        return []
     bw = copy_bandwidth(bench) if on_gpu else None
     base = {
         "fastglu_version": fastglu.__version__,
