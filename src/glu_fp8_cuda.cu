@@ -288,7 +288,11 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
         R = RED_IN(MODE, BWD, FAST, RED),
         P = geom<E, BWD>::pitch,
-        U = geom<E, BWD>::unroll,
+        /* the general 2-byte forward (bias, weights, the general math) takes one row step at a
+         * time: its hoisted bias and the general math's temporaries do not fit 80 registers
+         * beside two steps' loads (ptxas spilled 76 bytes, and the spills cost more than the
+         * loads in flight gain) */
+        U = !FAST && !BWD && sizeof(E) == 2 ? 1 : geom<E, BWD>::unroll,
         NCH = geom<E, BWD>::nch,
         LPR = geom<E, BWD>::lpr,
         SR = geom<E, BWD>::rows,
