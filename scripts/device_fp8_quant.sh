@@ -13,12 +13,13 @@
 #           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
 # Writes under $OUT: machine.txt (with the SASS check of the FP8 kernels: no local memory),
 # ctest.log (the C programs), pytest.log (test_quantize_fp8.py, test_fp8_mlp.py, test_glu_fp8.py),
-# ab.txt, quant.log + quant.json (python -m fastglu.bench.quant_fp8), fp8mlp.tar.gz
+# ab.txt, quant.log + quant.json (python -m fastglu.bench.quant_fp8), fp8.log + fp8.json
+# (python -m fastglu.bench.fp8: the GLU kernels against the unfused path), fp8mlp.tar.gz
 # (python -m fastglu.bench.fp8_mlp's records, summary, table and log; stage profile: its --profile
 # tables at PROFILE_SHAPES, default 1024,4096,14336), llama.tar.gz
 # (examples/llama/train.py --fp8 on the GPU: results.json, train.log, loss.png).
 #   WHEEL=.dev/fin/fastglu-*.whl CT=.dev/ct.tar.xz bash scripts/device_fp8_quant.sh
-#   STAGES="tests ab glu_ab quant fp8mlp profile llama" (default: tests quant fp8mlp)
+#   STAGES="tests ab glu_ab quant fp8 fp8mlp profile llama" (default: tests quant fp8mlp)
 set -uo pipefail
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
@@ -83,6 +84,11 @@ fi
 if want quant; then
   step "python -m fastglu.bench.quant_fp8"
   timeout 240 python3 -m fastglu.bench.quant_fp8 --out "$OUT/quant.json" 2>&1 | tee "$OUT/quant.log"
+fi
+if want fp8; then
+  step "python -m fastglu.bench.fp8 (the GLU kernels against the unfused path)"
+  timeout 240 python3 -m fastglu.bench.fp8 --tokens 8192 --ffn 2880 8192 14336 --out "$OUT/fp8.json" \
+    2>&1 | tee "$OUT/fp8.log"
 fi
 if want fp8mlp; then
   step "python -m fastglu.bench.fp8_mlp"
