@@ -1,13 +1,21 @@
 /*
- * fuzz_common.h — what the libFuzzer harness (fuzz_glu.c) uses: the byte reader
- * that turns an input into choices, the span of a strided region, and the driver of a build
- * without libFuzzer (FASTGLU_FUZZ_STANDALONE: random inputs for a bounded time).
+ * fuzz_common.h — what the libFuzzer harnesses (fuzz_glu.c, fuzz_quant_fp8.c) share: the byte
+ * reader that turns an input into choices, the span of a strided region, typed element access, the
+ * e4m3fn reference cast, the buffers (each its own allocation, a snapshot, the elements a call may
+ * write) and their checks, and the driver of a build without libFuzzer (FASTGLU_FUZZ_STANDALONE:
+ * random inputs for a bounded time).
  */
 #ifndef FASTGLU_FUZZ_COMMON_H
 #define FASTGLU_FUZZ_COMMON_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "fastglu.h"
 
 typedef struct reader {
     const uint8_t *p;
@@ -25,6 +33,117 @@ static unsigned next(reader *r) {
 static int64_t span(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
     if (rows <= 0 || cols <= 0 || rs < 0 || cs < 0) return 0;
     return (rows - 1) * rs + (cols - 1) * cs + 1;
+}
+
+/* ---- typed access ----------------------------------------------------------------------- */
+
+static inline double fp8_value(uint8_t b) {
+    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    double v = (e == 15 && m == 7) ? NAN
+               : e == 0            ? ldexp(m / 8.0, -6)
+                                   : ldexp(1.0 + m / 8.0, e - 7);
+    return s ? -v : v;
+}
+
+/* x cast to e4m3fn as torch's .to(torch.float8_e4m3fn): the nearest finite code by magnitude (codes
+ * 0x00 .. 0x7e ascend), the even one on a tie, 448 at or above it; NaN -> 0x7f with x's sign. */
+static inline uint8_t ref_e4m3(double x) {
+    const uint8_t sign = signbit(x) ? 0x80 : 0x00;
+    if (isnan(x)) return sign | 0x7f;
+    const double a = fabs(x);
+    if (a >= 448.0) return sign | 0x7e;
+    int lo = 0, hi = 0x7e; /* value(lo) <= a < value(hi) */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (fp8_value((uint8_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double below = a - fp8_value((uint8_t)lo), above = fp8_value((uint8_t)hi) - a;
+    return sign | (uint8_t)(below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi));
+}
+
+static inline int valid_dtype(int dt) { return dt >= 0 && dt <= 2; }
+
+static inline double load(int dt, const void *p, int64_t i) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: return ((const float *)p)[i];
+    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case FASTGLU_DTYPE_FP8_E4M3: return fp8_value(((const uint8_t *)p)[i]);
+    }
+    return NAN;
+}
+
+static inline void store(int dt, void *p, int64_t i, double v) {
+    switch (dt) {
+    case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; break;
+    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
+    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case FASTGLU_DTYPE_FP8_E4M3: ((uint8_t *)p)[i] = (uint8_t)(fabs(v) < 1e6 ? (int)(v * 8) : 0x7f); break;
+    default: ((uint16_t *)p)[i] = (uint16_t)(fabs(v) < 1e6 ? (int)(v * 64) : 1); break; /* any bits */
+    }
+}
+
+/* bytes per element as the harness lays buffers out (an invalid dtype: 2) */
+static inline size_t esize(int dt) { return dt == 0 ? 4 : dt == 3 ? 1 : 2; }
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+
+typedef struct buf {
+    unsigned char *p, *before, *mask; /* mask: 1 per element this call may write */
+    int64_t n;                        /* elements */
+    size_t es;
+} buf;
+
+static inline void buf_make(buf *b, int64_t n, size_t es) {
+    b->n = n > 0 ? n : 0;
+    b->es = es;
+    b->p = malloc((size_t)b->n * es + 1);
+    b->before = malloc((size_t)b->n * es + 1);
+    b->mask = calloc((size_t)b->n + 1, 1);
+}
+
+static inline void buf_snap(buf *b) { memcpy(b->before, b->p, (size_t)b->n * b->es + 1); }
+
+static inline void buf_free(buf *b) {
+    free(b->p), free(b->before), free(b->mask);
+    memset(b, 0, sizeof *b);
+}
+
+static inline void mark(buf *b, int64_t off, int64_t rows, int64_t cols, int64_t rs) {
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t j = 0; j < cols; ++j) {
+            const int64_t e = off + t * rs + j;
+            if (e < 0 || e >= b->n) abort(); /* the harness's own geometry is wrong */
+            b->mask[e] = 1;
+        }
+}
+
+/* every byte outside the marked elements (and the spare byte) unchanged */
+static inline void check_unmarked(const buf *b) {
+    if (!b->p) return;
+    for (int64_t e = 0; e < b->n; ++e)
+        if (!b->mask[e] && memcmp(b->p + e * b->es, b->before + e * b->es, b->es) != 0) abort();
+    if (b->p[b->n * b->es] != b->before[b->n * b->es]) abort();
+}
+
+static inline void check_unchanged(const buf *b) {
+    if (b->p && memcmp(b->p, b->before, (size_t)b->n * b->es + 1) != 0) abort();
+}
+
+/* A stride: derived from the natural one `base`, sometimes zero or too small. */
+static inline int64_t pick_stride(reader *r, int64_t base) {
+    switch (next(r) % 7) {
+    case 0:
+    case 6: return base;
+    case 1: return base + (int64_t)(next(r) % 9);
+    case 2: return 0;
+    case 3: return base > 0 ? base - 1 : 0;
+    case 4: return base * 2 + 1;
+    default: return base + 8;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -40,34 +40,7 @@
 #define MAX_TOKENS 40
 #define MAX_F 300
 
-/* ---- typed access ----------------------------------------------------------------------- */
-
-static double fp8_value(uint8_t b) {
-    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-    double v = (e == 15 && m == 7) ? NAN
-               : e == 0            ? ldexp(m / 8.0, -6)
-                                   : ldexp(1.0 + m / 8.0, e - 7);
-    return s ? -v : v;
-}
-
-/* x cast to e4m3fn as torch's .to(torch.float8_e4m3fn): the nearest finite code by magnitude (codes
- * 0x00 .. 0x7e ascend), the even one on a tie, 448 at or above it; NaN -> 0x7f with x's sign. */
-static uint8_t ref_e4m3(double x) {
-    const uint8_t sign = signbit(x) ? 0x80 : 0x00;
-    if (isnan(x)) return sign | 0x7f;
-    const double a = fabs(x);
-    if (a >= 448.0) return sign | 0x7e;
-    int lo = 0, hi = 0x7e; /* value(lo) <= a < value(hi) */
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (fp8_value((uint8_t)mid) <= a)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    const double below = a - fp8_value((uint8_t)lo), above = fp8_value((uint8_t)hi) - a;
-    return sign | (uint8_t)(below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi));
-}
+/* ---- the fp8 copy ------------------------------------------------------------------------- */
 
 /* The value the fp8 copy casts under the clamp c (include/fastglu.h, saved_fp8): with lo / hi the
  * e4m3fn values either side of c (lo <= c < hi), a cut operand becomes +-hi, an uncut one stays
@@ -87,88 +60,6 @@ static double copy_operand(double x, int is_up, float clamp) {
     if (x > lo) return lo;
     if (is_up && x < -lo) return -lo;
     return x;
-}
-
-static int valid_dtype(int dt) { return dt >= 0 && dt <= 2; }
-
-static double load(int dt, const void *p, int64_t i) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: return ((const float *)p)[i];
-    case FASTGLU_DTYPE_FP16: return fp16_to_f32(((const uint16_t *)p)[i]);
-    case FASTGLU_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case FASTGLU_DTYPE_FP8_E4M3: return fp8_value(((const uint8_t *)p)[i]);
-    }
-    return NAN;
-}
-
-static void store(int dt, void *p, int64_t i, double v) {
-    switch (dt) {
-    case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; break;
-    case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
-    case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case FASTGLU_DTYPE_FP8_E4M3: ((uint8_t *)p)[i] = (uint8_t)(v == v ? (int)(v * 8) : 0x7f); break;
-    default: ((uint16_t *)p)[i] = (uint16_t)(v == v ? (int)(v * 64) : 1); break; /* any bits */
-    }
-}
-
-/* bytes per element as the harness lays buffers out (an invalid dtype: 2) */
-static size_t esize(int dt) { return dt == 0 ? 4 : dt == 3 ? 1 : 2; }
-
-/* ---- buffers ----------------------------------------------------------------------------- */
-
-typedef struct buf {
-    unsigned char *p, *before, *mask; /* mask: 1 per element this call may write */
-    int64_t n;                        /* elements */
-    size_t es;
-} buf;
-
-static void buf_make(buf *b, int64_t n, size_t es) {
-    b->n = n > 0 ? n : 0;
-    b->es = es;
-    b->p = malloc((size_t)b->n * es + 1);
-    b->before = malloc((size_t)b->n * es + 1);
-    b->mask = calloc((size_t)b->n + 1, 1);
-}
-
-static void buf_snap(buf *b) { memcpy(b->before, b->p, (size_t)b->n * b->es + 1); }
-
-static void buf_free(buf *b) {
-    free(b->p), free(b->before), free(b->mask);
-    memset(b, 0, sizeof *b);
-}
-
-static void mark(buf *b, int64_t off, int64_t rows, int64_t cols, int64_t rs) {
-    for (int64_t t = 0; t < rows; ++t)
-        for (int64_t j = 0; j < cols; ++j) {
-            const int64_t e = off + t * rs + j;
-            if (e < 0 || e >= b->n) abort(); /* the harness's own geometry is wrong */
-            b->mask[e] = 1;
-        }
-}
-
-/* every byte outside the marked elements (and the spare byte) unchanged */
-static void check_unmarked(const buf *b) {
-    if (!b->p) return;
-    for (int64_t e = 0; e < b->n; ++e)
-        if (!b->mask[e] && memcmp(b->p + e * b->es, b->before + e * b->es, b->es) != 0) abort();
-    if (b->p[b->n * b->es] != b->before[b->n * b->es]) abort();
-}
-
-static void check_unchanged(const buf *b) {
-    if (b->p && memcmp(b->p, b->before, (size_t)b->n * b->es + 1) != 0) abort();
-}
-
-/* A stride: derived from the natural one `base`, sometimes zero or too small. */
-static int64_t pick_stride(reader *r, int64_t base) {
-    switch (next(r) % 7) {
-    case 0:
-    case 6: return base;
-    case 1: return base + (int64_t)(next(r) % 9);
-    case 2: return 0;
-    case 3: return base > 0 ? base - 1 : 0;
-    case 4: return base * 2 + 1;
-    default: return base + 8;
-    }
 }
 
 /* ---- the reference ----------------------------------------------------------------------- */

@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
 # run.sh — fuzz the C API's CPU entry points under AddressSanitizer and UBSan for a bounded time:
-# tests/fuzz/fuzz_glu.c (fastglu_glu_*_cpu, and fastglu_swiglu_*_cpu as the family's SiLU case).
+# tests/fuzz/fuzz_glu.c (fastglu_glu_*_cpu, and fastglu_swiglu_*_cpu as the family's SiLU case;
+# two thirds of the time) and tests/fuzz/fuzz_quant_fp8.c (fastglu_quantize_fp8_cpu; the rest).
 #
-#   bash tests/fuzz/run.sh [SECONDS]      (default 60)
+#   bash tests/fuzz/run.sh [SECONDS]      (default 60, both harnesses together)
 #
-# With clang and libFuzzer (Debian: clang, libclang-rt-14-dev): coverage-guided, the corpus kept in
-# build/fuzz/corpus_glu. Without them: the same harness driven by random inputs, built with cc.
-# Exits non-zero on any crash, sanitizer report or failed check.
+# With clang and libFuzzer (Debian: clang, libclang-rt-14-dev): coverage-guided, the corpora kept in
+# build/fuzz/corpus_<harness>. Without them: the same harnesses driven by random inputs, built
+# with cc. Exits non-zero on any crash, sanitizer report or failed check.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 out=build/fuzz
-mkdir -p "$out/corpus_glu"
-lib="src/common.c src/swiglu.c src/glu_common.c src/glu_cpu.c src/cuda_stub.c"
+mkdir -p "$out"
+common="src/common.c src/glu_common.c src/cuda_stub.c"
+declare -A libs=(
+  [glu]="$common src/swiglu.c src/glu_cpu.c"
+  [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c"
+)
+declare -A share=([glu]=$((secs * 2 / 3)) [quant_fp8]=$((secs - secs * 2 / 3)))
 flags="-std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined -fno-sanitize-recover=all"
 if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char*d,long n){return 0;}' \
      | clang -x c - -fsanitize=fuzzer -o "$out/probe" 2>/dev/null; then
-  echo "== libFuzzer + ASan/UBSan, $secs s of fuzz_glu"
-  clang $flags -fsanitize=fuzzer tests/fuzz/fuzz_glu.c $lib -lm -o "$out/fuzz_glu"
-  "$out/fuzz_glu" -max_total_time="$secs" -max_len=16384 -print_final_stats=1 "$out/corpus_glu" 2>&1 | tail -15
+  for h in glu quant_fp8; do
+    echo "== libFuzzer + ASan/UBSan, ${share[$h]} s of fuzz_$h"
+    mkdir -p "$out/corpus_$h"
+    clang $flags -fsanitize=fuzzer "tests/fuzz/fuzz_$h.c" ${libs[$h]} -lm -o "$out/fuzz_$h"
+    "$out/fuzz_$h" -max_total_time="${share[$h]}" -max_len=16384 -print_final_stats=1 \
+      "$out/corpus_$h" 2>&1 | tail -15
+  done
 else
-  echo "== no clang with libFuzzer here: the harness on random inputs (cc + ASan/UBSan), $secs s"
-  cc $flags -DFASTGLU_FUZZ_STANDALONE tests/fuzz/fuzz_glu.c $lib -lm -o "$out/fuzz_glu_standalone"
-  "$out/fuzz_glu_standalone" "$secs"
+  for h in glu quant_fp8; do
+    echo "== no clang with libFuzzer here: fuzz_$h on random inputs (cc + ASan/UBSan), ${share[$h]} s"
+    cc $flags -DFASTGLU_FUZZ_STANDALONE "tests/fuzz/fuzz_$h.c" ${libs[$h]} -lm \
+      -o "$out/fuzz_${h}_standalone"
+    "$out/fuzz_${h}_standalone" "${share[$h]}"
+  done
 fi
