@@ -90,7 +90,9 @@ from .ops import (
     _fail,
     check_code,
     check_dense,
+    check_storage,
     glu_params,
+    is_zero_tensor,
     op_params,
     refuse_create_graph,
     untraced_eager,
@@ -421,9 +423,7 @@ def _glu_run(dy, h, bias, weights, p, columnwise, want_y):
     """fastglu.fp8's GLU kernels (glu_fwd_fp8 without dy, glu_bwd_fp8 with it) on the block's
     checked operands, 1 x 128 blocks, MN-major scales: (data, scale, data_t, scale_t, y) and in the
     backward (dbias, dweights) after them (empty where not asked)."""
-    return _fp8._run(
-        dy, h, None, bias, weights, *p, _B1X128, _MN_MAJOR, False, columnwise, want_y
-    )
+    return _fp8._run(dy, h, None, bias, weights, *p, _B1X128, _MN_MAJOR, False, columnwise, want_y)
 
 
 def _fwd_impl(
@@ -445,6 +445,9 @@ def _fwd_impl(
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
+    for name, t in zip(_NAMES, (x, w1, w2, bias1, bias2, weights)):
+        if t is not None:
+            check_storage(t, _FN, name)
     out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights)
     if not save:
         e = x.new_empty((0,))
@@ -474,7 +477,10 @@ def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights):
         # refused with fp32 outputs and would enter before the rounding, where the reference path
         # could not follow it on every device
         out.add_(bias2)
-    out = out.view(x.shape[:-1] + (H,))
+    if x.dim() != 2:
+        # (_unsafe_view: out is not a view for autograd, so `out += residual` works as after
+        # F.linear; the [T, H] GEMM output has no other user)
+        out = torch.ops.aten._unsafe_view(out, x.shape[:-1] + (H,))
     if not save:
         return out, None, None, None, None, None
     return out, h, xtq, xts, ytq, yts
@@ -539,11 +545,33 @@ def _bwd_impl(
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
+    for name, t in (
+        ("dout", dout),
+        ("h", h),
+        ("x_t", xtq),
+        ("x_t_scale", xts),
+        ("y_t", ytq),
+        ("y_t_scale", yts),
+        ("w1", w1),
+        ("w2", w2),
+        ("h_grad", h_grad),
+        ("bias1", bias1),
+        ("weights", weights),
+    ):
+        if t is not None:
+            check_storage(t, _FN, name)
     dx, dw1, dw2, db1, db2, dwt = _bwd_body(
         dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2
     )
     e = h.new_empty((0,))  # the gradients of operands not given
-    return dx, dw1, dw2, e if db1 is None else db1, e if db2 is None else db2, e if dwt is None else dwt
+    return (
+        dx,
+        dw1,
+        dw2,
+        e if db1 is None else db1,
+        e if db2 is None else db2,
+        e if dwt is None else dwt,
+    )
 
 
 def _bwd_body(dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2):
@@ -854,12 +882,20 @@ def mlp_fp8(
     check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
     tensors = (x, w1, w2, bias1, bias2, weights)
-    if untraced_eager() and all(t is None or type(t) in _PLAIN for t in tensors):
-        # eager mode on plain tensors: the autograd Function on the ops' bodies, checked once
-        # above (the dispatcher and torch.library's autograd wrapper around the two ops cost
-        # about a third of the block's host time, which bounds it at small token counts)
-        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if (
+        untraced_eager()
+        and x.device.type in ("cpu", "cuda")
+        and all(t is None or (type(t) in _PLAIN and not is_zero_tensor(t)) for t in tensors)
+    ):
+        # eager mode on plain tensors with memory: the autograd Function on the ops' bodies,
+        # checked once above (the dispatcher and torch.library's autograd wrapper around the two
+        # ops cost about a third of the block's host time, which bounds it at small token counts);
+        # efficient zero tensors, meta tensors and subclasses take the ops
+        for name, t in zip(_NAMES, tensors):
+            if t is not None:
+                check_storage(t, _FN, name)
+        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad)
     out = torch.ops.fastglu.mlp_fp8_fwd(
         x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights
     )[0]
@@ -867,6 +903,7 @@ def mlp_fp8(
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_NAMES = ("x", "w1", "w2", "bias1", "bias2", "weights")
 
 
 def _autocast_off(device_type):
@@ -882,8 +919,7 @@ class _MLPFP8(torch.autograd.Function):
     torch.compile and tensor subclasses take the ops (their fakes and autograd formula)."""
 
     @staticmethod
-    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code):
-        save = any(ctx.needs_input_grad[:6])
+    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code, save):
         with _autocast_off(x.device.type):
             out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, code, save, bias1, bias2, weights)
         ctx.p, ctx.code, ctx.has_bias2, ctx.x_shape = p, code, bias2 is not None, x.shape
@@ -896,9 +932,23 @@ class _MLPFP8(torch.autograd.Function):
         refuse_create_graph("mlp_fp8")  # the quantised GEMMs and kernels have no derivative
         h, xtq, xts, ytq, yts, w1, w2, bias1, weights = ctx.saved_tensors
         need = ctx.needs_input_grad
+        if is_zero_tensor(dout):  # (an efficient zero tensor has no memory to read)
+            dout = torch.zeros(dout.shape, dtype=dout.dtype, device=dout.device)
         with _autocast_off(h.device.type):
             dx, dw1, dw2, db1, db2, dwt = _bwd_body(
-                dout, h, xtq, xts, ytq, yts, w1, w2, ctx.p, ctx.code, None, bias1, weights,
+                dout,
+                h,
+                xtq,
+                xts,
+                ytq,
+                yts,
+                w1,
+                w2,
+                ctx.p,
+                ctx.code,
+                None,
+                bias1,
+                weights,
                 ctx.has_bias2 and need[4],
             )
         return (
@@ -908,6 +958,7 @@ class _MLPFP8(torch.autograd.Function):
             db1 if need[3] else None,
             db2 if need[4] else None,
             dwt if need[5] else None,
+            None,
             None,
             None,
         )

@@ -39,6 +39,7 @@ from .ops import (
     _may_overlap,
     _tracing_state,
     glu_params,
+    ops_only,
 )
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
@@ -196,7 +197,7 @@ def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_
         and in_place is False
         and type(x) is _Tensor
         and _glu_c_apply is not None
-        and not _is_compiling()
+        and not ops_only()
         and not _functorch_active()
     ):  # the common eager call (Megatron's entry points): straight to the lean apply
         options = _PLAIN_OPTIONS.get(fn) or _PLAIN_OPTIONS.setdefault(fn, (False, False, False, fn))
@@ -211,7 +212,7 @@ def _apply(x, up, bias, weights, params, fp8_input_store, cpu_offload_input, in_
     in_place = (
         in_place is not False and bool(in_place) and _grad_enabled()
     )  # without grad mode no backward runs
-    if _is_compiling():  # torch.compile / torch.export: the torch.library ops (glu_traced)
+    if ops_only():  # compile / export tracing, a dispatch mode: the torch.library ops (glu_traced)
         return glu_traced(
             x,
             up,
@@ -324,7 +325,7 @@ def swiglu(x: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     rank's local [..., 2F/tp] holds its own gate and up slices); the result is a DTensor
     ``Shard(-1)`` of global shape [..., F]; other placements raise ValueError (``library.py``).
     """
-    if type(x) is _Tensor and not _is_compiling():
+    if type(x) is _Tensor and not ops_only():
         nd = x.dim()
         if nd != 2 and nd != 3:
             ops.check_input(x, "swiglu")  # Megatron's layout: 2D or 3D (raises naming the call)
@@ -381,7 +382,7 @@ def _swiglu_dispatched(x, in_place):
         return _apply(x, None, None, None, SILU, False, False, in_place, "swiglu")
     if in_place and isinstance(x, torch.Tensor):
         ops.refuse_leaf_in_place(x, "swiglu", "input")  # (a DTensor's local tensor is no leaf)
-    if _is_compiling():
+    if ops_only():
         return library.swiglu_fwd(x)
     if not isinstance(x, torch.Tensor) or x.is_nested:
         ops.check_input(x, "swiglu")  # raises TypeError naming the type or the nested layout

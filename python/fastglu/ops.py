@@ -121,20 +121,30 @@ FP8_MODES = (False, True, "per_row", "per_tensor", "blockwise")
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 _tracing_state = getattr(torch._C, "_get_tracing_state", lambda: None)  # torch.jit.trace
+# the Python dispatch modes in effect (FakeTensorMode, FlopCounterMode, ...): each must see the op
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 _forward_ad = torch.autograd.forward_ad
+
+
+def ops_only() -> bool:
+    """Whether a call must go through its torch.library op rather than a lean path: while
+    torch.compile / torch.export trace, or under a Python dispatch mode (FakeTensorMode, whose
+    tensors have no memory for a kernel; any mode must see the op, not the kernel's internals)."""
+    return _is_compiling() or _dispatch_modes() != 0
 
 
 def untraced_eager() -> bool:
     """Whether a call may run its kernel directly instead of through its torch.library op: not
     under torch.compile / torch.export, no functorch transform (vmap, grad, jvp), no forward-mode
-    AD level open, not under torch.jit.trace. Each of those records or transforms the op, which a
-    raw call would bypass (a trace without the kernel, vmap on a batched tensor's missing storage).
+    AD level open, not under torch.jit.trace, no Python dispatch mode (FakeTensorMode: its tensors
+    have no memory). Each of those records or transforms the op, which a raw call would bypass (a trace without the kernel, vmap on a batched tensor's missing storage).
     The caller checks its tensors (plain ``torch.Tensor``, nothing autograd would track)."""
     return (
         not _is_compiling()
         and not _functorch_active()
         and _forward_ad._current_level < 0
         and _tracing_state() is None
+        and _dispatch_modes() == 0
     )
 
 

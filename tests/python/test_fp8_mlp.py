@@ -1081,7 +1081,9 @@ def emulated_scaled_mm(a, b, scale_a, scale_b, out_dtype, padded=True):
 @pytest.mark.parametrize("torch_kind", ["padded", "unpadded"])
 @pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
 @pytest.mark.parametrize("T,H,F", [(256, 512, 384), (272, 208, 144), (128, 2880, 1408)])
-def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(monkeypatch, T, H, F, which, torch_kind):
+def test_scaled_mm_branch_hands_over_the_layouts_cuda_checks(
+    monkeypatch, T, H, F, which, torch_kind
+):
     """The scaled_mm branch, run on the CPU against an emulation of torch._scaled_mm on CUDA (each
     PyTorch's layout checks, cuBLAS's reads of the 128 x 128 scales): every one of the six GEMMs
     passes its operands in the layouts ScaledBlas.cpp accepts (K/128 not a multiple of 4 and
@@ -1145,6 +1147,90 @@ def test_eager_function_matches_the_ops(monkeypatch, device, which, kw):
     assert set(eager) == set(ops)
     for k in ops:
         assert eager[k].shape == ops[k].shape and torch.equal(eager[k], ops[k]), k
+
+
+@pytest.mark.parametrize("name", ["x", "w1", "w2", "bias1", "bias2", "weights"])
+def test_freed_storage_refused(name):
+    """A tensor whose memory was freed (resized to 0, as FSDP does) is refused with a ValueError
+    naming it, on both paths (the C library would read its null pointer as an absent argument, or
+    the bias add would write through it)."""
+    x, w1, w2, _ = make(5, 130, 9, torch.float32, "cpu", seed=41)
+    t = dict(
+        x=x, w1=w1, w2=w2, bias1=torch.randn(18), bias2=torch.randn(130), weights=torch.rand(5)
+    )
+    t[name].untyped_storage().resize_(0)
+    extras = {k: t[k] for k in ("bias1", "bias2", "weights")}
+    with pytest.raises(ValueError, match=f"mlp_fp8.*{name}"):
+        mlp_fp8(t["x"], t["w1"], t["w2"], **extras)
+
+
+def test_efficient_zero_tensors_match_the_ops(monkeypatch):
+    """torch._efficientzerotensor operands (no memory) and a zero upstream gradient of that kind
+    give the op path's results (zeros where they enter) in eager mode too."""
+    x, w1, w2, dout = make(5, 130, 9, torch.float32, "cpu", seed=42)
+    z = torch._efficientzerotensor
+
+    def run(xx, ww1, weights, dd):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (x, w1, w2)]
+        out = mlp_fp8(
+            xx if xx is not None else leaves[0],
+            ww1 if ww1 is not None else leaves[1],
+            leaves[2],
+            weights=weights,
+        )
+        out.backward(dd)
+        return [out.detach()] + [t.grad for t in leaves]
+
+    for args in (
+        (None, None, z(5), dout),
+        (z(5, 130), None, None, dout),
+        (None, None, None, z(5, 130)),
+    ):
+        eager = run(*args)
+        with monkeypatch.context() as m:
+            m.setattr(fp8_mlp, "untraced_eager", lambda: False)
+            ops = run(*args)
+        for a, b in zip(eager, ops):
+            assert (a is None and b is None) or torch.equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(5, 130), (5, 1, 130)])
+def test_output_takes_in_place_ops(shape):
+    """out += residual works with autograd on (out is not a view of an internal tensor), and the
+    gradient counts the residual."""
+    x, w1, w2, _ = make(5, 130, 9, torch.float32, "cpu", seed=43)
+    x = x.view(shape).requires_grad_(True)
+    out = mlp_fp8(x, w1, w2)
+    out += x
+    out.sum().backward()
+    want = torch.autograd.grad(mlp_fp8(x, w1, w2).sum(), x)[0] + 1
+    assert torch.equal(x.grad, want)
+
+
+def test_meta_and_fake_tensors_take_the_ops():
+    """Meta tensors and a FakeTensorMode over real tensors run the ops' fakes (shapes only),
+    never the kernels with memory-less tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x, w1, w2, _ = make(5, 130, 9, torch.float32, "cpu", seed=44)
+    out = mlp_fp8(*(t.to("meta").requires_grad_(True) for t in (x, w1, w2)))
+    assert out.device.type == "meta" and out.shape == (5, 130)
+    out.sum().backward()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out = mlp_fp8(x, w1, w2)
+    assert out.shape == (5, 130)
+
+
+def test_no_grad_saves_nothing(monkeypatch):
+    """Under torch.no_grad the forward computes no copies for a backward (x^T, y^T), on the eager
+    path as on the op path, even when the inputs require grad."""
+    x, w1, w2, _ = make(5, 130, 9, torch.float32, "cpu", seed=45)
+    seen = []
+    body = fp8_mlp._fwd_body
+    monkeypatch.setattr(fp8_mlp, "_fwd_body", lambda *a: seen.append(a[5]) or body(*a))
+    with torch.no_grad():
+        mlp_fp8(*(t.requires_grad_(True) for t in (x, w1, w2)))
+    assert seen == [False]
 
 
 def test_double_backward_refused():

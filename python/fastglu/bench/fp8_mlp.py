@@ -121,7 +121,7 @@ def profile_block(shapes, device, out, iters=10):
         )
         (out / f"profile_t{T}-h{H}-ffn{F}.txt").write_text(text)
         print(head, end="")
-        del x, w1, w2, dout, prof
+        del prof
 
 
 def floor_bytes(T, H, F, pass_, x_bytes=2, w_bytes=2):
