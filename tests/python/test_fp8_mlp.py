@@ -990,6 +990,18 @@ def test_bench_smoke(tmp_path):
     assert (tmp_path / "table.txt").read_text().startswith("pass")
 
 
+def test_bench_profile(tmp_path):
+    """python -m fastglu.bench.fp8_mlp --profile: a torch.profiler table per shape, with the wall
+    time per forward + backward in its first line; no records (nothing is timed for them)."""
+    from fastglu.bench import fp8_mlp as bench
+
+    assert bench.main(["--profile", "--shape", "32,64,48", "--out", str(tmp_path)]) == []
+    text = (tmp_path / "profile_t32-h64-ffn48.txt").read_text()
+    assert text.startswith("T=32 H=64 F=48: wall ") and "by host time" in text
+    assert "mlp_fp8" in text.lower() or "MLPFP8" in text
+    assert not list(tmp_path.glob("mlp_fp8_*.json"))
+
+
 def test_bench_floor_bytes():
     """The non-GEMM floor counts each step's reads and writes once: the forward at T=H=F=128
     (one block everywhere), by hand."""
