@@ -81,8 +81,12 @@ static inline void store(int dt, void *p, int64_t i, double v) {
     case FASTGLU_DTYPE_FP32: ((float *)p)[i] = (float)v; break;
     case FASTGLU_DTYPE_FP16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
     case FASTGLU_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case FASTGLU_DTYPE_FP8_E4M3: ((uint8_t *)p)[i] = (uint8_t)(fabs(v) < 1e6 ? (int)(v * 8) : 0x7f); break;
-    default: ((uint16_t *)p)[i] = (uint16_t)(fabs(v) < 1e6 ? (int)(v * 64) : 1); break; /* any bits */
+    case FASTGLU_DTYPE_FP8_E4M3:
+        ((uint8_t *)p)[i] = (uint8_t)(fabs(v) < 1e6 ? (int)(v * 8) : 0x7f);
+        break;
+    default:
+        ((uint16_t *)p)[i] = (uint16_t)(fabs(v) < 1e6 ? (int)(v * 64) : 1);
+        break; /* any bits */
     }
 }
 

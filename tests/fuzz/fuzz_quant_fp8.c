@@ -150,7 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         slot *s = &o[k];
         const int is_scale = k % 2;
         s->want = k < 2 ? want_d : want_t;
-        if (is_scale && next(r) % 32 == 0) s->want = !s->want; /* a scale without its data, or none */
+        if (is_scale && next(r) % 32 == 0)
+            s->want = !s->want; /* a scale without its data, or none */
         s->dt = is_scale ? (next(r) % 32 == 0 ? FASTGLU_DTYPE_BF16 : FASTGLU_DTYPE_FP32)
                          : (next(r) % 32 == 0 ? FASTGLU_DTYPE_BF16 : FASTGLU_DTYPE_FP8_E4M3);
         /* the natural leading dimension, then sometimes too small, zero or padded */
@@ -211,8 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         float *xv = malloc((size_t)(rows * cols) * sizeof(float));
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < cols; ++j)
-                xv[i * cols + j] =
-                    (float)load(xdt, (const unsigned char *)x.ptr, i * x.rs + j);
+                xv[i * cols + j] = (float)load(xdt, (const unsigned char *)x.ptr, i * x.rs + j);
         /* data and its scales: blocks along x's rows (1 x 128) or 128 x 128 */
         for (int pass = 0; pass < 2; ++pass) {
             slot *d = &o[2 * pass], *s = &o[2 * pass + 1];
@@ -231,8 +231,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     for (int64_t i = i0; i < i0 + bh && i < R; ++i)
                         for (int64_t c = c0; c < c0 + 128 && c < C; ++c) {
                             const float v = pass ? xv[c * cols + i] : xv[i * cols + c];
-                            if (isnan(v)) nan = 1;
-                            else if (fabsf(v) > a) a = fabsf(v);
+                            if (isnan(v))
+                                nan = 1;
+                            else if (fabsf(v) > a)
+                                a = fabsf(v);
                         }
                     const float want_s = ref_scale(nan ? NAN : a, recipe.pow2_scales);
                     const int64_t si = w128 ? i0 / 128 : i0, sb = c0 / 128;
@@ -262,7 +264,8 @@ done:
 #ifdef FASTGLU_FUZZ_STANDALONE
 int main(int argc, char **argv) {
     static uint8_t input[8192];
-    const long runs = fuzz_standalone("fuzz_quant_fp8_standalone", argc, argv, input, sizeof input, 64);
+    const long runs =
+        fuzz_standalone("fuzz_quant_fp8_standalone", argc, argv, input, sizeof input, 64);
     printf("fuzz_quant_fp8_standalone: %ld inputs, no failure (%ld computed, %ld rejected)\n", runs,
            n_ok, n_err);
     return 0;
