@@ -889,8 +889,9 @@ def mlp_fp8(
         and all(t is None or (type(t) in _PLAIN and not is_zero_tensor(t)) for t in tensors)
     ):
         # eager mode on plain tensors with memory: the autograd Function on the ops' bodies,
-        # checked once above (the dispatcher and torch.library's autograd wrapper around the two
-        # ops cost about a third of the block's host time, which bounds it at small token counts);
+        # checked once above (the dispatcher, torch.library's autograd wrapper around the two ops
+        # and the inner calls' repeated checks are much of the block's host time, which bounds it
+        # at small token counts);
         # efficient zero tensors, meta tensors and subclasses take the ops
         for name, t in zip(_NAMES, tensors):
             if t is not None:
