@@ -137,7 +137,8 @@ def untraced_eager() -> bool:
     """Whether a call may run its kernel directly instead of through its torch.library op: not
     under torch.compile / torch.export, no functorch transform (vmap, grad, jvp), no forward-mode
     AD level open, not under torch.jit.trace, no Python dispatch mode (FakeTensorMode: its tensors
-    have no memory). Each of those records or transforms the op, which a raw call would bypass (a trace without the kernel, vmap on a batched tensor's missing storage).
+    have no memory). Each of those records or transforms the op, which a raw call would bypass (a
+    trace without the kernel, vmap on a batched tensor's missing storage).
     The caller checks its tensors (plain ``torch.Tensor``, nothing autograd would track)."""
     return (
         not _is_compiling()

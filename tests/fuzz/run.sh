@@ -31,7 +31,8 @@ if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char*d,
   done
 else
   for h in glu quant_fp8; do
-    echo "== no clang with libFuzzer here: fuzz_$h on random inputs (cc + ASan/UBSan), ${share[$h]} s"
+    echo "== no clang with libFuzzer here: fuzz_$h on random inputs (cc + ASan/UBSan)," \
+      "${share[$h]} s"
     cc $flags -DFASTGLU_FUZZ_STANDALONE "tests/fuzz/fuzz_$h.c" ${libs[$h]} -lm \
       -o "$out/fuzz_${h}_standalone"
     "$out/fuzz_${h}_standalone" "${share[$h]}"
