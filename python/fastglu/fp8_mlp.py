@@ -87,10 +87,11 @@ from . import fp8 as _fp8
 from .gemm import check_like
 from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
 from .ops import (
+    _DENSE,
     _fail,
     check_code,
     check_dense,
-    check_storage,
+    check_storages,
     glu_params,
     is_zero_tensor,
     op_params,
@@ -379,10 +380,26 @@ def _no_autocast(impl):
     the region's state would reach the matmuls)."""
 
     def run(*args, **kwargs):
-        with torch.autocast(args[0].device.type, enabled=False):
+        with _autocast_off(args[0].device.type):
             return impl(*args, **kwargs)
 
     return run
+
+
+def _autocast_off(device_type):
+    """A context with autocast off for the device type where it is on, else nothing (the ops and
+    the eager Function)."""
+    try:
+        on = torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: the CUDA state without an argument, the CPU state apart
+        on = (
+            torch.is_autocast_enabled()
+            if device_type == "cuda"
+            else torch.is_autocast_cpu_enabled()
+        )
+    if on:
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _check_codes(p, gemm):
@@ -445,9 +462,7 @@ def _fwd_impl(
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
-    for name, t in zip(_NAMES, (x, w1, w2, bias1, bias2, weights)):
-        if t is not None:
-            check_storage(t, _FN, name)
+    check_storages(_FN, zip(_NAMES, (x, w1, w2, bias1, bias2, weights)))
     out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights)
     if not save:
         e = x.new_empty((0,))
@@ -545,21 +560,22 @@ def _bwd_impl(
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
-    for name, t in (
-        ("dout", dout),
-        ("h", h),
-        ("x_t", xtq),
-        ("x_t_scale", xts),
-        ("y_t", ytq),
-        ("y_t_scale", yts),
-        ("w1", w1),
-        ("w2", w2),
-        ("h_grad", h_grad),
-        ("bias1", bias1),
-        ("weights", weights),
-    ):
-        if t is not None:
-            check_storage(t, _FN, name)
+    check_storages(
+        _FN,
+        (
+            ("dout", dout),
+            ("h", h),
+            ("x_t", xtq),
+            ("x_t_scale", xts),
+            ("y_t", ytq),
+            ("y_t_scale", yts),
+            ("w1", w1),
+            ("w2", w2),
+            ("h_grad", h_grad),
+            ("bias1", bias1),
+            ("weights", weights),
+        ),
+    )
     dx, dw1, dw2, db1, db2, dwt = _bwd_body(
         dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2
     )
@@ -886,16 +902,14 @@ def mlp_fp8(
     if (
         untraced_eager()
         and x.device.type in ("cpu", "cuda")
-        and all(t is None or (type(t) in _PLAIN and not is_zero_tensor(t)) for t in tensors)
+        and all(t is None or (type(t) in _DENSE and not is_zero_tensor(t)) for t in tensors)
     ):
         # eager mode on plain tensors with memory: the autograd Function on the ops' bodies,
         # checked once above (the dispatcher, torch.library's autograd wrapper around the two ops
         # and the inner calls' repeated checks are much of the block's host time, which bounds it
         # at small token counts);
         # efficient zero tensors, meta tensors and subclasses take the ops
-        for name, t in zip(_NAMES, tensors):
-            if t is not None:
-                check_storage(t, _FN, name)
+        check_storages(_FN, zip(_NAMES, tensors))
         return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad)
     out = torch.ops.fastglu.mlp_fp8_fwd(
         x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights
@@ -903,16 +917,7 @@ def mlp_fp8(
     return out
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _NAMES = ("x", "w1", "w2", "bias1", "bias2", "weights")
-
-
-def _autocast_off(device_type):
-    """A context with autocast off for the device type where it is on (the GEMMs keep the recipe's
-    dtypes, as _no_autocast does for the ops), else nothing."""
-    if torch.is_autocast_enabled(device_type):
-        return torch.autocast(device_type, enabled=False)
-    return contextlib.nullcontext()
 
 
 class _MLPFP8(torch.autograd.Function):

@@ -39,7 +39,7 @@ from .ops import (
     _launch,
     _row_stride,
     check_dense,
-    check_storage,
+    check_storages,
     glu_params,
     op_params,
     register_no_gradient,
@@ -156,9 +156,7 @@ def _ptr(t):
 def _linear_impl(x, w, bias):
     fn = "linear"
     lead, T, K, N = _check_linear(x, w, bias, None, fn, glu=False)
-    for name, t in (("x", x), ("w", w), ("bias", bias)):
-        if t is not None:
-            check_storage(t, fn, name)
+    check_storages(fn, (("x", x), ("w", w), ("bias", bias)))
     xr, x_rs = _x_rows(x, fn)
     wr, w_rs = _w_rows(w)
     b = _vector(bias)
@@ -206,9 +204,7 @@ def _linear_glu_impl(
     p = op_params(
         fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
     )
-    for name, t in (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)):
-        if t is not None:
-            check_storage(t, fn, name)
+    check_storages(fn, (("x", x), ("w1", w1), ("bias", bias), ("weights", weights)))
     xr, x_rs = _x_rows(x, fn)
     wr, w_rs = _w_rows(w1)
     b = _vector(bias)
@@ -345,9 +341,7 @@ def _linear_dglu_impl(
     )
     if want_dweights and weights is None:
         _fail(ValueError, fn, "the weights' gradient (return_dweights) needs weights")
-    for name, t in (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)):
-        if t is not None:
-            check_storage(t, fn, name)
+    check_storages(fn, (("d_out", d_out), ("w2", w2), ("h", h), ("weights", weights)))
     dr, d_rs = _x_rows(d_out, fn)
     wr, w_rs = _w_rows(w2)
     hr, h_rs = _x_rows(h, fn)

@@ -479,6 +479,13 @@ def check_storage(t, fn: str, name: str):
             )
 
 
+def check_storages(fn: str, named) -> None:
+    """check_storage on each (name, tensor) of named; None (an absent operand) is skipped."""
+    for name, t in named:
+        if t is not None:
+            check_storage(t, fn, name)
+
+
 def check_input(x, fn: str, name: str = "input"):
     """Validate a SwiGLU [gate | up] input (2D or 3D, as Megatron's); returns F. Raises TypeError /
     ValueError naming the call."""
