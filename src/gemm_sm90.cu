@@ -3,25 +3,28 @@
  * with the gated-linear-unit epilogue. TMA loads, wgmma with fp32 accumulators, warp
  * specialisation, an mbarrier pipeline, a persistent grid with a grouped tile order.
  *
- * Block: 3 warpgroups, one block per multiprocessor. Warpgroup 0 is the producer: one thread
- * issues the TMA loads of a STAGES-deep ring of shared-memory stages (A: 128 rows x 64 k, B: BN
- * rows x 64 k, both 128-byte swizzled), its registers lowered with setmaxnreg. Warpgroups 1 and 2
- * are consumers: each multiplies 64 rows of A by the BN rows of B with wgmma m64nBNk16 (BN / 2
- * fp32 accumulators a thread), one wgmma group left in flight while the next k-block is issued.
- * BN is 256, or 192 for a plain GEMM whose columns divide into 192-wide tiles with fewer waves
- * (N = 2880, 5760: choose_bn). The producer runs ahead into the next tile while the consumers
- * store. The consumers share each 128-row tile (cooperative) rather than taking 64-row tiles in
- * turn (ping-pong, one warpgroup's epilogue under the other's wgmma): ping-pong loads each B tile
- * for 64 rows, 1.67x the L2 bytes per flop, which costs what hiding the epilogue saves
- * (bench/gemm/NOTES.md has the measurements). Tiles are visited in a grouped order
- * (GROUP_M row tiles at a time) so that the tiles in flight share rows of x and of w in L2. K tails
- * and M/N edges read zeros (TMA's out-of-bounds fill); the stores clip at [M, N].
+ * Block: 1 + NC warpgroups, one block per multiprocessor. Warpgroup 0 is the producer: one thread
+ * issues the TMA loads of a STAGES-deep ring of shared-memory stages (A: BM = 64 NC rows x 64 k,
+ * B: BN rows x 64 k, both 128-byte swizzled), its registers lowered with setmaxnreg. Warpgroups 1
+ * to NC are consumers: each multiplies 64 rows of A by the BN rows of B with wgmma m64nBNk16 (BN /
+ * 2 fp32 accumulators a thread), one wgmma group left in flight while the next k-block is issued.
+ * The tile is 128 x 256 (NC 2); a plain GEMM takes 128 x 192 or 192 x 192 (NC 3) where that
+ * costs fewer waves (choose_tile: N = 2880, 5760). 192 x 192 moves the fewest shared-memory bytes
+ * per flop of the three (each consumer reads its 64 A rows and the whole B tile). The producer
+ * runs ahead into the next tile while the consumers store. Three stages of 48 KB: a fourth
+ * measured 2-7 % slower (bench/gemm/NOTES.md, version 10). The consumers share each tile
+ * (cooperative) rather than taking 64-row tiles in turn (ping-pong, one warpgroup's epilogue
+ * under the other's wgmma): ping-pong loads each B tile for 64 rows, 1.67x the L2 bytes per flop,
+ * which costs what hiding the epilogue saves (bench/gemm/NOTES.md has the measurements). Tiles
+ * are visited in a grouped order (GROUP_M row tiles at a time) so that the tiles in flight share
+ * rows of x and of w in L2. K tails and M/N edges read zeros (TMA's out-of-bounds fill); the
+ * stores clip at [M, N].
  *
  * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
  * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
  * copy engine drains a tile's output while the warpgroup starts the next tile (the stores leave
- * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for INTERLEAVED) the pairs are
- * stored from registers.
+ * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for
+ * INTERLEAVED) the pairs are stored from registers.
  *
  * Clusters of 2 (the kernel's template parameter CL: GEMM_CLUSTER=2 for the whole build, or per
  * launch in the development build, fastglu_gemm_sm90_set_cluster, for the plain GEMM and the
@@ -84,7 +87,7 @@
 #define GEMM_BN 256
 #define GEMM_BK 64
 #ifndef GEMM_STAGES
-#define GEMM_STAGES 4
+#define GEMM_STAGES 3
 #endif
 #ifndef GEMM_GROUP_M
 #define GEMM_GROUP_M 16
@@ -96,17 +99,24 @@
 #define GEMM_CLUSTER                                                                               \
     1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
 #endif
-#define GEMM_THREADS 384
-#define GEMM_A_BYTES (GEMM_BM * GEMM_BK * 2)
-#define GEMM_B_BYTES (GEMM_BN * GEMM_BK * 2)
-#define GEMM_STAGE_BYTES (GEMM_A_BYTES + GEMM_B_BYTES)
-/* the TMA-store epilogue's staging: per consumer warpgroup two buffers of 64 rows x 64 columns */
+/* 2: the staging wait of the TMA-store epilogue left out (racy: for timing its cost only) */
+#ifndef GEMM_DEV_EPI
+#define GEMM_DEV_EPI 0
+#endif
+/* a stage holds BM + BN = 384 rows of 64 k: 128 x 256 or 192 x 192 (NC = 3 consumer warpgroups) */
+#define GEMM_STAGE_BYTES (384 * GEMM_BK * 2)
+/* the TMA-store epilogue's staging: per consumer warpgroup GEMM_OUT_BUFS buffers of 64 rows x 64
+ * columns (a power of two) */
+#ifndef GEMM_OUT_BUFS
+#define GEMM_OUT_BUFS 2
+#endif
 #define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
-#define GEMM_OUT_BYTES (2 * 2 * GEMM_OUT_BUF_BYTES)
-/* stages, output buffers, the full and empty barriers, the dweights partial of the tile's 128
- * tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte swizzle) */
-#define GEMM_SMEM_BYTES                                                                            \
-    (GEMM_STAGES * GEMM_STAGE_BYTES + GEMM_OUT_BYTES + 1024 + 2 * GEMM_STAGES * 8 + GEMM_BM * 4)
+/* stages, output buffers (per consumer warpgroup), the full and empty barriers, the dweights
+ * partial of the tile's tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte
+ * swizzle); nc consumer warpgroups */
+#define GEMM_SMEM_BYTES(nc)                                                                        \
+    (GEMM_STAGES * GEMM_STAGE_BYTES + (nc) * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES + 1024 +           \
+     2 * GEMM_STAGES * 8 + 64 * (nc) * 4)
 
 /* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
  * the dgrad's MN-major main loop with the plain epilogue (dY rounded into dh's gate half), and the
@@ -622,8 +632,10 @@ static __device__ __forceinline__ uint32_t pack2(__half *, float a, float b) {
 static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMap *map,
                                                  const uint32_t *v, int col, int row) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, lt = threadIdx.x % 128;
-    const uint32_t buf = st->buf + (st->n & 1) * GEMM_OUT_BUF_BYTES;
-    if (lt == 0) bulk_wait_read<1>();
+    const uint32_t buf = st->buf + (st->n % GEMM_OUT_BUFS) * GEMM_OUT_BUF_BYTES;
+#if GEMM_DEV_EPI != 2
+    if (lt == 0) bulk_wait_read<GEMM_OUT_BUFS - 1>();
+#endif
     named_bar_sync(1 + st->c, 128);
 #pragma unroll
     for (int i = 0; i < 8; i++)
@@ -642,12 +654,12 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
     st->n++;
 }
 
-template <typename T, int EPI, int BN, int MM>
+template <typename T, int EPI, int BN, int MM, int BM = GEMM_BM>
 static __device__ __forceinline__ void
 epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
-    const int row0 = tm * GEMM_BM + st->c * 64;
+    const int row0 = tm * BM + st->c * 64;
     const T *bias = (const T *)a.bias;
     uint32_t v[16];
     if (EPI == EPI_PLAIN || EPI == EPI_DGRAD) {
@@ -920,8 +932,8 @@ template <int CL> static __device__ __forceinline__ void release(uint32_t bar, i
 /* TS: outputs through the TMA-store epilogue (plain and SPLIT, 16-byte aligned outputs), else
  * stored from registers. CL: blocks per cluster (1, or 2 sharing B by multicast; the launch's
  * cluster dimension must match). */
-template <typename T, int EPI, int TS, int BN, int MM, int CL = GEMM_CLUSTER>
-__global__ void __launch_bounds__(GEMM_THREADS, 1)
+template <typename T, int EPI, int TS, int BN, int MM, int CL = GEMM_CLUSTER, int NC = 2>
+__global__ void __launch_bounds__(128 * (NC + 1), 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b0,
                      const __grid_constant__ CUtensorMap map_b1,
@@ -932,7 +944,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
-    const uint32_t full = outbuf + GEMM_OUT_BYTES, empty = full + 8 * GEMM_STAGES;
+    const uint32_t full = outbuf + NC * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES,
+                   empty = full + 8 * GEMM_STAGES;
+    constexpr uint32_t a_bytes = NC * 64 * GEMM_BK * 2; /* a stage's A: BM = 64 NC rows */
     const int wg = threadIdx.x / 128;
     /* units (CL tiles, one per block of a cluster): this block takes tile rank (block_tile) */
     const int rank = CL == 1 ? 0 : (int)cluster_ctarank();
@@ -942,7 +956,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
             /* one arrival per consumer warp of every block of the cluster, after its wgmma wait
              * (a stage is refilled in all of them at once) */
-            mbar_init(empty + 8 * s, 8 * CL);
+            mbar_init(empty + 8 * s, 4 * NC * CL);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -951,20 +965,21 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     else
         cluster_sync();
     if (wg == 0) { /* producer */
+        /* its registers go to the consumers: 168 -> 40 a thread (NC 2), 128 -> 40 (NC 3) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             int s = 0;
             uint32_t ph = 0;
             int tm, tn;
             for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
-                const int m0 = tm * GEMM_BM;
+                const int m0 = tm * (64 * NC);
                 const int b0 = EPI == EPI_GLU_SPLIT ? tn * (BN / 2) : tn * BN;
                 const int b1 = EPI == EPI_GLU_SPLIT ? b0 : b0 + BN / 2;
                 const CUtensorMap *mb1 = EPI == EPI_GLU_SPLIT ? &map_b1 : &map_b0;
                 for (int kb = 0; kb < a.num_k_blocks; kb++) {
                     mbar_wait(empty + 8 * s, ph ^ 1);
-                    mbar_expect_tx(full + 8 * s, GEMM_A_BYTES + BN * GEMM_BK * 2);
-                    const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + GEMM_A_BYTES;
+                    mbar_expect_tx(full + 8 * s, a_bytes + BN * GEMM_BK * 2);
+                    const uint32_t sa = ring + s * GEMM_STAGE_BYTES, sb = sa + a_bytes;
                     tma_load_2d(sa, &map_a, full + 8 * s, kb * GEMM_BK, m0);
                     if (EPI_MN_MAJOR(EPI)) { /* w2 [K, N]: BN / 64 boxes of 64 k rows x 64 n */
 #pragma unroll
@@ -985,10 +1000,14 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             }
         }
     } else { /* consumers: warpgroup c = wg - 1 takes rows [64c, 64c + 64) of the tile */
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        /* 232 = 168 + 128 x 128 / 256; 152 <= 128 + 88 x 128 / 384 */
+        if constexpr (NC == 2)
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        else
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 152;");
         const int c = wg - 1;
         out_stage st;
-        st.buf = outbuf + c * 2 * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
+        st.buf = outbuf + c * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
         int tm, tn;
@@ -1001,7 +1020,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
-                const uint32_t sb = ring + s * GEMM_STAGE_BYTES + GEMM_A_BYTES;
+                const uint32_t sb = ring + s * GEMM_STAGE_BYTES + a_bytes;
                 wgmma_fence();
                 if (EPI_MN_MAJOR(EPI)) {
 #pragma unroll
@@ -1035,7 +1054,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                 epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
                                                              &map_y, dw_sum);
             else if constexpr (TS)
-                epilogue_tma<T, EPI, BN, MM>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
+                epilogue_tma<T, EPI, BN, MM, 64 * NC>(a, d, tm, tn, &st, &map_h0, &map_h1, &map_y);
             else
                 epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
@@ -1101,6 +1120,7 @@ static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
 static int tma_store_off;                  /* 1: every output stored from registers */
 static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
 static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
+static int bm_force;                       /* 128 or 192: the plain GEMM's tile height */
 /* the dgrad's epilogue: 0 EPI_DGLU, 1 EPI_DGLU_OLD (h loaded pair by pair, stored from
  * registers), 2 EPI_DGRAD (no dGLU: dY rounded to the dtype into dh's first F columns) */
 static int dglu_variant;
@@ -1108,6 +1128,7 @@ extern "C" void fastglu_gemm_sm90_set_group_m(int g) { group_m_setting = g > 0 ?
 extern "C" void fastglu_gemm_sm90_set_tma_store(int on) { tma_store_off = !on; }
 extern "C" void fastglu_gemm_sm90_set_math_mode(int mm) { mm_force = mm; }
 extern "C" void fastglu_gemm_sm90_set_bn(int bn) { bn_force = bn == 192 || bn == 256 ? bn : 0; }
+extern "C" void fastglu_gemm_sm90_set_bm(int bm) { bm_force = bm == 128 || bm == 192 ? bm : 0; }
 extern "C" void fastglu_gemm_sm90_set_dglu_variant(int v) {
     dglu_variant = v >= 0 && v <= 2 ? v : 0;
 }
@@ -1120,6 +1141,7 @@ extern "C" void fastglu_gemm_sm90_set_cluster(int c) { cluster_force = c == 1 ||
 #define tma_store_off 0
 #define mm_force (-1)
 #define bn_force 0
+#define bm_force 0
 #define dglu_variant 0
 #define cluster_force 0
 #endif
@@ -1167,10 +1189,14 @@ static int epi_of(const fastglu_gemm_problem *p) {
 #define GEMM_PICK_CLUSTER(T)
 #endif
 
-/* the kernel of the problem; *cl: its blocks per cluster */
-static gemm_kernel_fn pick_kernel(int epi, int ts, int bn, int mm, fastglu_dtype dt, int *cl) {
+/* the kernel of the problem; *cl: its blocks per cluster; bm 192: the plain TMA-store GEMM with
+ * three consumer warpgroups */
+static gemm_kernel_fn pick_kernel(int epi, int ts, int bm, int bn, int mm, fastglu_dtype dt,
+                                  int *cl) {
     *cl = GEMM_CLUSTER;
 #define GEMM_PICK(T)                                                                               \
+    if (epi == EPI_PLAIN && ts && bm == 192)                                                       \
+        return gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY, GEMM_CLUSTER, 3>;                    \
     GEMM_PICK_CLUSTER(T)                                                                           \
     if (epi == EPI_PLAIN && bn == 192)                                                             \
         return ts ? gemm_sm90_kernel<T, EPI_PLAIN, 1, 192, MM_ANY>                                 \
@@ -1221,16 +1247,32 @@ static CUresult make_out_map(CUtensorMap *map, void *base, int64_t rows, int64_t
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* The plain GEMM's tile width: 256, or 192 where the columns divide into 192-wide tiles with less
- * waste: the cost of a width is its waves (tiles over the multiprocessors, rounded up) times the
- * width, the 192-wide tile counted 2% dearer (more loads per flop). */
-static int choose_bn(const fastglu_gemm_problem *p, int sms) {
-    if (p->glu) return 256;
-    if (bn_force) return bn_force;
-    const int64_t tm = (p->M + GEMM_BM - 1) / GEMM_BM;
-    const int64_t w256 = (tm * ((p->N + 255) / 256) + sms - 1) / sms,
-                  w192 = (tm * ((p->N + 191) / 192) + sms - 1) / sms;
-    return (double)w192 * 192 * 1.02 < (double)w256 * 256 ? 192 : 256;
+/* The plain GEMM's tile: 128 x 256, 128 x 192 or (TMA-store epilogue) 192 x 192, the one with the
+ * least cost: its waves (tiles over the multiprocessors, rounded up) times its area times a factor
+ * for the shared-memory bytes each flop needs (the wgmma operands read and the TMA stages
+ * written): 1 for 128 x 256, 1.02 for 128 x 192, GEMM_COST_192x192 for 192 x 192. The GLU and
+ * dGLU epilogues take 128 x 256. */
+#ifndef GEMM_COST_192x192
+#define GEMM_COST_192x192 1.0
+#endif
+static void choose_tile(const fastglu_gemm_problem *p, int sms, int ts, int *bm, int *bn) {
+    *bm = GEMM_BM, *bn = 256;
+    if (p->glu) return;
+    static const struct {
+        int bm, bn;
+        double f;
+    } tiles[3] = {{128, 256, 1.0}, {128, 192, 1.02}, {192, 192, GEMM_COST_192x192}};
+    double best = 0;
+    for (int i = 0; i < 3; i++) {
+        /* 192 x 192 only with the TMA-store epilogue, in a build whose stages leave it room */
+        if (tiles[i].bm == 192 && (!ts || GEMM_SMEM_BYTES(3) > 227 * 1024)) continue;
+        if ((bm_force && tiles[i].bm != bm_force) || (bn_force && tiles[i].bn != bn_force))
+            continue;
+        const int64_t n =
+            ((p->M + tiles[i].bm - 1) / tiles[i].bm) * ((p->N + tiles[i].bn - 1) / tiles[i].bn);
+        const double cost = (double)((n + sms - 1) / sms) * tiles[i].bm * tiles[i].bn * tiles[i].f;
+        if (best == 0 || cost < best) best = cost, *bm = tiles[i].bm, *bn = tiles[i].bn;
+    }
 }
 
 static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
@@ -1347,8 +1389,11 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
-    const int bn = choose_bn(p, sms);
-    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, GEMM_BM);
+    const int ts = tma_store_epilogue(p);
+    int bm, bn;
+    choose_tile(p, sms, ts, &bm, &bn);
+    const int nc = bm / 64, threads = 128 * (nc + 1), smem = GEMM_SMEM_BYTES(nc);
+    CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, bm);
     if (r == CUDA_SUCCESS) {
         if (p->dglu) {
             r = make_map_mn(&map_b0, p->w, p->K, p->N, p->w_row_stride, dt);
@@ -1363,7 +1408,6 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
             map_b1 = map_b0;
         }
     }
-    const int ts = tma_store_epilogue(p);
     CUtensorMap map_h0, map_h1, map_y;
     memset(&map_h0, 0, sizeof map_h0), memset(&map_h1, 0, sizeof map_h1),
         memset(&map_y, 0, sizeof map_y);
@@ -1392,16 +1436,16 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
     int cl = GEMM_CLUSTER;
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bn, mm, dt, &cl);
-    err = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               GEMM_SMEM_BYTES);
+    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bm, bn, mm, dt, &cl);
+    err =
+        cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
 
     gemm_args a;
     a.M = p->M;
     a.N = p->N;
     a.num_k_blocks = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
-    a.tiles_m = (int)((p->M + GEMM_BM - 1) / GEMM_BM);
+    a.tiles_m = (int)((p->M + bm - 1) / bm);
     a.tiles_n = (int)(p->dglu ? (p->N + bn - 1) / bn
                       : split ? (p->N + bn / 2 - 1) / (bn / 2)
                               : (w_rows + bn - 1) / bn);
@@ -1427,8 +1471,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         /* row-owner order with dweights: one block per row tile at most */
         const int tiles = p->dglu && p->dweights ? a.tiles_m : a.tiles_m * a.tiles_n;
         const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-        err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(GEMM_THREADS), args,
-                               GEMM_SMEM_BYTES, (cudaStream_t)stream);
+        err = cudaLaunchKernel((const void *)kern, dim3(grid), dim3(threads), args, smem,
+                               (cudaStream_t)stream);
     } else {
         const int units = (a.tiles_m + cl - 1) / cl * a.tiles_n;
         cudaLaunchConfig_t cfg;
@@ -1436,8 +1480,8 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         cudaLaunchAttribute attr[1];
         attr[0].id = cudaLaunchAttributeClusterDimension;
         attr[0].val.clusterDim.x = cl, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3(cl * (sms / cl)), cfg.blockDim = dim3(GEMM_THREADS);
-        cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+        cfg.gridDim = dim3(cl * (sms / cl)), cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = smem;
         cfg.stream = (cudaStream_t)stream, cfg.attrs = attr, cfg.numAttrs = 1;
         /* a persistent grid must be resident at once: as many clusters as the GPCs hold (a GPC
          * whose free multiprocessors are odd leaves one idle), not the multiprocessors over 2 */

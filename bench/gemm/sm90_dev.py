@@ -3,7 +3,7 @@
   python3 bench/gemm/sm90_dev.py --lib build-dev/libgemm_sm90.so [--glu-lib build-dev/libglu.so]
       (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
       src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
-      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--bn 0,256] [--cluster 0,2]
+      [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--tiles 0x0,192x192] [--cluster 0,2]
       [--dglu]
 
 --cluster 0,2: also check and time the plain GEMM and the TMA-store fc1 + SPLIT GLU with clusters of
@@ -216,18 +216,24 @@ def glu_ref(hd, F_, params, wts):
 
 def check_all(lib, log):
     fails, res = 0, []
-    passes = [(1, 0, 0), (0, 0, 0), (1, 192, 0), (0, 192, 0), (1, 256, 0)]
+    # (tma_store, bm, bn, cluster); bm 192: the plain GEMM's three-consumer 192 x 192 tile
+    passes = [(1, 0, 0, 0), (0, 0, 0, 0), (1, 128, 192, 0), (0, 0, 192, 0), (1, 0, 256, 0)]
+    passes += [(1, 192, 0, 0)]
     if 2 in CLUSTERS:  # the cluster-of-2 kernels: plain (both epilogues) and TMA-store SPLIT
-        passes += [(1, 0, 2), (0, 0, 2), (1, 192, 2)]
-    for ts, bn, cl in passes:
+        passes += [(1, 0, 0, 2), (0, 0, 0, 2), (1, 128, 192, 2)]
+    for ts, bm, bn, cl in passes:
         lib.lib.fastglu_gemm_sm90_set_tma_store(ts)
+        lib.lib.fastglu_gemm_sm90_set_bm(bm)
         lib.lib.fastglu_gemm_sm90_set_bn(bn)
         lib.lib.fastglu_gemm_sm90_set_cluster(cl)
-        tag = f"[tma_store={ts} bn={bn or 'auto'}{f' cluster={cl}' if cl else ''}] "
-        f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bn != 0)
+        tag = (
+            f"[tma_store={ts} tile={bm or 'auto'}x{bn or 'auto'}{f' cluster={cl}' if cl else ''}] "
+        )
+        f, r = check_all_once(lib, lambda s: log(tag + s), plain_only=bool(bm or bn))
         fails += f
         res += [tag + x for x in r]
     lib.lib.fastglu_gemm_sm90_set_tma_store(1)
+    lib.lib.fastglu_gemm_sm90_set_bm(0)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
     lib.lib.fastglu_gemm_sm90_set_cluster(0)
     return fails, res
@@ -425,7 +431,7 @@ def check_all_once(lib, log, plain_only=False):
     return fails, results
 
 
-BNS = (0,)
+TILES = ((0, 0),)
 CLUSTERS = (0,)
 FUSED_ONLY = False
 SHAPES = [
@@ -466,18 +472,19 @@ def time_all(lib, log, group_ms, alts=()):
             provs = {"cublas": lambda: F.linear(x, w)}
             for vname, vlib in [("sm90", lib)] + list(alts):
                 for g in group_ms:
-                    for bn in BNS:
+                    for bm, bn in TILES if vlib is lib else ((0, 0),):
                         for cl in CLUSTERS if vlib is lib else (0,):
 
-                            def mine(g=g, vlib=vlib, bn=bn, cl=cl):
+                            def mine(g=g, vlib=vlib, bm=bm, bn=bn, cl=cl):
                                 vlib.lib.fastglu_gemm_sm90_set_group_m(g)
+                                vlib.lib.fastglu_gemm_sm90_set_bm(bm)
                                 vlib.lib.fastglu_gemm_sm90_set_bn(bn)
                                 if vlib is lib:
                                     lib.lib.fastglu_gemm_sm90_set_cluster(cl)
                                 vlib.run(p, check=False)
 
-                            name = f"{vname}_g{g}{'_bn' + str(bn) if bn else ''}"
-                            provs[name + (f"_cl{cl}" if cl else "")] = mine
+                            tile = f"_{bm or 'auto'}x{bn or 'auto'}" if bm or bn else ""
+                            provs[f"{vname}_g{g}{tile}" + (f"_cl{cl}" if cl else "")] = mine
             res = time_rounds(provs)
             flop = 2.0 * M * N * K
             row = {
@@ -494,6 +501,7 @@ def time_all(lib, log, group_ms, alts=()):
             del x, w, out
     lib.lib.fastglu_gemm_sm90_set_group_m(0)
     lib.lib.fastglu_gemm_sm90_set_bn(0)
+    lib.lib.fastglu_gemm_sm90_set_bm(0)
     lib.lib.fastglu_gemm_sm90_set_cluster(0)
     # fused fc1 + GLU vs cuBLAS fc1 + standalone activation
     fused = []
@@ -763,7 +771,7 @@ def unfused_provider(d_out, w2, h):
         return "unfused_torch", run
 
 
-def time_dglu(lib, log):
+def time_dglu(lib, log, alts=()):
     rows = []
     for T, H, F_ in SHAPES:
         dtype = torch.bfloat16
@@ -786,6 +794,8 @@ def time_dglu(lib, log):
             "dgrad_plain": lambda: dglu_run(lib, p, DGRAD_PLAIN, check=False),
             "fused_dweights": lambda: dglu_run(lib, pw, DGLU_NEW, check=False),
         }
+        for vname, vlib in alts:
+            provs[f"{vname}_fused"] = lambda vlib=vlib: dglu_run(vlib, p, DGLU_NEW, check=False)
         res = time_rounds(provs)
         bwd = res[un_name] - res["cublas"]
         row = {
@@ -811,7 +821,10 @@ def small(lib):
     out = torch.empty(130, 264, device="cuda", dtype=dt)
     for cl in sorted(set(CLUSTERS) | {0}):  # the build's cluster size, and any other asked for
         lib.lib.fastglu_gemm_sm90_set_cluster(cl)
-        lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
+        for bm in (128, 192):  # the two- and three-consumer tiles
+            lib.lib.fastglu_gemm_sm90_set_bm(bm)
+            lib.run(lib.problem(x, w, out, bias=torch.randn(264, device="cuda", dtype=dt)))
+        lib.lib.fastglu_gemm_sm90_set_bm(0)
         for layout in (SPLIT, INTERLEAVED):
             params = GluParams(SILU, layout, 7.0, 1.0, 1.0, 1.0)
             w2 = torch.randn(272, 136, device="cuda", dtype=dt)
@@ -857,7 +870,9 @@ def main():
         "--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside"
     )
     ap.add_argument(
-        "--bn", default="0", help="tile widths to time: 0 (the library's choice), 192, 256"
+        "--tiles",
+        default="0x0",
+        help="tiles to time, BMxBN: 0x0 (the library's choice), 128x256, 128x192, 192x192",
     )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
     ap.add_argument(
@@ -897,8 +912,8 @@ def main():
         summary["correct"] = res
     if not args.skip_time:
         alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
-        global BNS, FUSED_ONLY
-        BNS = tuple(int(b) for b in args.bn.split(","))
+        global TILES, FUSED_ONLY
+        TILES = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles.split(","))
         FUSED_ONLY = args.fused_only
         rows, fused = time_all(lib, log, [int(g) for g in args.group_m.split(",")], alts)
         summary["gemm"] = rows
@@ -931,7 +946,8 @@ def main_dglu(lib, args, log):
         fails, res = check_dglu(lib, log)
         summary["dglu_correct_fails"], summary["dglu_correct"] = fails, res
     if not args.skip_time:
-        summary["dglu"] = time_dglu(lib, log)
+        alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
+        summary["dglu"] = time_dglu(lib, log, alts)
     json.dump(summary, open(os.path.join(args.out, "sm90_dev_dglu.json"), "w"), indent=1)
     print("\n=== summary ===")
     if not args.skip_correct:
