@@ -348,9 +348,11 @@ def test_cuda_graph_capture(fused):
 def test_auto_path_rule_on_this_gpu():
     x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
     w1 = torch.randn(2 * 8192, 4096, device="cuda", dtype=torch.bfloat16)
-    small = torch.randn(2 * 2880, 4096, device="cuda", dtype=torch.bfloat16)
+    at_min = torch.randn(2 * 2880, 4096, device="cuda", dtype=torch.bfloat16)
+    small = torch.randn(2 * 2048, 4096, device="cuda", dtype=torch.bfloat16)
     sm90 = torch.cuda.get_device_capability() == (9, 0)
     assert mlp_fused_default(x, w1) == sm90
+    assert mlp_fused_default(x, at_min) == sm90
     assert not mlp_fused_default(x, small)
 
 
