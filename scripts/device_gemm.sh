@@ -19,10 +19,16 @@ if ! python3 -c "import ctypes; ctypes.CDLL('$LIB')" 2>/dev/null; then
     $NVCC -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -DFASTGLU_GEMM_DEV_HOOKS -Iinclude -Isrc \
         src/gemm_sm90.cu src/common.c src/glu_common.c -o "$LIB" || exit 1
 fi
+# the standalone activation for the fused fc1's budget (cuBLAS fc1 + 0.2 x fastglu's activation):
+# GLU_LIB, any library exporting fastglu_glu_fwd_cuda (the wheel's libfastglu.so does), else
+# build-dev/libglu.so; without one the budget takes torch's slower activation (marked "(torch)")
 GLU=()
-if [ -f build-dev/libglu.so ] && python3 -c "import ctypes; ctypes.CDLL('build-dev/libglu.so')" 2>/dev/null; then
-    GLU=(--glu-lib build-dev/libglu.so)
-fi
+for g in ${GLU_LIB:-} build-dev/libglu.so; do
+    if [ -f "$g" ] && python3 -c "import ctypes; ctypes.CDLL('$g').fastglu_glu_fwd_cuda" 2>/dev/null; then
+        GLU=(--glu-lib "$g")
+        break
+    fi
+done
 CUOBJDUMP=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 $CUOBJDUMP -sass $LIB > "$OUT/sass.txt" 2>&1
 echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt"), LDL/STL $(grep -cE 'LDL|STL' "$OUT/sass.txt")"
