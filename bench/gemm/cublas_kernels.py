@@ -4,15 +4,8 @@ Usage: python bench/gemm/cublas_kernels.py"""
 
 import torch
 import torch.nn.functional as F
+from sm90_dev import SHAPES  # the MLP shapes, beside this file
 from torch.profiler import ProfilerActivity, profile
-
-SHAPES = [
-    (8192, 4096, 8192),
-    (8192, 4096, 14336),
-    (16384, 2880, 2880),
-    (4096, 8192, 3584),
-    (1024, 4096, 14336),
-]
 
 
 def main():
