@@ -1005,7 +1005,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
         else
             asm volatile("setmaxnreg.inc.sync.aligned.u32 152;");
-        const int c = wg - 1;
+        /* warp-uniform for the compiler (a shuffle of lane 0), so that the A operand's descriptor
+         * is computed in uniform registers rather than converted from vector ones each k-step */
+        const int c = __shfl_sync(0xffffffffu, wg - 1, 0);
         out_stage st;
         st.buf = outbuf + c * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
