@@ -12,8 +12,8 @@ so the op is CUDA-graph capturable):
 - unfused: fc1 by ``F.linear`` (cuBLAS on CUDA), the standalone GLU kernel
   (``torch.ops.fastglu.glu_fwd``), fc2 by ``F.linear``.
 
-``fused=None`` picks the fused path where the H200 measurements put it ahead or even (``docs/gemm.md``:
-the sm_90a kernel, F >= 2880, the smallest F measured), the unfused one
+``fused=None`` picks the fused path where the H200 measurements put the block's forward ahead or even
+(``docs/mlp.md``: the sm_90a kernel, F >= 3584), the unfused one
 elsewhere (other GPUs run a general fused kernel, the CPU a reference loop: cuBLAS / MKL win there).
 
 Memory: the forward saves x, w1, w2 and h (not y: the backward recomputes y from h for fc2's weight
@@ -75,10 +75,12 @@ PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
 _PATH_CODES = {PATH_AUTO: "auto", PATH_FUSED: "fused", PATH_UNFUSED: "unfused"}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _WEIGHT_DTYPES = _DTYPES
-# F from which the sm_90a fused fc1 + GLU is ahead of or even with cuBLAS fc1 + the standalone GLU on
-# the H200 (bench/results/nvidia-h200/2026-12-03-05-gemm-stages-tiles, two runs: 1-3 % ahead at F =
-# 2880 and 8192, 0.4-3 % at 14336 and T = 1024, even at 3584); 2880 is the smallest F measured.
-FUSED_MIN_F = 2880
+# F from which the MLP forward with the sm_90a fused fc1 + GLU is ahead of or even with cuBLAS fc1 +
+# the standalone GLU on the H200 (python -m fastglu.bench.mlp, three runs: at F = 2880 the fused fc1
+# alone was 1-3 % ahead but the block's forward read 1.001-1.016x cuBLAS + fastglu, at 3584
+# 0.992-1.005x, ahead or even from 8192: bench/results/nvidia-h200/2026-12-03-05-gemm-stages-tiles
+# mlp/ and gemm-second/, 2026-12-03-06-gemm-split-cluster-ncu/uniform/mlp/).
+FUSED_MIN_F = 3584
 # The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward: off until it is faster than
 # cuBLAS + the standalone backward (on the H200 it takes 0.97-1.03x their time at the MLP shapes:
 # bench/results/nvidia-h200/2026-12-02-06-dglu-mlp-fp8/dglu/ab.log). fused=True forces it.

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F_
 
 import fastglu
-from fastglu.mlp_block import GLUMLP, mlp_fused_default
+from fastglu.mlp_block import FUSED_MIN_F, GLUMLP, mlp_fused_default
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = [
@@ -348,8 +348,8 @@ def test_cuda_graph_capture(fused):
 def test_auto_path_rule_on_this_gpu():
     x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
     w1 = torch.randn(2 * 8192, 4096, device="cuda", dtype=torch.bfloat16)
-    at_min = torch.randn(2 * 2880, 4096, device="cuda", dtype=torch.bfloat16)
-    small = torch.randn(2 * 2048, 4096, device="cuda", dtype=torch.bfloat16)
+    at_min = torch.randn(2 * FUSED_MIN_F, 4096, device="cuda", dtype=torch.bfloat16)
+    small = torch.randn(2 * (FUSED_MIN_F - 8), 4096, device="cuda", dtype=torch.bfloat16)
     sm90 = torch.cuda.get_device_capability() == (9, 0)
     assert mlp_fused_default(x, w1) == sm90
     assert mlp_fused_default(x, at_min) == sm90
