@@ -858,6 +858,11 @@ def small(lib):
     return 0
 
 
+def alt_libs(args):
+    """--alt-lib NAME=PATH: the other builds to time beside the library, as (name, Lib) pairs."""
+    return [(name, Lib(path)) for name, _, path in (a.partition("=") for a in args.alt_lib)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -911,7 +916,7 @@ def main():
         summary["correct_fails"] = fails
         summary["correct"] = res
     if not args.skip_time:
-        alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
+        alts = alt_libs(args)
         global TILES, FUSED_ONLY
         TILES = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles.split(","))
         FUSED_ONLY = args.fused_only
@@ -946,7 +951,7 @@ def main_dglu(lib, args, log):
         fails, res = check_dglu(lib, log)
         summary["dglu_correct_fails"], summary["dglu_correct"] = fails, res
     if not args.skip_time:
-        alts = [(a.split("=")[0], Lib(a.split("=")[1])) for a in args.alt_lib]
+        alts = alt_libs(args)
         summary["dglu"] = time_dglu(lib, log, alts)
     json.dump(summary, open(os.path.join(args.out, "sm90_dev_dglu.json"), "w"), indent=1)
     print("\n=== summary ===")
