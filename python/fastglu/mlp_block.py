@@ -76,10 +76,8 @@ _PATH_CODES = {PATH_AUTO: "auto", PATH_FUSED: "fused", PATH_UNFUSED: "unfused"}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _WEIGHT_DTYPES = _DTYPES
 # F from which the MLP forward with the sm_90a fused fc1 + GLU is ahead of or even with cuBLAS fc1 +
-# the standalone GLU on the H200 (python -m fastglu.bench.mlp, three runs: at F = 2880 the fused fc1
-# alone was 1-3 % ahead but the block's forward read 1.001-1.016x cuBLAS + fastglu, at 3584
-# 0.992-1.005x, ahead or even from 8192: bench/results/nvidia-h200/2026-12-03-05-gemm-stages-tiles
-# mlp/ and gemm-second/, 2026-12-03-06-gemm-split-cluster-ncu/uniform/mlp/).
+# the standalone GLU on the H200 (docs/mlp.md has the measurements): below it the fused fc1 alone can
+# be ahead while the block's forward is behind.
 FUSED_MIN_F = 3584
 # The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward: off until it is faster than
 # cuBLAS + the standalone backward (on the H200 it takes 0.97-1.03x their time at the MLP shapes:
