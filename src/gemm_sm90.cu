@@ -16,9 +16,9 @@
  * (cooperative) rather than taking 64-row tiles in turn (ping-pong, one warpgroup's epilogue
  * under the other's wgmma): ping-pong loads each B tile for 64 rows, 1.67x the L2 bytes per flop,
  * which costs what hiding the epilogue saves (bench/gemm/NOTES.md has the measurements). Tiles
- * are visited in a grouped order (GROUP_M row tiles at a time) so that the tiles in flight share
- * rows of x and of w in L2. K tails and M/N edges read zeros (TMA's out-of-bounds fill); the
- * stores clip at [M, N].
+ * are visited in a grouped order (group_m row tiles at a time) so that the tiles in flight share
+ * rows of x and of w in L2 (group_of_tile). K tails and M/N edges read zeros (TMA's out-of-bounds
+ * fill); the stores clip at [M, N].
  *
  * Epilogue: with 16-byte aligned outputs (plain and SPLIT), each consumer packs 64 x 64 chunks
  * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
@@ -90,7 +90,7 @@
 #define GEMM_STAGES 3
 #endif
 #ifndef GEMM_GROUP_M
-#define GEMM_GROUP_M 16
+#define GEMM_GROUP_M 0 /* the tile order's group: 0 chooses by tile (group_of_tile) */
 #endif
 #ifndef GEMM_WAIT_DEPTH
 #define GEMM_WAIT_DEPTH 1 /* wgmma groups left in flight while the next k-block is issued */
@@ -1118,7 +1118,7 @@ static CUresult make_map_mn(CUtensorMap *map, const void *base, int64_t K, int64
  * process-wide overrides of the launch's choices, to time the alternatives side by side. Without
  * the macro they are constants and the library exports no such symbol. */
 #ifdef FASTGLU_GEMM_DEV_HOOKS
-static int group_m_setting = GEMM_GROUP_M; /* the tile order's group */
+static int group_m_setting = GEMM_GROUP_M; /* the tile order's group, 0 by tile */
 static int tma_store_off;                  /* 1: every output stored from registers */
 static int mm_force = -1;                  /* a math mode for every GLU problem (MM_ANY = 0) */
 static int bn_force;                       /* 192 or 256: the plain GEMM's tile width */
@@ -1275,6 +1275,16 @@ static void choose_tile(const fastglu_gemm_problem *p, int sms, int ts, int *bm,
         const double cost = (double)((n + sms - 1) / sms) * tiles[i].bm * tiles[i].bn * tiles[i].f;
         if (best == 0 || cost < best) best = cost, *bm = tiles[i].bm, *bn = tiles[i].bn;
     }
+}
+
+/* The tile order's group (row tiles visited before the next column tile): a wave of `sms` tiles
+ * covers G row tiles and about sms / G column tiles, so it reads G * bm rows of x and
+ * (sms / G) * bn rows of w, least at G = sqrt(sms * bn / bm): on 132 SMs 16.2 for 128 x 256, 14.1
+ * for 128 x 192 (both take 16), 11.5 for 192 x 192 (12, which measured 1.5-4 % faster there than 16:
+ * bench/gemm/NOTES.md, version 16). */
+static int group_of_tile(int bm) {
+    if (group_m_setting > 0) return group_m_setting;
+    return bm == 192 ? 12 : 16;
 }
 
 static int out_tma_ok(const void *base, int64_t row_stride, int64_t rows) {
@@ -1451,7 +1461,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     a.tiles_n = (int)(p->dglu ? (p->N + bn - 1) / bn
                       : split ? (p->N + bn / 2 - 1) / (bn / 2)
                               : (w_rows + bn - 1) / bn);
-    a.group_m = group_m_setting;
+    a.group_m = group_of_tile(bm);
     a.bias = p->bias;
     a.weights = glu ? p->weights : NULL;
     a.weights_dtype = (int)p->weights_dtype;

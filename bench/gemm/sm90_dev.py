@@ -4,6 +4,7 @@
       (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
       src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
       [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--tiles 0x0,192x192] [--cluster 0,2]
+      [--shapes 16384x2880x2880]
       [--dglu]
 
 --cluster 0,2: also check and time the plain GEMM and the TMA-store fc1 + SPLIT GLU with clusters of
@@ -870,7 +871,11 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--skip-correct", action="store_true")
     ap.add_argument("--skip-time", action="store_true")
-    ap.add_argument("--group-m", default="16")
+    ap.add_argument(
+        "--group-m",
+        default="0",
+        help="tile-order groups to time: 0 (the library's choice), 8, 16, ...",
+    )
     ap.add_argument(
         "--alt-lib", action="append", default=[], help="NAME=PATH: another build, timed beside"
     )
@@ -880,6 +885,10 @@ def main():
         help="tiles to time, BMxBN: 0x0 (the library's choice), 128x256, 128x192, 192x192",
     )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
+    ap.add_argument(
+        "--shapes",
+        help="the (T, H, F) to time, TxHxF comma-separated, e.g. 16384x2880x2880 (default: all five)",
+    )
     ap.add_argument(
         "--cluster",
         default="0",
@@ -909,6 +918,9 @@ def main():
     CLUSTERS = tuple(int(c) for c in args.cluster.split(","))
     if args.small:
         return small(lib)
+    if args.shapes:
+        global SHAPES
+        SHAPES = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.dglu:
         return main_dglu(lib, args, log)
     if not args.skip_correct:
