@@ -432,8 +432,8 @@ def glu(
             over tokens.
         weights: None or per-token ``[tokens, 1]`` / ``[tokens]`` (float32 / bf16 / fp16); the
             output stays in x's dtype, the weights' gradient is in the weights' dtype and shape.
-        clamp_value: None / <= 0: no clamp; c > 0: gate <= c, -c <= up <= c (before the bias), c
-            in x's dtype as torch.clamp takes it (see ``glu_params``).
+        clamp_value: None, <= 0 or NaN: no clamp; c > 0: gate <= c, -c <= up <= c (before the
+            bias), c in x's dtype as torch.clamp takes it (see ``glu_params``).
         glu_linear_offset: added to up (after clamp and bias).
         gate_multiplier, down_multiplier: Liger's multipliers (inside the activation / on the output).
         fp8_input_store: False, True (Megatron's plain float8_e4m3fn cast), ``"per_row"``,

@@ -42,6 +42,7 @@ from .ops import (
     check_storages,
     glu_params,
     op_params,
+    refuse_create_graph,
     register_no_gradient,
 )
 
@@ -448,6 +449,7 @@ def _linear_glu_setup(ctx, inputs, output):
 
 
 def _linear_glu_backward(ctx, dy, dh_out):
+    refuse_create_graph("linear_glu.backward")  # (the GLU backward has no derivative)
     x, w1, weights, h = ctx.saved_tensors
     if not ctx.stored:
         raise RuntimeError(

@@ -549,6 +549,13 @@ class GLUMLP(torch.nn.Module):
             fn="GLUMLP",
         )  # validate now, not at the first forward
         _path_code(fused)
+        for name, v in (("bias", bias), ("recompute", recompute)):
+            if not isinstance(v, bool):
+                _fail(TypeError, "GLUMLP", f"{name} must be True or False, got {v!r}")
+        # (float64 is held, as a float64 Hugging Face module's copy is, but runs only cast to
+        # one of the block's dtypes)
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            _fail(TypeError, "GLUMLP", f"dtype must be None or a floating dtype, got {dtype!r}")
         self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
         self.activation, self.clamp_value, self.glu_linear_offset = (
             activation,
@@ -600,10 +607,23 @@ class GLUMLP(torch.nn.Module):
         return _interleave(gate, up) if self.interleaved else torch.cat((gate, up), dim=0)
 
     def _convert_checkpoint(self, state_dict, prefix, *_):
-        """load_state_dict pre-hook: Hugging Face's and Megatron's keys into w1 / w2 / bias1 / bias2."""
+        """load_state_dict pre-hook: Hugging Face's and Megatron's keys into w1 / w2 / bias1 / bias2.
+        A checkpoint that holds one of them in two forms (e.g. ``w1`` and ``gate_proj.weight``, or
+        ``linear_fc1.weight`` and ``fc1.weight``) is refused (ValueError naming both keys), not
+        resolved by an order of precedence."""
+        source = {t: prefix + t for t in ("w1", "w2", "bias1", "bias2") if prefix + t in state_dict}
 
         def pop(name):
             return state_dict.pop(prefix + name, None)
+
+        def put(target, value, key):
+            if target in source:
+                raise ValueError(
+                    f"fastglu.GLUMLP: the checkpoint holds {source[target]} and {prefix + key}, "
+                    f"two forms of {prefix + target}; keep one"
+                )
+            source[target] = prefix + key
+            state_dict[prefix + target] = value
 
         for kind, target in (("weight", ("w1", "w2")), ("bias", ("bias1", "bias2"))):
             gate, up, down = (
@@ -617,19 +637,21 @@ class GLUMLP(torch.nn.Module):
                     f"{prefix}up_proj.{kind} without the other"
                 )
             if gate is not None:
-                state_dict[prefix + target[0]] = self._fc1(gate, up)
+                put(target[0], self._fc1(gate, up), f"gate_proj.{kind}")
             if down is not None:
-                state_dict[prefix + target[1]] = down
+                put(target[1], down, f"down_proj.{kind}")
             for fc1, fc2 in (("linear_fc1", "linear_fc2"), ("fc1", "fc2")):
                 w = pop(f"{fc1}.{kind}")
                 if w is not None:
                     F = w.shape[0] // 2
-                    state_dict[prefix + target[0]] = (
-                        self._fc1(w[:F], w[F:]) if self.interleaved else w
+                    put(
+                        target[0],
+                        self._fc1(w[:F], w[F:]) if self.interleaved else w,
+                        f"{fc1}.{kind}",
                     )
                 w = pop(f"{fc2}.{kind}")
                 if w is not None:
-                    state_dict[prefix + target[1]] = w
+                    put(target[1], w, f"{fc2}.{kind}")
         for fc in ("linear_fc1", "linear_fc2", "fc1", "fc2"):
             pop(f"{fc}._extra_state")
 

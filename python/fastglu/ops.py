@@ -320,6 +320,18 @@ def _check_clamp(clamp, fn):
     return clamp
 
 
+_FLT_MAX = 3.4028234663852886e38  # float32's largest finite value
+
+
+def _is_flag(v) -> bool:
+    """Whether v is a bool (or equal to one: 0, 1, numpy's bools), not a string or None that would
+    pass as truthy or falsy."""
+    try:
+        return not isinstance(v, str) and v is not None and (v == True or v == False)  # noqa: E712
+    except Exception:
+        return False
+
+
 def glu_params(
     activation="silu",
     *,
@@ -347,9 +359,9 @@ def glu_params(
         interleaved: gate at even, up at odd columns of the [..., 2F] input.
 
     Raises:
-        ValueError: an unknown activation, a non-finite offset or multiplier, an option beyond the
-            float range, a positive clamp_value that rounds to 0 in float32.
-        TypeError: an option that is not a number.
+        ValueError: an unknown activation, an offset or multiplier that is not finite in float32,
+            a clamp_value beyond float32's range, a positive clamp_value that rounds to 0 in float32.
+        TypeError: an option that is not a number, interleaved that is not a bool.
     """
     code = ACTIVATIONS.get(activation) if isinstance(activation, str) else None
     if code is None:
@@ -366,11 +378,13 @@ def glu_params(
         ("down_multiplier", down_multiplier),
     ):
         f = _number(v, fn, name)
-        if (
-            f - f != 0.0
-        ):  # inf or NaN; math.isfinite would refuse the SymFloat torch.compile(dynamic=True) passes
-            _fail(ValueError, fn, f"{name} must be finite, got {f}")
+        # inf, NaN or beyond float32's range, where the kernels compute (a comparison: math.isfinite
+        # would refuse the SymFloat torch.compile(dynamic=True) passes)
+        if not -_FLT_MAX <= f <= _FLT_MAX:
+            _fail(ValueError, fn, f"{name} must be finite in float32, got {f}")
         vals.append(f)
+    if not _is_flag(interleaved):
+        _fail(TypeError, fn, f"interleaved must be a bool, got {interleaved!r}")
     layout = _C.LAYOUT_INTERLEAVED if interleaved else _C.LAYOUT_SPLIT
     return GLUParams(code, layout, clamp, vals[0], vals[1], vals[2])
 
@@ -408,8 +422,8 @@ def op_params(
         ("gate_multiplier", gate_multiplier),
         ("down_multiplier", down_multiplier),
     ):
-        if v - v != 0.0:  # inf or NaN (math.isfinite would refuse a SymFloat)
-            _fail(ValueError, fn, f"{name} must be finite, got {v}")
+        if not -_FLT_MAX <= v <= _FLT_MAX:  # inf, NaN or beyond float32 (as glu_params)
+            _fail(ValueError, fn, f"{name} must be finite in float32, got {v}")
     _check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
     return GLUParams(
         activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier

@@ -454,3 +454,18 @@ def test_sparse_operands_get_a_type_error_naming_them(which):
         TypeError, match=rf"fastglu.linear_glu: {'w1' if which == 'w' else 'x'} has layout"
     ):
         fastglu.linear_glu(args["x"], args["w"])
+
+
+@pytest.mark.parametrize("return_preact", [True, False])
+def test_linear_glu_refuses_create_graph(return_preact):
+    """create_graph=True through linear_glu raises at the backward (the GLU backward has no
+    derivative of its own), as fastglu.glu and fastglu.mlp do, instead of a gradient whose own
+    gradient fails later."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w1 = torch.randn(12, 8, requires_grad=True)
+    out = fastglu.linear_glu(x, w1, return_preact=return_preact)
+    y = out[0] if return_preact else out
+    with pytest.raises(RuntimeError, match="linear_glu.backward: double backward"):
+        torch.autograd.grad(y.sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(fastglu.linear_glu(x, w1, return_preact=False).sum(), x)
+    assert g.shape == x.shape

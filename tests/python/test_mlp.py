@@ -511,6 +511,39 @@ def test_glumlp_module_options_and_bad_options():
         GLUMLP(8, 6).load_state_dict(
             {"gate_proj.weight": torch.zeros(6, 8), "down_proj.weight": torch.zeros(8, 6)}
         )
+    with pytest.raises(TypeError, match="bias must be True or False, got 'yes'"):
+        GLUMLP(8, 6, bias="yes")
+    with pytest.raises(TypeError, match="recompute must be True or False, got None"):
+        GLUMLP(8, 6, recompute=None)
+    with pytest.raises(TypeError, match="interleaved must be a bool, got 'no'"):
+        GLUMLP(8, 6, interleaved="no")
+    with pytest.raises(TypeError, match="dtype must be None or a floating dtype, got torch.int32"):
+        GLUMLP(8, 6, dtype=torch.int32)
+
+
+def test_glumlp_refuses_a_checkpoint_with_two_forms_of_a_weight():
+    """A checkpoint that holds fc1's (or fc2's) weight twice, in two of the key sets the module
+    reads (its own, Hugging Face's, Megatron's), is refused naming both keys, the module left as
+    it was; one form loads."""
+    g, u, w1, w2 = torch.randn(6, 8), torch.randn(6, 8), torch.randn(12, 8), torch.randn(8, 6)
+    hf = {"gate_proj.weight": g, "up_proj.weight": u, "down_proj.weight": w2}
+    for sd, keys in (
+        ({**hf, "w1": w1}, ("w1", "gate_proj.weight")),
+        ({**hf, "w2": w2}, ("w2", "down_proj.weight")),
+        (
+            {"linear_fc1.weight": w1, "fc1.weight": w1, "w2": w2},
+            ("linear_fc1.weight", "fc1.weight"),
+        ),
+        ({"w1": w1, "linear_fc2.weight": w2, "down_proj.weight": w2}, ("down_proj", "linear_fc2")),
+    ):
+        m = GLUMLP(8, 6)
+        before = [p.detach().clone() for p in m.parameters()]
+        with pytest.raises(ValueError, match=f"{keys[0]}.* and .*{keys[1]}.*keep one"):
+            m.load_state_dict(sd)
+        assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
+    m = GLUMLP(8, 6)
+    m.load_state_dict(hf)
+    assert torch.equal(m.w1, torch.cat((g, u))) and torch.equal(m.w2, w2)
 
 
 @pytest.mark.parametrize("module", ["mlp", "fp8_mlp"])

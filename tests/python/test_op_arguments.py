@@ -99,6 +99,26 @@ def test_out_of_range_codes_are_refused(op, index, name, bad, monkeypatch):
             getattr(torch.ops.fastglu, op)(*fake)
 
 
+@pytest.mark.parametrize("value", [3.5e38, -1e300, float("inf"), float("nan")])
+@pytest.mark.parametrize("op,index", [("glu_fwd", 7), ("glu_bwd", 9), ("linear_glu_fwd", 7)])
+def test_scalars_beyond_float32_are_refused(op, index, value, monkeypatch):
+    """A glu_linear_offset that float32 (the kernels' type) cannot hold raises ValueError naming it
+    and the value the caller gave, in the eager kernel and the fake, before any kernel runs."""
+    make, _ = OPS[op]
+    args = list(make())
+    args[index] = value
+    refuse_kernels(monkeypatch)
+    want = (
+        rf"^fastglu\.\w+: glu_linear_offset must be finite in float32, got {re.escape(str(value))}"
+    )
+    with pytest.raises(ValueError, match=want):
+        getattr(torch.ops.fastglu, op)(*args)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with pytest.raises(ValueError, match=want):
+            getattr(torch.ops.fastglu, op)(*fake)
+
+
 # ---- nested tensors ------------------------------------------------------------------------------
 
 

@@ -1028,6 +1028,18 @@ def test_bad_inputs_raise_before_anything_is_written():
         (ValueError, "bias is on device meta", dict(bias=torch.ones(16, device="meta"))),
         (ValueError, "activation must be one of", dict(activation="relu")),
         (ValueError, "glu_linear_offset must be finite", dict(glu_linear_offset=float("nan"))),
+        (
+            ValueError,
+            r"glu_linear_offset must be finite in float32, got 3\.5e\+38",
+            dict(glu_linear_offset=3.5e38),
+        ),
+        (
+            ValueError,
+            r"down_multiplier must be finite in float32, got -1e\+300",
+            dict(down_multiplier=-1e300),
+        ),
+        (TypeError, "interleaved must be a bool, got 'no'", dict(interleaved="no")),
+        (TypeError, "interleaved must be a bool, got None", dict(interleaved=None)),
         (TypeError, "clamp_value must be a real number", dict(clamp_value="7")),
     ]
     for exc, msg, kw in cases:
