@@ -25,5 +25,7 @@ build_python_package() {
   "$PY" -m pip wheel -q --no-build-isolation --no-deps ${cuda_opt[@]+"${cuda_opt[@]}"} -w build/wheel . >/dev/null
   "$PY" -m pip install -q --no-deps --target build/py build/wheel/fastglu-*.whl >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
-  "$PY" -c "import fastglu as f; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else 'the CPU backend only (no nvcc found);', 'GPU usable:', f.cuda_available())"
+  local why="no nvcc found"
+  [ "${FASTGLU_CUDA:-}" = OFF ] && why="FASTGLU_CUDA=OFF"
+  "$PY" -c "import fastglu as f, sys; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else f'the CPU backend only ({sys.argv[1]});', 'GPU usable:', f.cuda_available())" "$why"
 }
