@@ -1280,8 +1280,8 @@ static void choose_tile(const fastglu_gemm_problem *p, int sms, int ts, int *bm,
 /* The tile order's group (row tiles visited before the next column tile): a wave of `sms` tiles
  * covers G row tiles and about sms / G column tiles, so it reads G * bm rows of x and
  * (sms / G) * bn rows of w, least at G = sqrt(sms * bn / bm): on 132 SMs 16.2 for 128 x 256, 14.1
- * for 128 x 192 (both take 16), 11.5 for 192 x 192 (12, which measured 1.5-4 % faster there than 16:
- * bench/gemm/NOTES.md, version 16). */
+ * for 128 x 192 (both take 16), 11.5 for 192 x 192 (12: ahead of 16 or level in three paired runs
+ * at the 2880 shapes, by up to 4 %: bench/gemm/NOTES.md, version 16). */
 static int group_of_tile(int bm) {
     if (group_m_setting > 0) return group_m_setting;
     return bm == 192 ? 12 : 16;
