@@ -323,6 +323,14 @@ def _check_clamp(clamp, fn):
 _FLT_MAX = 3.4028234663852886e38  # float32's largest finite value
 
 
+def _check_float32(v, fn, name):
+    """ValueError unless the option v is finite in float32, where the kernels compute (inf, NaN or
+    beyond its range refused): a comparison, as math.isfinite would refuse the SymFloat
+    torch.compile(dynamic=True) passes. glu_params and op_params share it."""
+    if not -_FLT_MAX <= v <= _FLT_MAX:
+        _fail(ValueError, fn, f"{name} must be finite in float32, got {v}")
+
+
 def _is_flag(v) -> bool:
     """Whether v is a bool (or equal to one: 0, 1, numpy's bools), not a string or None that would
     pass as truthy or falsy."""
@@ -378,10 +386,7 @@ def glu_params(
         ("down_multiplier", down_multiplier),
     ):
         f = _number(v, fn, name)
-        # inf, NaN or beyond float32's range, where the kernels compute (a comparison: math.isfinite
-        # would refuse the SymFloat torch.compile(dynamic=True) passes)
-        if not -_FLT_MAX <= f <= _FLT_MAX:
-            _fail(ValueError, fn, f"{name} must be finite in float32, got {f}")
+        _check_float32(f, fn, name)
         vals.append(f)
     if not _is_flag(interleaved):
         _fail(TypeError, fn, f"interleaved must be a bool, got {interleaved!r}")
@@ -412,9 +417,9 @@ def op_params(
     fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
 ):
     """A torch.library op's GLU scalars (codes and floats, in GLUParams order) as a GLUParams;
-    ValueError for an unknown activation or layout code, a non-finite offset or multiplier, or a
-    positive clamp_value that float32 turns into 0 or inf (what glu_params refuses). Shared by the
-    ops' kernels and fakes."""
+    ValueError for an unknown activation or layout code, an offset or multiplier not finite in
+    float32, or a positive clamp_value that float32 turns into 0 or inf (what glu_params refuses).
+    Shared by the ops' kernels and fakes."""
     check_code(activation, ACTIVATION_CODES, fn, "activation")
     check_code(layout, LAYOUT_CODES, fn, "layout")
     for name, v in (
@@ -422,8 +427,7 @@ def op_params(
         ("gate_multiplier", gate_multiplier),
         ("down_multiplier", down_multiplier),
     ):
-        if not -_FLT_MAX <= v <= _FLT_MAX:  # inf, NaN or beyond float32 (as glu_params)
-            _fail(ValueError, fn, f"{name} must be finite in float32, got {v}")
+        _check_float32(v, fn, name)
     _check_clamp(clamp_value, fn)  # a positive clamp that float32 turns into 0 (no clamp) or inf
     return GLUParams(
         activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
