@@ -220,6 +220,25 @@ template <typename E> static __device__ __forceinline__ void st8(E *p, const vec
     for (int k = 0; k < (int)sizeof(E) / 2; ++k)
         ((uint4 *)p)[k] = make_uint4(v.w[4 * k], v.w[4 * k + 1], v.w[4 * k + 2], v.w[4 * k + 3]);
 }
+/* ldmatrix.x4.trans of 16-bit elements from shared memory: lane L gives the address of row L % 8
+ * of matrix L / 8 (8 elements, 16 bytes, on 16 bytes); register i of lane t receives matrix i's
+ * elements (2 (t % 4), t / 4) in its low half and (2 (t % 4) + 1, t / 4) in its high half, i.e.
+ * two consecutive rows of column t / 4. Every lane of the warp executes it. The host emulation
+ * (FASTGLU_HOST_EMULATION) exchanges the lanes' addresses through its warp barrier. */
+static __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void *row) {
+#if defined(__CUDA_ARCH__)
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+#elif defined(FASTGLU_HOST_EMULATION)
+    emu_ldsm_x4_trans(r, row);
+#else
+    (void)row, r[0] = r[1] = r[2] = r[3] = 0u; /* nvcc's host pass: never run */
+#endif
+}
+
 /* The same into shared memory at p (8-byte aligned). */
 template <typename E> static __device__ __forceinline__ void st8_shared(E *p, const vec8<E> &v) {
 #pragma unroll
@@ -250,6 +269,89 @@ static __device__ __forceinline__ float half_warp_sum(float v) {
 #pragma unroll
     for (int o = 8; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+/* The column-wise copy's shared tile: a row's chunk of 8 elements at p, fp32 in 8-byte stores (its
+ * rows on 8 bytes), the 2-byte dtypes in one 16-byte store (rows on 16 bytes). */
+static __device__ __forceinline__ void st8_tile(float *p, const vec8<float> &v) {
+    st8_shared(p, v);
+}
+template <typename E> static __device__ __forceinline__ void st8_tile(E *p, const vec8<E> &v) {
+    *(uint4 *)p = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+}
+
+/* Where the transposed codes of a 128 x 128 tile go: the tile's first code (its first column's row
+ * of the transposed operand, at the tile's first token: dt + j0 * dt_rs + t0), the row stride, the
+ * widest access its rows start on (t_width), and the column-wise scales (scale_at(st, st_ld, mn,
+ * j0 + column, row tile)). */
+typedef struct fp8_t_out {
+    unsigned char *dt;
+    int64_t dt_rs;
+    int t_width;
+    float *st;
+    int64_t st_ld, j0, row_tile;
+    int mn, pow2;
+} fp8_t_out;
+
+/* The transposed codes of a 2-byte tile in shared memory (tile: rows 0 .. nt - 1, columns 0 .. nj
+ * - 1 of the operand, rows past nt zero where OWN, rows on 16 bytes, pitch P elements; after a
+ * barrier). OWN: each column is its own 128 x 1 block (its amax, scale and divisor); else every
+ * code under d. Warp w takes the column groups g = w, w + 8 of 8 columns; per group 4
+ * ldmatrix.x4.trans of 32 tokens each give lane l the column 8 g + l / 4 and, from each, the 8
+ * consecutive tokens 32 m + 8 (l % 4) .. + 7 (matrix i's row r is token 8 (r / 2) + 2 i + r % 2, so
+ * that register i holds the lane's tokens 2 i and 2 i + 1): a column's amax is a max over the
+ * lane's 16 words and a 4-lane max, its scale one per lane and 32 elements, and each 8 codes one
+ * 8-byte store into the transposed row (a quad of lanes writes 32 contiguous bytes, whole
+ * sectors). Every lane of the warp takes the ldmatrix and the shuffles, those of columns past nj
+ * included. */
+template <typename E, int OWN, int P>
+static __device__ __forceinline__ void transposed_codes16(const fp8_t_out &o, const E *tile, int nj,
+                                                          int nt, const fp8_divisor &d0) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = lane & 3;
+    const int i = lane >> 3, r = lane & 7;         /* the ldmatrix row this lane addresses */
+    const int tr = 8 * (r >> 1) + 2 * i + (r & 1); /* its token within 32 */
+#pragma unroll 1
+    for (int g = warp; g < TILE / 8 && 8 * g < nj; g += WARPS) { /* uniform across the warp */
+        const int cl = 8 * g + (lane >> 2);
+        const E *src = tile + tr * P + 8 * g; /* + 32 m rows */
+        vec8<E> v[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) ldsm_x4_trans(v[m].w, src + 32 * m * P);
+        fp8_divisor d = d0;
+        if (OWN) {
+            unsigned am = 0;
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) am = max_u16x2(am, v[m].w[q] & 0x7fff7fffu);
+            am = group_max_u16x2<4>(am);
+            const float s = fastglu_fp8_scale(amax_bits(am, (const E *)0), o.pow2);
+            if (k == 0 && cl < nj) *scale_at(o.st, o.st_ld, o.mn, o.j0 + cl, o.row_tile) = s;
+            d = make_divisor(s);
+        }
+        if (cl >= nj) continue;
+        unsigned char *row = o.dt + cl * o.dt_rs;
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const int tk = 32 * m + 8 * k;
+            const uint2 c = quantise8(d, v[m]);
+            if (o.t_width >= 8 && tk + 8 <= nt) {
+                *(uint2 *)(row + tk) = c;
+            } else {
+#pragma unroll 1
+                for (int b = 0; b < 8 && tk + b < nt; ++b)
+                    row[tk + b] = (unsigned char)((b < 4 ? c.x : c.y) >> (8 * (b & 3)));
+            }
+        }
+    }
+}
+
+/* Rows nt .. 127 of a 2-byte tile (pitch P) set to zero, so that they raise no column amax: the
+ * block's threads, 16 bytes each. */
+template <typename E, int P> static __device__ __forceinline__ void zero_rows16(E *tile, int nt) {
+    for (int i = threadIdx.x; i < (TILE - nt) * (TILE / 8); i += THREADS)
+        *(uint4 *)(tile + (nt + i / (TILE / 8)) * P + 8 * (i % (TILE / 8))) =
+            make_uint4(0u, 0u, 0u, 0u);
 }
 
 /* The transposed copy's rows j0 .. j0 + nj - 1 (dt: its first byte, row stride dt_rs; vec_t: rows

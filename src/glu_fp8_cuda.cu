@@ -34,13 +34,15 @@
  * chunk that passes the tile's last column, the lane loads and computes its elements one by one
  * (the same math: the same bits), in a loop; a chunk wholly past it is left out.
  *
- * Column-wise copy. The row phase also puts the rounded y in shared memory (row pitch 132 2-byte or
- * 130 fp32 elements: 8-byte stores, and the column reads below hit 32 distinct banks). After a
- * barrier a half-warp takes a column of the tile, lane l its tokens l, l + 16, .., l + 112: the
- * column's amax (a 16-lane max, both half-warps taking the shuffles), its scale, and its codes into
- * a second shared tile laid out as y_t's rows; after another barrier the block writes that tile out
- * along y_t's rows with 16-byte stores (the transposition happens in shared memory, in the same
- * kernel).
+ * Column-wise copy. The row phase also puts the rounded y in a shared tile (2-byte dtypes: rows of
+ * 136 elements on 16 bytes, 16-byte stores, the rows past the last token zeroed; fp32: rows of 130,
+ * 8-byte stores). After a barrier each column's 128 x 1 block is read back transposed: for the
+ * 2-byte dtypes a warp takes 8 columns at a time with ldmatrix.trans, which leaves a lane 8
+ * consecutive tokens of one column in 4 registers, so that the column's amax is a max over the
+ * lane's words and 4 lanes, and its 8 codes go to y_t's row in one 8-byte store; for fp32 a
+ * half-warp takes a column (a 16-lane amax) and its codes go through a second shared tile laid
+ * out as y_t's rows, written out after another barrier with 16-byte stores (colwise<>). Either
+ * way the transposition happens inside the kernel.
  *
  * The codes without a division per element (quantise8, quantise2): the recipe's code is the e4m3
  * cast of the fp32 quotient y / scale, correctly rounded. Per block, the correctly rounded
@@ -65,9 +67,9 @@
  * (glu_math.cuh's glu_backward, the general path's: fastglu_glu_bwd_cuda's values bit for bit).
  * With SPLIT, d_gate's and d_up's tiles over the same operand columns read the same gate, up and dy:
  * their launch order interleaves them (split_tile), so that the second read comes from L2. Where
- * F is a multiple of 128 (the 16-byte path, no column-wise copy) glu_fp8_bwd_pair_kernel takes
- * the backward
- * instead: one block for both tiles, each operand read once and each element's math evaluated once.
+ * F is a multiple of 128 and the 16-byte path applies (fp32: without the column-wise copy)
+ * glu_fp8_bwd_pair_kernel takes the backward instead: one block for both tiles, each operand read
+ * once and each element's math evaluated once.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
  * them keep their code; FAST never has them, as they need bias / weights; a block of one tile, a
@@ -109,8 +111,8 @@ typedef struct fp8_args {
     const void *gate, *up, *bias, *weights, *dy;
     int64_t g_rs, u_rs, w_stride, step, bias_up; /* step: 1 SPLIT, 2 INTERLEAVED */
     int w_dtype, mn_major, pow2;
-    int vec;   /* the row phase's 16-byte path (see the header) */
-    int vec_t; /* y_t's rows start on 16 bytes: 16-byte stores of the column-wise codes */
+    int vec;     /* the row phase's 16-byte path (see the header) */
+    int t_width; /* the widest access (16 bytes at most) on which y_t's rows start */
     void *y;
     int64_t y_rs;
     unsigned char *d, *dt;
@@ -128,8 +130,11 @@ typedef struct fp8_args {
 /* Per dtype and direction: the 8-column chunks a lane holds (2 in the 2-byte forward: a lane's
  * share of the per-row work, the amax's shuffles, the scale and its store, halves), the lanes that
  * cover a row of the tile and the rows a step of the block takes; the shared tile's row pitch in
- * elements (8-byte row starts; 2 l + const words apart for tokens l = 0..15, so a half-warp's column
- * read hits 16 distinct banks, the other half-warp's column the other 16); the row steps whose
+ * elements (fp32: 8-byte row starts, 2 l + const words apart for tokens l = 0..15, so a half-warp's
+ * column read hits 16 distinct banks, the other half-warp's column the other 16; 2-byte dtypes:
+ * rows on 16 bytes for ldmatrix, 4 banks apart, so the 8 rows of one of its matrices and a row's 8
+ * chunks of the row phase's 16-byte stores fall in distinct banks) and the column-wise copy's
+ * shared bytes (the tile, and for fp32 the transposed codes' tile); the row steps whose
  * loads a thread issues before computing any (unroll: 128 bytes of loads in flight per thread in
  * the forward, 96 in the backward); the blocks per SM the registers are held to (3: <= 80
  * registers, 4: <= 64; the backward fits 64 with its 2 steps; RED, the backward's sums with 8 more
@@ -143,8 +148,9 @@ template <typename E, int BWD, int RED = 0> struct geom {
         nch = sizeof(E) == 2 && !BWD ? 2 : 1,
         lpr = TILE / (8 * nch),
         rows = THREADS / lpr,
-        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
+        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 8,
         tile_bytes = TILE * pitch * (int)sizeof(E),
+        cw_bytes = tile_bytes + (sizeof(E) == 4 ? TILE * CT_PITCH : 0),
         unroll = sizeof(E) == 4 || BWD || nch == 2 ? 2 : 4,
         min_blocks = RED                     ? (sizeof(E) == 4 ? 2 : 3)
                      : BWD && sizeof(E) != 4 ? 4
@@ -206,76 +212,65 @@ static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, in
 
 /* The column-wise copy of a tile the row phase left in shared memory (tile: the rounded y or dh of
  * the tile's rows 0 .. nt - 1 and columns 0 .. nj - 1 of the quantised operand, from column j0 and
- * token t0, row pitch P elements; after a barrier): each column's 128 x 1 block, its amax, scale
- * (row tile blockIdx.x of scale_t) and codes into ct as y_t's rows, then after another barrier
- * y_t's rows j0 .. j0 + nj - 1 written out (the header's "Column-wise copy"). */
-template <typename E, int MODE, int P>
-static __device__ __forceinline__ void colwise_tile(const fp8_args &a, const E *tile,
-                                                    unsigned char *ct, int64_t j0, int nj,
-                                                    int64_t t0, int nt, const fp8_divisor &td) {
-    enum { PAIR = sizeof(E) == 2 };
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, l16 = lane & 15;
-    /* a half-warp per column (fp32: 8 columns each, 2 apart in the two half-warps of a warp) or per
-     * two adjacent columns (2-byte dtypes: 4 pairs each, one 32-bit read for both and their amaxes
-     * as a packed 16-bit max; the two half-warps of a warp a pair apart), so that the reads of a
-     * warp fall in 32 distinct banks */
+ * token t0, row pitch P elements; after a barrier): each column's 128 x 1 block, its amax, its
+ * scale (row tile blockIdx.x of scale_t) and its codes, y_t's rows j0 .. j0 + nj - 1 (the header's
+ * "Column-wise copy").
+ *
+ * 2-byte dtypes: fp8_tile.cuh's transposed_codes16 (ldmatrix.trans, 8 consecutive tokens of a
+ * column a lane; the rows past nt zero, so that they raise no amax). */
+template <typename E, int MODE, int P> struct colwise {
+    static __device__ __forceinline__ void tile(const fp8_args &a, const E *tile, unsigned char *,
+                                                int64_t j0, int nj, int64_t t0, int nt,
+                                                const fp8_divisor &td) {
+        fp8_t_out o;
+        o.dt = a.dt + j0 * a.dt_rs + t0, o.dt_rs = a.dt_rs, o.t_width = a.t_width;
+        o.st = a.st, o.st_ld = a.st_ld, o.j0 = j0, o.row_tile = blockIdx.x;
+        o.mn = a.mn_major, o.pow2 = a.pow2;
+        transposed_codes16<E, MODE == MODE_BLOCK, P>(o, tile, nj, nt, td);
+    }
+};
+/* fp32: a half-warp per column, 8 columns each (2 apart in the two half-warps of a warp, so that
+ * the reads of a warp fall in 32 distinct banks), lane l its tokens l, l + 16, .., l + 112: the
+ * column's amax (a 16-lane max, both half-warps taking the shuffles), its scale, and its codes into
+ * a second shared tile ct laid out as y_t's rows; after another barrier the block writes that tile
+ * out along y_t's rows with 16-byte stores. */
+template <int MODE, int P> struct colwise<float, MODE, P> {
+    static __device__ __forceinline__ void tile(const fp8_args &a, const float *tile,
+                                                unsigned char *ct, int64_t j0, int nj, int64_t t0,
+                                                int nt, const fp8_divisor &td) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4;
+        const int l16 = lane & 15;
 #pragma unroll 1
-    for (int p = 0; p < (PAIR ? 4 : 8); ++p) {
-        const int cl = PAIR ? 2 * (2 * warp + half + 16 * p) : 16 * warp + 2 * p + half;
-        const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
-        float v[8], v1[8];
-        unsigned am = 0;
+        for (int p = 0; p < 8; ++p) {
+            const int cl = 16 * warp + 2 * p + half;
+            const int live = cl < nj; /* uniform across the half-warp; both take the shuffles */
+            float v[8];
+            unsigned am = 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int r = l16 + 16 * i;
-            v[i] = v1[i] = 0.0f;
-            if (live && r < nt) {
-                if (PAIR) {
-                    vec8<E> u;
-                    u.w[0] = *(const unsigned *)(tile + r * P + cl);
-                    v[i] = vget(u, 0), v1[i] = vget(u, 1);
-                    am = max_u16x2(am, u.w[0] & 0x7fff7fffu);
-                } else {
-                    v[i] = to_f32(tile[r * P + cl]), am = max(am, fastglu_abs_bits(v[i]));
-                }
+            for (int i = 0; i < 8; ++i) {
+                const int r = l16 + 16 * i;
+                v[i] = 0.0f;
+                if (live && r < nt) v[i] = tile[r * P + cl], am = max(am, fastglu_abs_bits(v[i]));
             }
-        }
-        fp8_divisor d = td, d1 = td;
-        if (MODE == MODE_BLOCK) {
-            if (PAIR) {
-                am = group_max_u16x2<16>(am);
-                const float s = fastglu_fp8_scale(amax_bits(am & 0xffffu, (const E *)0), a.pow2);
-                const float s1 = fastglu_fp8_scale(amax_bits(am >> 16, (const E *)0), a.pow2);
-                if (live && l16 == 0) {
-                    *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
-                    if (cl + 1 < nj)
-                        *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl + 1, blockIdx.x) = s1;
-                }
-                d = make_divisor(s), d1 = make_divisor(s1);
-            } else {
+            fp8_divisor d = td;
+            if (MODE == MODE_BLOCK) {
                 const float s = fastglu_fp8_scale(group_max<16>(am), a.pow2);
                 if (live && l16 == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s;
                 d = make_divisor(s);
             }
-        }
-        if (!live) continue;
+            if (!live) continue;
 #pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-            const unsigned q = quantise2(d, v[i], v[i + 1]);
-            unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
-            const int in0 = l16 + 16 * i < nt, in1 = l16 + 16 * (i + 1) < nt;
-            if (in0) dst[0] = (unsigned char)q;
-            if (in1) dst[16] = (unsigned char)(q >> 8);
-            if (PAIR && cl + 1 < nj) {
-                const unsigned q1 = quantise2(d1, v1[i], v1[i + 1]);
-                if (in0) dst[CT_PITCH] = (unsigned char)q1;
-                if (in1) dst[CT_PITCH + 16] = (unsigned char)(q1 >> 8);
+            for (int i = 0; i < 8; i += 2) {
+                const unsigned q = quantise2(d, v[i], v[i + 1]);
+                unsigned char *dst = ct + cl * CT_PITCH + l16 + 16 * i;
+                if (l16 + 16 * i < nt) dst[0] = (unsigned char)q;
+                if (l16 + 16 * (i + 1) < nt) dst[16] = (unsigned char)(q >> 8);
             }
         }
+        __syncthreads();
+        write_transposed(a.dt, a.dt_rs, a.t_width == 16, ct, j0, nj, t0, nt); /* y_t's rows */
     }
-    __syncthreads();
-    write_transposed(a.dt, a.dt_rs, a.vec_t, ct, j0, nj, t0, nt); /* y_t's rows */
-}
+};
 
 /* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no
  * weights), the multipliers, offset, clamp, bias and weight left out at compile time: the same
@@ -305,7 +300,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     static_assert(!R || (NCH == 1 && LPR == 16 && SR == 2 * WARPS), "RED: a half-warp a row");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *tile = (E *)smem_raw;                                 /* y [128][P], COLWISE */
-    unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* codes [128][CT_PITCH] */
+    unsigned char *ct = smem_raw + geom<E, BWD>::tile_bytes; /* fp32's codes [128][CT_PITCH] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4;
     const int lr = lane % LPR, rw = (32 / LPR) * warp + lane / LPR; /* lane in its row, row */
     const int64_t by = BWD && a.step == 1 ? split_tile(blockIdx.y, gridDim.y, a.F) : blockIdx.y;
@@ -444,7 +439,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
                         st8((INC ? yp + q * y_st : (E *)a.y + t * a.y_rs + j0 + 8 * lr) +
                                 8 * LPR * k,
                             yv[k]);
-                    if (COLWISE) st8_shared(tile + r * P + 8 * (lr + LPR * k), yv[k]);
+                    if (COLWISE) st8_tile(tile + r * P + 8 * (lr + LPR * k), yv[k]);
                 }
                 am = amax_bits(pm, (const E *)NULL);
                 if (emask) {
@@ -523,8 +518,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         return;
     }
     if (R && a.wsb) { /* uniform: the tile's dbias partials, the 8 warps' sums added in order */
-        float *red =
-            (float *)(smem_raw + (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0));
+        float *red = (float *)(smem_raw + (COLWISE ? geom<E, BWD>::cw_bytes : 0));
 #pragma unroll
         for (int e = 0; e < 8; ++e)
             cb[e] = __fadd_rn(cb[e], __shfl_xor_sync(0xffffffffu, cb[e], 16));
@@ -540,28 +534,33 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         }
     }
     if (!COLWISE) return;
+    if (sizeof(E) == 2 && nt < TILE) zero_rows16<E, P>(tile, nt); /* for the column amaxes */
     __syncthreads();
-    colwise_tile<E, MODE, P>(a, tile, ct, j0, nj, t0, nt, td);
+    colwise<E, MODE, P>::tile(a, tile, ct, j0, nj, t0, nt, td);
 }
 
-/* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path, no column-wise
- * copy): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and writes
- * both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each element's
- * two gradients from one read of its three operands and one evaluation of the math, where the split
- * tiles read the operands twice (the second time from L2) and evaluate both gradients to keep one.
- * F % 128 == 0 keeps d_up's 1 x 128 blocks on the same lanes as d_gate's. Lane l of a half-warp
- * holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows, 16 a step, and
- * issues the loads of two steps before computing either. The same values, roundings, amaxes,
- * scales and codes as glu_fp8_kernel's backward (the same functions, element by element). */
-template <typename E, int MODE, int FAST, int RED>
-__global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
-                                            : sizeof(E) == 4 && RED ? 2
-                                                                    : 3))
+/* The backward's paired tiles (SPLIT, F a multiple of 128, the 16-byte path; the column-wise copy
+ * for the 2-byte dtypes): a block takes the operand columns j0 .. j0 + 127 of gate, up and dy and
+ * writes both dh tiles made from them, d_gate's (dh columns j0 ..) and d_up's (F + j0 ..), each
+ * element's two gradients from one read of its three operands and one evaluation of the math, where
+ * the split tiles read the operands twice (the second time from L2) and evaluate both gradients to
+ * keep one. F % 128 == 0 keeps d_up's 1 x 128 blocks on the same lanes as d_gate's. Lane l of a
+ * half-warp holds the operand columns 8 l .. 8 l + 7 of its row; the block takes 256 rows (128
+ * with the column-wise copy or the sums), 16 a step, and issues the loads of two steps before
+ * computing either. With the column-wise copy both tiles go to shared memory (2 x 34 KB: three
+ * blocks an SM) and colwise<> transposes each after the row phase. The same values, roundings,
+ * amaxes, scales and codes as glu_fp8_kernel's backward (the same functions, element by
+ * element). */
+template <typename E, int MODE, int FAST, int RED, int COLWISE = 0>
+__global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ? 4
+                                            : sizeof(E) == 4 && RED            ? 2
+                                                                               : 3))
     glu_fp8_bwd_pair_kernel(const fp8_args a) {
     /* U: the row steps whose loads a thread issues before computing any (one for fp32, whose 96
      * bytes of operands a row fill the registers, and with the sums' 17 accumulators); blocks per
-     * SM: 4 (64 registers) for the FAST 2-byte kernels, 2 for fp32 with the sums, else 3 (80: the
-     * general math, its bias columns, fp32); R: the backward's sums (RED, in the kernels that
+     * SM: 4 (64 registers) for the FAST 2-byte kernels without the column-wise copy, 2 for fp32
+     * with the sums, else 3 (80: the general math, its bias columns, fp32; the column-wise copy's
+     * 68 KB of shared tiles allow three anyway); R: the backward's sums (RED, in the kernels that
      * write codes), one 128-row tile a block as the split tiles' (their partials are per 128-row
      * tile), in the split tiles' orders (the header's "dbias / dweights"): the same partials bit
      * for bit */
@@ -569,9 +568,13 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
         R = RED && !FAST && MODE != MODE_AMAX,
         U = sizeof(E) == 4 || R ? 1 : 2,
         SR = THREADS / 16,
-        NR = R ? TILE : 2 * TILE,
-        MM = FAST ? MM_K : MM_ANY
+        NR = R || COLWISE ? TILE : 2 * TILE,
+        MM = FAST ? MM_K : MM_ANY,
+        P = geom<E, 1>::pitch
     };
+    static_assert(!COLWISE || (sizeof(E) == 2 && MODE != MODE_AMAX), "COLWISE: 2-byte codes");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *tile_g = (E *)smem_raw, *tile_u = tile_g + TILE * P; /* COLWISE: d_gate's, d_up's [128][P] */
     const int lane = threadIdx.x & 31, lr = lane & 15, rw = threadIdx.x >> 4;
     const int64_t t0 = (int64_t)blockIdx.x * NR, j = (int64_t)blockIdx.y * TILE + 8 * lr;
     const int64_t bgk = blockIdx.y, buk = a.F / TILE + blockIdx.y; /* the two blocks' indices */
@@ -645,6 +648,10 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
                 }
                 round8(dg, pg, vg);
                 round8(du, pu, vu);
+                if (COLWISE) {
+                    st8_tile(tile_g + r * P + 8 * lr, dg);
+                    st8_tile(tile_u + r * P + 8 * lr, du);
+                }
                 if (MODE != MODE_TENSOR && a.y) {
                     E *yr = (E *)a.y + t * a.y_rs + j;
                     st8(yr, dg);
@@ -697,8 +704,8 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
         if (lane == 0) atomicMax(a.amax, tile_max);
     }
     if (R && a.wsb) { /* the tile's dbias partials of both tiles, the 8 warps' sums in order */
-        extern __shared__ __align__(16) unsigned char smem_raw[];
-        float *red = (float *)smem_raw; /* [2][WARPS][TILE]: d_gate's, then d_up's */
+        /* [2][WARPS][TILE]: d_gate's, then d_up's */
+        float *red = (float *)(smem_raw + (COLWISE ? 2 * geom<E, 1>::tile_bytes : 0));
         const int warp = threadIdx.x >> 5;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -719,6 +726,12 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST  ? 4
         for (int w = 1; w < WARPS; ++w) sb = __fadd_rn(sb, rc[w * TILE]);
         a.wsb[(int64_t)blockIdx.x * a.W + hu * a.F + (int64_t)blockIdx.y * TILE + c] = sb;
     }
+    if (!COLWISE) return;
+    if (nt < TILE) /* the rows past the last token: zero for the column amaxes */
+        zero_rows16<E, P>(tile_g, nt), zero_rows16<E, P>(tile_u, nt);
+    __syncthreads();
+    colwise<E, MODE, P>::tile(a, tile_g, NULL, (int64_t)blockIdx.y * TILE, TILE, t0, nt, td);
+    colwise<E, MODE, P>::tile(a, tile_u, NULL, a.F + (int64_t)blockIdx.y * TILE, TILE, t0, nt, td);
 }
 
 /* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
@@ -765,8 +778,8 @@ __global__ void __launch_bounds__(THREADS) fp8_reduce_kernel(const fp8_red_args 
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
     const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>;
-    const size_t smem = (COLWISE ? geom<E, BWD>::tile_bytes + TILE * CT_PITCH : 0) +
-                        (RED_IN(MODE, BWD, FAST, RED) ? RED_BYTES : 0);
+    const size_t smem =
+        (COLWISE ? geom<E, BWD>::cw_bytes : 0) + (RED_IN(MODE, BWD, FAST, RED) ? RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
         const cudaError_t err =
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -780,33 +793,43 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int FAST, int RED>
+template <typename E, int MODE, int FAST, int RED, int COLWISE>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
+    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, COLWISE>;
     const int r = RED && !FAST && MODE != MODE_AMAX;
-    const int64_t nr = r ? TILE : 2 * TILE;
+    const size_t smem = (COLWISE ? 2 * geom<E, 1>::tile_bytes : 0) + (r ? 2 * RED_BYTES : 0);
+    if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
+        const cudaError_t err =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    const int64_t nr = r || COLWISE ? TILE : 2 * TILE;
     const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)(a.F / TILE));
     void *args[] = {(void *)&a};
-    return cudaLaunchKernel((const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>, grid,
-                            dim3(THREADS), args, r ? 2 * RED_BYTES : 0, s);
+    return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
-/* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions). Not with
- * the column-wise copy: a pair of 128-row tiles in shared memory (86 KB, two blocks an SM) made
- * the copy 1-3 % slower than the split tiles' at F = 8192 / 14336 on the H200. */
-static int pair_ok(const fp8_args &a, int colwise) {
-    return !colwise && a.step == 1 && a.vec && a.F % TILE == 0;
+/* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions); with the
+ * column-wise copy for the 2-byte dtypes (fp32's two tiles and their codes' tiles would leave one
+ * block an SM). */
+static int pair_ok(const fp8_args &a, int colwise, size_t es) {
+    return (!colwise || es == 2) && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
 template <typename E, int BWD, int FAST, int RED>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
-    if (BWD && pair_ok(a, colwise)) {
+    if (BWD && pair_ok(a, colwise, sizeof(E))) {
+        enum { CW = sizeof(E) == 2 }; /* the column-wise copy's kernels exist for 2-byte dtypes */
         if (!tensor) {
-            err = launch_pair<E, MODE_BLOCK, FAST, RED>(a, s);
+            err = colwise ? launch_pair<E, MODE_BLOCK, FAST, RED, CW>(a, s)
+                          : launch_pair<E, MODE_BLOCK, FAST, RED, 0>(a, s);
         } else {
             err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0>(a, s);
-            if (err == cudaSuccess) err = launch_pair<E, MODE_TENSOR, FAST, RED>(a, s);
+            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0, 0>(a, s);
+            if (err == cudaSuccess)
+                err = colwise ? launch_pair<E, MODE_TENSOR, FAST, RED, CW>(a, s)
+                              : launch_pair<E, MODE_TENSOR, FAST, RED, 0>(a, s);
         }
     } else if (!tensor) {
         err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED>(a, s)
@@ -905,7 +928,7 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
             (!dy || access_width(a.dy, a.dy_rs, tokens, es) == 16) &&
             (!a.y || access_width(a.y, a.y_rs, tokens, es) == 16) &&
             access_width_cap(a.d, a.d_rs, tokens, 1, 8) == 8;
-    a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, W, 1, 16) == 16;
+    a.t_width = a.dt ? access_width_cap(a.dt, a.dt_rs, W, 1, 16) : 0;
     const fastglu_fp8_bwd_workspace ws =
         fastglu_fp8_bwd_workspace_layout(recipe, tokens, F, db != NULL, dw != NULL);
     a.dbias = db, a.dweights = dw;

@@ -13,10 +13,12 @@
  *
  *   1 x 128   row-wise: a row's block is a half-warp's, its amax a 16-lane max over the bits of
  *             |x|, its scale, 8 codes a lane in one 8-byte store, the scale by lane 0. Transposed
- *             copy: the chunks also go to a shared tile (row pitch 132 2-byte or 130 fp32
- *             elements); after a barrier (column_phase) a half-warp takes two adjacent columns of
- *             a 2-byte dtype (one fp32 column), lane l its rows l, l + 16, ..: each column's amax
- *             (a 16-lane max), its scale, its codes into a second shared tile laid out as data_t's
+ *             copy: the chunks also go to a shared tile (rows of 136 2-byte elements on 16
+ *             bytes, or 130 fp32); after a barrier (column_phase) the 2-byte dtypes are read back
+ *             transposed by ldmatrix.trans, a lane holding 8 consecutive rows of one column: each
+ *             column's amax (a max over the lane's words and 4 lanes), its scale, and its codes
+ *             straight to data_t in 8-byte stores (fp8_tile.cuh's transposed_codes16); fp32 takes
+ *             a column a half-warp, its codes through a second shared tile laid out as data_t's
  *             rows, written out after another barrier with 16-byte stores.
  *   128 x 128 one amax for the tile (a warp max, then the 8 warps' through shared memory), one
  *             scale; the row-wise codes from registers, the transposed codes from x's shared tile
@@ -40,16 +42,19 @@ typedef struct quant_args {
     int64_t s_ld, st_ld;
     int64_t R, C;
     int mn_major, pow2;
-    int vec;   /* x's rows on 16 bytes, data's on 8 (or no data) */
-    int vec_t; /* data_t's rows on 16 bytes */
+    int vec;     /* x's rows on 16 bytes, data's on 8 (or no data) */
+    int t_width; /* the widest access (16 bytes at most) on which data_t's rows start */
 } quant_args;
 
-/* Per dtype: the shared tile's row pitch in elements (glu_fp8_cuda.cu's geom: the column reads of
- * a half-warp hit 16 distinct banks) and the rows whose loads a thread issues at once. */
+/* Per dtype: the shared tile's row pitch in elements (glu_fp8_cuda.cu's geom: fp32's column reads
+ * of a half-warp hit 16 distinct banks; the 2-byte dtypes' rows on 16 bytes for ldmatrix), the
+ * column pass's shared bytes (x's tile, and fp32's codes' tile) and the rows whose loads a thread
+ * issues at once. */
 template <typename E> struct qgeom {
     enum {
-        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 4,
+        pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 8,
         tile_bytes = TILE * pitch * (int)sizeof(E),
+        col_bytes = tile_bytes + (sizeof(E) == 4 ? TILE * CT_PITCH : 0),
         unroll = sizeof(E) == 4 ? 4 : 8,
         /* blocks per SM the registers are held to: 3 (<= 80 registers); fp32's 128 x 128 tile keeps
          * its 64 words of x in registers across the block's amax: 2 (<= 128), no spills */
@@ -110,83 +115,65 @@ static __device__ __forceinline__ void store_codes(const quant_args &a, uint2 q,
 }
 
 /* The transposed codes of the tile x's rows left in shared memory (tile: rows 0 .. nt - 1,
- * columns 0 .. nj - 1, row pitch P elements; after a barrier) into ct as data_t's rows, then
- * (after another barrier) written out. OWN: each column is its own 1 x 128 block of data_t (its
- * amax, scale and divisor; the scale at row tile blockIdx.x of scale_t); else every code under
- * the block's divisor d (128 x 128). FULL: a whole tile (nt = nj = 128), its bounds checks left out.
- * A half-warp takes a column, lane l its rows l, l + 16, .. (the row pitch makes the 16 lanes'
- * reads hit 16 distinct banks); the 2-byte dtypes two adjacent columns at a time (one 32-bit read
- * for both, their amaxes as a packed 16-bit max: half the reads and shuffles), the two half-warps
- * of a warp a pair apart in words (the other 16 banks). fp32 a column at a time, the half-warps a
- * column apart. */
-template <typename E, int OWN, int FULL>
-static __device__ __forceinline__ void column_phase(const quant_args &a, const E *tile,
-                                                    unsigned char *ct, int64_t j0, int nj,
-                                                    int64_t t0, int nt, const fp8_divisor &d) {
-    enum { P = qgeom<E>::pitch, PAIR = sizeof(E) == 2 };
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, lr = lane & 15;
-    /* the 16 half-warps take 128 columns: 4 pairs (2-byte dtypes) or 8 columns (fp32) each */
+ * columns 0 .. nj - 1, row pitch P elements; after a barrier). OWN: each column is its own 1 x 128
+ * block of data_t (its amax, scale and divisor; the scale at row tile blockIdx.x of scale_t); else
+ * every code under the block's divisor d (128 x 128). The 2-byte dtypes: fp8_tile.cuh's
+ * transposed_codes16 (ldmatrix.trans; rows past nt zero where OWN), straight to data_t. fp32: a
+ * half-warp takes a column, lane l its rows l, l + 16, .. (the row pitch makes the 16 lanes' reads
+ * hit 16 distinct banks, the two half-warps a column apart the other 16), the codes into ct as
+ * data_t's rows, written out after another barrier. FULL: a whole tile (nt = nj = 128), its bounds
+ * checks left out. */
+template <typename E, int OWN, int FULL> struct column_phase {
+    static __device__ __forceinline__ void run(const quant_args &a, const E *tile, unsigned char *,
+                                               int64_t j0, int nj, int64_t t0, int nt,
+                                               const fp8_divisor &d) {
+        fp8_t_out o;
+        o.dt = a.dt + j0 * a.dt_rs + t0, o.dt_rs = a.dt_rs, o.t_width = a.t_width;
+        o.st = a.st, o.st_ld = a.st_ld, o.j0 = j0, o.row_tile = blockIdx.x;
+        o.mn = a.mn_major, o.pow2 = a.pow2;
+        transposed_codes16<E, OWN, qgeom<E>::pitch>(o, tile, FULL ? TILE : nj, FULL ? TILE : nt, d);
+    }
+};
+template <int OWN, int FULL> struct column_phase<float, OWN, FULL> {
+    static __device__ __forceinline__ void run(const quant_args &a, const float *tile,
+                                               unsigned char *ct, int64_t j0, int nj, int64_t t0,
+                                               int nt, const fp8_divisor &d) {
+        enum { P = qgeom<float>::pitch };
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4;
+        const int lr = lane & 15;
+        /* the 16 half-warps take 128 columns, 8 each */
 #pragma unroll 1
-    for (int p = 0; p < (PAIR ? 4 : 8); ++p) {
-        const int q = 2 * warp + half + 16 * p; /* the half-warp's pair (column for fp32) */
-        const int cl = PAIR ? 2 * q : q;        /* its first column */
-        const int live = FULL || cl < nj; /* uniform across the half-warp; both take the shuffles */
-        float x0[8], x1[8];
-        unsigned am = 0;
+        for (int p = 0; p < 8; ++p) {
+            const int cl = 2 * warp + half + 16 * p;
+            const int live = FULL || cl < nj; /* uniform across the half-warp */
+            float x0[8];
+            unsigned am = 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int r = lr + 16 * i;
-            x0[i] = x1[i] = 0.0f;
-            if (live && (FULL || r < nt)) {
-                if (PAIR) {
-                    const unsigned w = *(const unsigned *)(tile + r * P + cl);
-                    vec8<E> u;
-                    u.w[0] = w;
-                    x0[i] = vget(u, 0), x1[i] = vget(u, 1);
-                    am = max_u16x2(am, w & 0x7fff7fffu);
-                } else {
-                    x0[i] = to_f32(tile[r * P + cl]);
-                    am = max(am, fastglu_abs_bits(x0[i]));
-                }
+            for (int i = 0; i < 8; ++i) {
+                const int r = lr + 16 * i;
+                x0[i] = 0.0f;
+                if (live && (FULL || r < nt))
+                    x0[i] = tile[r * P + cl], am = max(am, fastglu_abs_bits(x0[i]));
             }
-        }
-        fp8_divisor d0 = d, d1 = d;
-        if (OWN) {
-            if (PAIR) {
-                am = group_max_u16x2<16>(am);
-                const unsigned lo = am & 0xffffu, hi = am >> 16;
-                const float s0 = fastglu_fp8_scale(amax_bits(lo, (const E *)0), a.pow2);
-                const float s1 = fastglu_fp8_scale(amax_bits(hi, (const E *)0), a.pow2);
-                if (live && lr == 0) {
-                    *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s0;
-                    if (FULL || cl + 1 < nj)
-                        *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl + 1, blockIdx.x) = s1;
-                }
-                d0 = make_divisor(s0), d1 = make_divisor(s1);
-            } else {
+            fp8_divisor d0 = d;
+            if (OWN) { /* both half-warps take the shuffles */
                 const float s0 = fastglu_fp8_scale(group_max<16>(am), a.pow2);
                 if (live && lr == 0) *scale_at(a.st, a.st_ld, a.mn_major, j0 + cl, blockIdx.x) = s0;
                 d0 = make_divisor(s0);
             }
-        }
-        if (!live) continue;
+            if (!live) continue;
 #pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-            const unsigned c0 = quantise2(d0, x0[i], x0[i + 1]);
-            unsigned char *dst = ct + cl * CT_PITCH + lr + 16 * i;
-            const int in0 = FULL || lr + 16 * i < nt, in1 = FULL || lr + 16 * (i + 1) < nt;
-            if (in0) dst[0] = (unsigned char)c0;
-            if (in1) dst[16] = (unsigned char)(c0 >> 8);
-            if (PAIR && (FULL || cl + 1 < nj)) {
-                const unsigned c1 = quantise2(d1, x1[i], x1[i + 1]);
-                if (in0) dst[CT_PITCH] = (unsigned char)c1;
-                if (in1) dst[CT_PITCH + 16] = (unsigned char)(c1 >> 8);
+            for (int i = 0; i < 8; i += 2) {
+                const unsigned c0 = quantise2(d0, x0[i], x0[i + 1]);
+                unsigned char *dst = ct + cl * CT_PITCH + lr + 16 * i;
+                if (FULL || lr + 16 * i < nt) dst[0] = (unsigned char)c0;
+                if (FULL || lr + 16 * (i + 1) < nt) dst[16] = (unsigned char)(c0 >> 8);
             }
         }
+        __syncthreads();
+        write_transposed(a.dt, a.dt_rs, a.t_width == 16, ct, j0, nj, t0, nt);
     }
-    __syncthreads();
-    write_transposed(a.dt, a.dt_rs, a.vec_t, ct, j0, nj, t0, nt);
-}
+};
 
 /* A thread's rows rho, rho + 16, .. (rho = 2 warp + half) of the tile and its chunk's columns
  * c .. c + 7 (c = 8 l, l its lane in the half-warp); FULL: the addresses of its chunk in x and in
@@ -230,7 +217,7 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
     enum { NK = TILE / (2 * WARPS), P = qgeom<E>::pitch };
     E *tile = (E *)smem;                             /* COL: x's tile [128][P] */
     unsigned char *ct = smem + qgeom<E>::tile_bytes; /* COL: the codes [128][CT_PITCH] */
-    unsigned *warp_amax = (unsigned *)(smem + (COL ? qgeom<E>::tile_bytes + TILE * CT_PITCH : 0));
+    unsigned *warp_amax = (unsigned *)(smem + (COL ? qgeom<E>::col_bytes : 0));
     const thread_rows w = rows_of(a, nj);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     vec8<E> v[NK];
@@ -242,8 +229,7 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
         am = max(am, chunk_amax(v[k]));
-        if (COL && (FULL || w.rho + 16 * k < nt))
-            st8_shared(tile + (w.rho + 16 * k) * P + w.c, v[k]);
+        if (COL && (FULL || w.rho + 16 * k < nt)) st8_tile(tile + (w.rho + 16 * k) * P + w.c, v[k]);
     }
     am = group_max<32>(am);
     if (lane == 0) warp_amax[warp] = am;
@@ -268,7 +254,7 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
                 store_codes(a, q, t0 + r, j0 + w.c, w.n);
         }
     }
-    if (COL) column_phase<E, 0, FULL>(a, tile, ct, j0, nj, t0, nt, d);
+    if (COL) column_phase<E, 0, FULL>::run(a, tile, ct, j0, nj, t0, nt, d);
 }
 
 /* The tile's 1 x 128 blocks: ROW the row-wise copy, COL the transposed copy; FULL as above */
@@ -291,7 +277,7 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
 #pragma unroll
         for (int k = 0; k < U; ++k) {
             const int r = w.rho + 16 * (k0 + k);
-            if (COL && (FULL || r < nt)) st8_shared(tile + r * P + w.c, v[k]);
+            if (COL && (FULL || r < nt)) st8_tile(tile + r * P + w.c, v[k]);
             if (ROW) {
                 /* every lane takes the shuffles; rows past the tile have amax 0 */
                 const float sc = fastglu_fp8_scale(group_max<16>(chunk_amax(v[k])), a.pow2);
@@ -308,8 +294,9 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
         }
     }
     if (!COL) return;
+    if (sizeof(E) == 2 && !FULL && nt < TILE) zero_rows16<E, P>(tile, nt); /* the column amaxes */
     __syncthreads();
-    column_phase<E, 1, FULL>(a, tile, ct, j0, nj, t0, nt, make_divisor(0.0f));
+    column_phase<E, 1, FULL>::run(a, tile, ct, j0, nj, t0, nt, make_divisor(0.0f));
 }
 
 /* W128: 128 x 128 blocks; else 1 x 128. Whole tiles on the vector path take the FULL code. */
@@ -335,8 +322,7 @@ __global__ void __launch_bounds__(THREADS, qgeom<E>::min_blocks)
 
 /* the kernel's dynamic shared memory */
 template <typename E, int W128, int COL> static size_t quant_smem(void) {
-    return (COL ? qgeom<E>::tile_bytes + TILE * CT_PITCH : 0) +
-           (W128 ? WARPS * sizeof(unsigned) : 0);
+    return (COL ? qgeom<E>::col_bytes : 0) + (W128 ? WARPS * sizeof(unsigned) : 0);
 }
 
 template <typename E, int W128, int ROW, int COL>
@@ -387,7 +373,7 @@ extern "C" fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *re
     a.pow2 = recipe->pow2_scales != 0;
     a.vec = access_width(x.data, x.row_stride, rows, es) == 16 &&
             (!a.d || access_width_cap(a.d, a.d_rs, rows, 1, 8) == 8);
-    a.vec_t = a.dt && access_width_cap(a.dt, a.dt_rs, cols, 1, 16) == 16;
+    a.t_width = a.dt ? access_width_cap(a.dt, a.dt_rs, cols, 1, 16) : 0;
     const int w128 = recipe->scaling == FASTGLU_FP8_SCALING_BLOCK_128X128;
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;

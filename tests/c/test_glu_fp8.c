@@ -214,20 +214,42 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
 
 /* ---- the backward's sums in float64 ---------------------------------------------------------- */
 
-static void ref_act(fastglu_activation act, double z, double *a, double *da) {
+/* The activation and its derivative at z, and their running-error magnitudes: the same expressions
+ * with every addend by its absolute value (1 + tanh -> 1 + |tanh|, 1 - s -> 1 + s), so that the
+ * cancellation in gelu_tanh's 1 + tanh for negative z (an act far below the fp32 rounding of its
+ * parts) is in the tolerance, plus what the rounding of the argument (magnitude zmag) carries
+ * through the derivative (tests/c/glu_reference.c's ref_eval, the same bound). */
+static double ref_dact(fastglu_activation act, double z) {
+    if (act == FASTGLU_ACT_GELU_TANH) {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        return 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
+    }
+    const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
+    return s * (1.0 + k * z * (1.0 - s));
+}
+static void ref_act(fastglu_activation act, double z, double zmag, double *a, double *da,
+                    double *am, double *dam) {
     if (act == FASTGLU_ACT_GELU_TANH) {
         const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
         *a = 0.5 * z * (1.0 + th);
-        *da = 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
-        return;
+        *am = 0.5 * fabs(z) * (1.0 + fabs(th));
+        *dam = 0.5 * fabs(z) * (1.0 + th * th) * (0.79788456 + 0.1070322243 * z * z) +
+               0.5 * (1.0 + fabs(th));
+    } else {
+        const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
+        *a = z * s;
+        *am = fabs(z) * s;
+        *dam = s * (1.0 + k * fabs(z) * (1.0 + s));
     }
-    const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
-    *a = z * s;
-    *da = s * (1.0 + k * z * (1.0 - s));
+    *da = ref_dact(act, z);
+    const double h = 1e-6 * (1.0 + fabs(z));
+    *am += fabs(*da) * zmag;
+    *dam += fabs((ref_dact(act, z + h) - ref_dact(act, z - h)) / (2 * h)) * zmag;
 }
 
 /* dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 (include/fastglu.h),
- * with each sum's sum of |terms| (mb, mw) for the tolerance. */
+ * with each sum's running-error magnitude (mb, mw: the sum of its terms' magnitudes, ref_act's) for
+ * the tolerance. */
 static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsigned char *h,
                      int64_t in_rs, const unsigned char *bias, const float *w, int has_b, int has_w,
                      const unsigned char *dy, int64_t dy_rs, int64_t T, int64_t F, double *db,
@@ -246,23 +268,26 @@ static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsign
             const int64_t ig = il ? 2 * j : j, iu = il ? 2 * j + 1 : F + j;
             double g = get(dt, h, t * in_rs + ig), u = get(dt, h, t * in_rs + iu);
             if (c > 0) g = g < c ? g : c, u = u < -c ? -c : u > c ? c : u;
-            const double a = g + (has_b ? get(dt, bias, ig) : 0.0),
-                         v = u + (has_b ? get(dt, bias, iu) : 0.0) + p->glu_linear_offset;
-            double act, dact;
-            ref_act(p->activation, p->gate_multiplier * a, &act, &dact);
+            const double bg = has_b ? get(dt, bias, ig) : 0.0, bu = has_b ? get(dt, bias, iu) : 0.0;
+            const double a = g + bg, v = u + bu + p->glu_linear_offset;
+            const double zmag = fabs(p->gate_multiplier) * (fabs(g) + fabs(bg)),
+                         vmag = fabs(u) + fabs(bu) + fabs(p->glu_linear_offset);
+            double act, dact, am, dam;
+            ref_act(p->activation, p->gate_multiplier * a, zmag, &act, &dact, &am, &dam);
             const double d = get(dt, dy, t * dy_rs + j), wt = has_w ? w[t] : 1.0;
             const double e = p->down_multiplier * wt * d;
             const double da = e * v * dact * p->gate_multiplier, dv = e * act;
             const double tw = p->down_multiplier * act * v * d;
-            db[ig] += da, mb[ig] += fabs(da), db[iu] += dv, mb[iu] += fabs(dv);
-            dw[t] += tw, mw[t] += fabs(tw);
+            db[ig] += da, mb[ig] += fabs(e * p->gate_multiplier) * vmag * dam;
+            db[iu] += dv, mb[iu] += fabs(e) * am;
+            dw[t] += tw, mw[t] += fabs(p->down_multiplier * d) * am * vmag;
         }
     }
 }
 
 /* A sum of n terms computed in fp32 and rounded to a dtype of unit roundoff u_out: within
- * u_out |ref| + (16 + n) 2^-23 (sum of |terms|) (per-term fp32 rounding and the sigmoid's few ulp,
- * then one rounding per addition). NaN / inf must match. */
+ * u_out |ref| + (16 + n) 2^-23 mag (mag: the sum of the terms' magnitudes; per-term fp32 rounding
+ * and the sigmoid's few ulp, then one rounding per addition). NaN / inf must match. */
 static int sum_close(double got, double ref, double mag, int64_t n, double u_out) {
     if (isnan(ref)) return isnan(got);
     if (isinf(ref)) return got == ref;
@@ -456,7 +481,7 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
             const double got = get(dt, dbh, 8 + k), lib = get(dt, dbr, 8 + k);
             if (!sum_close(got, rdb[k], rmb[k], T, 2 * ub) ||
                 !sum_close(got, lib, rmb[k], T, 2 * ub)) {
-                FAIL("%s: dbias[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (sum|terms| "
+                FAIL("%s: dbias[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (magnitude "
                      "%.3g)",
                      what, (long long)k, got, rdb[k], lib, rmb[k]);
                 break;
@@ -466,7 +491,7 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
             const double got = dwh[8 + t], lib = dwr[8 + t];
             if (!sum_close(got, rdw[t], rmw[t], F, 0x1p-24) ||
                 !sum_close(got, lib, rmw[t], F, 0x1p-23)) {
-                FAIL("%s: dweights[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (sum|terms| "
+                FAIL("%s: dweights[%lld] = %.9g, float64 %.9g, fastglu_glu_bwd's %.9g (magnitude "
                      "%.3g)",
                      what, (long long)t, got, rdw[t], lib, rmw[t]);
                 break;

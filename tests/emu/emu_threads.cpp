@@ -111,6 +111,27 @@ unsigned emu_shfl_xor_u32(unsigned mask, unsigned v, int o) {
     return r;
 }
 
+static const void *rows[1024];
+void emu_ldsm_x4_trans(unsigned r[4], const void *row) {
+    const int t = cur, warp = t / 32, lane = t % 32;
+    if (!in_coroutines || warp * 32 + 32 > nthreads || (uintptr_t)row % 16) {
+        fprintf(stderr, "EMU: ldmatrix: lane %d's row %p (not on 16 bytes, or no warp)\n", lane,
+                row);
+        abort();
+    }
+    emu_shuffles++;
+    barrier &b = warp_bars[std::make_pair(warp, 0xffffffffu)];
+    rows[t] = row;
+    arrive(b, 32); /* every lane's address is published */
+    for (int i = 0; i < 4; ++i) {
+        uint16_t lo, hi;
+        memcpy(&lo, (const uint16_t *)rows[warp * 32 + 8 * i + 2 * (lane % 4)] + lane / 4, 2);
+        memcpy(&hi, (const uint16_t *)rows[warp * 32 + 8 * i + 2 * (lane % 4) + 1] + lane / 4, 2);
+        r[i] = lo | (unsigned)hi << 16;
+    }
+    arrive(b, 32); /* every lane has read before any publishes again */
+}
+
 static void trampoline(void) {
     cur_body(cur_args);
     done[cur] = 1;

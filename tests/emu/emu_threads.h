@@ -36,6 +36,10 @@ template <typename V> static inline V emu_shfl_xor(unsigned mask, V v, int lane_
     memcpy(&v, &u, 4);
     return v;
 }
+/* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (src/fp8_tile.cuh's ldsm_x4_trans), every lane of
+ * the warp: each lane publishes its row address, then reads its elements from the rows of the
+ * lanes that own them; a row address not on 16 bytes aborts */
+void emu_ldsm_x4_trans(unsigned r[4], const void *row);
 #define __syncthreads emu_syncthreads
 #define __shfl_xor_sync emu_shfl_xor
 

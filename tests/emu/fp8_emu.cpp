@@ -56,19 +56,26 @@ template <typename E, int BWD, int FAST, int RED> static int find_fast(const voi
 /* the backward's paired tiles (glu_fp8_bwd_pair_kernel) */
 static long pair_launches;
 static long pair_red_launches;
-template <typename E, int MODE, int FAST, int RED> static void run_pair(void **args) {
-    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>(*(const fp8_args *)args[0]);
+static long pair_colwise_launches;
+template <typename E, int MODE, int FAST, int RED, int CW> static void run_pair(void **args) {
+    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int FAST, int RED> static int try_pair(const void *f) {
-    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED>) return 0;
-    body = run_pair<E, MODE, FAST, RED>;
+template <typename E, int MODE, int FAST, int RED, int CW = 0> static int try_pair(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW>) return 0;
+    body = run_pair<E, MODE, FAST, RED, CW>;
     pair_launches++;
     pair_red_launches += RED;
+    pair_colwise_launches += CW;
     return 1;
 }
 template <typename E, int FAST, int RED> static int find_pair(const void *f) {
-    return try_pair<E, MODE_BLOCK, FAST, RED>(f) || try_pair<E, MODE_AMAX, FAST, RED>(f) ||
-           try_pair<E, MODE_TENSOR, FAST, RED>(f);
+    if (try_pair<E, MODE_BLOCK, FAST, RED>(f) || try_pair<E, MODE_AMAX, FAST, RED>(f) ||
+        try_pair<E, MODE_TENSOR, FAST, RED>(f))
+        return 1;
+    if constexpr (sizeof(E) == 2) /* the column-wise copy on paired tiles: 2-byte dtypes */
+        return try_pair<E, MODE_BLOCK, FAST, RED, 1>(f) ||
+               try_pair<E, MODE_TENSOR, FAST, RED, 1>(f);
+    return 0;
 }
 template <typename E> static void run_reduce(void **args) {
     fp8_reduce_kernel<E>(*(const fp8_red_args *)args[0]);
@@ -492,8 +499,8 @@ int main(void) {
                 run_case(FASTGLU_ACT_SILU, tensor, 1, 1, 0, FASTGLU_DTYPE_BF16, 300, 136, 1, tensor,
                          0, 0, 0, tensor ? ODD : DENSE, PLAIN, 1);
         }
-    /* F a multiple of 128 with the 16-byte path, no sums: without the column-wise copy the
-     * backward's paired tiles (glu_fp8_bwd_pair_kernel), with it the split tiles; both recipes and
+    /* F a multiple of 128 with the 16-byte path, no sums: the backward's paired tiles
+     * (glu_fp8_bwd_pair_kernel; with the column-wise copy fp32 takes the split tiles); both recipes and
      * scale layouts, FAST and the general math (bias, weights, clamp, offset, down multiplier), each
      * dtype, a last block of part of its rows (T = 300, 257, 130) or of one row (T = 1); F = 128:
      * one tile pair */
@@ -523,7 +530,15 @@ int main(void) {
         run_case(FASTGLU_ACT_SILU, 0, 1, 1, 2.5f, FASTGLU_DTYPE_FP32, 130, 256, 1, tensor, 0, 0, 0,
                  VIEW, GATE_MULT, 1);
     }
+    /* the sums and the column-wise copy together on paired tiles: bf16, tokens 130 and 1 */
+    for (int tensor = 0; tensor < 2; ++tensor) {
+        run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 130, 256, 1, tensor, 0, 0, 1,
+                 DENSE, PLAIN, 1);
+        run_case(FASTGLU_ACT_QUICK_GELU, 0, 1, 1, 7.0f, FASTGLU_DTYPE_FP16, 1, 128, 1, tensor, 1, 1,
+                 1, VIEW, OFFSET, 1);
+    }
     if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");
+    if (!pair_colwise_launches) FAIL("the column-wise copy on paired tiles was not emulated");
     printf("%ld launches (%ld with the backward's sums, %ld reductions, %ld of paired tiles), %ld "
            "blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
