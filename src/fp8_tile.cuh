@@ -293,6 +293,18 @@ typedef struct fp8_t_out {
     int mn, pow2;
 } fp8_t_out;
 
+/* fp8_t_out of the 128 x 128 tile at (t0, j0) of a kernel's arguments A (glu_fp8_cuda.cu's fp8_args,
+ * quant_fp8_cuda.cu's quant_args: their fields dt, dt_rs, t_width, st, st_ld, mn_major, pow2),
+ * the scales at row tile blockIdx.x */
+template <typename A>
+static __device__ __forceinline__ fp8_t_out t_out_of(const A &a, int64_t j0, int64_t t0) {
+    fp8_t_out o;
+    o.dt = a.dt + j0 * a.dt_rs + t0, o.dt_rs = a.dt_rs, o.t_width = a.t_width;
+    o.st = a.st, o.st_ld = a.st_ld, o.j0 = j0, o.row_tile = blockIdx.x;
+    o.mn = a.mn_major, o.pow2 = a.pow2;
+    return o;
+}
+
 /* The transposed codes of a 2-byte tile in shared memory (tile: rows 0 .. nt - 1, columns 0 .. nj
  * - 1 of the operand, rows past nt zero where OWN, rows on 16 bytes, pitch P elements; after a
  * barrier). OWN: each column is its own 128 x 1 block (its amax, scale and divisor); else every

@@ -222,11 +222,7 @@ template <typename E, int MODE, int P> struct colwise {
     static __device__ __forceinline__ void tile(const fp8_args &a, const E *tile, unsigned char *,
                                                 int64_t j0, int nj, int64_t t0, int nt,
                                                 const fp8_divisor &td) {
-        fp8_t_out o;
-        o.dt = a.dt + j0 * a.dt_rs + t0, o.dt_rs = a.dt_rs, o.t_width = a.t_width;
-        o.st = a.st, o.st_ld = a.st_ld, o.j0 = j0, o.row_tile = blockIdx.x;
-        o.mn = a.mn_major, o.pow2 = a.pow2;
-        transposed_codes16<E, MODE == MODE_BLOCK, P>(o, tile, nj, nt, td);
+        transposed_codes16<E, MODE == MODE_BLOCK, P>(t_out_of(a, j0, t0), tile, nj, nt, td);
     }
 };
 /* fp32: a half-warp per column, 8 columns each (2 apart in the two half-warps of a warp, so that

@@ -127,11 +127,8 @@ template <typename E, int OWN, int FULL> struct column_phase {
     static __device__ __forceinline__ void run(const quant_args &a, const E *tile, unsigned char *,
                                                int64_t j0, int nj, int64_t t0, int nt,
                                                const fp8_divisor &d) {
-        fp8_t_out o;
-        o.dt = a.dt + j0 * a.dt_rs + t0, o.dt_rs = a.dt_rs, o.t_width = a.t_width;
-        o.st = a.st, o.st_ld = a.st_ld, o.j0 = j0, o.row_tile = blockIdx.x;
-        o.mn = a.mn_major, o.pow2 = a.pow2;
-        transposed_codes16<E, OWN, qgeom<E>::pitch>(o, tile, FULL ? TILE : nj, FULL ? TILE : nt, d);
+        transposed_codes16<E, OWN, qgeom<E>::pitch>(t_out_of(a, j0, t0), tile, FULL ? TILE : nj,
+                                                    FULL ? TILE : nt, d);
     }
 };
 template <int OWN, int FULL> struct column_phase<float, OWN, FULL> {
