@@ -24,7 +24,8 @@
  * per-element work, the per-row scale, and the instruction cache where cold paths are unrolled
  * into the hot loop. Hence: plain SwiGLU / quick-GeGLU without bias or weights has its own kernels
  * (FAST: no multipliers, offset, clamp, bias or weight in the code; the same bits, as those
- * operations are exact no-ops there); the element-by-element path is a loop that computes each
+ * operations are exact no-ops there), and with a bias or per-token weights the general kernels
+ * without the multipliers, offset and clamp (math mode MM_K); the element-by-element path is a loop that computes each
  * element twice (for the amax, then for the code), not unrolled copies per step; the recipe's
  * division sits in a function out of line.
  *
@@ -139,10 +140,9 @@ typedef struct fp8_args {
  * the forward, 96 in the backward); the blocks per SM the registers are held to (3: <= 80
  * registers, 4: <= 64; the backward fits 64 with its 2 steps; RED, the backward's sums with 8 more
  * accumulators: 3 for 2-byte types and 2 for fp32, which spills at 3, its column-wise shared tiles
- * allowing only 2 blocks anyway); whether a thread's row addresses advance by pointers (inc: the
- * forward; the backward's 64 registers leave its loads' and codes' addresses recomputed per row)
- * and whether the general path keeps its bias columns in registers (hoist_bias: the forward; the
- * backward reloads them per row). */
+ * allowing only 2 blocks anyway; the general backward's kernels take 3, glu_fp8_kernel's launch
+ * bounds); whether a thread's row addresses advance by pointers (inc: the forward; the backward's
+ * 64 registers leave its loads' and codes' addresses recomputed per row). */
 template <typename E, int BWD, int RED = 0> struct geom {
     enum {
         nch = sizeof(E) == 2 && !BWD ? 2 : 1,
@@ -155,8 +155,7 @@ template <typename E, int BWD, int RED = 0> struct geom {
         min_blocks = RED                     ? (sizeof(E) == 4 ? 2 : 3)
                      : BWD && sizeof(E) != 4 ? 4
                                              : 3,
-        inc = !BWD,
-        hoist_bias = !BWD
+        inc = !BWD
     };
 };
 /* RED's shared memory: the 8 warps' dbias sums of the tile's columns, after the column-wise tiles */
@@ -270,10 +269,16 @@ template <int MODE, int P> struct colwise<float, MODE, P> {
 
 /* FAST: the common case's kernels (math mode MM_K: plain SwiGLU or quick-GeGLU; no bias, no
  * weights), the multipliers, offset, clamp, bias and weight left out at compile time: the same
- * bits, as those operations are exact no-ops there (x + -0, 1 x). Otherwise the general math.
- * The host picks FAST once per launch (glu_fp8). */
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0>
-__global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
+ * bits, as those operations are exact no-ops there (x + -0, 1 x). Otherwise the general kernels
+ * (the bias columns held in registers, the weights, the backward's sums) in math mode GM: MM_K
+ * where the math is plain SwiGLU / quick-GeGLU and only a bias or per-token weights made the call
+ * general, MM_ANY for the rest (math_mode_of; the same bits either way, as MM_K leaves out only
+ * identities). The host picks both once per launch (glu_fp8). The general 2-byte backward is held
+ * to 3 blocks an SM (80 registers): at 64, its bias and the general math beside two row steps'
+ * loads spilled. */
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0, int GM = MM_ANY>
+__global__ void
+__launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RED>::min_blocks))
     glu_fp8_kernel(const fp8_args a) {
     enum {
         /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
@@ -288,9 +293,14 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
         LPR = geom<E, BWD>::lpr,
         SR = geom<E, BWD>::rows,
         INC = geom<E, BWD>::inc,
-        HB = geom<E, BWD>::hoist_bias,
         NR = BLOCK_ROWS(COLWISE, R), /* the block's rows */
-        MM = FAST ? MM_K : MM_ANY
+        MM = FAST ? MM_K : GM,
+        /* the general path's bias columns: held in registers (HB: the forward, and the 2-byte
+         * backward without the sums), else read per row, 16 bytes at a time (BV: the 2-byte
+         * backward with the sums, whose 8 accumulators leave no room to hold them: ptxas spilled)
+         * or by elements (fp32's backward, whose 96 bytes of operands a row fill the registers) */
+        HB = !FAST && (!BWD || (sizeof(E) == 2 && !R)),
+        BV = !FAST && BWD && sizeof(E) == 2 && R
     };
     /* R's sums: a row of the tile is a half-warp's (dbias's per-thread rows, half_warp_sum) */
     static_assert(!R || (NCH == 1 && LPR == 16 && SR == 2 * WARPS), "RED: a half-warp a row");
@@ -331,7 +341,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
     /* the general path's bias of the lane's columns, the same for every row: read once (no bias:
      * -0, as the general path adds it) */
     vec8<E> bgv[NCH], buv[NCH];
-    if (!FAST && HB) {
+    if (HB) {
 #pragma unroll
         for (int k = 0; k < NCH; ++k) {
             E bge[8], bue[8];
@@ -402,16 +412,24 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
                                     ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride)
                                     : 1.0f;
                 unsigned pm = 0; /* the vector path's amax, as round8 keeps it */
-                if (!FAST && HB) opaque(bgv), opaque(buv);
+                if (HB) opaque(bgv), opaque(buv);
 #pragma unroll
                 for (int k = 0; k < NCH; ++k) {
                     if (!(vmask >> k & 1)) continue;
                     float v[8];
+                    vec8<E> brg, bru; /* BV: the chunk's bias columns (the 16-byte path includes
+                                       * the bias's alignment in the backward) */
+                    if (BV && a.bias) {
+                        const E *bp = (const E *)a.bias + jv[k];
+                        ld8(brg, bp), ld8(bru, bp + a.bias_up);
+                    }
 #pragma unroll
                     for (int e = 0; e < 8; ++e) {
                         float bg = -0.0f, bu = -0.0f;
-                        if (!FAST && HB) {
+                        if (HB) {
                             bg = vget(bgv[k], e), bu = vget(buv[k], e);
+                        } else if (BV && a.bias) {
+                            bg = vget(brg, e), bu = vget(bru, e);
                         } else if (!FAST && a.bias) {
                             bg = to_f32(((const E *)a.bias)[jv[k] + e]);
                             bu = to_f32(((const E *)a.bias)[jv[k] + e + a.bias_up]);
@@ -547,7 +565,7 @@ __global__ void __launch_bounds__(THREADS, (geom<E, BWD, RED>::min_blocks))
  * blocks an SM) and colwise<> transposes each after the row phase. The same values, roundings,
  * amaxes, scales and codes as glu_fp8_kernel's backward (the same functions, element by
  * element). */
-template <typename E, int MODE, int FAST, int RED, int COLWISE = 0>
+template <typename E, int MODE, int FAST, int RED, int COLWISE = 0, int GM = MM_ANY>
 __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ? 4
                                             : sizeof(E) == 4 && RED            ? 2
                                                                                : 3))
@@ -565,7 +583,7 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
         U = sizeof(E) == 4 || R ? 1 : 2,
         SR = THREADS / 16,
         NR = R || COLWISE ? TILE : 2 * TILE,
-        MM = FAST ? MM_K : MM_ANY,
+        MM = FAST ? MM_K : GM,
         P = geom<E, 1>::pitch
     };
     static_assert(!COLWISE || (sizeof(E) == 2 && MODE != MODE_AMAX), "COLWISE: 2-byte codes");
@@ -771,9 +789,9 @@ __global__ void __launch_bounds__(THREADS) fp8_reduce_kernel(const fp8_red_args 
         from_f32(&((__half *)a.dweights)[i], r);
 }
 
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>;
+    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>;
     const size_t smem =
         (COLWISE ? geom<E, BWD>::cw_bytes : 0) + (RED_IN(MODE, BWD, FAST, RED) ? RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
@@ -789,9 +807,9 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int FAST, int RED, int COLWISE>
+template <typename E, int MODE, int FAST, int RED, int COLWISE, int GM>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, COLWISE>;
+    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, COLWISE, GM>;
     const int r = RED && !FAST && MODE != MODE_AMAX;
     const size_t smem = (COLWISE ? 2 * geom<E, 1>::tile_bytes : 0) + (r ? 2 * RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
@@ -812,30 +830,30 @@ static int pair_ok(const fp8_args &a, int colwise, size_t es) {
     return (!colwise || es == 2) && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
-template <typename E, int BWD, int FAST, int RED>
+template <typename E, int BWD, int FAST, int RED, int GM>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
     if (BWD && pair_ok(a, colwise, sizeof(E))) {
         enum { CW = sizeof(E) == 2 }; /* the column-wise copy's kernels exist for 2-byte dtypes */
         if (!tensor) {
-            err = colwise ? launch_pair<E, MODE_BLOCK, FAST, RED, CW>(a, s)
-                          : launch_pair<E, MODE_BLOCK, FAST, RED, 0>(a, s);
+            err = colwise ? launch_pair<E, MODE_BLOCK, FAST, RED, CW, GM>(a, s)
+                          : launch_pair<E, MODE_BLOCK, FAST, RED, 0, GM>(a, s);
         } else {
             err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0, 0>(a, s);
+            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0, 0, GM>(a, s);
             if (err == cudaSuccess)
-                err = colwise ? launch_pair<E, MODE_TENSOR, FAST, RED, CW>(a, s)
-                              : launch_pair<E, MODE_TENSOR, FAST, RED, 0>(a, s);
+                err = colwise ? launch_pair<E, MODE_TENSOR, FAST, RED, CW, GM>(a, s)
+                              : launch_pair<E, MODE_TENSOR, FAST, RED, 0, GM>(a, s);
         }
     } else if (!tensor) {
-        err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED>(a, s)
-                      : launch<E, MODE_BLOCK, 0, BWD, FAST, RED>(a, s);
+        err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED, GM>(a, s)
+                      : launch<E, MODE_BLOCK, 0, BWD, FAST, RED, GM>(a, s);
     } else {
         err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-        if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST, 0>(a, s);
+        if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST, 0, GM>(a, s);
         if (err == cudaSuccess)
-            err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST, RED>(a, s)
-                          : launch<E, MODE_TENSOR, 0, BWD, FAST, RED>(a, s);
+            err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST, RED, GM>(a, s)
+                          : launch<E, MODE_TENSOR, 0, BWD, FAST, RED, GM>(a, s);
     }
     if (!RED || err != cudaSuccess) return err;
     fp8_red_args r;
@@ -850,10 +868,13 @@ static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t 
 template <typename E, int BWD>
 static cudaError_t run_fast(const fp8_args &a, int fast, int red, int tensor, int colwise,
                             cudaStream_t s) {
-    if (fast) return run<E, BWD, 1, 0>(a, tensor, colwise, s);
+    if (fast == 1) return run<E, BWD, 1, 0, MM_K>(a, tensor, colwise, s);
     /* RED only in the backward (BWD as RED: the forward's red is 0) */
-    return red ? run<E, BWD, 0, BWD>(a, tensor, colwise, s)
-               : run<E, BWD, 0, 0>(a, tensor, colwise, s);
+    if (fast == 2)
+        return red ? run<E, BWD, 0, BWD, MM_K>(a, tensor, colwise, s)
+                   : run<E, BWD, 0, 0, MM_K>(a, tensor, colwise, s);
+    return red ? run<E, BWD, 0, BWD, MM_ANY>(a, tensor, colwise, s)
+               : run<E, BWD, 0, 0, MM_ANY>(a, tensor, colwise, s);
 }
 
 template <int BWD>
@@ -922,6 +943,7 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.vec = !il && (!dy || F % 8 == 0) && access_width(gate.data, a.g_rs, tokens, es) == 16 &&
             access_width(a.up, a.u_rs, tokens, es) == 16 &&
             (!dy || access_width(a.dy, a.dy_rs, tokens, es) == 16) &&
+            (!dy || !a.bias || access_width(a.bias, 0, 1, es) == 16) &&
             (!a.y || access_width(a.y, a.y_rs, tokens, es) == 16) &&
             access_width_cap(a.d, a.d_rs, tokens, 1, 8) == 8;
     a.t_width = a.dt ? access_width_cap(a.dt, a.dt_rs, W, 1, 16) : 0;
@@ -933,7 +955,9 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.nwt = fastglu_fp8_dw_tiles(il, F);
     if (dw) a.w_dtype = (int)dweights->dtype;
     const int tensor = recipe->scaling == FASTGLU_FP8_SCALING_TENSOR, colwise = a.dt != NULL;
-    const int fast = math_mode_of(params) == MM_K && !a.bias && !a.weights;
+    /* 1: FAST; 2: the general kernels in math mode MM_K (plain SwiGLU or quick-GeGLU with a bias or
+     * per-token weights); 0: the general kernels in MM_ANY */
+    const int fast = math_mode_of(params) != MM_K ? 0 : !a.bias && !a.weights ? 1 : 2;
     const int red = db != NULL || dw != NULL;
     const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, fast, red, tensor, colwise, s)
                                : run_dtype<0>(a, gate.dtype, fast, 0, tensor, colwise, s);

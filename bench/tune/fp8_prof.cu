@@ -4,7 +4,7 @@
  * host-bound), or launches each case once for Nsight Compute ("prof"). bf16, T = 8192, SPLIT
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
  * bias (the general kernels), the backward's sums (a bias and fp32 per-token weights, dbias and
- * dweights). Prints each case's time and its floor: the bytes read and written,
+ * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's). Prints each case's time and its floor: the bytes read and written,
  * scales included (the per-tensor cases read the operands twice: two passes), over the bandwidth
  * of a 1 GiB device-to-device copy measured in the same process (bytes read and written over the
  * median of 10 copies).
@@ -94,12 +94,13 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     fastglu_tensor none = {NULL, FASTGLU_DTYPE_BF16, 0}, tdy = {dy, FASTGLU_DTYPE_BF16, F};
     struct {
         const char *name;
-        int bwd, tensor, col, bias, sums;
+        int bwd, tensor, col, bias, sums, clamp;
     } cases[] = {{"fwd block", 0, 0, 0, 0, 0},         {"fwd block+colwise", 0, 0, 1, 0, 0},
                  {"fwd tensor", 0, 1, 0, 0, 0},        {"bwd block", 1, 0, 0, 0, 0},
                  {"bwd block+colwise", 1, 0, 1, 0, 0}, {"bwd tensor", 1, 1, 0, 0, 0},
                  {"fwd block bias", 0, 0, 0, 1, 0},    {"bwd block bias", 1, 0, 0, 1, 0},
-                 {"bwd block sums", 1, 0, 0, 1, 1}};
+                 {"bwd block sums", 1, 0, 0, 1, 1},    {"fwd bias clamp", 0, 0, 0, 1, 0, 1},
+                 {"bwd sums clamp", 1, 0, 0, 1, 1, 1}};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -107,7 +108,9 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     cudaMalloc(&bb, 2 * F * 2);
     cudaMemcpy(bb, hx, 2 * F * 2, cudaMemcpyHostToDevice);
     fastglu_tensor bias = {bb, FASTGLU_DTYPE_BF16, 1};
-    for (int c = 0; c < 9; ++c) {
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); ++c) {
+        /* clamp: the general kernels' math mode MM_ANY (the other cases with a bias: MM_K) */
+        p.clamp_value = cases[c].clamp ? 7.0f : 0.0f;
         fastglu_tensor bt = cases[c].bias ? bias : none;
         fastglu_fp8_recipe r = {cases[c].tensor ? FASTGLU_FP8_SCALING_TENSOR
                                                 : FASTGLU_FP8_SCALING_BLOCK_1X128,

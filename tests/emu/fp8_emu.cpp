@@ -35,34 +35,53 @@ alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared me
 
 static emu_body body;
 static long red_launches, reduce_launches; /* kernels with the backward's sums; their reduction */
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
+/* the general kernels in math mode MM_K (plain SwiGLU / quick-GeGLU with a bias or weights) and in
+ * MM_ANY (the rest) */
+static long gk_launches, gany_launches;
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
 static void run_k(void **args) {
-    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>(*(const fp8_args *)args[0]);
+    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>(*(const fp8_args *)args[0]);
 }
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED>
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
 static int try_k(const void *f) {
-    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED>) return 0;
-    body = run_k<E, MODE, COLWISE, BWD, FAST, RED>;
+    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>) return 0;
+    body = run_k<E, MODE, COLWISE, BWD, FAST, RED, GM>;
     red_launches += RED;
+    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
     return 1;
 }
+template <typename E, int BWD, int FAST, int RED, int GM> static int find_mode(const void *f) {
+    return try_k<E, MODE_BLOCK, 0, BWD, FAST, RED, GM>(f) ||
+           try_k<E, MODE_BLOCK, 1, BWD, FAST, RED, GM>(f) ||
+           try_k<E, MODE_AMAX, 0, BWD, FAST, RED, GM>(f) ||
+           try_k<E, MODE_TENSOR, 0, BWD, FAST, RED, GM>(f) ||
+           try_k<E, MODE_TENSOR, 1, BWD, FAST, RED, GM>(f);
+}
+/* FAST's kernels (math mode MM_K), the general ones in MM_ANY and in MM_K */
 template <typename E, int BWD, int FAST, int RED> static int find_fast(const void *f) {
-    return try_k<E, MODE_BLOCK, 0, BWD, FAST, RED>(f) ||
-           try_k<E, MODE_BLOCK, 1, BWD, FAST, RED>(f) ||
-           try_k<E, MODE_AMAX, 0, BWD, FAST, RED>(f) ||
-           try_k<E, MODE_TENSOR, 0, BWD, FAST, RED>(f) ||
-           try_k<E, MODE_TENSOR, 1, BWD, FAST, RED>(f);
+    if (FAST) return find_mode<E, BWD, FAST, RED, MM_K>(f);
+    return find_mode<E, BWD, FAST, RED, MM_ANY>(f) || find_mode<E, BWD, FAST, RED, MM_K>(f);
 }
 /* the backward's paired tiles (glu_fp8_bwd_pair_kernel) */
 static long pair_launches;
 static long pair_red_launches;
 static long pair_colwise_launches;
-template <typename E, int MODE, int FAST, int RED, int CW> static void run_pair(void **args) {
-    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW>(*(const fp8_args *)args[0]);
+template <typename E, int MODE, int FAST, int RED, int CW, int GM>
+static void run_pair(void **args) {
+    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM>(*(const fp8_args *)args[0]);
+}
+template <typename E, int MODE, int FAST, int RED, int CW, int GM>
+static int try_pair_gm(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM>) return 0;
+    body = run_pair<E, MODE, FAST, RED, CW, GM>;
+    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
+    return 1;
 }
 template <typename E, int MODE, int FAST, int RED, int CW = 0> static int try_pair(const void *f) {
-    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW>) return 0;
-    body = run_pair<E, MODE, FAST, RED, CW>;
+    if (!(FAST ? try_pair_gm<E, MODE, FAST, RED, CW, MM_K>(f)
+               : try_pair_gm<E, MODE, FAST, RED, CW, MM_ANY>(f) ||
+                     try_pair_gm<E, MODE, FAST, RED, CW, MM_K>(f)))
+        return 0;
     pair_launches++;
     pair_red_launches += RED;
     pair_colwise_launches += CW;
@@ -543,6 +562,9 @@ int main(void) {
            "blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
            emu_shuffles, emu_misaligned);
+    printf("%ld launches of the general kernels in math mode MM_K, %ld in MM_ANY\n", gk_launches,
+           gany_launches);
+    if (!gk_launches || !gany_launches) FAIL("a math mode of the general kernels was not emulated");
     if (pair_launches < 30) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");
     if (!red_launches || !reduce_launches) FAIL("the backward's sums were not emulated");
