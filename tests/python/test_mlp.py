@@ -598,7 +598,8 @@ def test_c_api_mlp_fwd_is_fc1_then_fc2(device, dtype):
 
     from fastglu import _C
 
-    lib = ctypes.CDLL(str(Path(fastglu.__file__).parent / "libfastglu.so"))
+    # the library beside the binding (an editable install keeps both out of the source tree)
+    lib = ctypes.CDLL(str(Path(_C.__file__).parent / "libfastglu.so"))
 
     class Tensor(ctypes.Structure):
         _fields_ = [
