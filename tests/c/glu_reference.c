@@ -199,21 +199,9 @@ static double ref_dact(fastglu_activation a, double z) {
     return NAN;
 }
 
-/*
- * One element of the reference: from the raw operands g, u (already fp32 values), bias values,
- * weight w, upstream gradient dy and params, the forward y, the gradients d_a, d_v (before the
- * clamp's mask), the dweights term, and each one's running-error magnitude: the same expression
- * with every addend by its absolute value (1 - s -> 1 + s, 1 + tanh -> 1 + |tanh|, v + o ->
- * |v| + |o|, ...), plus the error that rounding the argument z (magnitude |m_g| (|g'| + |b_g|))
- * carries through the activation's derivative.
- */
-typedef struct ref_point {
-    double y, d_a, d_v, dw_term;
-    double y_mag, d_a_mag, d_v_mag, dw_mag;
-} ref_point;
-
-static ref_point ref_eval(const fastglu_glu_params *p, double g, double u, double bg, double bu,
-                          double w, double dy) {
+/* One element of the reference (glu_reference.h's glu_ref_eval). */
+glu_ref_point glu_ref_eval(const fastglu_glu_params *p, double g, double u, double bg, double bu,
+                           double w, double dy) {
     const int clamp = p->clamp_value > 0;
     const double cv = p->clamp_value, o = p->glu_linear_offset, mg = p->gate_multiplier,
                  md = p->down_multiplier;
@@ -248,7 +236,7 @@ static ref_point ref_eval(const fastglu_glu_params *p, double g, double u, doubl
     act_mag += fabs(dact) * z_mag;
     dact_mag += fabs(d2act) * z_mag;
     const double e = md * w * dy;
-    ref_point r;
+    glu_ref_point r;
     r.y = md * w * act * vo;
     r.d_a = e * vo * dact * mg;
     r.d_v = e * act;
@@ -371,7 +359,7 @@ static double underflow(fastglu_dtype dt) {
 /*
  * Compares n values: the relative norm error, and each element, after allowing each element
  * ALLOW * EPS32 * mag[i] + underflow(dt) of absolute error, where mag[i] is the running-error
- * magnitude of its formula (every sum's addends taken by absolute value; see ref_point). The
+ * magnitude of its formula (every sum's addends taken by absolute value; see glu_ref_point). The
  * allowance is about ALLOW * 2^-24 |ref| (far below every tolerance) where the formula does not
  * cancel, and covers fp32's rounding where it does (GeGLU's 1 + tanh for very negative z, a sum
  * of terms of mixed signs).
@@ -659,8 +647,8 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                 const double bu = c->bias ? load(dt, BI.before, bui) : 0.0;
                 const double dyv = load(dt, DY.before, t * dy_rs + j * dy_cs);
                 /* forward operands */
-                ref_point r =
-                    ref_eval(&pr, load(dt, G.before, gi), load(dt, ub, ui), bg, bu, w, dyv);
+                glu_ref_point r =
+                    glu_ref_eval(&pr, load(dt, G.before, gi), load(dt, ub, ui), bg, bu, w, dyv);
                 ry[t * F + j] = r.y, my[t * F + j] = r.y_mag;
                 /* backward operands: the same, or the fp8 input as its fp32 operand */
                 double g = load(dt, G.before, gi), u = load(dt, ub, ui);
@@ -692,7 +680,7 @@ static void run_case(const glu_backend *b, const glu_case *c) {
                         s8_bad++;
                     }
                 }
-                r = ref_eval(&pr, g, u, bg, bu, w, dyv);
+                r = glu_ref_eval(&pr, g, u, bg, bu, w, dyv);
                 /* the mask: of the operand the backward reads, except that a backward reading the
                  * forward's own copy must cut exactly where the forward's clamp did (raw operands) */
                 const double gm = c->fp8 == FP8_STORED ? graw : g,

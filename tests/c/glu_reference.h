@@ -39,6 +39,21 @@ typedef struct glu_backend {
     void (*sync)(void);                                         /* wait for the last call */
 } glu_backend;
 
+/* One element of the float64 reference (the formulas of include/fastglu.h): from the operands g, u
+ * (their values), the bias values, the weight w, the upstream gradient dy and the params (a clamp
+ * at p->clamp_value as given: callers pass the bound rounded to the dtype, as the kernels take it;
+ * NaN passes the clamp, as torch.clamp's), the forward y, the gradients d_a, d_v (before the
+ * clamp's mask), the dweights term, and each one's running-error magnitude: the same expression
+ * with every addend by its absolute value (1 - s -> 1 + s, 1 + tanh -> 1 + |tanh|, v + o ->
+ * |v| + |o|, ...), plus the error that rounding the argument z (magnitude |m_g| (|g'| + |b_g|))
+ * carries through the activation's derivative. */
+typedef struct glu_ref_point {
+    double y, d_a, d_v, dw_term;
+    double y_mag, d_a_mag, d_v_mag, dw_mag;
+} glu_ref_point;
+glu_ref_point glu_ref_eval(const fastglu_glu_params *p, double g, double u, double bg, double bu,
+                           double w, double dy);
+
 /* Seeds the generator from FASTGLU_TEST_SEED or the clock and prints the seed. */
 void glu_seed(const char *name);
 

@@ -30,6 +30,7 @@
 #include "fastglu.h"
 #include "fp8_recipe.h"
 #include "glu_flat.h"
+#include "glu_reference.h"
 
 #ifdef FP8_TEST_CUDA
 #include <cuda_runtime_api.h>
@@ -214,73 +215,32 @@ static float get(fastglu_dtype dt, const void *base, int64_t i) {
 
 /* ---- the backward's sums in float64 ---------------------------------------------------------- */
 
-/* The activation and its derivative at z, and their running-error magnitudes: the same expressions
- * with every addend by its absolute value (1 + tanh -> 1 + |tanh|, 1 - s -> 1 + s), so that the
- * cancellation in gelu_tanh's 1 + tanh for negative z (an act far below the fp32 rounding of its
- * parts) is in the tolerance, plus what the rounding of the argument (magnitude zmag) carries
- * through the derivative (tests/c/glu_reference.c's ref_eval, the same bound). */
-static double ref_dact(fastglu_activation act, double z) {
-    if (act == FASTGLU_ACT_GELU_TANH) {
-        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
-        return 0.5 * z * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) + 0.5 * (1.0 + th);
-    }
-    const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
-    return s * (1.0 + k * z * (1.0 - s));
-}
-static void ref_act(fastglu_activation act, double z, double zmag, double *a, double *da,
-                    double *am, double *dam) {
-    if (act == FASTGLU_ACT_GELU_TANH) {
-        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
-        *a = 0.5 * z * (1.0 + th);
-        *am = 0.5 * fabs(z) * (1.0 + fabs(th));
-        *dam = 0.5 * fabs(z) * (1.0 + th * th) * (0.79788456 + 0.1070322243 * z * z) +
-               0.5 * (1.0 + fabs(th));
-    } else {
-        const double k = act == FASTGLU_ACT_QUICK_GELU ? 1.702 : 1.0, s = 1.0 / (1.0 + exp(-k * z));
-        *a = z * s;
-        *am = fabs(z) * s;
-        *dam = s * (1.0 + k * fabs(z) * (1.0 + s));
-    }
-    *da = ref_dact(act, z);
-    const double h = 1e-6 * (1.0 + fabs(z));
-    *am += fabs(*da) * zmag;
-    *dam += fabs((ref_dact(act, z + h) - ref_dact(act, z - h)) / (2 * h)) * zmag;
-}
-
-/* dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 (include/fastglu.h),
- * with each sum's running-error magnitude (mb, mw: the sum of its terms' magnitudes, ref_act's) for
- * the tolerance. */
+/* dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 (glu_reference.h's
+ * glu_ref_eval, the family's C tests' reference), with each sum's running-error magnitude (mb, mw:
+ * the sum of its terms' magnitudes) for the tolerance. */
 static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsigned char *h,
                      int64_t in_rs, const unsigned char *bias, const float *w, int has_b, int has_w,
                      const unsigned char *dy, int64_t dy_rs, int64_t T, int64_t F, double *db,
                      double *mb, double *dw, double *mw) {
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    double c = 0.0;
-    if (p->clamp_value > 0.0f) { /* the bound rounded to dtype */
+    fastglu_glu_params pr = *p; /* the reference's params: the bound rounded to dtype */
+    if (p->clamp_value > 0.0f) {
         unsigned char buf[4];
         put(dt, buf, 0, p->clamp_value);
-        c = get(dt, buf, 0);
+        pr.clamp_value = get(dt, buf, 0);
     }
     for (int64_t k = 0; k < 2 * F; ++k) db[k] = mb[k] = 0.0;
     for (int64_t t = 0; t < T; ++t) {
         dw[t] = mw[t] = 0.0;
         for (int64_t j = 0; j < F; ++j) {
             const int64_t ig = il ? 2 * j : j, iu = il ? 2 * j + 1 : F + j;
-            double g = get(dt, h, t * in_rs + ig), u = get(dt, h, t * in_rs + iu);
-            if (c > 0) g = g < c ? g : c, u = u < -c ? -c : u > c ? c : u;
+            const double g = get(dt, h, t * in_rs + ig), u = get(dt, h, t * in_rs + iu);
             const double bg = has_b ? get(dt, bias, ig) : 0.0, bu = has_b ? get(dt, bias, iu) : 0.0;
-            const double a = g + bg, v = u + bu + p->glu_linear_offset;
-            const double zmag = fabs(p->gate_multiplier) * (fabs(g) + fabs(bg)),
-                         vmag = fabs(u) + fabs(bu) + fabs(p->glu_linear_offset);
-            double act, dact, am, dam;
-            ref_act(p->activation, p->gate_multiplier * a, zmag, &act, &dact, &am, &dam);
-            const double d = get(dt, dy, t * dy_rs + j), wt = has_w ? w[t] : 1.0;
-            const double e = p->down_multiplier * wt * d;
-            const double da = e * v * dact * p->gate_multiplier, dv = e * act;
-            const double tw = p->down_multiplier * act * v * d;
-            db[ig] += da, mb[ig] += fabs(e * p->gate_multiplier) * vmag * dam;
-            db[iu] += dv, mb[iu] += fabs(e) * am;
-            dw[t] += tw, mw[t] += fabs(p->down_multiplier * d) * am * vmag;
+            const glu_ref_point r =
+                glu_ref_eval(&pr, g, u, bg, bu, has_w ? w[t] : 1.0, get(dt, dy, t * dy_rs + j));
+            db[ig] += r.d_a, mb[ig] += r.d_a_mag;
+            db[iu] += r.d_v, mb[iu] += r.d_v_mag;
+            dw[t] += r.dw_term, mw[t] += r.dw_mag;
         }
     }
 }
