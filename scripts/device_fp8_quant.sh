@@ -58,7 +58,8 @@ if want tests; then
       [ -x "$d/$t" ] || continue
       echo "--- $(basename "$d")/$t (library: $lib)" >> "$OUT/ctest.log"
       (cd "$d" && LD_LIBRARY_PATH=$lib FASTGLU_TEST_QUICK=1 timeout 240 "./$t") >> "$OUT/ctest.log" 2>&1
-      echo "$(basename "$d")/$t exit status $?" | tee -a "$OUT/ctest.log"
+      rc=$? # (before the echo: its command substitution would set $? to basename's)
+      echo "$(basename "$d")/$t exit status $rc" | tee -a "$OUT/ctest.log"
     done
   done
   {

@@ -25,13 +25,14 @@
  * into the hot loop. Hence: plain SwiGLU / quick-GeGLU without bias or weights has its own kernels
  * (FAST: no multipliers, offset, clamp, bias or weight in the code; the same bits, as those
  * operations are exact no-ops there), and with a bias or per-token weights the general kernels
- * without the multipliers, offset and clamp (math mode MM_K); the element-by-element path is a loop that computes each
- * element twice (for the amax, then for the code), not unrolled copies per step; the recipe's
- * division sits in a function out of line.
+ * without the multipliers, offset and clamp (math mode MM_K); the element-by-element path is a
+ * loop that computes each element twice (for the amax, then for the code), not unrolled copies
+ * per step; the recipe's division sits in a function out of line.
  *
  * That vector path needs SPLIT operands whose rows start on 16 bytes (base and row stride), y
  * likewise, the codes' rows on 8 bytes, and for the backward F % 8 == 0 (a chunk of dh then lies
- * in d_gate or in d_up); the host decides once per launch (fp8_args.vec). Otherwise, and for a
+ * in d_gate or in d_up) and a bias that starts on 16 bytes (the kernels with the sums read it 16
+ * bytes a row); the host decides once per launch (fp8_args.vec). Otherwise, and for a
  * chunk that passes the tile's last column, the lane loads and computes its elements one by one
  * (the same math: the same bits), in a loop; a chunk wholly past it is left out.
  *
@@ -140,7 +141,7 @@ typedef struct fp8_args {
  * the forward, 96 in the backward); the blocks per SM the registers are held to (3: <= 80
  * registers, 4: <= 64; the backward fits 64 with its 2 steps; RED, the backward's sums with 8 more
  * accumulators: 3 for 2-byte types and 2 for fp32, which spills at 3, its column-wise shared tiles
- * allowing only 2 blocks anyway; the general backward's kernels take 3, glu_fp8_kernel's launch
+ * allowing only 2 blocks anyway; the general 2-byte backward takes 3, glu_fp8_kernel's launch
  * bounds); whether a thread's row addresses advance by pointers (inc: the forward; the backward's
  * 64 registers leave its loads' and codes' addresses recomputed per row). */
 template <typename E, int BWD, int RED = 0> struct geom {

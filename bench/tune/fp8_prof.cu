@@ -4,10 +4,10 @@
  * host-bound), or launches each case once for Nsight Compute ("prof"). bf16, T = 8192, SPLIT
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
  * bias (the general kernels), the backward's sums (a bias and fp32 per-token weights, dbias and
- * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's). Prints each case's time and its floor: the bytes read and written,
- * scales included (the per-tensor cases read the operands twice: two passes), over the bandwidth
- * of a 1 GiB device-to-device copy measured in the same process (bytes read and written over the
- * median of 10 copies).
+ * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's). Prints each
+ * case's time and its floor: the bytes read and written, scales included (the per-tensor cases
+ * read the operands twice: two passes), over the bandwidth of a 1 GiB device-to-device copy
+ * measured in the same process (bytes read and written over the median of 10 copies).
  *
  * Built against the sources (an A/B builds one binary per version of src/glu_fp8_cuda.cu):
  *   nvcc -O3 -arch=sm_90 -DFASTGLU_HAVE_CUDA=1 -Iinclude -Isrc -o fp8_prof bench/tune/fp8_prof.cu \
