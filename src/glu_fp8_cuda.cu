@@ -71,7 +71,9 @@
  * their launch order interleaves them (split_tile), so that the second read comes from L2. Where
  * F is a multiple of 128 and the 16-byte path applies (fp32: without the column-wise copy)
  * glu_fp8_bwd_pair_kernel takes the backward instead: one block for both tiles, each operand read
- * once and each element's math evaluated once.
+ * once and each element's math evaluated once. Where F % 128 == 64 (F = 2880), with the 16-byte
+ * path, a 2-byte dtype, FAST, 1 x 128 blocks and no sums, glu_fp8_bwd_shift_kernel takes it: its
+ * blocks read each operand column once or twice and evaluate each gradient where it is needed.
  *
  * The backward's dbias / dweights (RED = 1: separate instantiations, so that the kernels without
  * them keep their code; FAST never has them, as they need bias / weights; a block of one tile, a
@@ -749,6 +751,154 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
     colwise<E, MODE, P>::tile(a, tile_u, NULL, a.F + (int64_t)blockIdx.y * TILE, TILE, t0, nt, td);
 }
 
+/* The backward's shifted pairs (F % 128 == 64, SPLIT, the 16-byte path, the 2-byte dtypes; FAST,
+ * 1 x 128 blocks, no sums): there d_up's 1 x 128 blocks of dh start 64 operand columns before
+ * d_gate's (dh column F + j, F = 128 q + 64), so that a block of d_gate and a block of d_up never
+ * cover the same operand columns and the paired tiles do not apply. Block m takes the operand
+ * columns 128 m - 64 .. 128 m + 127 as three chunks of 8 a lane (8 lanes a row: chunk k of lane l
+ * at 128 m - 64 + 64 k + 8 l) and writes d_up's block of operand columns 128 m - 64 .. 128 m + 63
+ * (chunks 0 and 1: dh block q + m) and d_gate's of 128 m .. 128 m + 127 (chunks 1 and 2: dh block
+ * m): each operand column is read by one or two blocks (the split tiles: two), each element's
+ * math evaluated once or twice for the gradient it is needed for (the split tiles: twice, both
+ * gradients). Block 0 has no d_up block (its columns before 0), block q none of d_gate (past F);
+ * block q + 1 takes the one dh block that holds both, dh block q: d_gate's columns 128 q .. F - 1
+ * (its chunk 2) and d_up's 0 .. 63 (its chunk 0) under one scale. The row's two amaxes in one
+ * 8-lane max of packed 16-bit maxima; lanes 0-3 derive d_gate's scale, 4-7 d_up's, in the same
+ * instructions. The block takes 256 rows (128 with the column-wise copy: both blocks in shared
+ * memory, transposed after the row phase by colwise<>, as the paired tiles). The same values,
+ * roundings, amaxes, scales and codes as glu_fp8_kernel's backward. A launch of the split tiles
+ * for dh block q alone, after this kernel, had cost more than the rest (its 32-64 blocks run
+ * after the others). */
+template <typename E, int COLWISE>
+__global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
+    glu_fp8_bwd_shift_kernel(const fp8_args a) {
+    /* U: the row steps whose loads a thread issues before computing any: 2 with the column-wise
+     * copy (128 registers, two blocks an SM), 1 without (80, three) */
+    enum { SR = THREADS / 8, NR = COLWISE ? TILE : 2 * TILE, P = geom<E, 1>::pitch };
+    enum { U = COLWISE ? 2 : 1 };
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *tile_g = (E *)smem_raw, *tile_u = tile_g + TILE * P; /* COLWISE: d_gate's, d_up's [128][P] */
+    const int lane = threadIdx.x & 31, lr = lane & 7, rw = threadIdx.x >> 3;
+    const int64_t m = blockIdx.y, q = a.F / TILE; /* q: the dh block of both */
+    /* the lane's chunks: their first operand column (b[k]) and whether the block takes them;
+     * block q + 1 takes dh block q: d_gate's columns 128 q .. F - 1 (chunk 2) and d_up's 0 .. 63
+     * (chunk 0), one 1 x 128 block whose amax, scale and codes are the "gate" side's */
+    const int mixed = m == q + 1;
+    const int do_up = m > 0 && !mixed, do_gate = m < q; /* the two blocks' scales, uniform */
+    const int64_t b0 = mixed ? 8 * lr : TILE * m - 64 + 8 * lr, b1 = b0 + 64,
+                  b2 = mixed ? TILE * q + 8 * lr : b0 + 128;
+    const int k0 = m > 0, k1 = !mixed, k2 = m < q || mixed;
+    const int64_t t0 = (int64_t)blockIdx.x * NR;
+    const int nt = (int)min((int64_t)NR, a.T - t0);
+    const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
+    const int nsteps = (nt + SR - 1) / SR;
+    /* COLWISE: where the chunks' gradients go in the shared tiles (mixed: both in d_gate's) */
+    E *tg1 = tile_g + 8 * lr, *tg2 = tile_g + (mixed ? 0 : 64) + 8 * lr;
+    E *tu0 = mixed ? tile_g + 64 + 8 * lr : tile_u + 8 * lr, *tu1 = tile_u + 64 + 8 * lr;
+#pragma unroll 1
+    for (int s0 = 0; s0 < nsteps; s0 += U) {
+        vec8<E> rg[U][3], ru[U][3], rd[U][3];
+#pragma unroll
+        for (int qq = 0; qq < U; ++qq) {
+            const int r = (s0 + qq) * SR + rw;
+            if (r < nt) {
+                const int64_t t = t0 + r;
+                const E *g = gate + t * a.g_rs, *u = up + t * a.u_rs, *d = dy + t * a.dy_rs;
+                if (k0) ld8(rg[qq][0], g + b0), ld8(ru[qq][0], u + b0), ld8(rd[qq][0], d + b0);
+                if (k1) ld8(rg[qq][1], g + b1), ld8(ru[qq][1], u + b1), ld8(rd[qq][1], d + b1);
+                if (k2) ld8(rg[qq][2], g + b2), ld8(ru[qq][2], u + b2), ld8(rd[qq][2], d + b2);
+            }
+        }
+#pragma unroll
+        for (int qq = 0; qq < U; ++qq) {
+            if (s0 + qq >= nsteps) break; /* uniform across the block */
+            const int r = (s0 + qq) * SR + rw;
+            const int valid = r < nt; /* uniform across the row's lanes */
+            const int64_t t = t0 + r;
+            vec8<E> du0, du1, dg1, dg2;
+            unsigned pg = 0, pu = 0;
+            if (valid) {
+                float v[8];
+                if (k0) {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e)
+                        v[e] = glu_backward<MM_K, 0, 0>(a.m, vget(rg[qq][0], e), vget(ru[qq][0], e),
+                                                        -0.0f, -0.0f, 1.0f, vget(rd[qq][0], e))
+                                   .du;
+                    if (mixed)
+                        round8(du0, pg, v);
+                    else
+                        round8(du0, pu, v);
+                }
+                if (k1) {
+                    float w[8];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        const glu_grads g1 =
+                            glu_backward<MM_K, 0, 0>(a.m, vget(rg[qq][1], e), vget(ru[qq][1], e),
+                                                     -0.0f, -0.0f, 1.0f, vget(rd[qq][1], e));
+                        v[e] = g1.du, w[e] = g1.dg;
+                    }
+                    if (do_up) round8(du1, pu, v);
+                    if (do_gate) round8(dg1, pg, w);
+                }
+                if (k2) {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e)
+                        v[e] = glu_backward<MM_K, 0, 0>(a.m, vget(rg[qq][2], e), vget(ru[qq][2], e),
+                                                        -0.0f, -0.0f, 1.0f, vget(rd[qq][2], e))
+                                   .dg;
+                    round8(dg2, pg, v);
+                }
+                if (COLWISE) {
+                    if (do_gate) st8_tile(tg1 + r * P, dg1);
+                    if (k2) st8_tile(tg2 + r * P, dg2);
+                    if (k0) st8_tile(tu0 + r * P, du0);
+                    if (do_up) st8_tile(tu1 + r * P, du1);
+                }
+                if (a.y) {
+                    E *yr = (E *)a.y + t * a.y_rs;
+                    if (do_gate) st8(yr + b1, dg1);
+                    if (k2) st8(yr + b2, dg2);
+                    if (k0) st8(yr + a.F + b0, du0);
+                    if (do_up) st8(yr + a.F + b1, du1);
+                }
+            }
+            /* the two blocks' amaxes over the row's 8 lanes, both 16-bit maxima in one word; lanes
+             * 0-3 derive d_gate's scale and reciprocal (mixed: the one block's), 4-7 d_up's, each
+             * lane takes the other's by a shuffle; lanes 0 and 4 store them */
+            const unsigned both =
+                group_max_u16x2<8>(max(pg & 0xffffu, pg >> 16) | max(pu & 0xffffu, pu >> 16) << 16);
+            const unsigned ag = amax_bits(both & 0xffffu, (const E *)NULL);
+            const unsigned au = amax_bits(both >> 16, (const E *)NULL);
+            const int mine_up = lr >= 4;
+            const float sm = fastglu_fp8_scale(mine_up ? au : ag, a.pow2);
+            const float rm = rcp_rn(sm);
+            if (valid && (lr & 3) == 0 && (mine_up ? do_up : do_gate || mixed))
+                *scale_at(a.s, a.s_ld, a.mn_major, t, mine_up ? q + m : m - mixed) = sm;
+            const float so = __shfl_xor_sync(0xffffffffu, sm, 4);
+            const float ro = __shfl_xor_sync(0xffffffffu, rm, 4);
+            if (!valid) continue;
+            const fp8_divisor dgd = mine_up ? divisor_of(so, ro) : divisor_of(sm, rm);
+            const fp8_divisor dud = mixed ? dgd : mine_up ? divisor_of(sm, rm) : divisor_of(so, ro);
+            unsigned char *drow = a.d + t * a.d_rs;
+            if (do_gate) *(uint2 *)(drow + b1) = quantise8(dgd, dg1);
+            if (k2) *(uint2 *)(drow + b2) = quantise8(dgd, dg2);
+            if (k0) *(uint2 *)(drow + a.F + b0) = quantise8(dud, du0);
+            if (do_up) *(uint2 *)(drow + a.F + b1) = quantise8(dud, du1);
+        }
+    }
+    if (!COLWISE) return;
+    if (nt < TILE) /* the rows past the last token: zero for the column amaxes */
+        zero_rows16<E, P>(tile_g, nt), zero_rows16<E, P>(tile_u, nt);
+    __syncthreads();
+    const fp8_divisor td = make_divisor(0.0f); /* (MODE_BLOCK: each column derives its own) */
+    if (do_gate || mixed)
+        colwise<E, MODE_BLOCK, P>::tile(a, tile_g, NULL, TILE * (m - mixed), TILE, t0, nt, td);
+    if (do_up)
+        colwise<E, MODE_BLOCK, P>::tile(a, tile_u, NULL, a.F + TILE * m - 64, TILE, t0, nt, td);
+}
+
 /* The backward's sums from the tiles' partials (fp8_args.wsb / wsw), in a fixed order: a block
  * takes 32 consecutive outputs (one per lane) of dbias (blocks [0, nb_db)) or dweights (the next
  * nb_dw); warp g sums the partials q = g, g + 8, ... in order from +0, then warp 0 adds the 8
@@ -824,6 +974,28 @@ static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
+/* The backward's shifted pairs (glu_fp8_bwd_shift_kernel): F / 128 + 2 column blocks */
+template <typename E, int COLWISE>
+static cudaError_t launch_shift(const fp8_args &a, cudaStream_t s) {
+    const void *kern = (const void *)glu_fp8_bwd_shift_kernel<E, COLWISE>;
+    const size_t smem = COLWISE ? 2 * geom<E, 1>::tile_bytes : 0;
+    if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
+        const cudaError_t err =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    const int64_t nr = COLWISE ? TILE : 2 * TILE;
+    const dim3 grid((unsigned)((a.T + nr - 1) / nr), (unsigned)(a.F / TILE + 2));
+    void *args[] = {(void *)&a};
+    return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
+}
+
+/* Where the shifted pairs apply: SPLIT with the 16-byte path, F % 128 == 64 past one tile; the
+ * caller checks the 2-byte dtypes, FAST, 1 x 128 blocks and no sums */
+static int shift_ok(const fp8_args &a) {
+    return a.step == 1 && a.vec && a.F % TILE == 64 && a.F > TILE;
+}
+
 /* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions); with the
  * column-wise copy for the 2-byte dtypes (fp32's two tiles and their codes' tiles would leave one
  * block an SM). */
@@ -834,6 +1006,9 @@ static int pair_ok(const fp8_args &a, int colwise, size_t es) {
 template <typename E, int BWD, int FAST, int RED, int GM>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
+    if constexpr (BWD && FAST && !RED && sizeof(E) == 2) /* (kernels for 2-byte dtypes) */
+        if (!tensor && shift_ok(a))
+            return colwise ? launch_shift<E, 1>(a, s) : launch_shift<E, 0>(a, s);
     if (BWD && pair_ok(a, colwise, sizeof(E))) {
         enum { CW = sizeof(E) == 2 }; /* the column-wise copy's kernels exist for 2-byte dtypes */
         if (!tensor) {

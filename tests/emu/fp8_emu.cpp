@@ -96,6 +96,24 @@ template <typename E, int FAST, int RED> static int find_pair(const void *f) {
                try_pair<E, MODE_TENSOR, FAST, RED, 1>(f);
     return 0;
 }
+/* the backward's shifted pairs (glu_fp8_bwd_shift_kernel: 2-byte dtypes) */
+static long shift_launches, shift_colwise_launches;
+template <typename E, int CW> static void run_shift(void **args) {
+    glu_fp8_bwd_shift_kernel<E, CW>(*(const fp8_args *)args[0]);
+}
+template <typename E> static int find_shift(const void *f) {
+    if constexpr (sizeof(E) == 2) {
+        if (f == (const void *)glu_fp8_bwd_shift_kernel<E, 0>)
+            body = run_shift<E, 0>;
+        else if (f == (const void *)glu_fp8_bwd_shift_kernel<E, 1>)
+            body = run_shift<E, 1>, shift_colwise_launches++;
+        else
+            return 0;
+        shift_launches++;
+        return 1;
+    }
+    return 0;
+}
 template <typename E> static void run_reduce(void **args) {
     fp8_reduce_kernel<E>(*(const fp8_red_args *)args[0]);
 }
@@ -106,8 +124,8 @@ template <typename E, int BWD> static int find_e(const void *f) {
         return 1;
     }
     return find_fast<E, BWD, 0, 0>(f) || find_fast<E, BWD, 1, 0>(f) ||
-           (BWD && (find_fast<E, BWD, 0, 1>(f) || find_pair<E, 0, 0>(f) || find_pair<E, 1, 0>(f) ||
-                    find_pair<E, 0, 1>(f) || find_pair<E, 1, 1>(f)));
+           (BWD && (find_fast<E, BWD, 0, 1>(f) || find_shift<E>(f) || find_pair<E, 0, 0>(f) ||
+                    find_pair<E, 1, 0>(f) || find_pair<E, 0, 1>(f) || find_pair<E, 1, 1>(f)));
 }
 
 static size_t smem_bytes;
@@ -507,6 +525,27 @@ int main(void) {
         run_case(FASTGLU_ACT_SILU, 1, 1, 1, 0, FASTGLU_DTYPE_FP32, 130, 3, 1, 1, 1, 0, 1, ODD,
                  GATE_MULT, 1);
     }
+    /* F % 128 == 64 (the backward's shifted pairs, and the split tiles of the dh tile they leave):
+     * both 2-byte dtypes, T = 1, 257, 300 (partial row tiles of 128 and 256 rows), the column-wise
+     * copy or not, both scale layouts, dense rows and views, the two FAST activations; with a
+     * bias, per-token weights or per-tensor scaling the split tiles */
+    for (int fi = 0; fi < 2; ++fi) {
+        static const int64_t Fs[] = {192, 320}, Ts[] = {1, 257, 300};
+        for (int ti = 0; ti < 3; ++ti)
+            for (int cw = 0; cw < 2; ++cw) {
+                run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 1, 0, cw,
+                         0, cw, DENSE);
+                run_case(FASTGLU_ACT_QUICK_GELU, 0, 0, 0, 0, FASTGLU_DTYPE_FP16, Ts[ti], Fs[fi], 1,
+                         0, 1 - cw, 1, cw, VIEW);
+            }
+        run_case(FASTGLU_ACT_SILU, 0, 1, 0, 0, FASTGLU_DTYPE_BF16, 257, Fs[fi], 1, 0, 1, 0, 1,
+                 DENSE);
+        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 257, Fs[fi], 1, 1, 1, 0, 1,
+                 DENSE);
+    }
+    if (!shift_launches || !shift_colwise_launches)
+        FAIL("the backward's shifted pairs were not emulated with and without the column-wise "
+             "copy");
     /* T = 300 without the column-wise copy: blocks of several 128-row tiles (ROW_TILES), a last
      * block of a part of one; the backward's sums there (their kernels take one tile a block, as
      * their partials are per 128-row tile), both layouts, the 16-byte and element paths */
@@ -562,8 +601,9 @@ int main(void) {
            "blocks emulated, %ld barriers, %ld shuffles; %ld misaligned loads\n",
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
            emu_shuffles, emu_misaligned);
-    printf("%ld launches of the general kernels in math mode MM_K, %ld in MM_ANY\n", gk_launches,
-           gany_launches);
+    printf("%ld launches of the general kernels in math mode MM_K, %ld in MM_ANY, %ld of shifted "
+           "pairs\n",
+           gk_launches, gany_launches, shift_launches);
     if (!gk_launches || !gany_launches) FAIL("a math mode of the general kernels was not emulated");
     if (pair_launches < 30) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");
