@@ -785,8 +785,11 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
      * (chunk 0), one 1 x 128 block whose amax, scale and codes are the "gate" side's */
     const int mixed = m == q + 1;
     const int do_up = m > 0 && !mixed, do_gate = m < q; /* the two blocks' scales, uniform */
-    const int64_t b0 = mixed ? 8 * lr : TILE * m - 64 + 8 * lr, b1 = b0 + 64,
-                  b2 = mixed ? TILE * q + 8 * lr : b0 + 128;
+    /* 32-bit column offsets (shift_ok: F < 2^29): the 64-bit selects of these offsets made ptxas
+     * spill one under a predicate it had overwritten with a carry (fp16's kernel at 80 registers,
+     * CUDA 13.0), so that block read its third chunk from an offset never stored */
+    const int b0 = mixed ? 8 * lr : TILE * (int)m - 64 + 8 * lr, b1 = b0 + 64,
+              b2 = mixed ? TILE * (int)q + 8 * lr : b0 + 128;
     const int k0 = m > 0, k1 = !mixed, k2 = m < q || mixed;
     const int64_t t0 = (int64_t)blockIdx.x * NR;
     const int nt = (int)min((int64_t)NR, a.T - t0);
@@ -990,10 +993,10 @@ static cudaError_t launch_shift(const fp8_args &a, cudaStream_t s) {
     return cudaLaunchKernel(kern, grid, dim3(THREADS), args, smem, s);
 }
 
-/* Where the shifted pairs apply: SPLIT with the 16-byte path, F % 128 == 64 past one tile; the
- * caller checks the 2-byte dtypes, FAST, 1 x 128 blocks and no sums */
+/* Where the shifted pairs apply: SPLIT with the 16-byte path, F % 128 == 64 past one tile (and
+ * below 2^29: the kernel's column offsets are 32-bit); the caller checks the 2-byte dtypes, FAST, 1 x 128 blocks and no sums */
 static int shift_ok(const fp8_args &a) {
-    return a.step == 1 && a.vec && a.F % TILE == 64 && a.F > TILE;
+    return a.step == 1 && a.vec && a.F % TILE == 64 && a.F > TILE && a.F < (int64_t)1 << 29;
 }
 
 /* The backward's paired tiles where they apply (glu_fp8_bwd_pair_kernel's conditions); with the
