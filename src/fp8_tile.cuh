@@ -305,9 +305,19 @@ static __device__ __forceinline__ fp8_t_out t_out_of(const A &a, int64_t j0, int
     return o;
 }
 
+/* Where column c of row r of a shared tile is stored: the 2-byte tiles' 16-byte chunks are
+ * XOR-swizzled, chunk c / 8 of row r at chunk c / 8 ^ 2 ((r / 8) % 4). transposed_codes16's
+ * ldmatrix reads one chunk of the 8 rows 2 i + {0, 1, 8, 9, 16, 17, 24, 25} at once; at a pitch
+ * of 17 chunks (272 bytes) those rows would fall in 2 of the 8 16-byte bank groups (a 4-way
+ * conflict), swizzled they fall in 8. A row's chunks stay a permutation of themselves, so the row
+ * phase's writes (consecutive chunks of a row) remain conflict-free. fp32's tiles: unswizzled. */
+template <typename E> static __device__ __forceinline__ int tile_col(int r, int c) {
+    return sizeof(E) == 2 ? c ^ ((r << 1) & 48) : c;
+}
+
 /* The transposed codes of a 2-byte tile in shared memory (tile: rows 0 .. nt - 1, columns 0 .. nj
- * - 1 of the operand, rows past nt zero where OWN, rows on 16 bytes, pitch P elements; after a
- * barrier). OWN: each column is its own 128 x 1 block (its amax, scale and divisor); else every
+ * - 1 of the operand, stored at tile_col, rows past nt zero where OWN, rows on 16 bytes, pitch P
+ * elements; after a barrier). OWN: each column is its own 128 x 1 block (its amax, scale and divisor); else every
  * code under d. Warp w takes the column groups g = w, w + 8 of 8 columns; per group 4
  * ldmatrix.x4.trans of 32 tokens each give lane l the column 8 g + l / 4 and, from each, the 8
  * consecutive tokens 32 m + 8 (l % 4) .. + 7 (matrix i's row r is token 8 (r / 2) + 2 i + r % 2, so
@@ -325,7 +335,7 @@ static __device__ __forceinline__ void transposed_codes16(const fp8_t_out &o, co
 #pragma unroll 1
     for (int g = warp; g < TILE / 8 && 8 * g < nj; g += WARPS) { /* uniform across the warp */
         const int cl = 8 * g + (lane >> 2);
-        const E *src = tile + tr * P + 8 * g; /* + 32 m rows */
+        const E *src = tile + tr * P + tile_col<E>(tr, 8 * g); /* + 32 m rows: the same swizzle */
         vec8<E> v[4];
 #pragma unroll
         for (int m = 0; m < 4; ++m) ldsm_x4_trans(v[m].w, src + 32 * m * P);

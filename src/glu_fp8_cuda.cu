@@ -136,8 +136,8 @@ typedef struct fp8_args {
  * cover a row of the tile and the rows a step of the block takes; the shared tile's row pitch in
  * elements (fp32: 8-byte row starts, 2 l + const words apart for tokens l = 0..15, so a half-warp's
  * column read hits 16 distinct banks, the other half-warp's column the other 16; 2-byte dtypes:
- * rows on 16 bytes for ldmatrix, 4 banks apart, so the 8 rows of one of its matrices and a row's 8
- * chunks of the row phase's 16-byte stores fall in distinct banks) and the column-wise copy's
+ * rows on 16 bytes for ldmatrix, their chunks swizzled by fp8_tile.cuh's tile_col so that the 8
+ * rows of one of its matrices fall in distinct banks) and the column-wise copy's
  * shared bytes (the tile, and for fp32 the transposed codes' tile); the row steps whose
  * loads a thread issues before computing any (unroll: 128 bytes of loads in flight per thread in
  * the forward, 96 in the backward); the blocks per SM the registers are held to (3: <= 80
@@ -456,7 +456,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                         st8((INC ? yp + q * y_st : (E *)a.y + t * a.y_rs + j0 + 8 * lr) +
                                 8 * LPR * k,
                             yv[k]);
-                    if (COLWISE) st8_tile(tile + r * P + 8 * (lr + LPR * k), yv[k]);
+                    if (COLWISE) st8_tile(tile + r * P + tile_col<E>(r, 8 * (lr + LPR * k)), yv[k]);
                 }
                 am = amax_bits(pm, (const E *)NULL);
                 if (emask) {
@@ -485,7 +485,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                             am = max(am, fastglu_abs_bits(to_f32(ve)));
                             if (MODE != MODE_TENSOR && a.y)
                                 ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
-                            if (COLWISE) tile[r * P + c + e] = ve;
+                            if (COLWISE) tile[r * P + tile_col<E>(r, c + e)] = ve;
                         }
                     }
                 }
@@ -666,8 +666,8 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
                 round8(dg, pg, vg);
                 round8(du, pu, vu);
                 if (COLWISE) {
-                    st8_tile(tile_g + r * P + 8 * lr, dg);
-                    st8_tile(tile_u + r * P + 8 * lr, du);
+                    st8_tile(tile_g + r * P + tile_col<E>(r, 8 * lr), dg);
+                    st8_tile(tile_u + r * P + tile_col<E>(r, 8 * lr), du);
                 }
                 if (MODE != MODE_TENSOR && a.y) {
                     E *yr = (E *)a.y + t * a.y_rs + j;
@@ -796,8 +796,9 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
     const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     const int nsteps = (nt + SR - 1) / SR;
     /* COLWISE: where the chunks' gradients go in the shared tiles (mixed: both in d_gate's) */
-    E *tg1 = tile_g + 8 * lr, *tg2 = tile_g + (mixed ? 0 : 64) + 8 * lr;
-    E *tu0 = mixed ? tile_g + 64 + 8 * lr : tile_u + 8 * lr, *tu1 = tile_u + 64 + 8 * lr;
+    E *tu0 = mixed ? tile_g : tile_u; /* (columns at tile_col) */
+    const int cg1 = 8 * lr, cg2 = (mixed ? 0 : 64) + 8 * lr, cu0 = (mixed ? 64 : 0) + 8 * lr,
+              cu1 = 64 + 8 * lr;
 #pragma unroll 1
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         vec8<E> rg[U][3], ru[U][3], rd[U][3];
@@ -854,10 +855,10 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
                     round8(dg2, pg, v);
                 }
                 if (COLWISE) {
-                    if (do_gate) st8_tile(tg1 + r * P, dg1);
-                    if (k2) st8_tile(tg2 + r * P, dg2);
-                    if (k0) st8_tile(tu0 + r * P, du0);
-                    if (do_up) st8_tile(tu1 + r * P, du1);
+                    if (do_gate) st8_tile(tile_g + r * P + tile_col<E>(r, cg1), dg1);
+                    if (k2) st8_tile(tile_g + r * P + tile_col<E>(r, cg2), dg2);
+                    if (k0) st8_tile(tu0 + r * P + tile_col<E>(r, cu0), du0);
+                    if (do_up) st8_tile(tile_u + r * P + tile_col<E>(r, cu1), du1);
                 }
                 if (a.y) {
                     E *yr = (E *)a.y + t * a.y_rs;

@@ -47,9 +47,9 @@ typedef struct quant_args {
 } quant_args;
 
 /* Per dtype: the shared tile's row pitch in elements (glu_fp8_cuda.cu's geom: fp32's column reads
- * of a half-warp hit 16 distinct banks; the 2-byte dtypes' rows on 16 bytes for ldmatrix), the
- * column pass's shared bytes (x's tile, and fp32's codes' tile) and the rows whose loads a thread
- * issues at once. */
+ * of a half-warp hit 16 distinct banks; the 2-byte dtypes' rows on 16 bytes for ldmatrix, their
+ * chunks swizzled by fp8_tile.cuh's tile_col), the column pass's shared bytes (x's tile, and
+ * fp32's codes' tile) and the rows whose loads a thread issues at once. */
 template <typename E> struct qgeom {
     enum {
         pitch = sizeof(E) == 4 ? TILE + 2 : TILE + 8,
@@ -57,7 +57,8 @@ template <typename E> struct qgeom {
         col_bytes = tile_bytes + (sizeof(E) == 4 ? TILE * CT_PITCH : 0),
         unroll = sizeof(E) == 4 ? 4 : 8,
         /* blocks per SM the registers are held to: 3 (<= 80 registers); fp32's 128 x 128 tile keeps
-         * its 64 words of x in registers across the block's amax: 2 (<= 128), no spills */
+         * its 64 words of x in registers across the block's amax: 2 (<= 128), no spills (the 2-byte
+         * 1 x 128 kernel with both copies: quant_min_blocks) */
         min_blocks = sizeof(E) == 4 ? 2 : 3
     };
 };
@@ -226,7 +227,8 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
         am = max(am, chunk_amax(v[k]));
-        if (COL && (FULL || w.rho + 16 * k < nt)) st8_tile(tile + (w.rho + 16 * k) * P + w.c, v[k]);
+        const int r = w.rho + 16 * k;
+        if (COL && (FULL || r < nt)) st8_tile(tile + r * P + tile_col<E>(r, w.c), v[k]);
     }
     am = group_max<32>(am);
     if (lane == 0) warp_amax[warp] = am;
@@ -274,7 +276,7 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
 #pragma unroll
         for (int k = 0; k < U; ++k) {
             const int r = w.rho + 16 * (k0 + k);
-            if (COL && (FULL || r < nt)) st8_tile(tile + r * P + w.c, v[k]);
+            if (COL && (FULL || r < nt)) st8_tile(tile + r * P + tile_col<E>(r, w.c), v[k]);
             if (ROW) {
                 /* every lane takes the shuffles; rows past the tile have amax 0 */
                 const float sc = fastglu_fp8_scale(group_max<16>(chunk_amax(v[k])), a.pow2);
@@ -296,9 +298,18 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
     column_phase<E, 1, FULL>::run(a, tile, ct, j0, nj, t0, nt, make_divisor(0.0f));
 }
 
+/* Blocks per SM for the launch bounds: qgeom's, but 4 (<= 64 registers, no spills; 4 x 35 KB of
+ * shared tiles) for the 2-byte 1 x 128 kernel with both copies (x and x^T, dO and dO^T in the FP8
+ * MLP block), whose row phase and column phase take turns in a block: more blocks an SM keep more
+ * loads in flight (0.95x its time at 3 blocks; the kernels with one copy or 128 x 128 blocks the
+ * same within the spread at 4, so they stay at 3). */
+template <typename E, int W128, int ROW, int COL> static constexpr int quant_min_blocks(void) {
+    return sizeof(E) == 2 && !W128 && ROW && COL ? 4 : qgeom<E>::min_blocks;
+}
+
 /* W128: 128 x 128 blocks; else 1 x 128. Whole tiles on the vector path take the FULL code. */
 template <typename E, int W128, int ROW, int COL>
-__global__ void __launch_bounds__(THREADS, qgeom<E>::min_blocks)
+__global__ void __launch_bounds__(THREADS, quant_min_blocks<E, W128, ROW, COL>())
     quant_fp8_kernel(const quant_args a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int64_t t0 = (int64_t)blockIdx.x * TILE, j0 = (int64_t)blockIdx.y * TILE;
