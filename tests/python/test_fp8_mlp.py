@@ -992,13 +992,15 @@ def test_bench_smoke(tmp_path):
 
 def test_bench_profile(tmp_path):
     """python -m fastglu.bench.fp8_mlp --profile: a torch.profiler table per shape, with the wall
-    time per forward + backward in its first line; no records (nothing is timed for them)."""
+    time per forward + backward in its first line and the kernels split into the GEMMs' and the rest
+    in its second; no records (nothing is timed for them)."""
     from fastglu.bench import fp8_mlp as bench
 
     assert bench.main(["--profile", "--shape", "32,64,48", "--out", str(tmp_path)]) == []
     text = (tmp_path / "profile_t32-h64-ffn48.txt").read_text()
     assert text.startswith("T=32 H=64 F=48: wall ") and "by host time" in text
     assert "mlp_fp8" in text.lower() or "MLPFP8" in text
+    assert "\n  GEMM kernels " in text and ", non-GEMM kernels " in text
     assert not list(tmp_path.glob("mlp_fp8_*.json"))
 
 
