@@ -317,13 +317,13 @@ template <typename E> static __device__ __forceinline__ int tile_col(int r, int 
 
 /* The transposed codes of a 2-byte tile in shared memory (tile: rows 0 .. nt - 1, columns 0 .. nj
  * - 1 of the operand, stored at tile_col, rows past nt zero where OWN, rows on 16 bytes, pitch P
- * elements; after a barrier). OWN: each column is its own 128 x 1 block (its amax, scale and divisor); else every
- * code under d. Warp w takes the column groups g = w, w + 8 of 8 columns; per group 4
- * ldmatrix.x4.trans of 32 tokens each give lane l the column 8 g + l / 4 and, from each, the 8
- * consecutive tokens 32 m + 8 (l % 4) .. + 7 (matrix i's row r is token 8 (r / 2) + 2 i + r % 2, so
- * that register i holds the lane's tokens 2 i and 2 i + 1): a column's amax is a max over the
- * lane's 16 words and a 4-lane max, its scale one per lane and 32 elements, and each 8 codes one
- * 8-byte store into the transposed row (a quad of lanes writes 32 contiguous bytes, whole
+ * elements; after a barrier). OWN: each column is its own 128 x 1 block (its amax, scale and
+ * divisor); else every code under d. Warp w takes the column groups g = w, w + 8 of 8 columns; per
+ * group 4 ldmatrix.x4.trans of 32 tokens each give lane l the column 8 g + l / 4 and, from each,
+ * the 8 consecutive tokens 32 m + 8 (l % 4) .. + 7 (matrix i's row r is token 8 (r / 2) + 2 i +
+ * r % 2, so that register i holds the lane's tokens 2 i and 2 i + 1): a column's amax is a max over
+ * the lane's 16 words and a 4-lane max, its scale one per lane and 32 elements, and each 8 codes
+ * one 8-byte store into the transposed row (a quad of lanes writes 32 contiguous bytes, whole
  * sectors). Every lane of the warp takes the ldmatrix and the shuffles, those of columns past nj
  * included. */
 template <typename E, int OWN, int P>

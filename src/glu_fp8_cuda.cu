@@ -766,8 +766,8 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
  * 8-lane max of packed 16-bit maxima; lanes 0-3 derive d_gate's scale, 4-7 d_up's, in the same
  * instructions. The block takes 256 rows (128 with the column-wise copy: both blocks in shared
  * memory, transposed after the row phase by colwise<>, as the paired tiles). The same values,
- * roundings, amaxes, scales and codes as glu_fp8_kernel's backward. A launch of the split tiles
- * for dh block q alone, after this kernel, had cost more than the rest (its 32-64 blocks run
+ * roundings, amaxes, scales and codes as glu_fp8_kernel's backward. One launch: dh block q left
+ * to a launch of the split tiles after this kernel costs more than the rest (its 32-64 blocks run
  * after the others). */
 template <typename E, int COLWISE>
 __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
@@ -785,9 +785,9 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
      * (chunk 0), one 1 x 128 block whose amax, scale and codes are the "gate" side's */
     const int mixed = m == q + 1;
     const int do_up = m > 0 && !mixed, do_gate = m < q; /* the two blocks' scales, uniform */
-    /* 32-bit column offsets (shift_ok: F < 2^29): the 64-bit selects of these offsets made ptxas
-     * spill one under a predicate it had overwritten with a carry (fp16's kernel at 80 registers,
-     * CUDA 13.0), so that block read its third chunk from an offset never stored */
+    /* 32-bit column offsets (shift_ok: F < 2^29): with 64-bit selects of them, ptxas (CUDA 13.0)
+     * spills one in fp16's kernel under a predicate it has overwritten with a carry, and most
+     * blocks then read their third chunk from an offset never stored */
     const int b0 = mixed ? 8 * lr : TILE * (int)m - 64 + 8 * lr, b1 = b0 + 64,
               b2 = mixed ? TILE * (int)q + 8 * lr : b0 + 128;
     const int k0 = m > 0, k1 = !mixed, k2 = m < q || mixed;
@@ -995,7 +995,8 @@ static cudaError_t launch_shift(const fp8_args &a, cudaStream_t s) {
 }
 
 /* Where the shifted pairs apply: SPLIT with the 16-byte path, F % 128 == 64 past one tile (and
- * below 2^29: the kernel's column offsets are 32-bit); the caller checks the 2-byte dtypes, FAST, 1 x 128 blocks and no sums */
+ * below 2^29: the kernel's column offsets are 32-bit); the caller checks the 2-byte dtypes, FAST,
+ * 1 x 128 blocks and no sums */
 static int shift_ok(const fp8_args &a) {
     return a.step == 1 && a.vec && a.F % TILE == 64 && a.F > TILE && a.F < (int64_t)1 << 29;
 }

@@ -74,18 +74,20 @@ def parse_args(argv=None):
     return parse_block_args(p, argv)
 
 
-# fastglu's kernels and the memsets its launches ask for: the FP8 block's non-GEMM work on the device
-# (every other kernel of the block is a GEMM's: cuBLAS through torch._scaled_mm)
+# fastglu's kernels and the memsets its launches ask for: the FP8 block's non-GEMM work on the device;
+# the GEMMs' kernels (cuBLAS through torch._scaled_mm) by their names; any other kernel is counted
+# apart ("other kernels")
 _NON_GEMM_KERNELS = ("quant_fp8_kernel", "glu_fp8_", "fp8_reduce_kernel", "Memset")
+_GEMM_KERNELS = ("nvjet", "gemm", "cutlass", "xmma", "sm90_")
 
 
 def profile_block(shapes, device, out, iters=10, bw=None):
     """Where the FP8 block's forward + backward spends its time: torch.profiler over ``iters``
     iterations after a warm-up, per shape; the table of ops by device time and by host time, the
     wall time per iteration against the device's busy time (a host-bound block shows a wall time
-    above its kernels' sum), and the busy time split into the GEMMs' kernels and the rest
-    (fastglu's quantisation and GLU kernels, _NON_GEMM_KERNELS), the rest against the floor of its
-    bytes (floor_bytes, at the copy bandwidth bw). Unlike fp8_block - fp8_gemms in the timed runs,
+    above its kernels' sum), and the busy time split into the GEMMs' kernels (_GEMM_KERNELS), the
+    rest (fastglu's quantisation and GLU kernels, _NON_GEMM_KERNELS) and any other, the rest against
+    the floor of its bytes (floor_bytes, at the copy bandwidth bw). Unlike fp8_block - fp8_gemms in the timed runs,
     that split needs no second measurement of the GEMMs and no idle host."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -119,19 +121,18 @@ def profile_block(shapes, device, out, iters=10, bw=None):
             e for e in ka if e.device_type.name == "CUDA" and not e.key.startswith("Activity")
         ]
         busy = sum(getattr(e, dev_key, 0) for e in kernels) / 1e3
-        rest = (
-            sum(
-                getattr(e, dev_key, 0)
-                for e in kernels
-                if any(k in e.key for k in _NON_GEMM_KERNELS)
-            )
-            / 1e3
-        )
+
+        def device_ms(names):
+            return sum(getattr(e, dev_key, 0) for e in kernels if any(k in e.key for k in names))
+
+        rest = device_ms(_NON_GEMM_KERNELS) / 1e3
+        gemms = device_ms(_GEMM_KERNELS) / 1e3
         head = (
             f"T={T} H={H} F={F}: wall {wall:.3f} ms per forward + backward, "
             f"kernels {busy / iters:.3f} ms per iteration ({iters} iterations, "
             f"gemm {'scaled_mm' if fp8_mlp.scaled_mm_available(x, w1) else 'reference'})\n"
-            f"  GEMM kernels {(busy - rest) / iters:.3f} ms, non-GEMM kernels {rest / iters:.3f} ms"
+            f"  GEMM kernels {gemms / iters:.3f} ms, other kernels "
+            f"{(busy - gemms - rest) / iters:.3f} ms, non-GEMM kernels {rest / iters:.3f} ms"
         )
         if bw:
             floor = sum(floor_bytes(T, H, F, "fwd_bwd").values()) / bw * 1e3
