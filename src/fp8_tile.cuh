@@ -314,9 +314,14 @@ static __device__ __forceinline__ fp8_t_out t_out_of(const A &a, int64_t j0, int
 template <typename E> static __device__ __forceinline__ int tile_col(int r, int c) {
     return sizeof(E) == 2 ? c ^ ((r << 1) & 48) : c;
 }
+/* Element (r, c) of a shared tile of row pitch P elements: every reader and writer of the tiles
+ * goes through it, so that none misses the swizzle. */
+template <int P, typename E> static __device__ __forceinline__ E *tile_at(E *tile, int r, int c) {
+    return tile + r * P + tile_col<E>(r, c);
+}
 
 /* The transposed codes of a 2-byte tile in shared memory (tile: rows 0 .. nt - 1, columns 0 .. nj
- * - 1 of the operand, stored at tile_col, rows past nt zero where OWN, rows on 16 bytes, pitch P
+ * - 1 of the operand, stored at tile_at, rows past nt zero where OWN, rows on 16 bytes, pitch P
  * elements; after a barrier). OWN: each column is its own 128 x 1 block (its amax, scale and
  * divisor); else every code under d. Warp w takes the column groups g = w, w + 8 of 8 columns; per
  * group 4 ldmatrix.x4.trans of 32 tokens each give lane l the column 8 g + l / 4 and, from each,
@@ -335,7 +340,7 @@ static __device__ __forceinline__ void transposed_codes16(const fp8_t_out &o, co
 #pragma unroll 1
     for (int g = warp; g < TILE / 8 && 8 * g < nj; g += WARPS) { /* uniform across the warp */
         const int cl = 8 * g + (lane >> 2);
-        const E *src = tile + tr * P + tile_col<E>(tr, 8 * g); /* + 32 m rows: the same swizzle */
+        const E *src = tile_at<P>(tile, tr, 8 * g); /* + 32 m rows: the same swizzle */
         vec8<E> v[4];
 #pragma unroll
         for (int m = 0; m < 4; ++m) ldsm_x4_trans(v[m].w, src + 32 * m * P);

@@ -248,7 +248,8 @@ template <int MODE, int P> struct colwise<float, MODE, P> {
             for (int i = 0; i < 8; ++i) {
                 const int r = l16 + 16 * i;
                 v[i] = 0.0f;
-                if (live && r < nt) v[i] = tile[r * P + cl], am = max(am, fastglu_abs_bits(v[i]));
+                if (live && r < nt)
+                    v[i] = *tile_at<P>(tile, r, cl), am = max(am, fastglu_abs_bits(v[i]));
             }
             fp8_divisor d = td;
             if (MODE == MODE_BLOCK) {
@@ -456,7 +457,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                         st8((INC ? yp + q * y_st : (E *)a.y + t * a.y_rs + j0 + 8 * lr) +
                                 8 * LPR * k,
                             yv[k]);
-                    if (COLWISE) st8_tile(tile + r * P + tile_col<E>(r, 8 * (lr + LPR * k)), yv[k]);
+                    if (COLWISE) st8_tile(tile_at<P>(tile, r, 8 * (lr + LPR * k)), yv[k]);
                 }
                 am = amax_bits(pm, (const E *)NULL);
                 if (emask) {
@@ -485,7 +486,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                             am = max(am, fastglu_abs_bits(to_f32(ve)));
                             if (MODE != MODE_TENSOR && a.y)
                                 ((E *)a.y)[t * a.y_rs + j0 + c + e] = ve;
-                            if (COLWISE) tile[r * P + tile_col<E>(r, c + e)] = ve;
+                            if (COLWISE) *tile_at<P>(tile, r, c + e) = ve;
                         }
                     }
                 }
@@ -666,8 +667,8 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
                 round8(dg, pg, vg);
                 round8(du, pu, vu);
                 if (COLWISE) {
-                    st8_tile(tile_g + r * P + tile_col<E>(r, 8 * lr), dg);
-                    st8_tile(tile_u + r * P + tile_col<E>(r, 8 * lr), du);
+                    st8_tile(tile_at<P>(tile_g, r, 8 * lr), dg);
+                    st8_tile(tile_at<P>(tile_u, r, 8 * lr), du);
                 }
                 if (MODE != MODE_TENSOR && a.y) {
                     E *yr = (E *)a.y + t * a.y_rs + j;
@@ -796,7 +797,7 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
     const E *gate = (const E *)a.gate, *up = (const E *)a.up, *dy = (const E *)a.dy;
     const int nsteps = (nt + SR - 1) / SR;
     /* COLWISE: where the chunks' gradients go in the shared tiles (mixed: both in d_gate's) */
-    E *tu0 = mixed ? tile_g : tile_u; /* (columns at tile_col) */
+    E *tu0 = mixed ? tile_g : tile_u;
     const int cg1 = 8 * lr, cg2 = (mixed ? 0 : 64) + 8 * lr, cu0 = (mixed ? 64 : 0) + 8 * lr,
               cu1 = 64 + 8 * lr;
 #pragma unroll 1
@@ -855,10 +856,10 @@ __global__ void __launch_bounds__(THREADS, COLWISE ? 2 : 3)
                     round8(dg2, pg, v);
                 }
                 if (COLWISE) {
-                    if (do_gate) st8_tile(tile_g + r * P + tile_col<E>(r, cg1), dg1);
-                    if (k2) st8_tile(tile_g + r * P + tile_col<E>(r, cg2), dg2);
-                    if (k0) st8_tile(tu0 + r * P + tile_col<E>(r, cu0), du0);
-                    if (do_up) st8_tile(tile_u + r * P + tile_col<E>(r, cu1), du1);
+                    if (do_gate) st8_tile(tile_at<P>(tile_g, r, cg1), dg1);
+                    if (k2) st8_tile(tile_at<P>(tile_g, r, cg2), dg2);
+                    if (k0) st8_tile(tile_at<P>(tu0, r, cu0), du0);
+                    if (do_up) st8_tile(tile_at<P>(tile_u, r, cu1), du1);
                 }
                 if (a.y) {
                     E *yr = (E *)a.y + t * a.y_rs;

@@ -151,7 +151,7 @@ template <int OWN, int FULL> struct column_phase<float, OWN, FULL> {
                 const int r = lr + 16 * i;
                 x0[i] = 0.0f;
                 if (live && (FULL || r < nt))
-                    x0[i] = tile[r * P + cl], am = max(am, fastglu_abs_bits(x0[i]));
+                    x0[i] = *tile_at<P>(tile, r, cl), am = max(am, fastglu_abs_bits(x0[i]));
             }
             fp8_divisor d0 = d;
             if (OWN) { /* both half-warps take the shuffles */
@@ -228,7 +228,7 @@ static __device__ __forceinline__ void tile_128x128(const quant_args &a, unsigne
     for (int k = 0; k < NK; ++k) {
         am = max(am, chunk_amax(v[k]));
         const int r = w.rho + 16 * k;
-        if (COL && (FULL || r < nt)) st8_tile(tile + r * P + tile_col<E>(r, w.c), v[k]);
+        if (COL && (FULL || r < nt)) st8_tile(tile_at<P>(tile, r, w.c), v[k]);
     }
     am = group_max<32>(am);
     if (lane == 0) warp_amax[warp] = am;
@@ -276,7 +276,7 @@ static __device__ __forceinline__ void tile_1x128(const quant_args &a, unsigned 
 #pragma unroll
         for (int k = 0; k < U; ++k) {
             const int r = w.rho + 16 * (k0 + k);
-            if (COL && (FULL || r < nt)) st8_tile(tile + r * P + tile_col<E>(r, w.c), v[k]);
+            if (COL && (FULL || r < nt)) st8_tile(tile_at<P>(tile, r, w.c), v[k]);
             if (ROW) {
                 /* every lane takes the shuffles; rows past the tile have amax 0 */
                 const float sc = fastglu_fp8_scale(group_max<16>(chunk_amax(v[k])), a.pow2);

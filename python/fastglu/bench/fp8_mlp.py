@@ -87,8 +87,8 @@ def profile_block(shapes, device, out, iters=10, bw=None):
     wall time per iteration against the device's busy time (a host-bound block shows a wall time
     above its kernels' sum), and the busy time split into the GEMMs' kernels (_GEMM_KERNELS), the
     rest (fastglu's quantisation and GLU kernels, _NON_GEMM_KERNELS) and any other, the rest against
-    the floor of its bytes (floor_bytes, at the copy bandwidth bw). Unlike fp8_block - fp8_gemms in the timed runs,
-    that split needs no second measurement of the GEMMs and no idle host."""
+    the floor of its bytes (floor_bytes, at the copy bandwidth bw). Unlike fp8_block - fp8_gemms in
+    the timed runs, that split needs no second measurement of the GEMMs and no idle host."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
