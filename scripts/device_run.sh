@@ -40,17 +40,27 @@ step "machine"
 # Peers: wheels in .whl/ go into a folder named site-packages (quack fingerprints functions outside
 # one) that every python3 of this script adds as a site directory (its .pth files processed:
 # cutlass-dsl needs its own), through a sitecustomize on PYTHONPATH. nvidia-cutlass-dsl-libs-cu13 is
-# over one call's carry: its files, as tar.xz split in two parts (.peerA/ and .peerB/, carried in two
-# calls in a row while the machine stays warm), are unpacked into the same folder once both are here.
+# over one call's carry: its files, as one tar.xz split in parts (.peerA/, .peerB/, ... in order,
+# carried in calls in a row while the machine stays warm), are unpacked into the same folder once
+# the parts put together make a whole xz stream.
 SITE=/tmp/py/site-packages
 if ls .whl/*.whl >/dev/null 2>&1; then
   step "peers from .whl/"
-  mkdir -p "$SITE" /tmp/py/boot
+  mkdir -p "$SITE"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
     >> "$OUT/build.log" 2>&1 || echo "note: some peer wheels did not install (see build.log)"
-  if ls .peerA/* .peerB/* >/dev/null 2>&1 && [ ! -d "$SITE/nvidia_cutlass_dsl/cu13" ]; then
-    cat .peerA/* .peerB/* | xz -d | tar -x -C "$SITE" && echo "cutlass-dsl libs-cu13 unpacked"
+fi
+# A carried path is gone in the next call unless carried again: the parts wait in /tmp/peerparts.
+if ls .peer?/* >/dev/null 2>&1; then mkdir -p /tmp/peerparts && cp .peer?/* /tmp/peerparts/; fi
+if ls /tmp/peerparts/* >/dev/null 2>&1 && [ -d "$SITE" ] && [ ! -d "$SITE/nvidia_cutlass_dsl/cu13" ]; then
+  if cat /tmp/peerparts/* | xz -t 2>/dev/null; then
+    cat /tmp/peerparts/* | xz -d | tar -x -C "$SITE" && echo "cutlass-dsl libs-cu13 unpacked"
+  else
+    echo "cutlass-dsl libs-cu13: parts $(ls /tmp/peerparts | tr '\n' ' ')here, not yet whole"
   fi
+fi
+if [ -d "$SITE" ]; then
+  mkdir -p /tmp/py/boot
   printf 'import site\nsite.addsitedir("%s")\n' "$SITE" > /tmp/py/boot/sitecustomize.py
   export PYTHONPATH=/tmp/py/boot${PYTHONPATH:+:$PYTHONPATH}
   python3 -c 'import importlib.metadata as m
@@ -285,10 +295,17 @@ if want ncufwd; then
   unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR
 fi
 if want mlpbench; then
-  # the MLP block (issue tables): MLP_ARGS, e.g. "--mode fwd_bwd --rounds 3 --shape 8192,4096,8192"
+  # the MLP block (issue tables): MLP_ARGS, e.g. "--mode fwd_bwd --rounds 3 --shape 8192,4096,8192".
+  # quack's autotuning (--quack-tuned) is kept on disk (QUACK_CACHE_AUTOTUNING) with its compiled
+  # kernels, so a call that only tunes (e.g. MLP_ARGS="--providers quack --quack-tuned --rounds 1")
+  # leaves the next call on the same warm machine the tuned configurations, at no tuning time.
+  # Writes mlp.log and mlp.tar.gz (the records, table.txt, summary.json).
   step "the MLP block and the GEMM against their peers (python -m fastglu.bench.mlp $MLP_ARGS)"
-  timeout "${MLP_TIMEOUT:-400}" python3 -m fastglu.bench.mlp --out "$OUT/extra/mlp" ${MLP_ARGS:-} 2>&1 \
-    | grep -v Warning | tee "$OUT/extra/mlp.log" | tail -60
+  rm -rf /tmp/mlp
+  QUACK_CACHE_AUTOTUNING=1 QUACK_COMPILE_WORKERS=${QUACK_COMPILE_WORKERS:-16} \
+    timeout "${MLP_TIMEOUT:-400}" python3 -m fastglu.bench.mlp --out /tmp/mlp ${MLP_ARGS:-} 2>&1 \
+    | grep -v Warning | tee "$OUT/mlp.log" | tail -60
+  [ -d /tmp/mlp ] && tar -czf "$OUT/mlp.tar.gz" -C /tmp mlp
 fi
 if want llama; then
   step "examples/llama on the GPU (bf16)"

@@ -21,13 +21,14 @@ round, under bench/results/<device>/<UTC time>-mlp/):
                          (h[:, :F] copied once): the two GEMMs alone, the activation removed (the limit)
       liger              Liger-Kernel's fused MLP forward (liger_kernel.ops.mlp.LigerMLPFunction)
       quack              quack.mlp.mlp_func(x, w1, w2, activation="swiglu", concat_layout=True,
-                         tuned=--quack-tuned)
+                         tuned=--quack-tuned); fc1 pass: its fc1, quack.linear.linear_gated_func
+                         (gemm_gated with concat_layout, h stored only when autograd needs it)
       megatron           Megatron-Core's MLP (TP = 1, local spec: ColumnParallelLinear fc1, its fused
                          bias_swiglu_impl, RowParallelLinear fc2; no bias), weights copied from w1, w2
       megatron_fastglu   the same module through fastglu.megatron's fused route (what
                          fastglu.megatron.apply(mlp=True) runs: fastglu.mlp on its weights)
-                    (liger, quack and the Megatron MLP have no fc1-only form: the "fc1" pass lists
-                    them as skipped)
+                    (liger and the Megatron MLP have no fc1-only form: the "fc1" pass lists them
+                    as skipped)
   mlp_glu/fwd_bwd   the same block, forward then backward with a fixed random dO (x, w1, w2 require
                     grad; their gradients reset to None before each iteration); providers as above
                     (cublas_gemm_only: the six GEMMs, fc1 and fc2 forward, dgrad and wgrad, fed
@@ -157,8 +158,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--quack-tuned",
         action="store_true",
-        help="quack's mlp_func with tuned=True (autotunes on each shape's first call, a minute or two "
-        "per shape: run one --shape per call); default tuned=False",
+        help="quack's mlp_func with tuned=True (autotunes on each shape's first call: about 8 "
+        "minutes for the five shapes on 16 cores; QUACK_CACHE_AUTOTUNING=1 keeps the choices on "
+        "disk for a later process); default tuned=False",
     )
     return parse_block_args(p, argv)
 
@@ -368,11 +370,19 @@ def mlp_providers(names, on_gpu, notes, quack_tuned=False):
             elif name == "quack":
                 if not on_gpu:
                     raise RuntimeError("GPU only")
+                from quack.linear import linear_gated_func
                 from quack.mlp import mlp_func
 
                 def quack(x, w1, w2, fc1_only):
-                    if fc1_only:
-                        raise RuntimeError("quack.mlp.mlp_func has no fc1-only form")
+                    if fc1_only:  # mlp_func's own fc1 (gemm_gated; h stored only for autograd)
+                        return lambda: linear_gated_func(
+                            x,
+                            w1,
+                            "swiglu",
+                            store_preact=torch.is_grad_enabled(),
+                            tuned=quack_tuned,
+                            concat_layout=True,
+                        )[1]
                     return lambda: mlp_func(
                         x, w1, w2, activation="swiglu", concat_layout=True, tuned=quack_tuned
                     )
