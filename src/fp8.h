@@ -6,7 +6,7 @@
  * largest finite 448, smallest normal 2^-6, subnormals in steps of 2^-9. The cast rounds to nearest,
  * ties to even. What would round above 448 (|x| >= 464) and +-inf become +-448 when `saturate` is 1
  * (PyTorch 2.13's `x.to(torch.float8_e4m3fn)`), NaN when it is 0 (PyTorch 2.11's, measured on the
- * H200 image: bench/results/nvidia-h200/2026-11-30-11-*); NaN stays NaN. fastglu_set_fp8_saturate()
+ * H200 image); NaN stays NaN. fastglu_set_fp8_saturate()
  * picks the mode; the Python package sets it to the installed torch's behaviour at import.
  */
 #ifndef FASTGLU_FP8_H

@@ -140,10 +140,10 @@ static __device__ __forceinline__ float to_f32(fp8e4m3 x) { /* exact */
 
 /* weights / dweights: a runtime dtype (load_token_weight, glu_math.cuh). The weight through the
  * read-only path, the 16-bit types decoded without a second branch: the
- * specialised forward's weight, read after the operands' loads (fwd_chunk_fast). Against
- * token_weight before them, quick-GeGLU with bias, weights, clamp measured 1.053x -> 1.047x its
- * floor in forward (twice; the size of the noise, but repeated), the other weighted cases within
- * the noise (bench/results/nvidia-h200/2026-12-01-30-dwwarp-fwdw-ab, bench/PERF_NOTES.md). */
+ * specialised forward's weight, read after the operands' loads (fwd_chunk_fast): the operands'
+ * loads are then in flight before the weight's, which the weighted forward measured as no slower
+ * and for quick-GeGLU with bias, weights and clamp slightly faster (bench/PERF_NOTES.md, the
+ * variant tile kernel). */
 static __device__ __forceinline__ float load_weight_nc(const void *w, int dtype, int64_t i) {
     if (dtype == FASTGLU_DTYPE_FP32) return __ldg((const float *)w + i);
     const unsigned short b = __ldg((const unsigned short *)w + i);
@@ -519,7 +519,8 @@ static __device__ __forceinline__ void put(raw_bytes<NB> &r, int k, float v, con
  * itself merges into one F2FP.PACK_AB where it can). Written out because in the split-layout tile
  * kernels with weights of the fixed math modes ptxas merged few: 48 single conversions (F2F) and a
  * shift and an OR to pack each pair, per 4 rows of a lane, where 24 F2FP.PACK_AB do the same
- * (bench/results/sass/2026-12-01-paired-cvt). The paired cvt is sm_80's; older targets take two single ones. */
+ * (bench/PERF_NOTES.md, the variants). The paired cvt is sm_80's; older targets take two single
+ * ones. */
 template <int NB>
 static __device__ __forceinline__ void put2(raw_bytes<NB> &r, int k, float v0, float v1,
                                             const float *) {
@@ -659,7 +660,7 @@ static __device__ __forceinline__ bias_words<T, IL, C> bias_load_fast(const glu_
  * (FL_DB), and returns the weight-gradient terms summed in column order (FL_DW; 0 otherwise).
  * PK: the gradients are rounded two columns at a time (put2; the tile kernel) or one at a time (put;
  * the flat kernel: with pairs, its split-layout quick-GeGLU / clamped-SwiGLU kernels with weights
- * spilled, 14-16 local loads and stores at their 40 registers; bench/results/sass/2026-12-01-paired-cvt). */
+ * spilled, 14-16 local loads and stores at their 40 registers; bench/PERF_NOTES.md, the variants). */
 template <typename T, typename TIN, int IL, int FL, int C, int PK>
 static __device__ __forceinline__ float bwd_chunk_fast(const glu_args &a, int64_t t, int64_t j0,
                                                        float w, const bwd_words<T, TIN, IL, C> &in,
@@ -831,10 +832,9 @@ static __device__ __forceinline__ void tile_dweights(const glu_args &a, float pa
  * sdw[row of the slab][lane] (row stride SDW_STRIDE): two threads a row (the even lanes' and the odd
  * lanes' halves), the additions of tile_dweights' butterfly (xor 16, 8, 4, 2 within a half, then 1
  * across the pair), so the sum is the flat kernel's to the bit; the even thread stores it (64 rows:
- * one coalesced store). Against the butterfly in the row loop (5 shuffles a row and warp, a 4-byte
- * store a row), this measured 1.177x -> 1.126x its floor for quick-GeGLU with bias, weights and
- * clamp (bench/results/nvidia-h200/2026-12-01-28-dweights-smem-ab); it also freed the registers
- * that case had spilled. */
+ * one coalesced store). Faster than the butterfly in the row loop (5 shuffles a row and warp, a
+ * 4-byte store a row) for quick-GeGLU with bias, weights and clamp, and without the registers that
+ * case spilled there (bench/PERF_NOTES.md, the variant tile kernel). */
 #define SDW_STRIDE 34 /* 2 r + parity: the 32 threads of a warp read 32 distinct banks */
 static __device__ __forceinline__ void tile_dweights_rows(const glu_args &a, const float *sdw,
                                                           int64_t slab, int64_t tc, uint64_t pol) {

@@ -80,8 +80,8 @@ _WEIGHT_DTYPES = _DTYPES
 # be ahead while the block's forward is behind.
 FUSED_MIN_F = 3584
 # The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward: off until it is faster than
-# cuBLAS + the standalone backward (on the H200 it takes 0.97-1.03x their time at the MLP shapes:
-# bench/results/nvidia-h200/2026-12-02-06-dglu-mlp-fp8/dglu/ab.log). fused=True forces it.
+# cuBLAS + the standalone backward (on the H200 it is at par with them: docs/mlp.md). fused=True
+# forces it.
 FUSED_DGRAD = False
 
 
