@@ -494,9 +494,11 @@ FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(const fastglu_glu_params *
  *   dweights   NULL or [tokens] output of weights' dtype (requires weights; row_stride >= 1)
  *
  * dtypes: d_out, w2, h, dh, y share one dtype (BF16, FP16; FP32 too, CUDA through the general
- * kernel). Validation as fastglu_linear_glu_fwd_*: no output overlaps an input or another output
- * (dh may not be h). tokens == 0 does nothing; F == 0 writes dweights (if given) as zeros, the
- * sums over nothing, and nothing else; hidden == 0 gives dY = 0 (d_out, w2 not read).
+ * kernel). Validation as fastglu_linear_glu_fwd_*: no output overlaps an input or another output,
+ * but dh may be h itself (the same data pointer and row stride): dh is then written over h, each
+ * element after it was read (the memory of one [tokens, 2F] buffer less). tokens == 0 does
+ * nothing; F == 0 writes dweights (if given) as zeros, the sums over nothing, and nothing else;
+ * hidden == 0 gives dY = 0 (d_out, w2 not read).
  * CUDA: one kernel on `stream`, no allocation, no synchronization: on compute capability 9.0 the
  * TMA + wgmma kernel where it takes the problem (bf16 / fp16; H and F multiples of 8; d_out and w2
  * 16-byte aligned with row strides multiples of 8; SPLIT; h, dh and y 4-byte aligned with even row

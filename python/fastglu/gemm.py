@@ -335,8 +335,36 @@ def _linear_dglu_impl(
     want_y,
     want_dweights,
 ):
+    return _linear_dglu_run(
+        d_out,
+        w2,
+        h,
+        weights,
+        (activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier),
+        want_y,
+        want_dweights,
+    )
+
+
+def linear_dglu_bwd_over_h(d_out, w2, h, weights, p, want_y, want_dweights):
+    """``fastglu::linear_dglu_bwd`` with dh written over h (the C call takes dh = h: each element is
+    read before it is written), for an eager caller that owns h and reads it no more, as the MLP
+    block's backward: one [tokens, 2F] buffer less at the backward's peak. p: the six GLU scalars.
+    Returns (dh, which is h, y, dweights). Not an op: a traced backward stays functional."""
+    return _linear_dglu_run(d_out, w2, h, weights, p, want_y, want_dweights, over_h=True)
+
+
+def _linear_dglu_run(d_out, w2, h, weights, scalars, want_y, want_dweights, over_h=False):
     fn = "linear_dglu_bwd"
+    activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier = scalars
     lead, T, H, F = _check_dglu(d_out, w2, h, weights, fn)
+    if over_h and not (h.is_contiguous() and not h.is_neg()):
+        _fail(
+            ValueError,
+            fn,
+            f"dh over h needs a contiguous h without a negation flag; h has strides "
+            f"{tuple(h.stride())}{' and is negated' if h.is_neg() else ''}",
+        )
     p = op_params(
         fn, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier
     )
@@ -357,7 +385,7 @@ def _linear_dglu_impl(
         w_stride = s if wt is weights else 1
         w_code = _COMPUTE_CODES[wt.dtype]
     dev = d_out.device
-    dh = torch.empty(lead + (2 * F,), dtype=d_out.dtype, device=dev)
+    dh = h if over_h else torch.empty(lead + (2 * F,), dtype=d_out.dtype, device=dev)
     y = torch.empty(lead + (F,) if want_y else (0,), dtype=d_out.dtype, device=dev)
     dw = torch.empty(
         tuple(weights.shape) if want_dweights else (0,),
@@ -380,7 +408,7 @@ def _linear_dglu_impl(
             w_code,
             w_stride,
             dh.data_ptr(),
-            2 * F,
+            h_rs if over_h else 2 * F,  # dh over h: h's own row stride, so the C call sees dh = h
             y.data_ptr() if want_y else 0,
             F,
             dw.data_ptr() if want_dweights else 0,

@@ -19,7 +19,8 @@ elsewhere (other GPUs run a general fused kernel, the CPU a reference loop: cuBL
 Memory: the forward saves x, w1, w2 and h (not y: the backward recomputes y from h for fc2's weight
 gradient), so the block's activation memory is x + h. ``recompute=True`` saves x only and
 recomputes h (and y) in the backward: one more fc1 GEMM for 2F fewer values per token (quack's and
-DeepSeek-V3's trade). In eager mode the unfused backward writes dh over h where nothing else reads h
+DeepSeek-V3's trade). In eager mode the backward (the unfused one, and the fused dgrad GEMM, which
+takes dh = h) writes dh over h where nothing else reads h
 (``fastglu.mlp`` drops the op's h; a recomputed h): the saved h stays referenced until the op's
 backward returns, so without that its peak would hold h and dh at once. The saved h is then gone: a
 second backward (``retain_graph=True``) raises, except with ``recompute=True``.
@@ -46,7 +47,7 @@ import torch.utils._python_dispatch
 from . import gemm as _gemm  # noqa: F401  (registers fastglu::linear_glu_fwd, linear_dglu_bwd)
 from . import library as _library  # noqa: F401  (registers fastglu::glu_fwd / glu_bwd)
 from . import ops
-from .gemm import check_like
+from .gemm import check_like, linear_dglu_bwd_over_h
 from .ops import (
     GLUParams,
     _fail,
@@ -238,11 +239,17 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False, i
     Fused (``fastglu::linear_dglu_bwd``: the GEMM with the GLU backward in its epilogue, dY never
     stored) where the fused forward runs and no weights' gradient is asked (the Hopper kernel does
     not reduce dweights across its tiles); else cuBLAS (torch.matmul) + the standalone GLU backward
-    and forward on the saved h. in_place (unfused only; the caller owns h and reads it no more): dh
-    is written over h (the GLU backward may run in place), y computed from h before that.
+    and forward on the saved h. in_place (the caller owns h and reads it no more): dh is written
+    over h (the fused GEMM's epilogue and the GLU backward read each element before writing it), y
+    computed from h before that.
     """
     if fused and not want_dweights:
-        dh, y_new, _ = torch.ops.fastglu.linear_dglu_bwd(do, w2, h, weights, *p, y is None, False)
+        if in_place:
+            dh, y_new, _ = linear_dglu_bwd_over_h(do, w2, h, weights, p, y is None, False)
+        else:
+            dh, y_new, _ = torch.ops.fastglu.linear_dglu_bwd(
+                do, w2, h, weights, *p, y is None, False
+            )
         return dh, (y_new if y is None else y), None
     if y is None:
         y = torch.ops.fastglu.glu_fwd(h, None, None, weights, *p)
@@ -370,8 +377,7 @@ def _mlp_backward(ctx, dout, dh_out):
     # dropped (then the chain's peak no longer holds h and dh at once); eager only, since a
     # traced backward must stay functional
     in_place = (
-        not fused_dgrad
-        and (ctx.recompute or (ctx.reuse_h and dh_out is None))
+        (ctx.recompute or (ctx.reuse_h and dh_out is None))
         and h.is_contiguous()
         and ops.untraced_eager()
         and _dispatch_mode() is None  # (a mode such as FakeTensorMode sees the op, not raw calls)

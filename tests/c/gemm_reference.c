@@ -655,6 +655,10 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     buf y = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
     buf y2 = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
     buf dw = buf_new(b, (size_t)(off + T * dws + 1) * esize(wdt));
+    /* the in-place call's h (a copy of h, its gradient written over it), y and dweights */
+    buf hh = buf_new(b, (size_t)(off + T * h_rs + 1) * es);
+    buf y3 = buf_new(b, (size_t)(off + T * y_rs + 1) * es);
+    buf dw3 = buf_new(b, (size_t)(off + T * dws + 1) * esize(wdt));
     double *dof = (double *)malloc((size_t)(T * H + 1) * sizeof(double));
     double *wf = (double *)malloc((size_t)(H * F + 1) * sizeof(double));
     double *wtf = (double *)malloc((size_t)(T + 1) * sizeof(double));
@@ -669,8 +673,10 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
         for (int64_t c = 0; c < 2 * F; ++c) put(dt, h.host, off + t * h_rs + c, uniform(-1.5, 1.5));
     for (int64_t t = 0; t < T; ++t)
         wtf[t] = v->weights ? put(wdt, wt.host, off + t * wst, uniform(0.1, 1.0)) : 1.0;
+    memcpy(hh.host, h.host, h.bytes);
     buf_up(b, &d_o), buf_up(b, &w2), buf_up(b, &h), buf_up(b, &wt), buf_up(b, &dh), buf_up(b, &dh2),
-        buf_up(b, &y), buf_up(b, &y2), buf_up(b, &dw);
+        buf_up(b, &y), buf_up(b, &y2), buf_up(b, &dw), buf_up(b, &hh), buf_up(b, &y3),
+        buf_up(b, &dw3);
 
     const fastglu_tensor tdo = tensor(at(&d_o, off * es), dt, do_rs),
                          tw = tensor(at(&w2, off * es), dt, w_rs);
@@ -702,7 +708,36 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
         failed++;
         goto done;
     }
-    buf_down(b, &dh), buf_down(b, &dh2), buf_down(b, &y), buf_down(b, &dw);
+    /* dh written over h (the same pointer and row stride): the bits of the call above */
+    {
+        const fastglu_tensor thh = tensor(at(&hh, off * es), dt, h_rs),
+                             ty3 = tensor(at(&y3, off * es), dt, y_rs),
+                             tdw3 = tensor(want_dw ? at(&dw3, off * esize(wdt)) : NULL, wdt, dws);
+        st = b->linear_dglu(&p, tdo, tw, thh, twt, thh, ty3, tdw3, T, H, F);
+        b->sync();
+        if (st != FASTGLU_SUCCESS) {
+            printf("  FAIL %s (dh over h): status %d: %s\n", label, (int)st,
+                   fastglu_last_error_message());
+            failed++;
+            goto done;
+        }
+    }
+    buf_down(b, &dh), buf_down(b, &dh2), buf_down(b, &y), buf_down(b, &dw), buf_down(b, &hh),
+        buf_down(b, &y3), buf_down(b, &dw3);
+    {
+        int64_t bad = 0;
+        for (int64_t t = 0; t < T; ++t)
+            bad += memcmp(hh.host + (size_t)(off + t * h_rs) * es,
+                          dh.host + (size_t)(off + t * dh_rs) * es, (size_t)(2 * F) * es) != 0;
+        if (bad || memcmp(y3.host, y.host, y.bytes) != 0 ||
+            (want_dw && memcmp(dw3.host, dw.host, dw.bytes) != 0)) {
+            printf("  FAIL %s: dh written over h (%lld rows), or its y / dweights, differ from "
+                   "the call with dh apart\n",
+                   label, (long long)bad);
+            failed++;
+        }
+        failed += check_padding(&hh, off, T, 2 * F, h_rs, es, "h (dh over it)");
+    }
     failed += check_padding(&dh, off, T, 2 * F, dh_rs, es, "dh");
     failed += check_padding(&y, off, T, F, y_rs, es, "y");
     if (want_dw) failed += check_padding(&dw, off, T, 1, dws, esize(wdt), "dweights");
@@ -776,7 +811,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
 done:
     if (failed == 0 && getenv("GEMM_VERBOSE")) printf("  ok %s\n", label);
     buf_free(b, &d_o), buf_free(b, &w2), buf_free(b, &h), buf_free(b, &wt), buf_free(b, &dh),
-        buf_free(b, &dh2), buf_free(b, &y), buf_free(b, &y2), buf_free(b, &dw);
+        buf_free(b, &dh2), buf_free(b, &y), buf_free(b, &y2), buf_free(b, &dw), buf_free(b, &hh),
+        buf_free(b, &y3), buf_free(b, &dw3);
     free(dof), free(wf), free(wtf);
     return failed;
 }
@@ -857,8 +893,13 @@ int run_dglu_errors(const gemm_backend *b) {
     t = dh, t.data = NULL;
     failed += expect_error(&e, "dglu: dh NULL", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "dh is NULL");
-    t = dh, t.data = h.data;
-    failed += expect_error(&e, "dglu: dh aliasing h", DGLU(&p, d_o, w2, h, wts, t, y, dw, T, H, F),
+    t = dh, t.data = h.data, t.row_stride = 2 * F + 2; /* over h, but not h's rows */
+    failed += expect_error(&e, "dglu: dh aliasing h with another row stride",
+                           DGLU(&p, d_o, w2, h, wts, t, y, dw, T - 1, H, F),
+                           FASTGLU_ERROR_INVALID_VALUE, "dh overlaps h");
+    t = dh, t.data = (char *)h.data + 2 * es; /* h's row stride, two elements on */
+    failed += expect_error(&e, "dglu: dh shifted over h",
+                           DGLU(&p, d_o, w2, h, wts, t, y, dw, T - 1, H, F),
                            FASTGLU_ERROR_INVALID_VALUE, "dh overlaps h");
     t = y, t.data = (char *)dh.data + 4 * es;
     failed +=

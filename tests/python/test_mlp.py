@@ -750,9 +750,11 @@ def test_ffn_zero_backward(fused):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("weights", [False, True])
-def test_backward_writes_dh_over_the_saved_h(device, weights):
+@pytest.mark.parametrize("path", [2, 1], ids=["unfused", "fused"])
+def test_backward_writes_dh_over_the_saved_h(device, weights, path):
     """fastglu.mlp drops the op's h, so its backward writes dh over the saved h (the peak holds one
-    of the two): the same gradients, bit for bit, as the op told to keep h (reuse_h=False)."""
+    of the two), on the unfused backward and through the fused dgrad GEMM (dh = h in the C call):
+    the same gradients, bit for bit, as the op told to keep h (reuse_h=False)."""
     T, H, F = 9, 16, 24
     x = torch.randn(T, H, device=device)
     w1, w2 = torch.randn(2 * F, H, device=device) / 4, torch.randn(H, F, device=device) / 4
@@ -763,7 +765,7 @@ def test_backward_writes_dh_over_the_saved_h(device, weights):
         leaves = [t.clone().requires_grad_() for t in (x, w1, w2)]
         wl = wt.clone().requires_grad_() if weights else None
         out, _ = torch.ops.fastglu.mlp_fwd(
-            *leaves, None, None, wl, 0, 0, 0.0, 0.0, 1.0, 1.0, 2, True, reuse
+            *leaves, None, None, wl, 0, 0, 0.0, 0.0, 1.0, 1.0, path, True, reuse
         )
         out.backward(dout)
         grads.append([t.grad for t in leaves] + ([wl.grad] if weights else []))
@@ -771,6 +773,28 @@ def test_backward_writes_dh_over_the_saved_h(device, weights):
         assert torch.equal(a, b)
     ref = reference(x, w1, w2, None, None, wt, dout, {"weights": weights})
     assert torch.allclose(grads[0][0].double(), ref[1]["x"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_dgrad_writes_dh_over_h(device):
+    """linear_dglu_bwd_over_h returns h itself holding dh: the bits of the op that writes a new dh,
+    and y and dweights the same too."""
+    from fastglu.gemm import linear_dglu_bwd_over_h
+
+    T, H, F = 7, 16, 40
+    do = torch.randn(T, H, device=device)
+    w2 = torch.randn(H, F, device=device) / 4
+    h = torch.randn(T, 2 * F, device=device)
+    wt = torch.rand(T, device=device)
+    p = (0, 0, 7.0, 1.0, 1.0, 1.0)  # SiLU, split layout, clamp 7, offset 1
+    dh, y, dw = torch.ops.fastglu.linear_dglu_bwd(do, w2, h, wt, *p, True, True)
+    h2 = h.clone()
+    dh2, y2, dw2 = linear_dglu_bwd_over_h(do, w2, h2, wt, p, True, True)
+    assert dh2.data_ptr() == h2.data_ptr()
+    assert torch.equal(dh2, dh) and torch.equal(y2, y) and torch.equal(dw2, dw)
+    assert not torch.equal(h2, h)
+    with pytest.raises(ValueError, match="contiguous"):
+        linear_dglu_bwd_over_h(do, w2, h.t().contiguous().t(), wt, p, True, True)
 
 
 def test_second_backward_after_dh_over_h_refused():
