@@ -72,6 +72,7 @@ static fastglu_status linear_dglu(const fastglu_glu_params *p, fastglu_tensor d_
 static void set_path(int k) { fastglu_debug_set_gemm_fallback(k == 1); }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each suite's line reaches a log even if the run is cut */
     if (!fastglu_cuda_available()) {
         printf("no CUDA device: skipped\n");
         return 77;
