@@ -350,8 +350,14 @@ def linear_dglu_bwd_over_h(d_out, w2, h, weights, p, want_y, want_dweights):
     """``fastglu::linear_dglu_bwd`` with dh written over h (the C call takes dh = h: each element is
     read before it is written), for an eager caller that owns h and reads it no more, as the MLP
     block's backward: one [tokens, 2F] buffer less at the backward's peak. p: the six GLU scalars.
-    Returns (dh, which is h, y, dweights). Not an op: a traced backward stays functional."""
-    return _linear_dglu_run(d_out, w2, h, weights, p, want_y, want_dweights, over_h=True)
+    Returns (dh, which is h, y, dweights). Not an op: a traced backward stays functional. h's
+    version counter is bumped, so an autograd node that saved h fails loudly instead of reading dh.
+    """
+    out = _linear_dglu_run(d_out, w2, h, weights, p, want_y, want_dweights, over_h=True)
+    bump = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+    if bump is not None:
+        bump(h)
+    return out
 
 
 def _linear_dglu_run(d_out, w2, h, weights, scalars, want_y, want_dweights, over_h=False):

@@ -795,6 +795,12 @@ def test_fused_dgrad_writes_dh_over_h(device):
     assert not torch.equal(h2, h)
     with pytest.raises(ValueError, match="contiguous"):
         linear_dglu_bwd_over_h(do, w2, h.t().contiguous().t(), wt, p, True, True)
+    # an autograd node that saved h now fails loudly instead of reading dh
+    a = torch.randn(T, 2 * F, device=device, requires_grad=True)
+    e = a.exp()  # saves its output
+    linear_dglu_bwd_over_h(do, w2, e.detach(), None, p, False, False)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        e.sum().backward()
 
 
 def test_second_backward_after_dh_over_h_refused():
