@@ -46,6 +46,8 @@ from .ops import (
     register_no_gradient,
 )
 
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
 
 
@@ -354,9 +356,8 @@ def linear_dglu_bwd_over_h(d_out, w2, h, weights, p, want_y, want_dweights):
     version counter is bumped, so an autograd node that saved h fails loudly instead of reading dh.
     """
     out = _linear_dglu_run(d_out, w2, h, weights, p, want_y, want_dweights, over_h=True)
-    bump = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
-    if bump is not None:
-        bump(h)
+    if _increment_version is not None:
+        _increment_version(h)
     return out
 
 

@@ -630,6 +630,16 @@ static dglu_ref dglu_ref_of(const variant *v, double c, double g, double u, doub
     return r;
 }
 
+/* after a dgrad call: waits for it, then 1 if it succeeded, else 0 with a FAIL line for the case
+ * (label) and the call (what: "" or " (...)") */
+static int dglu_call_ok(const gemm_backend *b, fastglu_status st, const char *label,
+                        const char *what) {
+    b->sync();
+    if (st == FASTGLU_SUCCESS) return 1;
+    printf("  FAIL %s%s: status %d: %s\n", label, what, (int)st, fastglu_last_error_message());
+    return 0;
+}
+
 static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, fastglu_dtype dt,
                          int odd) {
     const int64_t T = s.T, H = s.H, F = s.F;
@@ -694,17 +704,12 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
     float cbuf[1];
     const double c = v->clamp > 0 ? put(dt, cbuf, 0, v->clamp) : 0.0; /* the bound in dtype */
     fastglu_status st = b->linear_dglu(&p, tdo, tw, th, twt, tdh, ty, tdw, T, H, F);
-    b->sync();
-    if (st != FASTGLU_SUCCESS) {
-        printf("  FAIL %s: status %d: %s\n", label, (int)st, fastglu_last_error_message());
+    if (!dglu_call_ok(b, st, label, "")) {
         failed++;
         goto done;
     }
     st = b->linear_dglu(&p, tdo, tw, th, twt, tdh2, none, none_w, T, H, F);
-    b->sync();
-    if (st != FASTGLU_SUCCESS) {
-        printf("  FAIL %s (no y, no dweights): status %d: %s\n", label, (int)st,
-               fastglu_last_error_message());
+    if (!dglu_call_ok(b, st, label, " (no y, no dweights)")) {
         failed++;
         goto done;
     }
@@ -714,10 +719,7 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
                              ty3 = tensor(at(&y3, off * es), dt, y_rs),
                              tdw3 = tensor(want_dw ? at(&dw3, off * esize(wdt)) : NULL, wdt, dws);
         st = b->linear_dglu(&p, tdo, tw, thh, twt, thh, ty3, tdw3, T, H, F);
-        b->sync();
-        if (st != FASTGLU_SUCCESS) {
-            printf("  FAIL %s (dh over h): status %d: %s\n", label, (int)st,
-                   fastglu_last_error_message());
+        if (!dglu_call_ok(b, st, label, " (dh over h)")) {
             failed++;
             goto done;
         }
