@@ -10,6 +10,7 @@
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
 #                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8 fp8mlp
+#                                                    ctestbin (C test programs built elsewhere: $CTEST_BIN)
 #                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
 #                                                    sweep (the 13 widths in 4 rounds + the variants);
 #                                                    (fp8: STAGES=fp8 alone builds and runs the FP8
@@ -117,6 +118,7 @@ EOF
 python3 bench/tune/sass_counts.py /tmp/sass.txt > /tmp/sass_counts.tsv
 { echo; echo "SASS instruction counts per kernel (bench/tune/sass_counts.py)"; cat /tmp/sass_counts.tsv; } >> "$OUT/kernels.txt"
 echo "kernels with single 16-bit conversions (F2F): $(awk -F'\t' 'NR > 1 && $4 > 0' /tmp/sass_counts.tsv | wc -l)"
+echo "kernels with a min/max predicate output (MNMX_pred, want 0): $(awk -F'\t' 'NR > 1 && $9 > 0' /tmp/sass_counts.tsv | wc -l)"
 fi
 
 if want ctest; then
@@ -135,6 +137,32 @@ if want ctest; then
   want pytest || { wait "$CTEST_PID"; cat /tmp/ctest.log | tee "$OUT/tests.log" | tail -25; }
 fi
 
+if want ctestbin; then
+  # The CUDA C test programs built on a CPU host (CMake, sm_90) and carried in $CTEST_BIN (default
+  # .dev/ctests): test_glu_cuda in full and its --swiglu suite quick, test_gemm_cuda,
+  # test_glu_fp8_cuda, test_quant_fp8_cuda, all at once (CTEST_QUICK=1: without T = 8193), against
+  # the installed wheel's libfastglu.so (their soname through LD_LIBRARY_PATH). In the background
+  # beside pytest, as the ctest stage.
+  step "C test programs from ${CTEST_BIN:-.dev/ctests} against the wheel's library, in the background"
+  lib=$(python3 -c 'import fastglu, os; print(os.path.join(os.path.dirname(fastglu.__file__), "libfastglu.so"))')
+  mkdir -p /tmp/wl && ln -sf "$lib" /tmp/wl/libfastglu.so.0
+  ( cd "${CTEST_BIN:-.dev/ctests}" || exit 1
+    i=0
+    for t in "test_glu_cuda" "test_glu_cuda --swiglu" "test_gemm_cuda" "test_glu_fp8_cuda" "test_quant_fp8_cuda"; do
+      [ -x "${t%% *}" ] || continue
+      i=$((i + 1))
+      if [ "$t" = "test_glu_cuda --swiglu" ]; then q=1; else q=${CTEST_QUICK:-}; fi
+      ( LD_LIBRARY_PATH=/tmp/wl ${q:+env FASTGLU_TEST_QUICK=1} timeout "${CTEST_TIMEOUT:-400}" ./$t > /tmp/ctb-$i.log 2>&1
+        echo "$t exit status $? (124: ran past CTEST_TIMEOUT)" >> /tmp/ctb-$i.log ) &
+    done
+    wait
+    rc=0
+    for f in /tmp/ctb-*.log; do echo "-- $(tail -1 "$f")"; cat "$f"; tail -1 "$f" | grep -q "exit status 0 " || rc=1; done
+    echo "ctest exit status $rc" ) > "$OUT/ctest.log" 2>&1 &
+  CTEST_PID=$! CTEST_LOG=$OUT/ctest.log
+  want pytest || { wait "$CTEST_PID"; tail -25 "$CTEST_LOG"; }
+fi
+
 if want_py && [ -z "${NOBUILD:-}" ] && [ -z "${NOPYBUILD:-}" ]; then
   step "Python package: waiting for the background build"
   wait "$PIP_PID"; cat /tmp/pip-build.log >> "$OUT/build.log"
@@ -146,9 +174,9 @@ if want pytest; then
   # PYTEST_ARGS, e.g. "-k cuda": the GPU cases only (CI runs the CPU ones)
   timeout "${PYTEST_TIMEOUT:-420}" python3 -m pytest -q -rs ${PYTEST_ARGS:-} tests/python > /tmp/pytest.log 2>&1
   echo "pytest exit status $?" >> /tmp/pytest.log
-  if want ctest; then
-    wait "$CTEST_PID"; { echo "=== CTest"; cat /tmp/ctest.log; echo "=== pytest"; } > "$OUT/tests.log"
-    grep -E "tests passed|tests failed|Failed|\*\*\*|exit status|Passed|Total Test" /tmp/ctest.log | tail -15
+  if [ -n "${CTEST_PID:-}" ]; then
+    wait "$CTEST_PID"; { echo "=== CTest"; cat "${CTEST_LOG:-/tmp/ctest.log}"; echo "=== pytest"; } > "$OUT/tests.log"
+    grep -E "tests passed|tests failed|Failed|\*\*\*|exit status|Passed|Total Test" "${CTEST_LOG:-/tmp/ctest.log}" | tail -15
   fi
   cat /tmp/pytest.log >> "$OUT/tests.log"; tail -15 /tmp/pytest.log
 fi

@@ -86,12 +86,21 @@ template <typename E> static __device__ __forceinline__ void vset(vec8<E> &v, in
         v.w[e >> 1] |= ebits(x) << (16 * (e & 1));
 }
 
+/* Whether the chunk at column j lies whole inside x (n == 8 below), asked of j and C rather than
+ * of n: ptxas (CUDA 13.0) compiles `n == 8` on n = max(min(nj - c, 8), 0) into the min's
+ * predicate output with the sense reversed, so that fp32's kernels would read and write a one-row
+ * x's partial last chunk 8 elements wide and its whole chunks one element at a time
+ * (bench/tune/sass_counts.py's MNMX_pred column counts such instructions: none in the library). */
+static __device__ __forceinline__ int whole_chunk(const quant_args &a, int64_t j) {
+    return a.vec && j + 8 <= a.C;
+}
+
 /* the chunk of row t from column j (n = its elements inside x, 1 .. 8) */
 template <typename E>
 static __device__ __forceinline__ void load_chunk(const quant_args &a, vec8<E> &v, int64_t t,
                                                   int64_t j, int n) {
     const E *p = (const E *)a.x + t * a.x_rs + j;
-    if (a.vec && n == 8) {
+    if (whole_chunk(a, j)) {
         ld8(v, p);
         return;
     }
@@ -106,7 +115,7 @@ static __device__ __forceinline__ void load_chunk(const quant_args &a, vec8<E> &
 static __device__ __forceinline__ void store_codes(const quant_args &a, uint2 q, int64_t t,
                                                    int64_t j, int n) {
     unsigned char *p = a.d + t * a.d_rs + j;
-    if (a.vec && n == 8) {
+    if (whole_chunk(a, j)) {
         *(uint2 *)p = q;
         return;
     }

@@ -10,8 +10,9 @@
  * 16-byte and element paths). Bad input: an error status and no byte written.
  *
  * Built twice: test_quant_fp8_cpu, and with FP8_TEST_CUDA test_quant_fp8_cuda (device memory, a
- * non-default stream; its outputs also bit for bit against the CPU backend's; exits 77, CTest's
- * skip, without a usable GPU). */
+ * non-default stream, x followed by poison and every output by the sentinel in the same
+ * allocation, so that a read or write past their ends shows; its outputs also bit for bit against
+ * the CPU backend's; exits 77, CTest's skip, without a usable GPU). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ static void check_cuda(cudaError_t e, const char *what) {
 #endif
 
 static int failures, cases;
+static int margin_writes; /* bytes written past an output's end (CUDA: quantize's margins) */
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         if (failures++ < 20) {                                                                     \
@@ -161,16 +163,22 @@ static fastglu_status quantize(int cuda, const fastglu_fp8_recipe *r, fastglu_te
     o.scale_t = (fastglu_tensor){h->st_n ? h->st : NULL, FASTGLU_DTYPE_FP32, st_ld};
     if (!cuda) return fastglu_quantize_fp8_cpu(r, x, &o, R, C);
 #ifdef FP8_TEST_CUDA
+    /* Past the end of x and of every output, MARGIN bytes: x's poison (0x7f bytes: fp32 and bf16
+     * 3.4e38, fp16 NaN), which a read past x would carry into a scale; the outputs' sentinel, which
+     * a write past them would change (margin_writes) */
+    enum { MARGIN = 256 };
     void *dx, *dd = NULL, *ddt = NULL, *ds = NULL, *dst = NULL;
-    check_cuda(cudaMalloc(&dx, x_bytes), "cudaMalloc");
+    check_cuda(cudaMalloc(&dx, x_bytes + MARGIN), "cudaMalloc");
     check_cuda(cudaMemcpy(dx, x.data, x_bytes, cudaMemcpyHostToDevice), "H2D");
+    check_cuda(cudaMemset((char *)dx + x_bytes, 0x7f, MARGIN), "memset");
     void **dev[4] = {&dd, &ddt, &ds, &dst};
     void *host[4] = {h->d, h->dt, h->s, h->st};
     const size_t n[4] = {h->d_n, h->dt_n, 4 * h->s_n, 4 * h->st_n};
     for (int k = 0; k < 4; ++k)
         if (n[k]) {
-            check_cuda(cudaMalloc(dev[k], n[k]), "cudaMalloc");
+            check_cuda(cudaMalloc(dev[k], n[k] + MARGIN), "cudaMalloc");
             check_cuda(cudaMemcpy(*dev[k], host[k], n[k], cudaMemcpyHostToDevice), "H2D");
+            check_cuda(cudaMemset((char *)*dev[k] + n[k], SENT8, MARGIN), "memset");
         }
     fastglu_fp8_out od = o;
     od.data.data = dd, od.data_t.data = ddt, od.scale.data = ds, od.scale_t.data = dst;
@@ -178,9 +186,13 @@ static fastglu_status quantize(int cuda, const fastglu_fp8_recipe *r, fastglu_te
     xd.data = dx;
     const fastglu_status st = fastglu_quantize_fp8_cuda(r, xd, &od, R, C, stream);
     check_cuda(cudaStreamSynchronize(stream), "the kernel");
+    unsigned char margin[MARGIN];
     for (int k = 0; k < 4; ++k)
         if (n[k]) {
             check_cuda(cudaMemcpy(host[k], *dev[k], n[k], cudaMemcpyDeviceToHost), "D2H");
+            check_cuda(cudaMemcpy(margin, (char *)*dev[k] + n[k], MARGIN, cudaMemcpyDeviceToHost),
+                       "D2H");
+            for (int i = 0; i < MARGIN; ++i) margin_writes += margin[i] != SENT8;
             cudaFree(*dev[k]);
         }
     cudaFree(dx);
@@ -236,6 +248,7 @@ static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int 
 #else
     const int cuda = 0;
 #endif
+    margin_writes = 0;
     fastglu_status st = quantize(cuda, &r, xt, x_bytes, &h, d_rs, dt_rs, s_ld, st_ld, R, C);
     char what[200];
     snprintf(what, sizeof what,
@@ -325,9 +338,10 @@ static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int 
         const int used = mn ? in < st_rows : in < rb;
         if (!used) bad_pad += h.st[k] != SENT_SCALE;
     }
-    if (bad_scale || bad_code || bad_pad)
-        FAIL("%s: %d scales, %d codes off the recipe, %d padding bytes written", what, bad_scale,
-             bad_code, bad_pad);
+    if (bad_scale || bad_code || bad_pad || margin_writes)
+        FAIL("%s: %d scales, %d codes off the recipe, %d padding bytes written, %d bytes past the "
+             "outputs",
+             what, bad_scale, bad_code, bad_pad, margin_writes);
 #ifdef FP8_TEST_CUDA
     /* the CPU backend's bits */
     host_out c;

@@ -93,8 +93,9 @@ static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int 
     const size_t es = fastglu_dtype_size(dt);
     const int64_t pad = strides == DENSE ? 0 : strides == PADDED ? 16 : 1;
     const int64_t x_rs = C + (strides == PADDED ? 8 : pad), d_rs = C + pad, dt_rs = R + pad;
-    /* x: one allocation, 16-byte aligned, filled with values of every kind */
-    std::vector<float> xs((size_t)(R * x_rs + 8));
+    /* x: one allocation, 16-byte aligned, filled with values of every kind; the row padding and
+     * the 8 floats past the end poison (1e30), which a read outside x would carry into a scale */
+    std::vector<float> xs((size_t)(R * x_rs + 8), 1e30f);
     void *x = xs.data();
     const int kind = (int)(urand() * 4);
     for (int64_t i = 0; i < R; ++i)

@@ -87,6 +87,25 @@ def test_bitwise_equal_to_torch_ops(device, dtype, shape):
     assert same_bits(a, w.data_t) and same_scales(b, w.scale_t)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (1, 130), (2, 3), (3, 136)])
+def test_no_element_past_a_row_reaches_a_scale(device, dtype, shape):
+    """x a view of a buffer whose other elements are the dtype's largest value: a row's last,
+    partial 8-element chunk must be read element by element. (With one row the kernels take
+    16-byte accesses on any row stride; ptxas had turned fp32's test for a whole chunk around, so
+    such a row's last chunk was read, and its codes written, 8 elements wide.)"""
+    R, C = shape
+    big = torch.full((R, C + 61), torch.finfo(dtype).max, dtype=dtype, device=device)
+    x = rand(shape, dtype, device)
+    big[:, :C] = x
+    q = fp8.quantize_fp8(big[:, :C], columnwise=True)
+    d, s = quantize_1x128_torch(x.cpu())
+    dt, st = quantize_1x128_torch(x.cpu().t())
+    assert same_bits(q.data, d) and same_scales(q.scale, s)
+    assert same_bits(q.data_t, dt) and same_scales(q.scale_t, st)
+
+
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs a CUDA GPU")
 def test_torch_path_on_cuda():
     """fastglu.fp8_mlp's torch-ops recipe (the reference, and the path of other dtypes) on CUDA

@@ -21,6 +21,7 @@ KINDS = {
     "LDG_128": "@!P0 LDG.E.128 R16, desc[UR22][R6.64]",
     "STG_128": "STG.E.128 desc[UR22][R96.64], R72",
     "LDL_STL": "STL [R1], R3",
+    "MNMX_pred": "VIMNMX.RELU R58, P0, P0, R59, 0x8, PT",
     "other": "FMUL R116, R120, R115",
 }
 NOP = "NOP"
