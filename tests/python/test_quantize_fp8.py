@@ -93,8 +93,8 @@ def test_bitwise_equal_to_torch_ops(device, dtype, shape):
 def test_no_element_past_a_row_reaches_a_scale(device, dtype, shape):
     """x a view of a buffer whose other elements are the dtype's largest value: a row's last,
     partial 8-element chunk must be read element by element. (With one row the kernels take
-    16-byte accesses on any row stride; ptxas had turned fp32's test for a whole chunk around, so
-    such a row's last chunk was read, and its codes written, 8 elements wide.)"""
+    16-byte accesses whatever the row stride; ptxas of CUDA 13.0 reverses a whole-chunk test
+    written on the clamped element count, which src/quant_fp8_cuda.cu's whole_chunk avoids.)"""
     R, C = shape
     big = torch.full((R, C + 61), torch.finfo(dtype).max, dtype=dtype, device=device)
     x = rand(shape, dtype, device)
