@@ -41,9 +41,13 @@ static void check_cuda(cudaError_t e, const char *what) {
         exit(1);
     }
 }
+/* device memory of n bytes and 256 more, every byte 0x7f (fp32 and bf16 3.4e38, fp16 NaN) until
+ * written: an input's elements past its end are poison, which a read outside the operands would
+ * carry into an amax and a scale */
 static void *dmem(size_t n) {
     void *p;
-    check_cuda(cudaMalloc(&p, n ? n : 1), "cudaMalloc");
+    check_cuda(cudaMalloc(&p, n + 256), "cudaMalloc");
+    check_cuda(cudaMemset(p, 0x7f, n + 256), "cudaMemset");
     return p;
 }
 static void up_(void *d, const void *h, size_t n) {
