@@ -146,6 +146,7 @@ if want ctestbin; then
   step "C test programs from ${CTEST_BIN:-.dev/ctests} against the wheel's library, in the background"
   lib=$(python3 -c 'import fastglu, os; print(os.path.join(os.path.dirname(fastglu.__file__), "libfastglu.so"))')
   mkdir -p /tmp/wl && ln -sf "$lib" /tmp/wl/libfastglu.so.0
+  rm -f /tmp/ctb-*.log
   ( cd "${CTEST_BIN:-.dev/ctests}" || exit 1
     i=0
     for t in "test_glu_cuda" "test_glu_cuda --swiglu" "test_gemm_cuda" "test_glu_fp8_cuda" "test_quant_fp8_cuda"; do
