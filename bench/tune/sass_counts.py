@@ -9,10 +9,10 @@ One row per kernel: its instruction count (NOP padding left out), the special-fu
 F2F.F16.F32, which need a shift and an OR a pair to be packed) against the paired ones
 (F2FP.*.PACK_AB, one instruction for two elements; one with RZ as a source would convert a single
 element and is counted all the same), 16-byte global loads and stores, and local memory traffic
-(spills: LDL / STL), and integer min / max instructions with a predicate output (MNMX_pred: ptxas,
-CUDA 13.0, compiled the quantiser's `n == 8` on a clamped n into one of those with the test's
-sense reversed; src/quant_fp8_cuda.cu's whole_chunk; the library should have none). Counts are of
-instructions in the code, not of instructions executed.
+(spills: LDL / STL), and integer min / max instructions with a predicate output (MNMX_pred: ptxas
+of CUDA 13.0 compiles `n == 8` on a clamped n into one of those with the test's sense reversed,
+which src/quant_fp8_cuda.cu's whole_chunk avoids; the library has none). Counts are of instructions
+in the code, not of instructions executed.
 bench/PERF_NOTES.md (tenth version) reads it.
 """
 
