@@ -88,8 +88,9 @@ template <typename E> static __device__ __forceinline__ void vset(vec8<E> &v, in
 
 /* Whether the chunk at column j lies whole inside x (n == 8 below), asked of j and C rather than
  * of n: ptxas (CUDA 13.0) compiles `n == 8` on n = max(min(nj - c, 8), 0) into the min's
- * predicate output with the sense reversed, so that fp32's kernels would read and write a one-row
- * x's partial last chunk 8 elements wide and its whole chunks one element at a time
+ * predicate output with the sense reversed, so that kernels would take a partial chunk 8 elements
+ * wide wherever the vector path is open (one row; rows on 16 bytes without the row-wise codes),
+ * into fp32's 128 x 128 amax and a one-row x's codes, and whole chunks one element at a time
  * (bench/tune/sass_counts.py's MNMX_pred column counts such instructions: none in the library). */
 static __device__ __forceinline__ int whole_chunk(const quant_args &a, int64_t j) {
     return a.vec && j + 8 <= a.C;

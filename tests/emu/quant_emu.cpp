@@ -9,6 +9,7 @@
  * each dtype. UBSan checks the alignment of every vector access. */
 #include <cfloat>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #define FASTGLU_HOST_EMULATION 1
@@ -94,8 +95,10 @@ static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int 
     const int64_t pad = strides == DENSE ? 0 : strides == PADDED ? 16 : 1;
     const int64_t x_rs = C + (strides == PADDED ? 8 : pad), d_rs = C + pad, dt_rs = R + pad;
     /* x: one allocation, 16-byte aligned, filled with values of every kind; the row padding and
-     * the 8 floats past the end poison (1e30), which a read outside x would carry into a scale */
-    std::vector<float> xs((size_t)(R * x_rs + 8), 1e30f);
+     * the 8 floats past the end poison (0x7f bytes: fp32 and bf16 3.4e38, fp16 NaN), which a read
+     * outside x would carry into a scale */
+    std::vector<float> xs((size_t)(R * x_rs + 8));
+    memset(xs.data(), 0x7f, xs.size() * sizeof(float));
     void *x = xs.data();
     const int kind = (int)(urand() * 4);
     for (int64_t i = 0; i < R; ++i)

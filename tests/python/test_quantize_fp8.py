@@ -89,21 +89,33 @@ def test_bitwise_equal_to_torch_ops(device, dtype, shape):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (1, 130), (2, 3), (3, 136)])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (1, 130), (2, 3), (3, 12), (130, 140)])
 def test_no_element_past_a_row_reaches_a_scale(device, dtype, shape):
-    """x a view of a buffer whose other elements are the dtype's largest value: a row's last,
-    partial 8-element chunk must be read element by element. (With one row the kernels take
-    16-byte accesses whatever the row stride; ptxas of CUDA 13.0 reverses a whole-chunk test
-    written on the clamped element count, which src/quant_fp8_cuda.cu's whole_chunk avoids.)"""
+    """x a view of a buffer whose other elements are the dtype's largest value, its rows on 32
+    bytes: a row's last, partial 8-element chunk must be read element by element, by every kernel
+    (both copies, the row-wise copy alone, the transposed copy alone; 1 x 128 and 128 x 128). The
+    16-byte path is open for one row, and for any rows on 16 bytes when no row-wise copy is asked;
+    ptxas of CUDA 13.0 reverses a whole-chunk test written on the clamped element count, which
+    src/quant_fp8_cuda.cu's whole_chunk avoids."""
     R, C = shape
-    big = torch.full((R, C + 61), torch.finfo(dtype).max, dtype=dtype, device=device)
+    width = (C + 7) // 8 * 8 + 8
+    big = torch.full((R, width), torch.finfo(dtype).max, dtype=dtype, device=device)
     x = rand(shape, dtype, device)
     big[:, :C] = x
-    q = fp8.quantize_fp8(big[:, :C], columnwise=True)
-    d, s = quantize_1x128_torch(x.cpu())
-    dt, st = quantize_1x128_torch(x.cpu().t())
-    assert same_bits(q.data, d) and same_scales(q.scale, s)
-    assert same_bits(q.data_t, dt) and same_scales(q.scale_t, st)
+    v = big[:, :C]
+    xc = x.cpu()
+    refs = {
+        "1x128": (quantize_1x128_torch(xc), quantize_1x128_torch(xc.t())),
+        "128x128": (quantize_128x128_torch(xc), quantize_128x128_torch(xc.t())),
+    }
+    for block, ((d, s), (dt, st)) in refs.items():
+        for rowwise, columnwise in ((True, True), (True, False), (False, True)):
+            q = fp8.quantize_fp8(v, block=block, rowwise=rowwise, columnwise=columnwise)
+            what = (block, rowwise, columnwise)
+            if rowwise:
+                assert same_bits(q.data, d) and same_scales(q.scale, s), what
+            if columnwise:
+                assert same_bits(q.data_t, dt) and same_scales(q.scale_t, st), what
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs a CUDA GPU")
