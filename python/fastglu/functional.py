@@ -39,10 +39,10 @@ from .ops import (
     _may_overlap,
     _tracing_state,
     glu_params,
+    mark_overwritten,
     ops_only,
 )
 
-_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
 _grad_enabled = torch.is_grad_enabled
 _Tensor = torch.Tensor
 
@@ -170,10 +170,7 @@ class GLUFunction(torch.autograd.Function):
         )
         if in_place:
             ctx.backward_done = True  # (after the call: a refused call has written nothing)
-            if _increment_version is not None:
-                _increment_version(x)  # other users of the overwritten input now fail loudly
-                if up is not None:
-                    _increment_version(up)
+            mark_overwritten(x, up)  # other users of the overwritten input now fail loudly
         return g.dx, g.d_up, g.dbias, g.dweights, None, None
 
 

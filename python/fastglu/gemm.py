@@ -41,12 +41,11 @@ from .ops import (
     check_dense,
     check_storages,
     glu_params,
+    mark_overwritten,
     op_params,
     refuse_create_graph,
     register_no_gradient,
 )
-
-_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
 
@@ -356,8 +355,7 @@ def linear_dglu_bwd_over_h(d_out, w2, h, weights, p, want_y, want_dweights):
     version counter is bumped, so an autograd node that saved h fails loudly instead of reading dh.
     """
     out = _linear_dglu_run(d_out, w2, h, weights, p, want_y, want_dweights, over_h=True)
-    if _increment_version is not None:
-        _increment_version(h)
+    mark_overwritten(h)
     return out
 
 

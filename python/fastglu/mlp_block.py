@@ -69,7 +69,6 @@ __all__ = [
     "PATH_UNFUSED",
 ]
 
-_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
 _dispatch_mode = getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", lambda: None)
 
 PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
@@ -241,7 +240,9 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False, i
     not reduce dweights across its tiles); else cuBLAS (torch.matmul) + the standalone GLU backward
     and forward on the saved h. in_place (the caller owns h and reads it no more): dh is written
     over h (the fused GEMM's epilogue and the GLU backward read each element before writing it), y
-    computed from h before that.
+    computed from h before that, and h's version counter bumped: a reader of h that autograd knows
+    of (a saved h.detach(), a raw-op caller that kept h against reuse_h's contract) then fails
+    loudly instead of reading dh.
     """
     if fused and not want_dweights:
         if in_place:
@@ -267,6 +268,7 @@ def _fc2_dgrad_dglu(do, w2, h, weights, p, want_dweights, y=None, fused=False, i
             out=h,
             fn="mlp.backward",
         )
+        ops.mark_overwritten(h)  # as linear_dglu_bwd_over_h does on the fused path
         return h, y, g.dweights
     dh, _, _, dweights = torch.ops.fastglu.glu_bwd(
         dy, h, None, None, weights, None, *p, False, want_dweights
@@ -385,10 +387,6 @@ def _mlp_backward(ctx, dout, dh_out):
     dh, y, dweights = _fc2_dgrad_dglu(dout, w2, h, weights, p, want_dw, y, fused_dgrad, in_place)
     if in_place and not ctx.recompute:
         ctx.h_overwritten = True
-        # a reader of h that autograd knows of (a saved h.detach(), a raw-op caller that kept h
-        # against reuse_h's contract) now fails loudly instead of reading dh
-        if _increment_version is not None:
-            _increment_version(h)
     del h
     # h is an output of the op (not of fastglu.mlp): its gradient, if any, adds to dh
     if dh_out is not None and dh_out.shape == dh.shape:

@@ -1743,6 +1743,18 @@ def _fp8_store_blockwise(x, up, p, fn):
 
 # ---- in-place checks -----------------------------------------------------------------------------
 
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2
+
+
+def mark_overwritten(*tensors):
+    """Bump the version counters of tensors (None skipped) whose memory a kernel has written over
+    outside autograd's view (dx over x, dh over h): an autograd node that saved one of them then
+    fails loudly instead of reading the gradient. Nothing on torch < 2.2, which has no such call."""
+    if _increment_version is not None:
+        for t in tensors:
+            if t is not None:
+                _increment_version(t)
+
 
 def check_in_place(t, fn, name="input"):
     """ValueError unless t can take its own gradient in place: evenly strided rows that do not
