@@ -5,9 +5,11 @@
 For each path (fastglu.mlp's default, fastglu.mlp(fused=True), cuBLAS + fastglu.swiglu) it times
 the step with CUDA events (median of 20 steps, L2 not flushed), then runs `iters` steps under
 torch.profiler and prints each kernel's time per step; --trace also writes a Chrome trace of two
-steps per path (host and GPU). The paths run one after another, and the GPU's clock falls under
-sustained load, so a kernel reads slower in a later path than in an earlier one: compare kernels
-within a path, and paths only through python -m fastglu.bench.mlp (rounds, rotated order).
+steps per path (host and GPU). The paths run one after another, and the profiler's kernel times
+drift from window to window in one process (up to 35 %, not with the SM clock:
+bench/results/nvidia-h200/2026-12-04-05-mlp-quack-tuned/kernel-drift.txt, clock-under-load.txt):
+compare kernels within a path, and paths only through python -m fastglu.bench.mlp (rounds,
+rotated order).
 A development tool: it checks nothing and asserts nothing.
 """
 
