@@ -48,6 +48,9 @@ static void *dmem(size_t n) {
     void *p;
     check_cuda(cudaMalloc(&p, n + 256), "cudaMalloc");
     check_cuda(cudaMemset(p, 0x7f, n + 256), "cudaMemset");
+    /* cudaMemset runs on the legacy default stream, which the test's non-blocking stream does not
+     * wait for: done before anything on that stream writes the buffer */
+    check_cuda(cudaDeviceSynchronize(), "cudaMemset");
     return p;
 }
 static void up_(void *d, const void *h, size_t n) {

@@ -180,6 +180,9 @@ static fastglu_status quantize(int cuda, const fastglu_fp8_recipe *r, fastglu_te
             check_cuda(cudaMemcpy(*dev[k], host[k], n[k], cudaMemcpyHostToDevice), "H2D");
             check_cuda(cudaMemset((char *)*dev[k] + n[k], SENT8, MARGIN), "memset");
         }
+    /* the copies and memsets above run on the legacy default stream, which the non-blocking
+     * stream of the kernel does not wait for */
+    check_cuda(cudaDeviceSynchronize(), "uploads");
     fastglu_fp8_out od = o;
     od.data.data = dd, od.data_t.data = ddt, od.scale.data = ds, od.scale_t.data = dst;
     fastglu_tensor xd = x;
