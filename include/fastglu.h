@@ -770,6 +770,55 @@ FASTGLU_API fastglu_status fastglu_quantize_fp8_cpu(const fastglu_fp8_recipe *re
                                                     fastglu_tensor x, const fastglu_fp8_out *out,
                                                     int64_t rows, int64_t cols);
 
+/* ---------------------------------------------------------------------------------------------
+ * The forward's operands saved in FP8 with one scale per 1 x 128 block (PyTorch:
+ * fp8_input_store="blockwise"; DeepSeek-V3's cache of the SwiGLU input), for the backward's
+ * block-scaled operands (fastglu_glu_operands.scale_1x128).
+ *
+ *   params     layout and clamp_value (the other fields are checked as the forward checks them,
+ *              and not used)
+ *   gate, up   the forward's operands: SPLIT gate [tokens, F] and up [tokens, F]; INTERLEAVED
+ *              gate [tokens, 2F] and up absent (data NULL). FP32, FP16 or BF16, one dtype; row
+ *              strides >= 0 (rows may overlap), columns contiguous
+ *   gate_fp8   their codes, FASTGLU_DTYPE_FP8_E4M3, gate's and up's shapes, row strides in bytes
+ *   up_fp8     (>= the width if tokens > 1), any alignment; SPLIT: e.g. the two halves of one
+ *              [tokens, 2F] row, as the backward reads saved_fp8
+ *   scale_inv  FP32 [tokens, nb], element (t, b) at data[t * row_stride + b] (row stride >= nb if
+ *              tokens > 1), nb = 2 ceil(F / 128) with SPLIT (gate's blocks, then up's) and
+ *              ceil(2F / 128) with INTERLEAVED (the blocks of the [tokens, 2F] operand):
+ *              scale_1x128's layout. The backward decodes an operand as code * scale_inv.
+ * Recipe per block (block b of an operand's row: its columns 128 b .. 128 b + 127, the last one
+ * shorter): amax = max |x| over the block (NaN if it holds a NaN). A block whose amax is a normal
+ * fp32 number (2^-126 <= amax < inf) gets scale_inv = amax / 448 correctly rounded and codes =
+ * the cast of x / scale_inv (fp32 division correctly rounded, then the e4m3fn cast): the bits
+ * fastglu_quantize_fp8_* gives for that block. Any other block (zeros, a subnormal amax, a NaN or
+ * an infinity in it) gets scale_inv = 1 and the plain cast, as saved_fp8 has it
+ * (fastglu_set_fp8_saturate), so a NaN or inf stays in its own element.
+ * With a clamp (c = clamp_value in the operands' dtype; a finite c >= 448 is refused, +inf cuts
+ * nothing) the copy marks the elements the clamp cuts as saved_fp8 does, with the block's
+ * decoding: in a scaled block scale_inv is raised by one ulp where RN(448 scale_inv) < amax; lo is
+ * the largest non-negative e4m3 value whose decoding RN(lo scale_inv) is <= c and hi the next
+ * one; a cut gate (x > c) is stored as hi, an uncut one as min(x / scale_inv, lo); a cut up as
+ * +-hi, an uncut one as x / scale_inv clamped to [-lo, lo]; then cast.
+ *
+ * One kernel on CUDA (a half-warp per block, every operand read once), no allocation, no
+ * synchronisation. tokens == 0 or F == 0: nothing is written (the dtypes are checked, the pointers
+ * are not). The outputs must not overlap the inputs or each other. Errors:
+ * FASTGLU_ERROR_INVALID_VALUE (NULL, sizes, strides, overlap, up given with INTERLEAVED or missing
+ * with SPLIT, the clamp, more blocks in a row than the CUDA grid holds),
+ * FASTGLU_ERROR_UNSUPPORTED_DTYPE, FASTGLU_ERROR_NO_CUDA (no device, or a build without CUDA),
+ * FASTGLU_ERROR_CUDA (the launch failed); nothing is written on an error.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_fp8_store_blockwise_cuda(
+    const fastglu_glu_params *params, fastglu_tensor gate, fastglu_tensor up,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_fp8_store_blockwise_cpu(
+    const fastglu_glu_params *params, fastglu_tensor gate, fastglu_tensor up,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

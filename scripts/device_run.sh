@@ -146,8 +146,9 @@ fi
 if want ctestbin; then
   # The CUDA C test programs built on a CPU host (CMake, sm_90) and carried in $CTEST_BIN (default
   # .dev/ctests): test_glu_cuda in full and its --swiglu suite quick, test_gemm_cuda,
-  # test_glu_fp8_cuda, test_quant_fp8_cuda, all at once (CTEST_QUICK=1: without T = 8193), against
-  # the installed wheel's libfastglu.so (their soname through LD_LIBRARY_PATH). In the background
+  # test_glu_fp8_cuda, test_quant_fp8_cuda, test_fp8_store_cuda, those present, all at once
+  # (CTEST_QUICK=1: without T = 8193), against the installed wheel's libfastglu.so (their soname
+  # through LD_LIBRARY_PATH). In the background
   # beside pytest, as the ctest stage, whose place it takes (the two share /tmp/ctest.log).
   if want ctest; then echo "ctestbin and ctest: ask for one of them"; exit 1; fi
   step "C test programs from ${CTEST_BIN:-.dev/ctests} against the wheel's library, in the background"
@@ -156,7 +157,7 @@ if want ctestbin; then
   rm -f /tmp/ctb-*.log
   ( i=0
     if cd "${CTEST_BIN:-.dev/ctests}"; then
-      for t in "test_glu_cuda" "test_glu_cuda --swiglu" "test_gemm_cuda" "test_glu_fp8_cuda" "test_quant_fp8_cuda"; do
+      for t in "test_glu_cuda" "test_glu_cuda --swiglu" "test_gemm_cuda" "test_glu_fp8_cuda" "test_quant_fp8_cuda" "test_fp8_store_cuda"; do
         [ -x "${t%% *}" ] || continue
         i=$((i + 1))
         if [ "$t" = "test_glu_cuda --swiglu" ]; then q=1; else q=${CTEST_QUICK:-}; fi
@@ -177,8 +178,9 @@ fi
 
 if want pytest; then
   step "Python tests (pytest)"
-  # PYTEST_ARGS, e.g. "-k cuda": the GPU cases only (CI runs the CPU ones)
-  timeout "${PYTEST_TIMEOUT:-420}" python3 -m pytest -q -rs ${PYTEST_ARGS:-} tests/python > /tmp/pytest.log 2>&1
+  # PYTEST_ARGS, e.g. "-k cuda": the GPU cases only (CI runs the CPU ones); PYTEST_PATHS: the test
+  # files or folders (default tests/python)
+  timeout "${PYTEST_TIMEOUT:-420}" python3 -m pytest -q -rs ${PYTEST_ARGS:-} ${PYTEST_PATHS:-tests/python} > /tmp/pytest.log 2>&1
   echo "pytest exit status $?" >> /tmp/pytest.log
   if [ -n "${CTEST_PID:-}" ]; then
     wait "$CTEST_PID"; { echo "=== CTest"; cat /tmp/ctest.log; echo "=== pytest"; } > "$OUT/tests.log"

@@ -32,6 +32,14 @@ fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_reci
                                           fastglu_tensor x, const fastglu_fp8_out *out,
                                           int64_t rows, int64_t cols, int *empty);
 
+/* Validates every argument of fastglu_glu_fp8_store_blockwise_*; *empty = 1 when tokens == 0 or
+ * F == 0 (nothing to do; the pointers are then not checked). */
+fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_params *params,
+                                           fastglu_tensor gate, fastglu_tensor up,
+                                           fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                           fastglu_tensor scale_inv, int64_t tokens, int64_t F,
+                                           int *empty);
+
 static inline int64_t fastglu_fp8_blocks(int64_t n) { return (n + 127) / 128; }
 
 /* The backward's workspace (fastglu_glu_bwd_fp8_workspace_bytes), each part 16-byte aligned:

@@ -3,6 +3,7 @@
  * messages), the workspace size, and the entry points of builds without CUDA.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "glu_fp8.h"
@@ -328,6 +329,77 @@ fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_reci
     return check_outputs_disjoint(fn, o, n_out, &in, 1);
 }
 
+fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_params *params,
+                                           fastglu_tensor gate, fastglu_tensor up,
+                                           fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                           fastglu_tensor scale_inv, int64_t tokens, int64_t F,
+                                           int *empty) {
+    fastglu_region in[2], o[3];
+    int n_in = 0, n_out = 0;
+    float scratch = 0.0f;
+    if (params == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: params is NULL", fn);
+    if (!fastglu_is_compute_dtype(gate.dtype))
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: gate.dtype = %d is not FASTGLU_DTYPE_FP32, _FP16 or _BF16",
+                                 fn, (int)gate.dtype);
+    if (fastglu_clamps(params)) { /* +inf cuts nothing: the plain recipe */
+        const float c = fastglu_glu_clamp(params, gate.dtype);
+        if (c >= 448.0f && isfinite(c))
+            return fastglu_set_error(
+                FASTGLU_ERROR_INVALID_VALUE,
+                "%s: params->clamp_value = %g (%g in the operands' dtype): the "
+                "fp8 copy needs a clamp below 448, float8_e4m3fn's largest "
+                "value, to mark the elements the clamp cuts",
+                fn, (double)params->clamp_value, (double)c);
+    }
+    /* the other params, the clamp against the dtype, up with INTERLEAVED: the forward's own
+     * checks, on one element (the extents follow below) */
+    TRY(fastglu_check_shape(fn, tokens, F, empty));
+    const int64_t one = *empty ? 0 : 1;
+    TRY(fastglu_check_glu_fwd(fn, params, gate.data, 0, up.data, 0, NULL, NULL, gate.dtype, 0,
+                              &scratch, 0, NULL, 0, one, one, gate.dtype, empty));
+    TRY(fastglu_check_shape(fn, tokens, F, empty));
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    if (il && up_fp8.data != NULL)
+        return fastglu_set_error(
+            FASTGLU_ERROR_INVALID_VALUE,
+            "%s: up_fp8.data = %p must be NULL with FASTGLU_LAYOUT_INTERLEAVED "
+            "(gate_fp8 holds gate and up interleaved)",
+            fn, up_fp8.data);
+    if (!il && up.data != NULL && up.dtype != gate.dtype)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: up.dtype = %d differs from gate.dtype = %d", fn,
+                                 (int)up.dtype, (int)gate.dtype);
+    /* the outputs' dtypes, empty problem or not (their pointers only when there is work) */
+    if (gate_fp8.dtype != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: gate_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                 (int)gate_fp8.dtype);
+    if (!il && up_fp8.dtype != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: up_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                 (int)up_fp8.dtype);
+    if (scale_inv.dtype != FASTGLU_DTYPE_FP32)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
+                                 (int)scale_inv.dtype);
+    if (*empty) return FASTGLU_SUCCESS;
+    const size_t es = fastglu_dtype_size(gate.dtype);
+    const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
+    TRY(fastglu_check_tensor(fn, &in[n_in++], "gate", gate.data, tokens, W, gate.row_stride, 1, es,
+                             0));
+    TRY(check_fp8_data(fn, &o[n_out++], "gate_fp8", gate_fp8, tokens, W));
+    if (!il) {
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "up", up.data, tokens, W, up.row_stride, 1, es,
+                                 0));
+        TRY(check_fp8_data(fn, &o[n_out++], "up_fp8", up_fp8, tokens, W));
+    }
+    TRY(fastglu_check_tensor(fn, &o[n_out++], "scale_inv", scale_inv.data, tokens, nb,
+                             scale_inv.row_stride, 1, 4, 1));
+    return check_outputs_disjoint(fn, o, n_out, in, n_in);
+}
+
 void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,
                            int64_t tokens, int64_t F) {
     if (dbias.data != NULL && F > 0)
@@ -374,6 +446,19 @@ fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
      * memory: the pointers it is given are host memory, as fastglu_glu_bwd_cuda's stub takes them) */
     fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
     return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params,
+                                                    fastglu_tensor gate, fastglu_tensor up,
+                                                    fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                                    fastglu_tensor scale_inv, int64_t tokens,
+                                                    int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fp8_store_blockwise_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F,
+                                    &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 
 fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *recipe, fastglu_tensor x,

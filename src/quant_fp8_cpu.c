@@ -93,3 +93,49 @@ fastglu_status fastglu_quantize_fp8_cpu(const fastglu_fp8_recipe *recipe, fastgl
     }
     return FASTGLU_SUCCESS;
 }
+
+/* fastglu_glu_fp8_store_blockwise_cpu: the forward's operands saved as e4m3 codes with one scale
+ * per 1 x 128 block of each operand's row (include/fastglu.h; the recipe in fp8_recipe.h), a block
+ * at a time: its values widened to fp32, their amax, the scale, the clamp's bounds, the codes. */
+fastglu_status fastglu_glu_fp8_store_blockwise_cpu(const fastglu_glu_params *params,
+                                                   fastglu_tensor gate, fastglu_tensor up,
+                                                   fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                                   fastglu_tensor scale_inv, int64_t tokens,
+                                                   int64_t F) {
+    const char *fn = "fastglu_glu_fp8_store_blockwise_cpu";
+    int empty;
+    fastglu_status st = fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8,
+                                                    scale_inv, tokens, F, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED, sat = fastglu_fp8_saturate();
+    const float c = fastglu_glu_clamp(params, gate.dtype);
+    const int clamp = c > 0.0f && !isinf(c); /* +inf cuts nothing: the plain recipe */
+    const int64_t W = il ? 2 * F : F, nbp = fastglu_fp8_blocks(W);
+    const fastglu_tensor src[2] = {gate, up}, dst[2] = {gate_fp8, up_fp8};
+    float v[TILE];
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int part = 0; part < (il ? 1 : 2); ++part)
+            for (int64_t b = 0; b < nbp; ++b) {
+                const int64_t j0 = TILE * b;
+                const int n = (int)(W - j0 < TILE ? W - j0 : TILE);
+                uint32_t am = 0;
+                for (int k = 0; k < n; ++k) {
+                    v[k] = load(gate.dtype, src[part].data, t * src[part].row_stride + j0 + k);
+                    const uint32_t bits = fastglu_abs_bits(v[k]);
+                    if (bits > am) am = bits;
+                }
+                const int scaled = fastglu_fp8_store_scaled(am);
+                const float s = fastglu_fp8_store_scale(am, clamp);
+                float lo = 0.0f, hi = 0.0f;
+                if (clamp) fastglu_fp8_store_bounds(s, c, &lo, &hi);
+                unsigned char *d = (unsigned char *)dst[part].data + t * dst[part].row_stride + j0;
+                for (int k = 0; k < n; ++k) {
+                    float q = scaled ? v[k] / s : v[k];
+                    if (clamp)
+                        q = fastglu_fp8_store_value(v[k], q, il ? (int)(k & 1) : part, c, lo, hi);
+                    d[k] = fastglu_f32_to_e4m3(q, sat);
+                }
+                ((float *)scale_inv.data)[t * scale_inv.row_stride + part * nbp + b] = s;
+            }
+    return FASTGLU_SUCCESS;
+}

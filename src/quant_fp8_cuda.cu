@@ -402,3 +402,164 @@ extern "C" fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *re
     }
     return launch_status(fn, err);
 }
+
+/* ---- fastglu_glu_fp8_store_blockwise_cuda ---------------------------------------------------
+ * The forward's operands saved as e4m3 codes with one scale per 1 x 128 block of each operand's
+ * row (include/fastglu.h; fp8_recipe.h's recipe, quant_fp8_cpu.c's bits). A half-warp takes a
+ * block, lane l its columns 8 l .. 8 l + 7: the block's amax a 16-lane max, the scale, under a
+ * clamp the block's bounds, then 8 codes a lane in one 8-byte store and the scale by lane 0. The
+ * grid's x covers a row's blocks (gate's, then up's; a warp two consecutive ones), its y the rows,
+ * STORE_ROWS at a time: a thread issues the loads of its chunk in those rows before it uses any
+ * (64 bytes in flight a thread for the 2-byte dtypes), and strides over the row groups. Scaled blocks without a clamp take the quantiser's division-free
+ * codes (quantise8, whose saturating cast equals fp8.h's cast in either mode there: |x / s| stays
+ * under 464); the rest the element rule and fp8.h's cast in saved_fp8's saturate mode. */
+#define STORE_ROWS 4 /* 2 and 8 (which spills) take 2-7 % longer on the H200 (bf16, T = 8192) */
+#ifndef STORE_MAX_ROW_BLOCKS /* the grid's y at most (the host emulation lowers it to stride) */
+#define STORE_MAX_ROW_BLOCKS 65535
+#endif
+
+typedef struct store_args {
+    const void *src[2]; /* gate, up (SPLIT) or the interleaved operand */
+    int64_t src_rs[2];
+    unsigned char *dst[2];
+    int64_t dst_rs[2];
+    float *s;
+    int64_t s_rs;
+    int64_t T, W, nbp; /* W: an operand's row width (F, or 2F interleaved); nbp its blocks */
+    int parts, il, clamp, sat;
+    float c;
+    int vin, vout; /* every operand's rows on 16 bytes; every code row on 8 */
+} store_args;
+
+/* x / s correctly rounded (the host emulation: the host's division) */
+static __device__ __forceinline__ float div_rn(float x, float s) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(x, s);
+#else
+    return x / s;
+#endif
+}
+
+/* one block's 8 codes of this lane under its scale s (scaled: the recipe's quotient) */
+template <typename E>
+static __device__ __forceinline__ uint2 store_codes8(const store_args &a, const vec8<E> &v, float s,
+                                                     int scaled, int part) {
+    if (scaled && !a.clamp) return quantise8(make_divisor(s), v);
+    float lo = 0.0f, hi = 0.0f;
+    if (a.clamp) fastglu_fp8_store_bounds(s, a.c, &lo, &hi);
+    const fp8_divisor d = make_divisor(s);
+    unsigned w[2] = {0u, 0u};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const float x = vget(v, e);
+        float y = x;
+        if (scaled) y = d.exact ? div_rn(x, s) : quotient(d, x);
+        if (a.clamp) y = fastglu_fp8_store_value(x, y, a.il ? (e & 1) : part, a.c, lo, hi);
+        w[e >> 2] |= (unsigned)fastglu_f32_to_e4m3(y, a.sat) << (8 * (e & 3));
+    }
+    return make_uint2(w[0], w[1]);
+}
+
+/* 4 blocks an SM for the 2-byte dtypes (64 registers), 3 for fp32, whose rows of 8 words take
+ * twice the registers (at 64, ptxas spilled) */
+template <typename E>
+__global__ void __launch_bounds__(THREADS, sizeof(E) == 4 ? 3 : 4)
+    glu_fp8_store_kernel(const store_args a) {
+    enum { R = STORE_ROWS };
+    const int lane = threadIdx.x & 31, l = lane & 15;
+    /* this half-warp's block of a row: gate's blocks 0 .. nbp - 1, then up's */
+    const int64_t b = 2 * ((int64_t)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5)) + (lane >> 4);
+    const int on = b < a.parts * a.nbp; /* the loop below stays uniform: both half-warps shuffle */
+    const int part = on && b >= a.nbp;
+    const int64_t j = TILE * (b - part * a.nbp) + 8 * l;
+    const int64_t rem = on ? a.W - j : 0;
+    const int n = rem >= 8 ? 8 : rem > 0 ? (int)rem : 0;
+    /* whole chunk: asked of j and W, not n == 8 (quant_fp8_cuda.cu's whole_chunk) */
+    const int whole = on && j + 8 <= a.W;
+    /* pointers formed only inside the operands: a lane past a row's end keeps the row's start */
+    const E *src = (const E *)a.src[part] + (n ? j : 0);
+    unsigned char *dst = a.dst[part] + (n ? j : 0);
+    for (int64_t t0 = (int64_t)blockIdx.y * R; t0 < a.T; t0 += (int64_t)gridDim.y * R) {
+        vec8<E> v[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int live = t0 + r < a.T;
+            const int64_t off = (t0 + r) * a.src_rs[part];
+            if (a.vin && whole && live) {
+                ld8(v[r], src + off);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 2 * (int)sizeof(E); ++k) v[r].w[k] = 0;
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (live && e < n) vset(v[r], e, src[off + e]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int64_t t = t0 + r;
+            const unsigned am = group_max<16>(chunk_amax(v[r]));
+            if (!on || t >= a.T) continue;
+            const float s = fastglu_fp8_store_scale(am, a.clamp);
+            const uint2 q = store_codes8(a, v[r], s, fastglu_fp8_store_scaled(am), part);
+            unsigned char *o = dst + t * a.dst_rs[part];
+            if (a.vout && whole) {
+                *(uint2 *)o = q;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (e < n) o[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
+            }
+            if (l == 0) a.s[t * a.s_rs + b] = s;
+        }
+    }
+}
+
+extern "C" fastglu_status
+fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_tensor gate,
+                                     fastglu_tensor up, fastglu_tensor gate_fp8,
+                                     fastglu_tensor up_fp8, fastglu_tensor scale_inv,
+                                     int64_t tokens, int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fp8_store_blockwise_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8,
+                                                    scale_inv, tokens, F, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    store_args a;
+    const size_t es = fastglu_dtype_size(gate.dtype);
+    a.il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    a.parts = a.il ? 1 : 2;
+    a.T = tokens, a.W = a.il ? 2 * F : F, a.nbp = fastglu_fp8_blocks(a.W);
+    a.src[0] = gate.data, a.src_rs[0] = gate.row_stride;
+    a.dst[0] = (unsigned char *)gate_fp8.data, a.dst_rs[0] = gate_fp8.row_stride;
+    a.src[1] = a.il ? gate.data : up.data, a.src_rs[1] = a.il ? gate.row_stride : up.row_stride;
+    a.dst[1] = a.il ? a.dst[0] : (unsigned char *)up_fp8.data;
+    a.dst_rs[1] = a.il ? a.dst_rs[0] : up_fp8.row_stride;
+    a.s = (float *)scale_inv.data, a.s_rs = scale_inv.row_stride;
+    a.c = fastglu_glu_clamp(params, gate.dtype);
+    a.clamp = a.c > 0.0f && !isinf(a.c); /* +inf cuts nothing: the plain recipe */
+    a.sat = fastglu_fp8_saturate();
+    a.vin = a.vout = 1;
+    for (int k = 0; k < a.parts; ++k) {
+        a.vin &= access_width(a.src[k], a.src_rs[k], tokens, es) == 16;
+        a.vout &= access_width_cap(a.dst[k], a.dst_rs[k], tokens, 1, 8) == 8;
+    }
+    /* x: a row's blocks, two a warp; y: the rows, STORE_ROWS a block, strided beyond 65535 */
+    const int64_t pairs = (a.parts * a.nbp + 1) / 2, warps = THREADS / 32;
+    const int64_t gx = (pairs + warps - 1) / warps;
+    if (gx > 0x7fffffff)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: F = %lld: more blocks of a row than the CUDA grid holds", fn,
+                                 (long long)F);
+    const dim3 grid((unsigned)gx, (unsigned)min((tokens + STORE_ROWS - 1) / STORE_ROWS,
+                                                (int64_t)STORE_MAX_ROW_BLOCKS));
+    void *args[] = {(void *)&a};
+    const void *kern;
+    switch (gate.dtype) {
+    case FASTGLU_DTYPE_FP32: kern = (const void *)glu_fp8_store_kernel<float>; break;
+    case FASTGLU_DTYPE_FP16: kern = (const void *)glu_fp8_store_kernel<__half>; break;
+    default: kern = (const void *)glu_fp8_store_kernel<__nv_bfloat16>; break;
+    }
+    return launch_status(
+        fn, cudaLaunchKernel(kern, grid, dim3(THREADS), args, 0, (cudaStream_t)stream));
+}

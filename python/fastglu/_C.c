@@ -608,6 +608,39 @@ static PyObject *py_quantize_fp8(PyObject *self, PyObject *const *args, Py_ssize
     return status_result(status);
 }
 
+/* glu_fp8_store_blockwise(on_cuda, <params: 6>, dtype, gate, gate_row_stride, up, up_row_stride,
+ *                         gate_fp8, gate_fp8_row_stride, up_fp8, up_fp8_row_stride, scale_inv,
+ *                         scale_inv_row_stride, tokens, F, stream):
+ * fastglu_glu_fp8_store_blockwise_{cpu,cuda}; 0 for NULL. */
+static PyObject *py_glu_fp8_store_blockwise(PyObject *self, PyObject *const *args,
+                                            Py_ssize_t nargs) {
+    int64_t on_cuda, dtype, g_rs, u_rs, g8_rs, u8_rs, s_rs, tokens, F;
+    void *g, *u, *g8, *u8, *sc, *stream;
+    fastglu_glu_params p;
+    (void)self;
+    CHECK_NARGS("glu_fp8_store_blockwise", 21);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_dtype(args[7], &dtype) ||
+        !get_ptr(args[8], &g) || !get_i64(args[9], &g_rs) || !get_ptr(args[10], &u) ||
+        !get_i64(args[11], &u_rs) || !get_ptr(args[12], &g8) || !get_i64(args[13], &g8_rs) ||
+        !get_ptr(args[14], &u8) || !get_i64(args[15], &u8_rs) || !get_ptr(args[16], &sc) ||
+        !get_i64(args[17], &s_rs) || !get_i64(args[18], &tokens) || !get_i64(args[19], &F) ||
+        !get_ptr(args[20], &stream))
+        return NULL;
+    const fastglu_tensor tg = {g, (fastglu_dtype)dtype, g_rs}, tu = {u, (fastglu_dtype)dtype, u_rs},
+                         tg8 = {g8, FASTGLU_DTYPE_FP8_E4M3, g8_rs},
+                         tu8 = {u8, FASTGLU_DTYPE_FP8_E4M3, u8_rs},
+                         ts = {sc, FASTGLU_DTYPE_FP32, s_rs};
+    fastglu_status status;
+    if (on_cuda) {
+        status = fastglu_glu_fp8_store_blockwise_cuda(&p, tg, tu, tg8, tu8, ts, tokens, F, stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS status =
+            fastglu_glu_fp8_store_blockwise_cpu(&p, tg, tu, tg8, tu8, ts, tokens, F);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(status);
+}
+
 static PyMethodDef fp8_methods[] = {
     {"glu_fwd_fp8", (PyCFunction)(void (*)(void))py_glu_fwd_fp8, METH_FASTCALL,
      "glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
@@ -622,6 +655,12 @@ static PyMethodDef fp8_methods[] = {
      "quantize_fp8(on_cuda, scaling, scale_layout, pow2_scales, dtype, x, x_row_stride, data, "
      "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, rows, "
      "cols, stream): fastglu_quantize_fp8_{cpu,cuda}; 0 for NULL."},
+    {"glu_fp8_store_blockwise", (PyCFunction)(void (*)(void))py_glu_fp8_store_blockwise,
+     METH_FASTCALL,
+     "glu_fp8_store_blockwise(on_cuda, activation, layout, clamp_value, glu_linear_offset, "
+     "gate_multiplier, down_multiplier, dtype, gate, gate_row_stride, up, up_row_stride, gate_fp8, "
+     "gate_fp8_row_stride, up_fp8, up_fp8_row_stride, scale_inv, scale_inv_row_stride, tokens, F, "
+     "stream): fastglu_glu_fp8_store_blockwise_{cpu,cuda}; 0 for NULL."},
     {"glu_bwd_fp8_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_fp8_workspace_bytes,
      METH_FASTCALL,
      "glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights): "

@@ -595,9 +595,8 @@ if SUPPORTED:
 
 
 # fastglu::fp8_store_blockwise(x, up?, <the six scalars>) -> (x8, up8, scale_inv): the blockwise
-# saved copy (ops._fp8_store_blockwise) as one opaque op, so that a compiled graph runs it eagerly:
-# inductor's C++ backend (torch 2.13) miscompiles the store's spreading of block scales over
-# columns for a single row (tests/python/test_compile_variants.py,
+# saved copy (ops._fp8_store_blockwise: one C call, fastglu_glu_fp8_store_blockwise_*) as an op, so
+# that a compiled graph calls the kernel (tests/python/test_compile_variants.py,
 # test_compiled_blockwise_store_is_the_eager_one). up8 is empty when up is None.
 FP8_STORE_BLOCKWISE_SCHEMA = (
     "(Tensor x, Tensor? up, int activation, int layout, float clamp_value, "
@@ -614,7 +613,7 @@ def _fp8_store_blockwise_impl(x, up, *scalars):
 
 def _fp8_store_blockwise_fake(x, up, *scalars):
     p = ops.op_params("glu", *scalars)
-    ops._fp8_clamp(p, x.dtype, "blockwise", "glu")
+    ops._check_fp8_store(x, up, p, "glu")
     F = x.shape[-1] if up is not None else x.shape[-1] // 2
     tokens = math.prod(x.shape[:-1])
     return (

@@ -57,7 +57,11 @@ Saved input in fp8 (``fp8_input_store``), to halve the activation memory kept fo
   blocks of the [tokens, 2F] row); the interleaved operand's own blocks. scale_inv ``[tokens,
   scale_blocks(layout, F)]``; the C backward reads it (``fastglu_glu_operands.scale_1x128``). An
   outlier channel then costs the precision of its own block only, where a per-row scale spends
-  e4m3's range on it for the whole row.
+  e4m3's range on it for the whole row. Written by one C call
+  (``fastglu_glu_fp8_store_blockwise_*``: one kernel on CUDA) with the FP8 recipe's numbers: where
+  a block's amax is a normal fp32 number, scale_inv = amax / 448 and the codes the cast of
+  x / scale_inv, both correctly rounded (``fastglu.fp8.quantize_fp8``'s bits on that block); a
+  block of zeros, a subnormal amax, a NaN or an infinity gets scale_inv 1 and the plain cast.
 
   Measured (bf16 input [257, 2 * 768], SwiGLU, input-gradient relative error against float64;
   tests/python/test_variants.py::test_scaled_fp8_store_keeps_small_values checks the bounds; the
@@ -1660,85 +1664,90 @@ def _fp8_store(mode, x, up, p=None, fn="glu"):
     return xv.to(_FP8), None if upv is None else upv.to(_FP8), scale_inv.reshape(-1).contiguous()
 
 
-def _block_amax(t):
-    """amax of |t| over each 1 x 128 block of its last dimension: [..., ceil(W / 128)] fp32 (a NaN
-    in a block gives NaN; a short last block is padded with zeros)."""
-    W = t.shape[-1]
-    nb = (W + 127) // 128
-    a = t.abs().float()
-    if nb * 128 != W:
-        a = torch.nn.functional.pad(a, (0, nb * 128 - W))
-    return a.reshape(*t.shape[:-1], nb, 128).amax(-1)
-
-
-def _per_column(s, W):
-    """Block values s [..., nb] repeated over their 128 columns: [..., W]. By indexing: inductor's
-    C++ backend (torch 2.13) miscompiles ``x * s.repeat_interleave(128, -1)[..., :W]`` for W not a
-    multiple of 128, reading past s. (With a single row it miscompiles this form too: see
-    tests/python/test_compile_variants.py::test_compiled_blockwise_store_is_the_eager_one.)"""
-    return s[..., torch.arange(W, device=s.device) // 128]
+def _check_fp8_store(x, up, p, fn):
+    """The blockwise copy's operands (_fp8_store_blockwise; its op's fake runs this too): a compute
+    dtype, up (when given) with x's dtype, shape and device, an even last dimension without up, a
+    clamp e4m3 can mark."""
+    if x.dtype not in _COMPUTE_CODES:
+        _fail(TypeError, fn, f"x has dtype {x.dtype}; expected {_COMPUTE_WHAT}")
+    if up is not None:
+        if up.dtype != x.dtype:
+            _fail(TypeError, fn, f"up has dtype {up.dtype}; expected x's, {x.dtype}")
+        if up.device != x.device or up.shape != x.shape:
+            _fail(
+                ValueError,
+                fn,
+                f"up (shape {tuple(up.shape)} on {up.device}) must have x's shape "
+                f"{tuple(x.shape)} and device {x.device}",
+            )
+    elif x.shape[-1] % 2:
+        _fail(ValueError, fn, f"x's last dimension {x.shape[-1]} must be even: [..., 2F]")
+    if p is not None:  # a clamp e4m3 can mark (ValueError naming the call otherwise)
+        _fp8_clamp(p, x.dtype, "blockwise", fn)
 
 
 def _fp8_store_blockwise(x, up, p, fn):
-    """``fp8_input_store="blockwise"``: each operand stored as ``fp8(x * s)`` with one scale per 1 x
-    128 block of its row, DeepSeek-V3's cache of the SwiGLU input. Returns (x8, up8, scale_inv
-    [tokens, nb]) with nb = scale_blocks(layout, F): the split layout's gate blocks then up blocks
-    (for F a multiple of 128 exactly the 1 x 128 blocks of the [tokens, 2F] row), the interleaved
-    layout's blocks of its [tokens, 2F] operand. s = 448 / amax(|block|) (1 for an all-zero or
-    non-finite block, or one so small that 448 / amax overflows: below ~1.3e-36, stored as zeros),
-    as "per_row" does per row; with a clamp, lo / hi are found per block (hi: the first e4m3 value
-    whose decoding ``fp8 * scale_inv`` exceeds the bound, searched among the 127 non-negative
-    codes) and scale_inv is rounded up where 448 * scale_inv falls below amax. Under torch.compile
-    it runs as the opaque op ``fastglu::fp8_store_blockwise`` (library.py)."""
-    il = p is not None and p.layout == _C.LAYOUT_INTERLEAVED
-    c = _fp8_clamp(p, x.dtype, "blockwise", fn) if p is not None else 0.0
-    if up is not None or il:
-        parts = [x] if up is None else [x, up]
-    else:
-        F = x.shape[-1] // 2
-        parts = [x[..., :F], x[..., F:]]
-    amax = torch.cat([_block_amax(t) for t in parts], dim=-1)
-    raw = FP8_E4M3_MAX / amax
-    ok = torch.isfinite(amax) & (amax > 0) & torch.isfinite(raw)
-    one = torch.ones((), dtype=torch.float32, device=amax.device)
-    scale = torch.where(ok, raw, one)
-    scale_inv = torch.where(ok, amax / FP8_E4M3_MAX, one)
-    if c:
-        scale_inv = torch.where(
-            ok & (scale_inv * FP8_E4M3_MAX < amax),
-            torch.nextafter(scale_inv, torch.full_like(scale_inv, math.inf)),
-            scale_inv,
-        )
-        vals = torch.arange(127, dtype=torch.uint8, device=amax.device).view(_FP8).float()
-        # n: how many codes decode to <= c; the quotient's rounding moves it by one at most
-        n = torch.searchsorted(vals, (c / scale_inv).contiguous(), right=True).clamp(1, 127)
-        n = n + ((n < 127) & (vals[n.clamp(max=126)] * scale_inv <= c)).long()
-        n = n - ((n > 1) & (vals[n - 1] * scale_inv > c)).long()
-        lo, hi = vals[n - 1], vals[n.clamp(max=126)]
-    outs, b0 = [], 0
-    for k, t in enumerate(parts):
-        nb = (t.shape[-1] + 127) // 128
-        W = t.shape[-1]
-        v = t.float() * _per_column(scale[..., b0 : b0 + nb], W)
-        if c:
-            lo_c, hi_c = (_per_column(h[..., b0 : b0 + nb], W) for h in (lo, hi))
-            if il:
-                v = v.clone()
-                v[..., 0::2] = _fp8_gate_value(
-                    c, lo_c[..., 0::2], hi_c[..., 0::2], t[..., 0::2], v[..., 0::2]
-                )
-                v[..., 1::2] = _fp8_up_value(
-                    c, lo_c[..., 1::2], hi_c[..., 1::2], t[..., 1::2], v[..., 1::2]
-                )
-            else:
-                v = (_fp8_up_value if k else _fp8_gate_value)(c, lo_c, hi_c, t, v)
-        outs.append(v.to(_FP8))
-        b0 += nb
-    tokens = math.prod(x.shape[:-1])
-    scale_inv = scale_inv.reshape(tokens, scale_inv.shape[-1]).contiguous()
+    """``fp8_input_store="blockwise"``: each operand stored as e4m3 codes with one scale per 1 x 128
+    block of its row, DeepSeek-V3's cache of the SwiGLU input, by one C call
+    (``fastglu_glu_fp8_store_blockwise_*``: one kernel on CUDA, every operand read once). Returns
+    (x8, up8, scale_inv [tokens, nb]) with nb = scale_blocks(layout, F): the split layout's gate
+    blocks then up blocks (for F a multiple of 128 exactly the 1 x 128 blocks of the [tokens, 2F]
+    row), the interleaved layout's blocks of its [tokens, 2F] operand; up8 None unless up is given.
+    The recipe (include/fastglu.h): a block whose amax is a normal fp32 number gets scale_inv =
+    amax / 448 and codes = the cast of x / scale_inv (both correctly rounded in fp32: the bits of
+    the FP8 quantiser, ``fastglu.fp8.quantize_fp8``, on that block); a block of zeros, a subnormal
+    amax, a NaN or an infinity scale_inv 1 and the plain cast, which keeps a NaN or inf to its own
+    element. With a clamp, lo / hi are the block's e4m3 values either side of the bound in the
+    backward's decoding (code * scale_inv) and scale_inv is raised by one ulp where 448 * scale_inv
+    falls below amax, so that a cut element always has a code beyond the bound. Under
+    torch.compile it runs as the opaque op ``fastglu::fp8_store_blockwise`` (library.py)."""
+    layout = p.layout if p is not None else _C.LAYOUT_SPLIT
+    clamp = p.clamp_value if p is not None else 0.0
+    _check_fp8_store(x, up, p, fn)
+    x, tokens, x_rs, _ = _rows(x)
+    W = x.shape[-1]
+    F = W if up is not None else W // 2
+    x8 = torch.empty(x.shape, dtype=_FP8, device=x.device)
+    scale_inv = torch.empty(tokens, scale_blocks(layout, F), dtype=torch.float32, device=x.device)
+    up8 = None
     if up is not None:
-        return outs[0], outs[1], scale_inv
-    return (outs[0] if il else torch.cat(outs, dim=-1)), None, scale_inv
+        up, _, u_rs, _ = _rows(up)
+        up8 = torch.empty(up.shape, dtype=_FP8, device=x.device)
+        g_ptr, u_ptr, g8_ptr, u8_ptr = x.data_ptr(), up.data_ptr(), x8.data_ptr(), up8.data_ptr()
+        g8_rs = F
+    elif layout == _C.LAYOUT_INTERLEAVED:
+        g_ptr, u_ptr, u_rs, g8_ptr, u8_ptr, g8_rs = x.data_ptr(), 0, 0, x8.data_ptr(), 0, W
+    else:  # gate and up: the two halves of each row, of the input and of the copy
+        es = x.element_size()
+        g_ptr, u_ptr, u_rs = x.data_ptr(), x.data_ptr() + F * es, x_rs
+        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), x8.data_ptr() + F, W
+    if tokens and F:
+        _launch(
+            _C.glu_fp8_store_blockwise,
+            x.get_device(),
+            (
+                _C.ACT_SILU,
+                layout,
+                float(clamp),
+                0.0,
+                1.0,
+                1.0,
+                _COMPUTE_CODES[x.dtype],
+                g_ptr,
+                x_rs,
+                u_ptr,
+                u_rs,
+                g8_ptr,
+                g8_rs,
+                u8_ptr,
+                g8_rs,
+                scale_inv.data_ptr(),
+                scale_inv.shape[1],
+                tokens,
+                F,
+            ),
+        )
+    return x8, up8, scale_inv
 
 
 # ---- in-place checks -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-/* tests/emu/quant_emu.cpp — the kernel of src/quant_fp8_cuda.cu (fastglu_quantize_fp8_cuda)
+/* tests/emu/quant_emu.cpp — the kernels of src/quant_fp8_cuda.cu (fastglu_quantize_fp8_cuda and
+ * fastglu_glu_fp8_store_blockwise_cuda, the latter's grid capped to 2 row groups so that it strides)
  * compiled as host C++ (tests/emu/shim stands in for the CUDA headers) and run block by block, each
  * block's 256 threads as coroutines switching at __syncthreads() and at every warp shuffle
  * (tests/emu/emu_threads.h), on host memory. Every output buffer, its padding included (sentinel
@@ -27,6 +28,7 @@ static inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 alignas(16) unsigned char smem_raw[228 * 1024]; /* the block's dynamic shared memory */
 
 #include "convert.h"
+#define STORE_MAX_ROW_BLOCKS 2 /* the blockwise store's grid strides over its rows */
 #include "quant_fp8_cuda.cu"
 
 static emu_body body;
@@ -38,9 +40,17 @@ template <typename E, int W, int R, int C> static int try_k(const void *f) {
     body = run_k<E, W, R, C>;
     return 1;
 }
+template <typename E> static void run_store(void **args) {
+    glu_fp8_store_kernel<E>(*(const store_args *)args[0]);
+}
+template <typename E> static int try_store(const void *f) {
+    if (f != (const void *)glu_fp8_store_kernel<E>) return 0;
+    body = run_store<E>;
+    return 1;
+}
 template <typename E> static int find_e(const void *f) {
     return try_k<E, 0, 1, 0>(f) || try_k<E, 0, 0, 1>(f) || try_k<E, 0, 1, 1>(f) ||
-           try_k<E, 1, 1, 0>(f) || try_k<E, 1, 0, 1>(f) || try_k<E, 1, 1, 1>(f);
+           try_k<E, 1, 1, 0>(f) || try_k<E, 1, 0, 1>(f) || try_k<E, 1, 1, 1>(f) || try_store<E>(f);
 }
 static size_t smem_bytes;
 static void junk_smem(void) { memset(smem_raw, 0x5a, smem_bytes); }
@@ -154,6 +164,72 @@ static void run_case(fastglu_dtype dt, int w128, int mn, int pow2, int row, int 
              what, (int)dt, w128, mn, pow2, row, col, (long long)R, (long long)C, strides, kind);
 }
 
+/* fastglu_glu_fp8_store_blockwise_*: the operands [T, W] (W = F, or 2F interleaved; SPLIT: gate
+ * and up), values of every kind as above; a clamp or not; row strides dense, 16-byte padded or odd
+ * (the vector and element paths). Codes (their row padding and the bytes after them sentinel) and
+ * scales compared bit for bit with the CPU backend's. */
+static void run_store_case(fastglu_dtype dt, int il, int64_t T, int64_t F, float clamp, int strides,
+                           int halves, int sat) {
+    const int64_t W = il ? 2 * F : F, parts = il ? 1 : 2;
+    const int64_t pad = strides == DENSE ? 0 : strides == PADDED ? 16 : 1;
+    /* halves (SPLIT): gate's and up's codes as the two halves of one [T, 2F] row */
+    const int64_t x_rs = W + (strides == PADDED ? 8 : pad), d_rs = (halves ? 2 * W : W) + pad;
+    const int64_t nb = parts * fastglu_fp8_blocks(W), s_rs = nb + pad;
+    std::vector<float> xs[2];
+    const int kind = (int)(urand() * 4);
+    for (int k = 0; k < parts; ++k) {
+        xs[k].assign((size_t)(T * x_rs + 8), 0.0f);
+        memset(xs[k].data(), 0x7f, xs[k].size() * sizeof(float));
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t j = 0; j < W; ++j) {
+                double u = urand();
+                float v = (float)((urand() - 0.5) * 16.0);
+                if (kind == 1) v *= 1e-37f;                        /* subnormal and tiny amaxes */
+                if (kind == 2 && (i + j / 128) % 3 == 0) v = 0.0f; /* blocks of zeros */
+                if (kind == 3 && u < 0.004)
+                    v = u < 0.002 ? NAN : (u < 0.003 ? INFINITY : -INFINITY);
+                if (u > 0.999) v = dt == FASTGLU_DTYPE_FP16 ? 65504.0f : 3.0e38f;
+                if (u > 0.997 && u <= 0.999) v = clamp > 0 ? clamp * (u > 0.998 ? 1 : -1) : 1e-7f;
+                put(dt, xs[k].data(), i * x_rs + j, v);
+            }
+    }
+    std::vector<unsigned char> d[2][2];
+    std::vector<float> sc[2];
+    for (int b = 0; b < 2; ++b) {
+        for (int k = 0; k < 2; ++k) d[b][k].assign((size_t)(T * d_rs + 16), 0xa5);
+        sc[b].assign((size_t)(T * s_rs + 4), -12345.0f);
+        fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+        p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT;
+        p.clamp_value = clamp;
+        const fastglu_tensor g = {xs[0].data(), dt, x_rs}, u = {il ? NULL : xs[1].data(), dt, x_rs},
+                             g8 = {d[b][0].data(), FASTGLU_DTYPE_FP8_E4M3, d_rs},
+                             u8 = {il       ? NULL
+                                   : halves ? d[b][0].data() + F
+                                            : d[b][1].data(),
+                                   FASTGLU_DTYPE_FP8_E4M3, d_rs},
+                             s = {sc[b].data(), FASTGLU_DTYPE_FP32, s_rs};
+        fastglu_set_fp8_saturate(sat);
+        const fastglu_status st =
+            b == 0 ? fastglu_glu_fp8_store_blockwise_cuda(&p, g, u, g8, u8, s, T, F, NULL)
+                   : fastglu_glu_fp8_store_blockwise_cpu(&p, g, u, g8, u8, s, T, F);
+        if (st != FASTGLU_SUCCESS) {
+            FAIL("store dt %d il %d T %lld F %lld: status %d (%s)", (int)dt, il, (long long)T,
+                 (long long)F, (int)st, fastglu_last_error_message());
+            return;
+        }
+    }
+    cases++;
+    const char *what = "";
+    if (d[0][0] != d[1][0] || d[0][1] != d[1][1]) what = "codes";
+    if (memcmp(sc[0].data(), sc[1].data(), sc[0].size() * 4)) what = "scale_inv";
+    if (*what)
+        FAIL("store: %s differ from the CPU backend: dtype %d il %d T %lld F %lld clamp %g "
+             "strides %d halves %d sat %d kind %d",
+             what, (int)dt, il, (long long)T, (long long)F, (double)clamp, strides, halves, sat,
+             kind);
+    fastglu_set_fp8_saturate(1);
+}
+
 int main(void) {
     fastglu_set_fp8_saturate(1);
     static const int64_t shapes[][2] = {{1, 1},     {3, 5},    {130, 136},
@@ -168,6 +244,16 @@ int main(void) {
                         run_case(dts[di], w128, mn, pow2, outs & 1, outs >> 1, shapes[si][0],
                                  shapes[si][1], strides);
                     }
+    static const int64_t store_shapes[][2] = {{1, 1},    {3, 5},   {2, 128},
+                                              {37, 200}, {3, 264}, {13, 8}};
+    static const float clamps[] = {0.0f, 7.0f, 0.3f, INFINITY};
+    for (int di = 0; di < 3; ++di)
+        for (int il = 0; il < 2; ++il)
+            for (int si = 0; si < 6; ++si)
+                for (int strides = DENSE; strides <= ODD; ++strides)
+                    run_store_case(dts[di], il, store_shapes[si][0], store_shapes[si][1],
+                                   clamps[(si + strides + il) % 4], strides,
+                                   !il && (si + strides) % 2, (si + strides + di) % 2);
     printf("quant_fp8 kernel emulation: %d cases, %ld launches, %d failures\n", cases, launches,
            failures);
     return failures ? 1 : 0;

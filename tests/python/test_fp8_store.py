@@ -20,6 +20,7 @@ import torch
 from test_variants import DEVICES, DTYPES, TOL, merge, randn, reference, rel_err, split
 
 import fastglu
+from fastglu import _C
 from fastglu.ops import glu_bwd, glu_fwd
 
 FP8 = torch.float8_e4m3fn
@@ -512,3 +513,190 @@ def test_saved_fp8_bad_arguments_write_nothing():
     with pytest.raises(ValueError, match="an output overlaps input"):
         glu_fwd(xs, saved_fp8=wide.view(torch.uint8).view(FP8)[:, :16])
     assert glu_fwd(x, saved_fp8=ok).shape == (4, 8)
+
+
+# ---- the blockwise copy (fp8_input_store="blockwise": fastglu_glu_fp8_store_blockwise_*) ----------
+
+F32_MAX = torch.finfo(torch.float32).max
+
+
+def blockwise_reference(parts, interleaved, c):
+    """The blockwise copy's recipe (include/fastglu.h) in torch ops, independently of fastglu: per
+    1 x 128 block of each operand's row, scale_inv = amax / 448 rounded once to fp32 (a float64
+    quotient) where amax is a normal fp32 number, else 1; with a clamp c (0: none) raised one ulp
+    where fp32(448 scale_inv) < amax, lo / hi the e4m3 values either side of c in the decoding
+    fp32(code * scale_inv); codes = torch's cast of fp32(x / scale_inv) (a float64 quotient rounded
+    once: correctly rounded) or of x itself in an unscaled block, a cut element hi, an uncut one
+    kept on its side of lo. parts: [gate, up] ([tokens, F] each) or [x] (interleaved [tokens, 2F]).
+    Returns ([codes per part], scale_inv [tokens, nb])."""
+    vals = e4m3_values().to(parts[0].device)
+    codes, scales = [], []
+    for k, t in enumerate(parts):
+        tf = t.float()
+        W = tf.shape[-1]
+        nb = (W + 127) // 128
+        a = torch.nn.functional.pad(tf.abs(), (0, nb * 128 - W)).reshape(-1, nb, 128).amax(-1)
+        scaled = (a >= 2.0**-126) & (a <= F32_MAX)
+        s = torch.where(scaled, (a.double() / 448.0).float(), torch.ones_like(a))
+        if c:
+            raise_ = scaled & ((s.double() * 448.0).float() < a)
+            s = torch.where(raise_, torch.nextafter(s, torch.full_like(s, math.inf)), s)
+        col = torch.arange(W, device=t.device) // 128
+        sc, sd = s[:, col], scaled[:, col]
+        v = torch.where(sd, (tf.double() / sc.double()).float(), tf)
+        if c:
+            dec = (vals.double()[None, None, :] * s.double()[..., None]).float()
+            n = (dec <= c).sum(-1)  # the codes decoding to <= c (monotone: a prefix)
+            lo, hi = vals[n - 1][:, col], vals[n.clamp(max=126)][:, col]
+            up = torch.zeros_like(tf, dtype=torch.bool)
+            if interleaved:
+                up[:, 1::2] = True
+            elif k == 1:
+                up[:] = True
+            gate_v = torch.where(tf > c, hi, torch.where(v > lo, lo, v))
+            up_v = torch.where(
+                tf > c,
+                hi,
+                torch.where(tf < -c, -hi, torch.where(v > lo, lo, torch.where(v < -lo, -lo, v))),
+            )
+            v = torch.where(up, up_v, gate_v)
+        codes.append(v.to(FP8))
+        scales.append(s)
+    return codes, torch.cat(scales, -1)
+
+
+def blockwise_inputs(dtype, tokens, width, device, c):
+    """[tokens, width] of dtype: N(0, 4) with blocks of zeros, of tiny and subnormal values, of
+    very different ranges, NaN, +-inf, the dtype's largest value, and values on and around c."""
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    x = torch.randn(tokens, width, generator=g) * 4
+    col = torch.arange(width)
+    x *= torch.pow(2.0, ((col // 128) % 5 * 9 - 18).float())  # block ranges
+    x[0::4, col // 128 % 3 == 1] = 0.0  # blocks of zeros
+    if tokens > 1:
+        x[1] *= 1e-38 if dtype == torch.float32 else 1e-6  # tiny / subnormal amaxes
+    if tokens > 2:  # blocks whose amax sits on the scaled blocks' boundary (2^-126) or under it
+        edges = torch.tensor([2.0**-126, 2.0**-127, 2.0**-133, 2.0**-120], dtype=torch.float64)
+        e = edges[(col // 128) % 4].float()
+        x[2] = e * (torch.rand(width, generator=g) - 0.5)
+        x[2, col % 128 == 5] = e[col % 128 == 5]
+    u = torch.rand(tokens, width, generator=g)
+    x = torch.where(u < 0.002, torch.tensor(math.nan), x)
+    x = torch.where((u >= 0.002) & (u < 0.003), torch.tensor(math.inf), x)
+    x = torch.where((u >= 0.003) & (u < 0.004), torch.tensor(-math.inf), x)
+    x = torch.where((u >= 0.004) & (u < 0.005), torch.tensor(torch.finfo(dtype).max), x)
+    if c:
+        x = torch.where((u >= 0.005) & (u < 0.02), torch.tensor(c), x)
+        x = torch.where((u >= 0.02) & (u < 0.03), torch.tensor(-c), x)
+        x = torch.where((u >= 0.03) & (u < 0.04), torch.tensor(c * 1.01), x)
+    return x.to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("clamp", [None, 7.0, 0.3, math.inf], ids=["noclamp", "c7", "c0.3", "cinf"])
+@pytest.mark.parametrize("F", [1, 3, 128, 200, 1408, 2880])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_blockwise_copy_is_its_recipe_bit_for_bit(dtype, layout, F, clamp, device):
+    """fp8_input_store="blockwise"'s copy and scales against blockwise_reference, every bit (NaN
+    codes: any NaN), on inputs with every kind of block."""
+    tokens = 5
+    c = 0.0 if clamp in (None, math.inf) else torch.tensor(clamp).to(dtype).item()
+    il = layout == "interleaved"
+    x = blockwise_inputs(dtype, tokens, 2 * F, device, c)
+    p = fastglu.ops.glu_params("silu", clamp_value=clamp, interleaved=il)
+    if layout == "two":
+        g, u = x[:, :F].contiguous(), x[:, F:].contiguous()
+        x8, u8, s = fastglu.ops._fp8_store_blockwise(g, u, p, "glu")
+        got = [x8, u8]
+        want, want_s = blockwise_reference([g, u], False, c)
+    else:
+        x8, u8, s = fastglu.ops._fp8_store_blockwise(x, None, p, "glu")
+        assert u8 is None and x8.shape == x.shape
+        got = [x8] if il else [x8[:, :F], x8[:, F:]]
+        want, want_s = blockwise_reference([x] if il else [x[:, :F], x[:, F:]], il, c)
+    assert s.shape == (
+        tokens,
+        fastglu.ops.scale_blocks(_C.LAYOUT_INTERLEAVED if il else _C.LAYOUT_SPLIT, F),
+    )
+    assert torch.equal(bits(s), bits(want_s)), (s, want_s)
+    for gk, wk in zip(got, want):
+        gb, wb = bits(gk), bits(wk)
+        nan = ((gb & 0x7F) == 0x7F) & ((wb & 0x7F) == 0x7F)
+        bad = (gb != wb) & ~nan
+        assert not bad.any(), (gk[bad.to(gk.device)][:8], wk[bad.to(wk.device)][:8])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_blockwise_copy_is_the_quantisers_codes_on_scaled_blocks(dtype, device):
+    """Without a clamp, a block with a normal amax gets fastglu.fp8.quantize_fp8's scale and codes
+    (one recipe for the saved input and the FP8 GEMMs' operands)."""
+    from fastglu.fp8 import quantize_fp8
+
+    F = 1408
+    x = randn(33, 2 * F, dtype=dtype, device=device) * 3
+    x8, _, s = fastglu.ops._fp8_store_blockwise(x, None, None, "glu")
+    for k, part in enumerate((x[:, :F], x[:, F:])):
+        q = quantize_fp8(
+            part.contiguous(), block="1x128", scale_layout="row_major", pad_scales=False
+        )
+        nb = (F + 127) // 128
+        assert torch.equal(bits(q.data), bits(x8[:, k * F : (k + 1) * F].contiguous()))
+        assert torch.equal(bits(q.scale), bits(s[:, k * nb : (k + 1) * nb].contiguous()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_blockwise_copy_of_strided_and_3d_inputs(device):
+    """A column slice of a wider tensor (read in place) and a transposed 3-D input (copied): the
+    same copy as of their contiguous values."""
+    F = 200
+    wide = randn(6, 3 * F, dtype=torch.bfloat16, device=device)
+    xs = wide[:, 50 : 50 + 2 * F]
+    t = randn(4, 3, 2 * F, dtype=torch.bfloat16, device=device).transpose(0, 1)
+    for v in (xs, t):
+        a8, _, sa = fastglu.ops._fp8_store_blockwise(v, None, None, "glu")
+        b8, _, sb = fastglu.ops._fp8_store_blockwise(v.contiguous(), None, None, "glu")
+        assert a8.shape == v.shape
+        assert torch.equal(bits(a8), bits(b8)) and torch.equal(bits(sa), bits(sb))
+
+
+def test_blockwise_copy_bad_arguments_write_nothing():
+    """The C call refuses what the Python layer would never pass (its own checks), writing
+    nothing: a clamp e4m3 cannot mark, outputs over the input."""
+    x = randn(4, 256, dtype=torch.bfloat16, device="cpu")
+    p = fastglu.ops.glu_params("silu", clamp_value=500.0)
+    with pytest.raises(ValueError, match="clamp_value"):
+        fastglu.ops._fp8_store_blockwise(x, None, p, "glu")
+    store = torch.ops.fastglu.fp8_store_blockwise
+    scalars = (0, 0, 0.0, 0.0, 1.0, 1.0)  # the op's six GLU parameters: silu, split, no clamp
+    with pytest.raises(TypeError, match="up has dtype torch.float16; expected x's"):
+        store(x[:, :128], x[:, 128:].half(), *scalars)
+    with pytest.raises(ValueError, match=r"must have x's shape \(4, 128\)"):
+        store(x[:, :128], x[:, 128:200], *scalars)
+    with pytest.raises(ValueError, match="last dimension 255 must be even"):
+        store(x[:, :255], None, *scalars)
+    with pytest.raises(TypeError, match="x has dtype torch.int32"):
+        store(torch.zeros(4, 8, dtype=torch.int32), None, *scalars)
+    x0 = x.clone()
+    s = torch.full((4, 2), -1.0)
+    args = (0, _C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0, _C.DTYPE_BF16)
+    over = x.data_ptr()  # the codes over the input
+    with pytest.raises(ValueError, match="gate_fp8 overlaps"):
+        _C.glu_fp8_store_blockwise(
+            *args,
+            x.data_ptr(),
+            256,
+            x.data_ptr() + 256,
+            256,
+            over,
+            256,
+            over + 128,
+            256,
+            s.data_ptr(),
+            2,
+            4,
+            128,
+            0,
+        )
+    assert torch.equal(bits(x), bits(x0)) and (s == -1).all()
