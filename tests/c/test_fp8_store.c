@@ -128,7 +128,8 @@ static fastglu_status store(fastglu_glu_params *p, fastglu_tensor g, fastglu_ten
                             fastglu_tensor g8, fastglu_tensor u8, fastglu_tensor s, int64_t T,
                             int64_t F) {
 #ifdef FP8_TEST_CUDA
-    const fastglu_status st = fastglu_glu_fp8_store_blockwise_cuda(p, g, u, g8, u8, s, T, F, stream);
+    const fastglu_status st =
+        fastglu_glu_fp8_store_blockwise_cuda(p, g, u, g8, u8, s, T, F, stream);
     check_cuda(cudaStreamSynchronize(stream), "sync");
     return st;
 #else
@@ -185,8 +186,8 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
     const int kind = (int)(urand() * 6);
     /* kind 5: blocks whose amax sits on the scaled / unscaled boundary (2^-126, the normal fp32
      * numbers) or below it, one element each at the amax, the rest under it */
-    static const float edges[] = {0x1p-126f, 0x1.fffffcp-127f, 0x1p-127f, 0x1p-149f, 0x1p-120f,
-                                  0x1.000002p-126f};
+    static const float edges[] = {0x1p-126f, 0x1.fffffcp-127f, 0x1p-127f,
+                                  0x1p-149f, 0x1p-120f,        0x1.000002p-126f};
     const double c = round_to(dt, clamp_value);
     for (int k = 0; k < parts; ++k) {
         hx[k] = malloc(x_n);
@@ -195,10 +196,11 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
             for (int64_t j = 0; j < W; ++j) {
                 const double u = urand();
                 float v = (float)((urand() - 0.5) * 16.0);
-                if (kind == 1) v *= 1e-37f;                         /* tiny and subnormal amaxes */
-                if (kind == 2 && (i + j / 128) % 3 == 0) v = 0.0f;  /* blocks of zeros */
+                if (kind == 1) v *= 1e-37f;                        /* tiny and subnormal amaxes */
+                if (kind == 2 && (i + j / 128) % 3 == 0) v = 0.0f; /* blocks of zeros */
                 if (kind == 3 && u < 0.003) v = u < 0.001 ? NAN : u < 0.002 ? INFINITY : -INFINITY;
-                if (kind == 4) v *= (float)ldexp(1.0, (int)(j / 128 % 7) * 9 - 27); /* block ranges */
+                if (kind == 4)
+                    v *= (float)ldexp(1.0, (int)(j / 128 % 7) * 9 - 27); /* block ranges */
                 if (kind == 5) { /* the block's amax: the element at (37 i) mod its width */
                     const float e = edges[(i + j / 128) % 6];
                     const int64_t j0 = j / 128 * 128, nblk = W - j0 < 128 ? W - j0 : 128;
@@ -228,7 +230,9 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
     p.clamp_value = clamp_value;
     const fastglu_tensor g = {dx[0], dt, x_rs}, u = {il ? NULL : dx[1], dt, x_rs},
                          g8 = {dd[0], FASTGLU_DTYPE_FP8_E4M3, d_rs},
-                         u8 = {il ? NULL : layout == TWO ? dd[1] : dd[0] + F,
+                         u8 = {il              ? NULL
+                               : layout == TWO ? dd[1]
+                                               : dd[0] + F,
                                FASTGLU_DTYPE_FP8_E4M3, d_rs},
                          s = {ds, FASTGLU_DTYPE_FP32, s_rs};
     fastglu_set_fp8_saturate(sat);
@@ -288,8 +292,8 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
                         if (got != want && !both_nan && bad_codes++ < 3)
                             FAIL("code (t %lld, part %d, col %lld): 0x%02x, want 0x%02x (x %a, "
                                  "scale %a, dtype %d, clamp %g, sat %d)",
-                                 (long long)t, part, (long long)(j0 + k), got, want, x,
-                                 (double)sw, (int)dt, c, sat);
+                                 (long long)t, part, (long long)(j0 + k), got, want, x, (double)sw,
+                                 (int)dt, c, sat);
                     }
                 }
         for (int k = 0; k < outs; ++k)
