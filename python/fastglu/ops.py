@@ -1668,9 +1668,13 @@ def _check_fp8_store(x, up, p, fn):
     """The blockwise copy's operands (_fp8_store_blockwise; its op's fake runs this too): a compute
     dtype, up (when given) with x's dtype, shape and device, an even last dimension without up, a
     clamp e4m3 can mark."""
+    if x.dim() == 0:
+        _fail(ValueError, fn, "x must have at least one dimension, got a 0-dim tensor")
     if x.dtype not in _COMPUTE_CODES:
         _fail(TypeError, fn, f"x has dtype {x.dtype}; expected {_COMPUTE_WHAT}")
     if up is not None:
+        if p is not None and p.layout == _C.LAYOUT_INTERLEAVED:
+            _fail(ValueError, fn, "up must be None with the interleaved layout")
         if up.dtype != x.dtype:
             _fail(TypeError, fn, f"up has dtype {up.dtype}; expected x's, {x.dtype}")
         if up.device != x.device or up.shape != x.shape:
@@ -1721,32 +1725,32 @@ def _fp8_store_blockwise(x, up, p, fn):
         es = x.element_size()
         g_ptr, u_ptr, u_rs = x.data_ptr(), x.data_ptr() + F * es, x_rs
         g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), x8.data_ptr() + F, W
-    if tokens and F:
-        _launch(
-            _C.glu_fp8_store_blockwise,
-            x.get_device(),
-            (
-                _C.ACT_SILU,
-                layout,
-                float(clamp),
-                0.0,
-                1.0,
-                1.0,
-                _COMPUTE_CODES[x.dtype],
-                g_ptr,
-                x_rs,
-                u_ptr,
-                u_rs,
-                g8_ptr,
-                g8_rs,
-                u8_ptr,
-                g8_rs,
-                scale_inv.data_ptr(),
-                scale_inv.shape[1],
-                tokens,
-                F,
-            ),
-        )
+    # an empty problem too: the C call validates it (and writes nothing)
+    _launch(
+        _C.glu_fp8_store_blockwise,
+        x.get_device(),
+        (
+            _C.ACT_SILU,
+            layout,
+            float(clamp),
+            0.0,
+            1.0,
+            1.0,
+            _COMPUTE_CODES[x.dtype],
+            g_ptr,
+            x_rs,
+            u_ptr,
+            u_rs,
+            g8_ptr,
+            g8_rs,
+            u8_ptr,
+            g8_rs,
+            scale_inv.data_ptr(),
+            scale_inv.shape[1],
+            tokens,
+            F,
+        ),
+    )
     return x8, up8, scale_inv
 
 

@@ -678,6 +678,14 @@ def test_blockwise_copy_bad_arguments_write_nothing():
         store(x[:, :255], None, *scalars)
     with pytest.raises(TypeError, match="x has dtype torch.int32"):
         store(torch.zeros(4, 8, dtype=torch.int32), None, *scalars)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        store(torch.tensor(1.0), None, *scalars)
+    interleaved = (0, 1, 0.0, 0.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="up must be None with the interleaved layout"):
+        store(x[:, :128], x[:, 128:], *interleaved)
+    # an empty problem is validated too (by the C call): a clamp that rounds to 0 in fp16
+    with pytest.raises(ValueError, match="rounds to 0 in float16"):
+        store(torch.empty(0, 256, dtype=torch.float16), None, 0, 0, 1e-30, 0.0, 1.0, 1.0)
     x0 = x.clone()
     s = torch.full((4, 2), -1.0)
     args = (0, _C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0, _C.DTYPE_BF16)
