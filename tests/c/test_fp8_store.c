@@ -24,47 +24,16 @@
 #include "convert.h"
 #include "fastglu.h"
 
-#ifdef FP8_TEST_CUDA
-#include <cuda_runtime_api.h>
-static cudaStream_t stream;
-static void check_cuda(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-#endif
+#include "fp8_test_util.h"
 
-static int failures, cases;
+static int cases;
 static long blocks_subnormal, blocks_at_boundary; /* amax in (0, 2^-126) / exactly 2^-126 */
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        if (failures++ < 20) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
-
-static uint64_t rng;
-static double urand(void) { /* xorshift64*, [0, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 
 #define SENT8 0xa5
 #define SENT_SCALE -12345.0f
 #define MARGIN 16 /* sentinel bytes (or scales) after each output */
 
 /* ---- the recipe in float64 ------------------------------------------------------------------ */
-
-/* an e4m3fn code's value from the format's definition (bias 7, no inf, S.1111.111 NaN) */
-static double e4m3_value(unsigned char b) {
-    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-    if (e == 15 && m == 7) return NAN;
-    const double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-    return s ? -v : v;
-}
 
 /* PyTorch's cast of v to float8_e4m3fn: nearest, ties to even; above 464 (and +-inf) 448 when sat,
  * else NaN; NaN stays NaN. From the format's spacing: 2^-9 below 2^-6, 2^(e - 3) in [2^e, 2^e+1). */
@@ -428,11 +397,7 @@ int main(void) {
     }
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
 #endif
-    const char *seed = getenv("FASTGLU_TEST_SEED");
-    rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + 1;
-    if (rng == 0) rng = 1;
-    printf("seed %llu (FASTGLU_TEST_SEED replays it)\n", (unsigned long long)rng);
-    const uint64_t seed0 = rng;
+    const uint64_t seed0 = seed_rng();
     static const fastglu_dtype dts[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
     static const int64_t Ts[] = {1, 3, 257};
     static const int64_t Fs[] = {1, 3, 128, 200, 1408, 2880, 3420, 5632};

@@ -32,15 +32,9 @@
 #include "glu_flat.h"
 #include "glu_reference.h"
 
+#include "fp8_test_util.h"
+
 #ifdef FP8_TEST_CUDA
-#include <cuda_runtime_api.h>
-static cudaStream_t stream;
-static void check_cuda(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
 /* device memory of n bytes and 256 more, every byte 0x7f (fp32 and bf16 3.4e38, fp16 NaN) until
  * written: an input's elements past its end are poison, which a read outside the operands would
  * carry into an amax and a scale */
@@ -66,32 +60,9 @@ static void down_(void *h, const void *d, size_t n) {
 #define BACKEND "cpu"
 #endif
 
-static int failures;
 static int64_t codes_total, codes_inexact; /* one e4m3 step off the float64 rounding */
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        if (failures++ < 20) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
-
-static uint64_t rng;
-static double urand(void) { /* xorshift64*, [0, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 
 /* ---- the recipe in float64 ------------------------------------------------------------------ */
-
-/* The e4m3fn value of a code, from the format's definition. */
-static double e4m3_value(int code) {
-    const int s = code >> 7, e = (code >> 3) & 15, m = code & 7;
-    if (e == 15 && m == 7) return NAN;
-    const double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-    return s ? -v : v;
-}
 
 /* The nearest e4m3fn code to x (ties to the even code), saturating at 448; NaN -> 0x7f. */
 static int e4m3_nearest(double x) {
@@ -826,11 +797,7 @@ int main(void) {
     }
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
 #endif
-    /* fresh inputs every run; FASTGLU_TEST_SEED replays a printed seed */
-    const char *seed = getenv("FASTGLU_TEST_SEED");
-    rng = seed ? (uint64_t)strtoull(seed, NULL, 10)
-               : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
-    printf("seed %llu\n", (unsigned long long)rng);
+    seed_rng(); /* fresh inputs every run; FASTGLU_TEST_SEED replays a printed seed */
     fastglu_set_fp8_saturate(1);
     static const int64_t Fs[] = {1, 3, 1408, 2880}, Ts[] = {1, 257};
     const int nv = (int)(sizeof variants / sizeof *variants),

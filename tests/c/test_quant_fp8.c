@@ -23,46 +23,15 @@
 #include "convert.h"
 #include "fastglu.h"
 
-#ifdef FP8_TEST_CUDA
-#include <cuda_runtime_api.h>
-static cudaStream_t stream;
-static void check_cuda(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-#endif
+#include "fp8_test_util.h"
 
-static int failures, cases;
+static int cases;
 static int margin_writes; /* bytes written past an output's end (CUDA: quantize's margins) */
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        if (failures++ < 20) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
-
-static uint64_t rng;
-static double urand(void) { /* xorshift64*, [0, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 
 #define SENT8 0xa5
 #define SENT_SCALE -12345.0f
 
 /* ---- the recipe in float64 ------------------------------------------------------------------ */
-
-/* an e4m3fn code's value from the format's definition (bias 7, no inf, S.1111.111 NaN) */
-static double e4m3_value(unsigned char b) {
-    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-    if (e == 15 && m == 7) return NAN;
-    const double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-    return s ? -v : v;
-}
 
 /* the scale of a block of amax a (NaN if the block holds one): amax / 448 rounded once to fp32
  * (448 = 7 * 2^6: the float64 quotient of an fp32 by 7 never lies within 2^-53 of an fp32
@@ -445,10 +414,7 @@ int main(void) {
     }
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
 #endif
-    const char *seed = getenv("FASTGLU_TEST_SEED");
-    rng = seed ? (uint64_t)strtoull(seed, NULL, 10)
-               : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
-    printf("seed %llu\n", (unsigned long long)rng);
+    seed_rng();
     fastglu_set_fp8_saturate(1);
     static const fastglu_dtype dts[] = {FASTGLU_DTYPE_BF16, FASTGLU_DTYPE_FP16, FASTGLU_DTYPE_FP32};
     static const int64_t Rs[] = {1, 3, 257}, Cs[] = {1, 3, 1408, 2880, 3420, 5632};
