@@ -71,17 +71,6 @@ static void ref_bounds(float s, double c, double *lo, double *hi) {
     *hi = e4m3_value((unsigned char)(k < 126 ? k + 1 : 126));
 }
 
-static double get(fastglu_dtype dt, const void *base, int64_t i) {
-    if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
-    const uint16_t b = ((const uint16_t *)base)[i];
-    return dt == FASTGLU_DTYPE_BF16 ? bf16_to_f32(b) : fp16_to_f32(b);
-}
-static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
-    if (dt == FASTGLU_DTYPE_FP32)
-        ((float *)base)[i] = v;
-    else
-        ((uint16_t *)base)[i] = dt == FASTGLU_DTYPE_BF16 ? f32_to_bf16(v) : f32_to_fp16(v);
-}
 static double round_to(fastglu_dtype dt, float v) {
     float b[1];
     put(dt, b, 0, v);

@@ -177,19 +177,6 @@ static const config configs[] = {
 static const float SENT32 = -1234.5f;
 
 static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
-static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
-    if (dt == FASTGLU_DTYPE_FP32)
-        ((float *)base)[i] = v;
-    else if (dt == FASTGLU_DTYPE_BF16)
-        ((uint16_t *)base)[i] = f32_to_bf16(v);
-    else
-        ((uint16_t *)base)[i] = f32_to_fp16(v);
-}
-static float get(fastglu_dtype dt, const void *base, int64_t i) {
-    if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
-    if (dt == FASTGLU_DTYPE_BF16) return bf16_to_f32(((const uint16_t *)base)[i]);
-    return fp16_to_f32(((const uint16_t *)base)[i]);
-}
 
 /* ---- the backward's sums in float64 ---------------------------------------------------------- */
 

@@ -86,18 +86,6 @@ static int same_scales(const float *a, const float *b, size_t n) {
     return 1;
 }
 
-static double get(fastglu_dtype dt, const void *base, int64_t i) {
-    if (dt == FASTGLU_DTYPE_FP32) return ((const float *)base)[i];
-    const uint16_t h = ((const uint16_t *)base)[i];
-    return dt == FASTGLU_DTYPE_BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
-}
-static void put(fastglu_dtype dt, void *base, int64_t i, float v) {
-    if (dt == FASTGLU_DTYPE_FP32)
-        ((float *)base)[i] = v;
-    else
-        ((uint16_t *)base)[i] = dt == FASTGLU_DTYPE_BF16 ? f32_to_bf16(v) : f32_to_fp16(v);
-}
-
 /* ---- one case ---------------------------------------------------------------------------------- */
 
 typedef struct host_out {
