@@ -410,9 +410,10 @@ extern "C" fastglu_status fastglu_quantize_fp8_cuda(const fastglu_fp8_recipe *re
  * clamp the block's bounds, then 8 codes a lane in one 8-byte store and the scale by lane 0. The
  * grid's x covers a row's blocks (gate's, then up's; a warp two consecutive ones), its y the rows,
  * STORE_ROWS at a time: a thread issues the loads of its chunk in those rows before it uses any
- * (64 bytes in flight a thread for the 2-byte dtypes), and strides over the row groups. Scaled blocks without a clamp take the quantiser's division-free
- * codes (quantise8, whose saturating cast equals fp8.h's cast in either mode there: |x / s| stays
- * under 464); the rest the element rule and fp8.h's cast in saved_fp8's saturate mode. */
+ * (64 bytes in flight a thread for the 2-byte dtypes), and strides over the row groups. Scaled
+ * blocks without a clamp take the quantiser's division-free codes (quantise8, whose saturating
+ * cast equals fp8.h's cast in either mode there: |x / s| stays under 464); the rest the element
+ * rule and fp8.h's cast in saved_fp8's saturate mode. */
 #define STORE_ROWS 4 /* 2 and 8 (which spills) take 2-7 % longer on the H200 (bf16, T = 8192) */
 #ifndef STORE_MAX_ROW_BLOCKS /* the grid's y at most (the host emulation lowers it to stride) */
 #define STORE_MAX_ROW_BLOCKS 65535

@@ -315,3 +315,22 @@ def test_environment_carries_the_host_identity_function_time():
     assert set(ident) == {"forward", "fwd_bwd", "device"}
     assert ident["forward"] > 0 and ident["fwd_bwd"] > 0
     assert records.digest(env)  # part of the digested environment
+
+
+def test_rotated_rounds_times_each_fn_once_a_round_in_rotated_order():
+    from fastglu.bench.swiglu import rotated_rounds
+
+    calls = []
+
+    def bench(fn, grads):
+        calls.append(fn())
+        return (float(len(calls)), 0.0, 0.0)
+
+    times = rotated_rounds(bench, {"a": lambda: "a", "b": lambda: "b", "c": lambda: "c"}, 4)
+    assert calls == list("abcbcacababc")
+    assert times == {
+        "a": [1.0, 6.0, 8.0, 10.0],
+        "b": [2.0, 4.0, 9.0, 11.0],
+        "c": [3.0, 5.0, 7.0, 12.0],
+    }
+    assert rotated_rounds(bench, {}, 3) == {}

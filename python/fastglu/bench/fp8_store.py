@@ -23,7 +23,7 @@ import torch
 
 from fastglu import ops
 
-from .swiglu import copy_bandwidth, make_bench
+from .swiglu import copy_bandwidth, make_bench, rotated_rounds
 
 FP8 = torch.float8_e4m3fn
 F32_MAX = torch.finfo(torch.float32).max
@@ -81,11 +81,7 @@ def main(argv=None):
         a8, _, a_s = ours()
         b8, b_s = ref()
         ok = torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)) and torch.equal(a_s, b_s)
-        times = {"fastglu": [], "torch": []}
-        provs = list(times)
-        for r in range(args.rounds):
-            for prov in provs[r % 2 :] + provs[: r % 2]:
-                times[prov].append(bench(ours if prov == "fastglu" else ref, None)[0])
+        times = rotated_rounds(bench, {"fastglu": ours, "torch": ref}, args.rounds)
         t_f, t_t = statistics.median(times["fastglu"]), statistics.median(times["torch"])
         spread = (max(times["fastglu"]) - min(times["fastglu"])) / t_f
         floor = floor_bytes(T, F) / bw * 1e3

@@ -26,7 +26,7 @@ import torch
 from fastglu import fp8
 from fastglu.fp8_mlp import quantize_1x128_torch, quantize_128x128_torch
 
-from .swiglu import copy_bandwidth, make_bench
+from .swiglu import copy_bandwidth, make_bench, rotated_rounds
 
 SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584)]
 
@@ -107,12 +107,7 @@ def main(argv=None):
                 return torch_ops(x, block, rowwise, columnwise)
 
             ok = all(same(a, b) for a, b in zip(ours(), ref()))
-            times = {"fastglu": [], "torch": []}
-            provs = list(times)
-            for r in range(args.rounds):
-                order = provs[r % 2 :] + provs[: r % 2]
-                for prov in order:
-                    times[prov].append(bench(ours if prov == "fastglu" else ref, None)[0])
+            times = rotated_rounds(bench, {"fastglu": ours, "torch": ref}, args.rounds)
             t_f = statistics.median(times["fastglu"])
             t_t = statistics.median(times["torch"])
             spread = (max(times["fastglu"]) - min(times["fastglu"])) / t_f

@@ -201,6 +201,18 @@ def check(fn, x, dy):
     return rel(y.detach(), yr.detach()), rel(xc.grad, xr.grad)
 
 
+def rotated_rounds(bench, fns, rounds):
+    """{name: [ms of each round]}: every fn of fns (name -> fn) timed by bench once a round, the
+    order rotated by one each round (no fn always first, or always after the same neighbour)."""
+    times = {k: [] for k in fns}
+    items = list(fns.items())
+    for r in range(rounds):
+        s = r % len(items) if items else 0
+        for k, fn in items[s:] + items[:s]:
+            times[k].append(bench(fn, None)[0])
+    return times
+
+
 def copy_bandwidth(bench, nbytes=1 << 30):
     """Device-to-device copy bandwidth in bytes/s (bytes read + written over the median time)."""
     src = torch.ones(nbytes, dtype=torch.uint8, device="cuda")
