@@ -633,6 +633,12 @@ if SUPPORTED:
     torch.library.register_fake(
         f"{NAMESPACE}::fp8_store_blockwise", _fp8_store_blockwise_fake, lib=_LIB
     )
+    ops.register_no_gradient(
+        f"{NAMESPACE}::fp8_store_blockwise",
+        _LIB,
+        "fastglu::fp8_store_blockwise: the saved fp8 copy and its scales have no gradient "
+        "(quantisation is not differentiable)",
+    )
 
 
 class GLUSavedFp8(torch.autograd.Function):

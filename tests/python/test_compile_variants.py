@@ -779,6 +779,23 @@ def test_opcheck_fp8_store_blockwise(two, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_fp8_store_blockwise_outputs_have_no_gradient(device):
+    """Called as the raw op on an input that requires grad, the copy and its scales are not
+    differentiable: a backward through them raises instead of leaving x's gradient None, and in
+    no_grad mode nothing is tracked."""
+    x = randn(4, 2 * 200, dtype=torch.bfloat16, device=device).requires_grad_()
+    p = (ACT["silu"], SPLIT, 0.0, 0.0, 1.0, 1.0)
+    x8, _, s = torch.ops.fastglu.fp8_store_blockwise(x, None, *p)
+    with pytest.raises(RuntimeError, match="no gradient"):
+        s.sum().backward()
+    with pytest.raises(RuntimeError, match="no gradient"):
+        x8.float().sum().backward()
+    assert x.grad is None
+    with torch.no_grad():
+        assert not any(t.requires_grad for t in torch.ops.fastglu.fp8_store_blockwise(x, None, *p))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("clamp", [None, 3.0], ids=["no-clamp", "clamp"])
 @pytest.mark.parametrize(
     "layout, lead",
