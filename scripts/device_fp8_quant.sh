@@ -13,8 +13,8 @@
 #           QAB_NAMES, the versions to A/B (bench/tune/quant_ab.sh)
 # Writes under $OUT: machine.txt (with the SASS check of the FP8 kernels: no local memory),
 # ctest.log (the C programs), pytest.log (test_quantize_fp8.py, test_fp8_mlp.py, test_glu_fp8.py),
-# ab.txt, quant.log + quant.json (python -m fastglu.bench.quant_fp8), fp8.log + fp8.json
-# (python -m fastglu.bench.fp8: the GLU kernels against the unfused path), fp8mlp.tar.gz
+# ab.txt, quant.tar.gz (python -m fastglu.bench.quant_fp8: its records, summary, table and log),
+# fp8.tar.gz (python -m fastglu.bench.fp8, the GLU kernels against the unfused path: the same), fp8mlp.tar.gz
 # (python -m fastglu.bench.fp8_mlp's records, summary, table and log; stage profile: its --profile
 # tables at PROFILE_SHAPES, default 1024,4096,14336), llama.tar.gz
 # (examples/llama/train.py --fp8 on the GPU: results.json, train.log, loss.png).
@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 STAGES=${STAGES:-tests quant fp8mlp}
-mkdir -p /tmp/fp8mlp
+mkdir -p /tmp/fp8mlp /tmp/quant /tmp/fp8
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
@@ -84,12 +84,13 @@ if want ab && [ -n "${QAB:-}" ]; then
 fi
 if want quant; then
   step "python -m fastglu.bench.quant_fp8"
-  timeout 240 python3 -m fastglu.bench.quant_fp8 --out "$OUT/quant.json" 2>&1 | tee "$OUT/quant.log"
+  timeout 240 python3 -m fastglu.bench.quant_fp8 --out /tmp/quant 2>&1 | tee /tmp/quant/bench.log
+  tar -czf "$OUT/quant.tar.gz" -C /tmp quant
 fi
 if want fp8; then
   step "python -m fastglu.bench.fp8 (the GLU kernels against the unfused path)"
-  timeout 240 python3 -m fastglu.bench.fp8 --tokens 8192 --ffn 2880 8192 14336 --out "$OUT/fp8.json" \
-    2>&1 | tee "$OUT/fp8.log"
+  timeout 240 python3 -m fastglu.bench.fp8 --out /tmp/fp8 2>&1 | tee /tmp/fp8/bench.log
+  tar -czf "$OUT/fp8.tar.gz" -C /tmp fp8
 fi
 if want fp8mlp; then
   step "python -m fastglu.bench.fp8_mlp"

@@ -214,12 +214,15 @@ fi
 if want fp8; then
   # STAGES=fp8 alone is the FP8 kernels' whole check: the C test on the GPU (codes and scales
   # against the float64 recipe and the fp32 recipe bit for bit), the Python tests, their ptxas
-  # report, then the benchmark at the issue's shapes (fused vs floor vs unfused, with the check)
-  step "the GLU quantised to FP8: CTest glu_fp8_cuda, tests/python/test_glu_fp8.py, benchmark"
+  # report, then the three kernel benchmarks at the issue's shapes (fused vs floor vs unfused, with
+  # the check; records, summary.json and table.txt under extra/fp8/{glu,quant,store})
+  step "the GLU quantised to FP8: CTest glu_fp8_cuda, tests/python/test_glu_fp8.py, benchmarks"
   { grep "glu_fp8_kernel" "$OUT/kernels.txt" | head -40
     if ! want ctest; then (cd build-device && ctest --output-on-failure -R "^glu_fp8_cuda$"); fi
     if ! want pytest; then python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -8; fi
-    python3 -m fastglu.bench.fp8 --tokens 8192 --ffn 2880 8192 14336 --out "$OUT/extra/fp8.json"
+    python3 -m fastglu.bench.fp8 --sums --out "$OUT/extra/fp8/glu"
+    python3 -m fastglu.bench.quant_fp8 --out "$OUT/extra/fp8/quant"
+    python3 -m fastglu.bench.fp8_store --out "$OUT/extra/fp8/store"
   } 2>&1 | tee "$OUT/fp8.log" | tail -45
 fi
 if want fp8mlp; then

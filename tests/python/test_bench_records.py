@@ -323,14 +323,136 @@ def test_rotated_rounds_times_each_fn_once_a_round_in_rotated_order():
     calls = []
 
     def bench(fn, grads):
-        calls.append(fn())
+        calls.append((fn(), grads))
         return (float(len(calls)), 0.0, 0.0)
 
-    times = rotated_rounds(bench, {"a": lambda: "a", "b": lambda: "b", "c": lambda: "c"}, 4)
-    assert calls == list("abcbcacababc")
-    assert times == {
-        "a": [1.0, 6.0, 8.0, 10.0],
-        "b": [2.0, 4.0, 9.0, 11.0],
-        "c": [3.0, 5.0, 7.0, 12.0],
+    fns = {"a": lambda: "a", "b": lambda: "b", "c": lambda: "c"}
+    got = list(rotated_rounds(bench, fns, 4, grads={"b": "gb"}))
+    assert [c for c, _ in calls] == list("abcbcacababc")
+    assert all(g == ("gb" if c == "b" else None) for c, g in calls)
+    assert [(r, n) for r, n, _ in got] == [(i // 3, c) for i, c in enumerate("abcbcacababc")]
+    assert [ms[0] for _, _, ms in got] == [float(i) for i in range(1, 13)]
+    assert list(rotated_rounds(bench, {}, 3)) == []
+
+
+def bench_record(round_):
+    return records.bench_run_record(
+        benchmark="glu_fp8/forward",
+        provider="fastglu",
+        workload={"op": "glu_fp8", "T": 8192, "F": 8192},
+        shape_slug="t8192-ffn8192-bf16-block",
+        title="SwiGLU quantised to FP8",
+        ms=(0.25, 0.24, 0.26),
+        device_slug="nvidia-h200",
+        protocol_obj=records.protocol("forward"),
+        env=records.environment(
+            records.gpu_hardware("NVIDIA H200", 150_000_000_000, (9, 0)),
+            {"torch": "2.13.0"},
+            "nvidia-h200",
+            "NVIDIA H200",
+        ),
+        versions={"torch_version": "2.13.0", "triton_version": None},
+        observed=OBSERVED,
+        status="passed",
+        round_=round_,
+    )
+
+
+def test_bench_run_record_has_the_seed_keys(seed):
+    """The record of the MLP, GEMM and FP8 kernel benchmarks has the seed's keys; the round, where
+    given, is in its labels, id and name."""
+    for round_ in (None, 2):
+        rec = bench_record(round_)
+        assert key_diffs(rec, seed) == []
+        run = rec["run"]
+        assert run["spec"]["sourceNative"]["benchmark"] == "glu_fp8/forward"
+        assert run["spec"]["timing"]["latencyNs"]["median"] == 250_000
+        assert run["metadata"]["title"] == "SwiGLU quantised to FP8 · fastglu"
+        assert "triton_version" not in run["metadata"]["labels"]
+        tail = "" if round_ is None else "-r2"
+        assert run["spec"]["sourceNative"]["externalId"].endswith("2026-07-26-00-09-55" + tail)
+        assert run["metadata"]["name"].endswith("2026-07-26" + tail)
+        assert run["metadata"]["labels"].get("round") == (None if round_ is None else "2")
+
+
+@pytest.mark.parametrize(
+    "module, argv, n_cases",
+    [
+        ("fp8", ["--tokens", "9", "--ffn", "3", "136", "--sums"], 2 * 10),
+        ("quant_fp8", ["--shape", "9,16,24"], 5),
+        ("fp8_store", ["--tokens", "5", "--ffn", "1", "130"], 2),
+    ],
+)
+def test_kernel_benchmark_smoke(module, argv, n_cases, tmp_path, capsys):
+    """python -m fastglu.bench.{fp8,quant_fp8,fp8_store} --smoke (the CPU backend): every case
+    checked (ok: the kernels give the recipe's codes and scales), a seed-format record per
+    provider, case and round, summary.json and table.txt."""
+    import importlib
+
+    bench = importlib.import_module(f"fastglu.bench.{module}")
+    derived = bench.main(["--smoke", *argv, "--out", str(tmp_path)])
+    assert len(derived) == n_cases
+    assert all(d["check"] == "ok" and d["status"] == "passed" for d in derived)
+    assert all(d["floor_ms"] is None and d["floor_bytes"] > 0 for d in derived)
+    assert all(len(p["rounds_ms"]) == 2 for d in derived for p in d["providers"].values())
+    files = sorted(tmp_path.glob("*_r[01].json"))
+    assert len(files) == n_cases * 2 * 2  # cases x providers x rounds
+    rec = json.loads(files[0].read_text())
+    assert rec["run"]["apiVersion"] == records.API_VERSION
+    assert rec["run"]["spec"]["sourceNative"]["benchmark"] in {d["benchmark"] for d in derived}
+    assert rec["protocol"]["spec"]["harness"]["name"].endswith(f"fastglu.bench.{module}")
+    assert rec["run"]["spec"]["protocolDigest"] == records.digest(rec["protocol"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["results"] == json.loads(json.dumps(derived))
+    table = (tmp_path / "table.txt").read_text().splitlines()
+    assert table[0].split()[:3] == ["benchmark", "workload", "case"] and len(table) == 1 + n_cases
+    assert "the harness only" in capsys.readouterr().out
+
+
+def test_kernel_benchmark_records_a_failed_check(tmp_path):
+    """A case whose check did not pass gives fastglu's records the status "failed" (the
+    baseline's stay "passed"), in the summary too."""
+    import argparse
+
+    from fastglu.bench import kernels
+
+    case = kernels.Case(
+        benchmark="demo/forward",
+        slug="t4",
+        label="demo",
+        title="demo",
+        workload={"op": "demo"},
+        providers={"fastglu": lambda: None, "torch": lambda: None},
+        floor_bytes=16,
+        check="MISMATCH: 1 codes",
+    )
+    args = argparse.Namespace(on_gpu=False, smoke=True, rep=1, rounds=2, out=tmp_path)
+    (d,) = kernels.run(
+        args, harness="demo", out_suffix="demo", what={"demo/forward": "x"}, cases=lambda _: [case]
+    )
+    assert d["status"] == "failed" and d["check"] == "MISMATCH: 1 codes"
+    status = {
+        p.name: json.loads(p.read_text())["run"]["spec"]["status"]
+        for p in tmp_path.glob("demo_forward_*.json")
     }
-    assert rotated_rounds(bench, {}, 3) == {}
+    assert status == {
+        "demo_forward_fastglu_t4_r0.json": "failed",
+        "demo_forward_fastglu_t4_r1.json": "failed",
+        "demo_forward_torch_t4_r0.json": "passed",
+        "demo_forward_torch_t4_r1.json": "passed",
+    }
+
+
+def test_kernel_benchmark_arguments_refused(capsys):
+    """--rounds / --rep must be positive and --shape three positive integers: argparse's error
+    (exit status 2), never a crash later."""
+    from fastglu.bench import fp8, quant_fp8
+
+    for main, argv in (
+        (fp8.main, ["--rounds", "0"]),
+        (quant_fp8.main, ["--shape", "8,16"]),
+        (quant_fp8.main, ["--shape", "8,x,16"]),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and argv[0] in capsys.readouterr().err

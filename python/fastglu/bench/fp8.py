@@ -1,6 +1,5 @@
 """python -m fastglu.bench.fp8: the GLU quantised to FP8 (fastglu.fp8.glu_fp8) against its floor and
-against the unfused path (fastglu.glu's bf16 activation, then the quantisation in torch ops), on
-the GPU.
+against the unfused path (fastglu.glu's bf16 activation, then the quantisation in torch ops).
 
 For T tokens and F = ffn_hidden_size (bf16 input [T, 2F]), per case:
   fused     glu_fp8 (one kernel; per-tensor scaling: a memset and two kernels); backward:
@@ -14,17 +13,18 @@ For T tokens and F = ffn_hidden_size (bf16 input [T, 2F]), per case:
   floor     the bytes the fused design must move at the device's copy bandwidth: read x (twice for
             per-tensor scaling: the amax must be known before any element is quantised), write the
             fp8 data and scales (twice with the column-wise copy)
-Each case first checks fused against unfused: scales bit for bit, data within one e4m3 step ("check"
-column: ok, or MISMATCH with the number of scales / codes beyond that bound).
-The issue's bar: fused <= 1.10 x floor and >= 1.5 x faster than unfused.
+Each case first checks fused against unfused: scales bit for bit, data within one e4m3 step (the
+check: ok, or MISMATCH with the number of scales / codes beyond that bound; fastglu's records
+"failed" then). The issue's bar: fused <= 1.10 x floor and >= 1.5 x faster than unfused.
+Providers: fastglu (fused) and unfused; benchmarks glu_fp8/forward and glu_fp8/backward, workload
+slugs t<T>-ffn<F>-bf16-<scaling>[-colwise][-sums]. The harness (rounds, records, summary.json,
+table.txt; the CPU without a GPU): fastglu.bench.kernels.
 
-    python -m fastglu.bench.fp8 [--tokens 8192] [--ffn 2880 8192 14336] [--sums] [--out fp8.json]
+    python -m fastglu.bench.fp8 [--tokens 8192] [--ffn 2880 8192 14336] [--sums] [--rounds 3]
+                                [--rep 100] [--smoke] [--out DIR]
 """
 
 from __future__ import annotations
-
-import argparse
-import json
 
 import torch
 
@@ -32,7 +32,8 @@ import fastglu
 from fastglu.fp8 import glu_bwd_fp8, glu_fp8
 from fastglu.ops import glu_bwd
 
-from .swiglu import copy_bandwidth, make_bench
+from . import kernels
+from .kernels import Case
 
 FP8 = torch.float8_e4m3fn
 
@@ -129,50 +130,27 @@ def compare(o, ref, columnwise):
     return "ok" if not bad else "MISMATCH: " + ", ".join(bad)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--tokens", type=int, default=8192)
-    p.add_argument("--ffn", type=int, nargs="+", default=[2880, 8192, 14336])
-    p.add_argument("--rep", type=int, default=200, help="do_bench's rep (ms)")
-    p.add_argument(
-        "--sums",
-        action="store_true",
-        help="also the backward with bias and per-token weights (dbias, dweights in the pass)",
-    )
-    p.add_argument("--out", help="write the rows as JSON here")
-    args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("python -m fastglu.bench.fp8 needs a CUDA GPU")
-    bench = make_bench(True, args.rep)
-    bw = copy_bandwidth(bench)
-    print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s")
-    print(
-        f"{'F':>6s} {'case':>18s} {'fused ms':>9s} {'floor ms':>9s} {'x floor':>8s} "
-        f"{'unfused ms':>10s} {'speedup':>8s}  check (scales exact, data within one e4m3 step)"
-    )
-    rows = []
-    T = args.tokens
-    for F in args.ffn:
-        x = torch.randn(T, 2 * F, device="cuda", dtype=torch.bfloat16) * 2
-        dy = torch.randn(T, F, device="cuda", dtype=torch.bfloat16)
+def cases(T, ffns, sums, device):
+    """The benchmark's cases at T tokens for each F of ffns (kernels.Case, built per F)."""
+    for F in ffns:
+        x = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16) * 2
+        dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
         bw_ = (
-            torch.randn(2 * F, device="cuda", dtype=torch.bfloat16),
-            torch.rand(T, 1, device="cuda", dtype=torch.float32),
+            torch.randn(2 * F, device=device, dtype=torch.bfloat16),
+            torch.rand(T, 1, device=device, dtype=torch.float32),
         )
-        cases = [
+        specs = [
             (b, s, c, None)
             for b in (False, True)
             for s in ("block", "tensor")
             for c in (False, True)
         ]
-        if args.sums:
-            cases += [(True, "block", c, bw_) for c in (False, True)]
-        for bwd, scaling, columnwise, sums in cases:
+        if sums:
+            specs += [(True, "block", c, bw_) for c in (False, True)]
+        for bwd, scaling, columnwise, sums_ in specs:
 
             def fused(
-                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums
+                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums_
             ):
                 if dy is not None:
                     b, w = sums if sums is not None else (None, None)
@@ -182,37 +160,61 @@ def main(argv=None):
                 return glu_fp8(x, scaling=scaling, columnwise=columnwise)
 
             def unfused_path(
-                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums
+                x=x, dy=dy if bwd else None, scaling=scaling, columnwise=columnwise, sums=sums_
             ):
                 return unfused(x, scaling, columnwise, dy, sums)
 
-            verdict = compare(fused(), unfused_path(), columnwise)
-            t_f = bench(fused, None)[0]
-            t_u = bench(unfused_path, None)[0]
-            floor = floor_bytes(T, F, scaling, columnwise, bwd) / bw * 1e3
-            case = f"{'bwd' if bwd else 'fwd'} {scaling}{'+colwise' if columnwise else ''}"
-            case += "+sums" if sums is not None else ""
-            row = {
-                "T": T,
-                "F": F,
-                "case": case,
-                "fused_ms": t_f,
-                "floor_ms": floor,
-                "ratio_to_floor": t_f / floor,
-                "unfused_ms": t_u,
-                "speedup": t_u / t_f,
-                "check": verdict,
-            }
-            rows.append(row)
-            print(
-                f"{F:6d} {case:>18s} {t_f:9.4f} {floor:9.4f} {t_f / floor:8.3f} {t_u:10.4f} "
-                f"{t_u / t_f:8.2f}  {verdict}"
+            pass_ = "backward" if bwd else "forward"
+            tags = [scaling] + (["colwise"] if columnwise else []) + (["sums"] if sums_ else [])
+            yield Case(
+                benchmark=f"glu_fp8/{pass_}",
+                slug=f"t{T}-ffn{F}-bf16-" + "-".join(tags),
+                label=f"{'bwd' if bwd else 'fwd'} {'+'.join(tags)}",
+                title=f"SwiGLU quantised to FP8 ({pass_}, {', '.join(tags)}, T={T}, F={F})",
+                workload={
+                    "op": "glu_fp8",
+                    "pass": pass_,
+                    "T": T,
+                    "F": F,
+                    "dtype": "bf16",
+                    "scaling": scaling,
+                    "columnwise": columnwise,
+                    "bias_and_weights": sums_ is not None,
+                },
+                providers={"fastglu": fused, "unfused": unfused_path},
+                floor_bytes=floor_bytes(T, F, scaling, columnwise, bwd),
+                check=compare(fused(), unfused_path(), columnwise),
             )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(
-                {"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1
-            )
+        del x, dy, bw_
+
+
+def main(argv=None):
+    p = kernels.parser("python -m fastglu.bench.fp8", __doc__, "glu-fp8")
+    p.add_argument("--tokens", type=int, help="T (default 8192; 64 on the CPU)")
+    p.add_argument(
+        "--ffn", type=int, nargs="+", help="F values (default 2880 8192 14336; 200 256 on the CPU)"
+    )
+    p.add_argument(
+        "--sums",
+        action="store_true",
+        help="also the backward with bias and per-token weights (dbias, dweights in the pass)",
+    )
+    args = kernels.parse(p, argv)
+    T = args.tokens or (8192 if args.on_gpu else 64)
+    ffns = args.ffn or ([2880, 8192, 14336] if args.on_gpu else [200, 256])
+    return kernels.run(
+        args,
+        harness="fastglu python -m fastglu.bench.fp8",
+        out_suffix="glu-fp8",
+        what={
+            "glu_fp8/forward": "the GLU's output quantised to FP8 from h [T, 2F] (fastglu: "
+            "fastglu.fp8.glu_fp8; unfused: fastglu.glu, then the recipe in torch ops)",
+            "glu_fp8/backward": "the GLU's input gradient quantised to FP8 from dy [T, F] and h "
+            "(fastglu: fastglu.fp8.glu_bwd_fp8; unfused: fastglu's glu_bwd, then the recipe in "
+            "torch ops)",
+        },
+        cases=lambda device: cases(T, ffns, args.sums, device),
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,16 @@ import fastglu
 from fastglu import fp8_mlp
 from fastglu.fp8 import glu_bwd_fp8, glu_fp8
 
-from .mlp import SHAPES, block_parser, parse_block_args, protocol, run_record
-from .swiglu import copy_bandwidth, describe_device, git_remote, make_bench, pkg_version
+from .mlp import SHAPES, block_parser, parse_block_args, protocol
+from .records import bench_run_record, text_table
+from .swiglu import (
+    copy_bandwidth,
+    describe_device,
+    git_remote,
+    make_bench,
+    pkg_version,
+    rotated_rounds,
+)
 
 SMOKE_SHAPES = [(32, 64, 48), (16, 128, 128)]
 PROVIDERS = ("bf16_block", "fp8_block", "fp8_gemms")
@@ -314,33 +322,31 @@ def main(argv=None):
             workload = {"op": "mlp_fp8", "pass": pass_, "T": T, "H": H, "F": F, "dtype": "bf16"}
             names = list(cells)
             ms = {n: [] for n in names}
-            for r in range(args.rounds):
-                order = names[r % len(names) :] + names[: r % len(names)]
-                for name in order:
-                    fn, grads = cells[name]
-                    t = bench(fn, grads)
-                    ms[name].append(t[0])
-                    rec = run_record(
-                        benchmark=f"mlp_fp8/{pass_}",
-                        provider=name,
-                        workload=workload,
-                        shape_slug=shape_slug,
-                        title=f"MLP block, FP8 blockwise against bf16 ({pass_}, T={T}, H={H}, F={F})",
-                        ms=t,
-                        device_slug=device_slug,
-                        protocol_obj=protos[pass_],
-                        env=env,
-                        versions={**base, "gemm": "scaled_mm" if scaled else "reference"},
-                        observed=dt.datetime.now(dt.timezone.utc),
-                        status=status if name != "bf16_block" else "passed",
-                        round_=r,
-                    )
-                    fname = f"mlp_fp8_{pass_}_{name}_{shape_slug}_r{r}.json"
-                    (out / fname).write_text(json.dumps(rec, indent=2) + "\n")
-                    rows.append(
-                        {"pass": pass_, "T": T, "H": H, "F": F, "provider": name, "round": r}
-                        | {"ms": t[0], "ms_20": t[1], "ms_80": t[2]}
-                    )
+            fns = {n: cell[0] for n, cell in cells.items()}
+            grads = {n: cell[1] for n, cell in cells.items()}
+            for r, name, t in rotated_rounds(bench, fns, args.rounds, grads):
+                ms[name].append(t[0])
+                rec = bench_run_record(
+                    benchmark=f"mlp_fp8/{pass_}",
+                    provider=name,
+                    workload=workload,
+                    shape_slug=shape_slug,
+                    title=f"MLP block, FP8 blockwise against bf16 ({pass_}, T={T}, H={H}, F={F})",
+                    ms=t,
+                    device_slug=device_slug,
+                    protocol_obj=protos[pass_],
+                    env=env,
+                    versions={**base, "gemm": "scaled_mm" if scaled else "reference"},
+                    observed=dt.datetime.now(dt.timezone.utc),
+                    status=status if name != "bf16_block" else "passed",
+                    round_=r,
+                )
+                fname = f"mlp_fp8_{pass_}_{name}_{shape_slug}_r{r}.json"
+                (out / fname).write_text(json.dumps(rec, indent=2) + "\n")
+                rows.append(
+                    {"pass": pass_, "T": T, "H": H, "F": F, "provider": name, "round": r}
+                    | {"ms": t[0], "ms_20": t[1], "ms_80": t[2]}
+                )
             med = {n: statistics.median(v) for n, v in ms.items()}
             steps = floor_bytes(T, H, F, pass_)
             floor_ms = sum(steps.values()) / bw * 1e3 if bw else None
@@ -433,13 +439,7 @@ def summary_table(derived):
         ]
         for d in derived
     ]
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
-    return (
-        "\n".join(
-            "  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)) for line in [head, *lines]
-        )
-        + "\n"
-    )
+    return text_table(head, lines)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F_
 
 from . import records
-from .swiglu import describe_device, git_remote, make_bench, pkg_version
+from .swiglu import describe_device, git_remote, make_bench, pkg_version, rotated_rounds
 
 SHAPES = [
     (8192, 4096, 8192),
@@ -170,13 +170,7 @@ def slug_of(T, H, F, dtype, suffix=""):
 
 
 def protocol(benchmark, what, timer, rep, rounds, repository):
-    how = (
-        f"triton.testing.do_bench(rep={rep}, default warmup, L2 flushed between iterations) with quantiles "
-        "0.5/0.2/0.8 (median with p20/p80 spread)"
-        if timer == "cuda_events"
-        else f"time.perf_counter around each call on the CPU backend ({rep} ms of repetitions), median and p20/p80"
-    )
-    tag = "do-bench" if timer == "cuda_events" else "perf-counter"
+    tag, how = records.timer_how(timer, rep)
     return {
         "kind": "BenchmarkProtocol",
         "spec": {
@@ -193,61 +187,6 @@ def protocol(benchmark, what, timer, rep, rounds, repository):
         },
         "apiVersion": records.API_VERSION,
     }
-
-
-def run_record(
-    *,
-    benchmark,
-    provider,
-    workload,
-    shape_slug,
-    title,
-    ms,
-    device_slug,
-    protocol_obj,
-    env,
-    versions,
-    observed,
-    status,
-    round_,
-):
-    p50, p20, p80 = ms
-    ns = lambda v: int(round(v * 1e6))  # noqa: E731
-    labels = {k: str(v) for k, v in versions.items() if v}
-    labels["round"] = str(round_)
-    stamp = observed.strftime("%Y-%m-%d-%H-%M-%S")
-    run = {
-        "kind": "BenchmarkRun",
-        "spec": {
-            "status": status,
-            "timing": {"latencyNs": {"median": ns(p50)}, "primaryStatistic": "median"},
-            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.")
-            + f"{observed.microsecond // 1000:03d}Z",
-            "measurements": [
-                {"unit": "ns", "value": ns(v), "metric": "latency", "statistic": s}
-                for s, v in (("p20", p20), ("p80", p80))
-            ],
-            "sourceNative": {
-                "source": records.SOURCE,
-                "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
-                "benchmark": benchmark,
-                "externalId": f"{benchmark}/{provider}/{device_slug}/{shape_slug}/{stamp}-r{round_}",
-            },
-            "protocolDigest": records.digest(protocol_obj),
-            "workloadDigest": records.digest(workload),
-            "environmentDigest": records.digest(env),
-            "implementationDigest": records.digest({"provider": provider, "versions": labels}),
-        },
-        "metadata": {
-            "name": records.slug(
-                f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}-r{round_}"
-            ),
-            "title": f"{title} · {provider}",
-            "labels": labels,
-        },
-        "apiVersion": records.API_VERSION,
-    }
-    return {"run": run, "protocol": protocol_obj, "environment": env}
 
 
 # ---- providers ----------------------------------------------------------------------------------
@@ -648,52 +587,49 @@ def main(argv=None):
     def time_cells(benchmark, pass_, T, H, F, cells, flops, workload, title, peaks=None):
         """cells: name -> (fn, versions, relerr); times them in rotating order, one record per round.
         peaks: name -> peak MiB of one call (fwd_bwd on a GPU), kept in the rows and the table."""
-        names = list(cells)
         shape_slug = slug_of(T, H, F, args.dtype, "" if pass_ == "mlp" else pass_)
-        for r in range(args.rounds):
-            order = names[r % len(names) :] + names[: r % len(names)] if names else []
-            for name in order:
-                fn, versions, err = cells[name]
-                ms = bench(fn, None)
-                status = "passed" if err <= TOLERANCE[args.dtype] else "failed"
-                observed = dt.datetime.now(dt.timezone.utc)
-                rec = run_record(
-                    benchmark=benchmark,
-                    provider=name,
-                    workload=workload,
-                    shape_slug=shape_slug,
-                    title=title,
-                    ms=ms,
-                    device_slug=device_slug,
-                    protocol_obj=protos[benchmark, pass_],
-                    env=env,
-                    versions={**base, **versions},
-                    observed=observed,
-                    status=status,
-                    round_=r,
-                )
-                fname = f"{benchmark.replace('/', '_')}_{name}_{shape_slug}_r{r}.json"
-                (out / fname).write_text(json.dumps(rec, indent=2, ensure_ascii=False) + "\n")
-                rows.append(
-                    {
-                        "benchmark": benchmark,
-                        "pass": pass_,
-                        "provider": name,
-                        "T": T,
-                        "H": H,
-                        "F": F,
-                        "workload": shape_slug,
-                        "round": r,
-                        "ms": ms[0],
-                        "p20": ms[1],
-                        "p80": ms[2],
-                        "tflops": flops / (ms[0] * 1e-3) / 1e12,
-                        "relerr": err,
-                        "status": status,
-                        "record": fname,
-                        "peak_mib": (peaks or {}).get(name),
-                    }
-                )
+        fns = {n: cell[0] for n, cell in cells.items()}
+        for r, name, ms in rotated_rounds(bench, fns, args.rounds):
+            _, versions, err = cells[name]
+            status = "passed" if err <= TOLERANCE[args.dtype] else "failed"
+            observed = dt.datetime.now(dt.timezone.utc)
+            rec = records.bench_run_record(
+                benchmark=benchmark,
+                provider=name,
+                workload=workload,
+                shape_slug=shape_slug,
+                title=title,
+                ms=ms,
+                device_slug=device_slug,
+                protocol_obj=protos[benchmark, pass_],
+                env=env,
+                versions={**base, **versions},
+                observed=observed,
+                status=status,
+                round_=r,
+            )
+            fname = f"{benchmark.replace('/', '_')}_{name}_{shape_slug}_r{r}.json"
+            (out / fname).write_text(json.dumps(rec, indent=2, ensure_ascii=False) + "\n")
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "pass": pass_,
+                    "provider": name,
+                    "T": T,
+                    "H": H,
+                    "F": F,
+                    "workload": shape_slug,
+                    "round": r,
+                    "ms": ms[0],
+                    "p20": ms[1],
+                    "p80": ms[2],
+                    "tflops": flops / (ms[0] * 1e-3) / 1e12,
+                    "relerr": err,
+                    "status": status,
+                    "record": fname,
+                    "peak_mib": (peaks or {}).get(name),
+                }
+            )
 
     for T, H, F in shapes:
         torch._dynamo.reset()
@@ -897,13 +833,7 @@ def summary_table(rows):
                 "n/a" if v[0].get("peak_mib") is None else f"{v[0]['peak_mib']:.0f}",
             ]
         )
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
-    return (
-        "\n".join(
-            "  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)) for line in [head, *lines]
-        )
-        + "\n"
-    )
+    return records.text_table(head, lines)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """python -m fastglu.bench.quant_fp8: the quantiser of a plain operand (fastglu.fp8.quantize_fp8, the
 C library's kernel) against its floor and against the same recipe in torch ops
-(fastglu.fp8_mlp.quantize_1x128_torch / quantize_128x128_torch), on the GPU.
+(fastglu.fp8_mlp.quantize_1x128_torch / quantize_128x128_torch).
 
 The operands of an FP8 MLP block's GEMMs outside the GLU, per (T, H, F):
   x / dO   [T, H] bf16, 1 x 128 blocks, with the transposed copy [H, T] (the weight gradients'
@@ -9,24 +9,24 @@ The operands of an FP8 MLP block's GEMMs outside the GLU, per (T, H, F):
   w1^T     the transposed codes [H, 2F] (fc1's dgrad), the scales transposed
   w2, w2^T [H, F] likewise
 floor: the bytes read (x once) and written (the fp8 copies and their scales) at the device's copy
-bandwidth. Each case first checks the kernel's outputs bit for bit against the torch ops'.
-rounds: the providers timed in turn, their order rotated each round; the median of the rounds.
+bandwidth. Each case first checks the kernel's outputs bit for bit against the torch ops' (fastglu's
+records "failed" otherwise). Providers: fastglu and torch; benchmark quantize_fp8/forward, workload
+slugs r<rows>-c<cols>-bf16-<block>-<copies>. The harness (rounds, records, summary.json,
+table.txt; the CPU without a GPU): fastglu.bench.kernels.
 
-    python -m fastglu.bench.quant_fp8 [--shape T,H,F ...] [--rounds 3] [--out quant.json]
+    python -m fastglu.bench.quant_fp8 [--shape T,H,F ...] [--rounds 3] [--rep 100] [--smoke]
+                                      [--out DIR]
 """
 
 from __future__ import annotations
-
-import argparse
-import json
-import statistics
 
 import torch
 
 from fastglu import fp8
 from fastglu.fp8_mlp import quantize_1x128_torch, quantize_128x128_torch
 
-from .swiglu import copy_bandwidth, make_bench, rotated_rounds
+from . import kernels
+from .kernels import Case
 
 SHAPES = [(8192, 4096, 8192), (8192, 4096, 14336), (16384, 2880, 2880), (4096, 8192, 3584)]
 
@@ -72,31 +72,13 @@ def same(a, b):
     return torch.equal(a, b)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--shape", nargs="+", default=[",".join(map(str, s)) for s in SHAPES])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rep", type=int, default=100, help="do_bench's rep (ms)")
-    p.add_argument("--out", help="write the rows as JSON here")
-    args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("python -m fastglu.bench.quant_fp8 needs a CUDA GPU")
-    bench = make_bench(True, args.rep)
-    bw = copy_bandwidth(bench)
-    print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s")
-    print(
-        f"{'T,H,F':>17s} {'case':>14s} {'fastglu ms':>10s} {'floor ms':>9s} {'x floor':>8s} "
-        f"{'torch ms':>9s} {'speedup':>8s} {'spread':>7s} check"
-    )
-    rows = []
-    for spec in args.shape:
-        T, H, F = (int(v) for v in spec.split(","))
+def case_list(shapes, device):
+    """The benchmark's cases (kernels.Case) for each (T, H, F) of shapes."""
+    for T, H, F in shapes:
         done = {}
         for name, shape, block, rowwise, columnwise in cases(T, H, F):
             if shape not in done:
-                done[shape] = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 2
+                done[shape] = torch.randn(shape, device=device, dtype=torch.bfloat16) * 2
             x = done[shape]
 
             def ours(x=x, block=block, rowwise=rowwise, columnwise=columnwise):
@@ -107,36 +89,58 @@ def main(argv=None):
                 return torch_ops(x, block, rowwise, columnwise)
 
             ok = all(same(a, b) for a, b in zip(ours(), ref()))
-            times = rotated_rounds(bench, {"fastglu": ours, "torch": ref}, args.rounds)
-            t_f = statistics.median(times["fastglu"])
-            t_t = statistics.median(times["torch"])
-            spread = (max(times["fastglu"]) - min(times["fastglu"])) / t_f
-            floor = floor_bytes(shape, block, rowwise, columnwise) / bw * 1e3
-            row = {
-                "T": T,
-                "H": H,
-                "F": F,
-                "case": name,
-                "shape": list(shape),
-                "block": block,
-                "fastglu_ms": t_f,
-                "fastglu_rounds_ms": times["fastglu"],
-                "torch_ms": t_t,
-                "torch_rounds_ms": times["torch"],
-                "floor_ms": floor,
-                "ratio_to_floor": t_f / floor,
-                "speedup_vs_torch": t_t / t_f,
-                "bitwise_equal_to_torch": ok,
-                "copy_bandwidth_Bps": bw,
-            }
-            rows.append(row)
-            print(
-                f"{spec:>17s} {name:>14s} {t_f:10.4f} {floor:9.4f} {t_f / floor:8.3f} "
-                f"{t_t:9.4f} {t_t / t_f:8.2f} {spread:7.3f} {'ok' if ok else 'MISMATCH'}"
+            copies = "-".join(c for c, on in (("rowwise", rowwise), ("colwise", columnwise)) if on)
+            R, C = shape
+            yield Case(
+                benchmark="quantize_fp8/forward",
+                slug=f"r{R}-c{C}-bf16-{block}-{copies}",
+                label=f"{name} (T,H,F={T},{H},{F})",
+                title=f"An operand quantised to FP8 ({block}, {copies.replace('-', ' + ')}, "
+                f"[{R}, {C}])",
+                workload={
+                    "op": "quantize_fp8",
+                    "rows": R,
+                    "cols": C,
+                    "dtype": "bf16",
+                    "block": block,
+                    "rowwise": rowwise,
+                    "columnwise": columnwise,
+                },
+                providers={"fastglu": ours, "torch": ref},
+                floor_bytes=floor_bytes(shape, block, rowwise, columnwise),
+                check="ok" if ok else "MISMATCH: not bit for bit the torch ops' outputs",
             )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        del done
+
+
+def main(argv=None):
+    p = kernels.parser("python -m fastglu.bench.quant_fp8", __doc__, "quant-fp8")
+    p.add_argument(
+        "--shape",
+        nargs="+",
+        metavar="T,H,F",
+        help="MLP workloads whose operands are quantised (default: issue 26's four; 64,96,80 on "
+        "the CPU)",
+    )
+    args = kernels.parse(p, argv)
+    try:
+        shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape or ()]
+    except ValueError:
+        p.error(f"--shape takes T,H,F (three integers), got {args.shape}")
+    if any(len(s) != 3 or min(s) < 1 for s in shapes):
+        p.error(f"--shape takes T,H,F (three positive integers), got {args.shape}")
+    shapes = shapes or (SHAPES if args.on_gpu else [(64, 96, 80)])
+    return kernels.run(
+        args,
+        harness="fastglu python -m fastglu.bench.quant_fp8",
+        out_suffix="quant-fp8",
+        what={
+            "quantize_fp8/forward": "an MLP operand quantised to FP8 with its scales, the row-wise "
+            "and / or the transposed copy (fastglu: fastglu.fp8.quantize_fp8; torch: the recipe in "
+            "torch ops, one pass a copy and a transposition)"
+        },
+        cases=lambda device: case_list(shapes, device),
+    )
 
 
 if __name__ == "__main__":

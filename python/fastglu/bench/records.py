@@ -109,12 +109,30 @@ def environment(hardware: dict, software: dict, device_slug: str, device_name: s
     }
 
 
+def timer_how(timer: str, rep: int) -> tuple[str, str]:
+    """(tag, how): the timer's short name in protocol names and its description in the notes."""
+    tag, how = _TIMERS[timer]
+    return tag, how.format(rep=rep)
+
+
+def text_table(head: list[str], lines: list[list]) -> str:
+    """Rows as plain text, columns padded to their widest cell, two spaces apart."""
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
+    return (
+        "\n".join(
+            "  ".join(str(c).ljust(wd) for c, wd in zip(line, widths)).rstrip()
+            for line in [head, *lines]
+        )
+        + "\n"
+    )
+
+
 def protocol(
     mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None
 ) -> dict:
-    tag, how = _TIMERS[timer]
+    tag, how = timer_how(timer, rep)
     notes = (
-        f"Timed: {_TIMED[mode]}, via {how.format(rep=rep)}. Input x of shape [S, B, 2F] from torch.randn "
+        f"Timed: {_TIMED[mode]}, via {how}. Input x of shape [S, B, 2F] from torch.randn "
         "(gate = first F columns, up = last F); every provider timed in the same process. Comparable only "
         "within one kernel, workload, timed pass, and device."
     )
@@ -203,6 +221,67 @@ def run_record(
         "apiVersion": API_VERSION,
     }
     return {"run": run, "protocol": protocol_obj, "environment": environment_obj}
+
+
+def bench_run_record(
+    *,
+    benchmark,
+    provider,
+    workload,
+    shape_slug,
+    title,
+    ms,
+    device_slug,
+    protocol_obj,
+    env,
+    versions,
+    observed,
+    status,
+    round_=None,
+):
+    """A record of any fastglu benchmark (the MLP block, the GEMM, the FP8 kernels) in the seed's
+    format: benchmark as "<name>/<pass>", workload the object its digest covers, shape_slug the
+    workload's slug in names and ids, title without the provider (appended), ms = (p50, p20, p80)
+    in milliseconds, round_ the round's index (in the labels, the id and the name) or None."""
+    p50, p20, p80 = ms
+    ns = lambda v: int(round(v * 1e6))  # noqa: E731
+    labels = {k: str(v) for k, v in versions.items() if v}
+    tail = "" if round_ is None else f"-r{round_}"
+    if round_ is not None:
+        labels["round"] = str(round_)
+    stamp = observed.strftime("%Y-%m-%d-%H-%M-%S")
+    run = {
+        "kind": "BenchmarkRun",
+        "spec": {
+            "status": status,
+            "timing": {"latencyNs": {"median": ns(p50)}, "primaryStatistic": "median"},
+            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{observed.microsecond // 1000:03d}Z",
+            "measurements": [
+                {"unit": "ns", "value": ns(v), "metric": "latency", "statistic": s}
+                for s, v in (("p20", p20), ("p80", p80))
+            ],
+            "sourceNative": {
+                "source": SOURCE,
+                "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
+                "benchmark": benchmark,
+                "externalId": f"{benchmark}/{provider}/{device_slug}/{shape_slug}/{stamp}{tail}",
+            },
+            "protocolDigest": digest(protocol_obj),
+            "workloadDigest": digest(workload),
+            "environmentDigest": digest(env),
+            "implementationDigest": digest({"provider": provider, "versions": labels}),
+        },
+        "metadata": {
+            "name": slug(
+                f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}{tail}"
+            ),
+            "title": f"{title} · {provider}",
+            "labels": labels,
+        },
+        "apiVersion": API_VERSION,
+    }
+    return {"run": run, "protocol": protocol_obj, "environment": env}
 
 
 def record_filename(provider: str, mode: str, seq: int, batch: int, ffn: int, dtype: str) -> str:

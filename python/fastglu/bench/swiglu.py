@@ -201,16 +201,15 @@ def check(fn, x, dy):
     return rel(y.detach(), yr.detach()), rel(xc.grad, xr.grad)
 
 
-def rotated_rounds(bench, fns, rounds):
-    """{name: [ms of each round]}: every fn of fns (name -> fn) timed by bench once a round, the
-    order rotated by one each round (no fn always first, or always after the same neighbour)."""
-    times = {k: [] for k in fns}
+def rotated_rounds(bench, fns, rounds, grads=None):
+    """Yields (round, name, (p50, p20, p80)): every fn of fns (name -> fn) timed by bench once a
+    round, the order rotated by one each round (no fn always first, or always after the same
+    neighbour); grads: name -> the tensors whose .grad bench resets before each call (or None)."""
     items = list(fns.items())
     for r in range(rounds):
         s = r % len(items) if items else 0
-        for k, fn in items[s:] + items[:s]:
-            times[k].append(bench(fn, None)[0])
-    return times
+        for name, fn in items[s:] + items[:s]:
+            yield r, name, bench(fn, (grads or {}).get(name))
 
 
 def copy_bandwidth(bench, nbytes=1 << 30):
