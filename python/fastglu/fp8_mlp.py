@@ -23,9 +23,10 @@ The quantisation is the recipe of ``fastglu.fp8``: scale = amax(|v| over the blo
 ``v ~ data * scale``. x, dO and the weights are quantised by the C library's kernel
 (``fastglu.fp8.quantize_fp8``: x and dO with their transposed copies for the weight gradients in
 one pass each; ``quantize_1x128`` / ``quantize_128x128`` here wrap it), y and dh by fastglu's fused
-GLU kernels. The weights are quantised at every call (nothing is cached across steps); a 128 x 128
-block's scale does not change under transposition, so the backward writes ``w``'s transposed codes
-in one pass over ``w``.
+GLU kernels. The weights are quantised in every call (a 128 x 128 block's scale does not change
+under transposition, so the backward writes ``w``'s transposed codes in one pass over ``w``),
+unless the call is given ``quantized=quantize_mlp_weights(w1, w2)``, made once per optimizer step
+and used by every micro-batch of the step.
 
 GEMMs: ``torch._scaled_mm`` with blockwise scales (cuBLAS >= 12.9 on sm_90; scale layouts as
 aten/src/ATen/native/cuda/ScaledBlas.cpp checks them: 1 x 128 scales ``[rows, K/128]`` with
@@ -79,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -101,6 +103,8 @@ from .ops import (
 
 __all__ = [
     "mlp_fp8",
+    "quantize_mlp_weights",
+    "QuantizedMLPWeights",
     "quantize_1x128",
     "quantize_128x128",
     "dequantize_1x128",
@@ -355,6 +359,148 @@ def check_mlp_fp8(x, w1, w2, bias1=None, bias2=None, weights=None):
     return lead, math.prod(lead), H, F
 
 
+# ---- the weights quantised once, reused across calls ------------------------------------------------
+
+
+class QuantizedMLPWeights(NamedTuple):
+    """fc1's and fc2's weights quantised for the FP8 block ahead of the calls that use them
+    (``quantize_mlp_weights``): each weight's 128 x 128 codes and scales as the forward's GEMM
+    reads them and transposed as the backward's dgrad reads them, and which tensors at which
+    versions they were made from (``mlp_fp8`` refuses them once either weight has changed)."""
+
+    w1: torch.Tensor  # [2F, H] float8_e4m3fn, fc1's forward
+    w1_scale: torch.Tensor  # [ceil(2F/128), ceil(H/128)] fp32, row stride padded to 4
+    w1_t: torch.Tensor  # [H, 2F], fc1's dgrad
+    w1_t_scale: torch.Tensor  # [ceil(H/128), ceil(2F/128)]
+    w2: torch.Tensor  # [H, F], fc2's forward
+    w2_scale: torch.Tensor
+    w2_t: torch.Tensor  # [F, H], fc2's dgrad
+    w2_t_scale: torch.Tensor
+    versions: tuple  # (w1._version, w2._version) when quantised
+    sources: tuple  # (w1, w2)'s (data_ptr, shape, dtype, device) when quantised
+
+
+def _source(w):
+    try:  # (a fake or meta tensor has no memory)
+        ptr = w.data_ptr()
+    except RuntimeError:
+        ptr = None
+    return (ptr, tuple(w.shape), w.dtype, w.device)
+
+
+def quantize_mlp_weights(w1: torch.Tensor, w2: torch.Tensor) -> QuantizedMLPWeights:
+    """fc1's ``w1 [2F, hidden]`` and fc2's ``w2 [hidden, F]`` quantised for ``mlp_fp8(...,
+    quantized=)``: 128 x 128 blocks, both the row-wise codes (the forward's GEMMs) and the
+    transposed ones (the backward's dgrad GEMMs), one pass over each weight (the C library's
+    quantiser for bf16 / fp16 / fp32). The bits ``mlp_fp8`` quantises on every call without it.
+
+    Why: the weights change once per optimizer step, not per call. With gradient accumulation (or
+    pipeline parallelism) the block runs several micro-batches between two steps, and quantising
+    the weights again each time reads them twice and writes their codes twice a forward +
+    backward (at 1024 tokens, hidden 4096, F 14336 the floor of those bytes is a sixth of the FP8
+    block's time on an H200: docs/fp8.md). Quantise once after each step (TransformerEngine's
+    ``is_first_microbatch``) and pass the result to every call.
+
+    The result records the weights' versions: ``mlp_fp8`` raises ValueError if w1 or w2 has been
+    changed in place since (an optimizer step), or is another tensor. A write that PyTorch does not
+    count (through ``w.data``) goes unseen: quantise again after any update. Not differentiable:
+    the gradients still go to w1 and w2."""
+    fn = "quantize_mlp_weights"
+    for w, name in ((w1, "w1"), (w2, "w2")):
+        check_tensor(w, name, (2,), fn)
+    check_like(w2, w1, fn, "w2", dtype=True)
+    F2, H = w1.shape
+    if F2 % 2 or F2 == 0 or H == 0 or tuple(w2.shape) != (H, F2 // 2):
+        _fail(
+            ValueError,
+            fn,
+            f"w1 has shape {tuple(w1.shape)} and w2 has shape {tuple(w2.shape)}; expected w1 "
+            "[2F, hidden] and w2 [hidden, F] (F, hidden >= 1)",
+        )
+    check_storages(fn, (("w1", w1), ("w2", w2)))
+    with torch.no_grad():
+        codes = []
+        for w in (w1, w2):
+            if _c_quantizable(w):
+                codes += _fp8._quant_run(w.detach(), _B128X128, _ROW_MAJOR, False, True, True, True)
+            else:
+                codes += [*quantize_128x128_torch(w), *quantize_128x128_torch(w.t())]
+    return QuantizedMLPWeights(
+        *codes, versions=(w1._version, w2._version), sources=(_source(w1), _source(w2))
+    )
+
+
+def _quantized_specs(F2, H):
+    """(name, codes shape, scales shape) of QuantizedMLPWeights' four pairs, in its order."""
+    b = _blocks
+    return (
+        ("w1", (F2, H), (b(F2), b(H))),
+        ("w1_t", (H, F2), (b(H), b(F2))),
+        ("w2", (H, F2 // 2), (b(H), b(F2 // 2))),
+        ("w2_t", (F2 // 2, H), (b(F2 // 2), b(H))),
+    )
+
+
+def _check_quantized(q, pairs, device, F2, H, fn):
+    """q: the op's list of quantised weight tensors (codes then scales per pair, pairs of
+    _quantized_specs' names in order): each code tensor contiguous float8_e4m3fn of its shape, each
+    scale tensor fp32 of its shape with the row stride round_up(cols, 4) the GEMMs read, all on
+    device."""
+    specs = [s for s in _quantized_specs(F2, H) if s[0] in pairs]
+    if not isinstance(q, (list, tuple)) or len(q) != 2 * len(specs):
+        _fail(
+            ValueError,
+            fn,
+            f"quantized must hold {2 * len(specs)} tensors (codes and scales of "
+            f"{', '.join(s[0] for s in specs)}), got {type(q).__name__} of "
+            f"{len(q) if isinstance(q, (list, tuple)) else 'no'} items",
+        )
+    for i, (name, shape, sshape) in enumerate(specs):
+        for t, what, dtype, want in (
+            (q[2 * i], name, FP8, shape),
+            (q[2 * i + 1], f"{name}_scale", torch.float32, sshape),
+        ):
+            what = f"quantized.{what}"
+            if not isinstance(t, torch.Tensor):
+                _fail(TypeError, fn, f"{what} must be a torch.Tensor, got {type(t).__name__}")
+            check_dense(t, fn, what)
+            if t.dtype != dtype:
+                _fail(TypeError, fn, f"{what} has dtype {t.dtype}; expected {dtype}")
+            if t.device != device:
+                _fail(ValueError, fn, f"{what} is on {t.device}; expected {device}")
+            if tuple(t.shape) != want:
+                _fail(ValueError, fn, f"{what} has shape {tuple(t.shape)}; expected {want}")
+            strides = (want[1], 1) if dtype == FP8 else (-(-want[1] // 4) * 4, 1)
+            if want[0] > 1 and t.stride() != strides or want[0] == 1 and t.stride(1) != 1:
+                _fail(
+                    ValueError,
+                    fn,
+                    f"{what} has strides {t.stride()}; expected {strides} (as "
+                    "quantize_mlp_weights lays it out)",
+                )
+
+
+def _check_fresh(q, w1, w2):
+    """ValueError unless q (QuantizedMLPWeights) was made from these w1 and w2 at their current
+    versions."""
+    for i, (w, name) in enumerate(((w1, "w1"), (w2, "w2"))):
+        if q.sources[i] != _source(w):
+            _fail(
+                ValueError,
+                _FN,
+                f"quantized was made from another {name} (data pointer, shape, dtype or device "
+                "differ); quantize_mlp_weights(w1, w2) again",
+            )
+        if q.versions[i] != w._version:
+            _fail(
+                ValueError,
+                _FN,
+                f"quantized was made from {name} at version {q.versions[i]}, and {name} has been "
+                f"changed in place since (version {w._version}: an optimizer step?); "
+                "quantize_mlp_weights(w1, w2) again after each update",
+            )
+
+
 def _use_scaled(gemm, device, T, H, F2):
     if gemm == GEMM_REFERENCE:
         return False
@@ -458,34 +604,40 @@ def _fwd_impl(
     bias1=None,
     bias2=None,
     weights=None,
+    quantized=None,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
+    if quantized is not None:
+        _check_quantized(quantized, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
     check_storages(_FN, zip(_NAMES, (x, w1, w2, bias1, bias2, weights)))
-    out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights)
+    out, h, xtq, xts, ytq, yts = _fwd_body(
+        x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized
+    )
     if not save:
         e = x.new_empty((0,))
         return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
     return out, h, xtq, xts, ytq, yts
 
 
-def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights):
+def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None):
     """The forward on checked operands (the op's implementation and the eager Function): out, and
-    with ``save`` h, x^T's and y^T's quantised copies (None without it)."""
+    with ``save`` h, x^T's and y^T's quantised copies (None without it). quantized: None, or the
+    weights' codes and scales made before (QuantizedMLPWeights' eight tensors), used as they are."""
     H = x.shape[-1]
     T = x.numel() // H
     scaled = _use_scaled(gemm, x.device, T, H, w1.shape[0])
     x2 = x.reshape(T, H)
     # x 1 x 128 along H (fc1) and, to save, x^T 1 x 128 along the tokens (fc1's wgrad): one pass
     xq, xs, xtq, xts = _quantize_both(x2, save)
-    w1q, w1s = _q128x128(w1)
+    w1q, w1s = _q128x128(w1) if quantized is None else quantized[0:2]
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
     del xq, xs
     g, b = _glu_input(h, bias1, p[2])
     yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
     del g
-    w2q, w2s = _q128x128(w2)
+    w2q, w2s = _q128x128(w2) if quantized is None else quantized[4:6]
     out = _mm(yq, ys, w2q, w2s, x.dtype, scaled)
     if bias2 is not None:
         # after the GEMM's rounding to x's dtype, on both paths: torch._scaled_mm's own bias is
@@ -516,9 +668,12 @@ def _fwd_fake(
     bias1=None,
     bias2=None,
     weights=None,
+    quantized=None,
 ):
     _check_codes((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
+    if quantized is not None:
+        _check_quantized(quantized, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
     out = x.new_empty(lead + (H,))
     if not save:
         e = x.new_empty((0,))
@@ -557,9 +712,10 @@ def _bwd_impl(
     bias1=None,
     weights=None,
     want_dbias2=False,
+    quantized_t=None,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
+    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t)
     check_storages(
         _FN,
         (
@@ -577,7 +733,21 @@ def _bwd_impl(
         ),
     )
     dx, dw1, dw2, db1, db2, dwt = _bwd_body(
-        dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2
+        dout,
+        h,
+        xtq,
+        xts,
+        ytq,
+        yts,
+        w1,
+        w2,
+        p,
+        gemm,
+        h_grad,
+        bias1,
+        weights,
+        want_dbias2,
+        quantized_t,
     )
     e = h.new_empty((0,))  # the gradients of operands not given
     return (
@@ -590,16 +760,34 @@ def _bwd_impl(
     )
 
 
-def _bwd_body(dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weights, want_dbias2):
+def _bwd_body(
+    dout,
+    h,
+    xtq,
+    xts,
+    ytq,
+    yts,
+    w1,
+    w2,
+    p,
+    gemm,
+    h_grad,
+    bias1,
+    weights,
+    want_dbias2,
+    quantized_t=None,
+):
     """The backward on checked operands (the op's implementation and the eager Function): dx
-    ([T, H]), dw1, dw2, and dbias1 / dbias2 / dweights (None where not given or not asked)."""
+    ([T, H]), dw1, dw2, and dbias1 / dbias2 / dweights (None where not given or not asked).
+    quantized_t: None, or the transposed weights' codes and scales made before (w1^T's pair, then
+    w2^T's: QuantizedMLPWeights' w1_t, w1_t_scale, w2_t, w2_t_scale)."""
     T, F2 = h.shape
     H = w1.shape[1]
     scaled = _use_scaled(gemm, h.device, T, H, F2)
     do = dout.reshape(T, H).to(h.dtype)
     # dO [T, H] 1 x 128 along H (fc2's dgrad) and dO^T [H, T] along the tokens (fc2's wgrad)
     doq, dos, dotq, dots = _quantize_both(do, True)
-    w2tq, w2ts = _q128x128(w2.t())  # w2^T [F, H]
+    w2tq, w2ts = _q128x128(w2.t()) if quantized_t is None else quantized_t[2:4]  # w2^T [F, H]
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
     del doq, dos, w2tq, w2ts
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
@@ -623,7 +811,7 @@ def _bwd_body(dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weigh
         dhq, dhs, dhtq, dhts = _quantize_both(dh, True)
         del dh
     del g_in, dy
-    w1tq, w1ts = _q128x128(w1.t())  # w1^T [H, 2F]
+    w1tq, w1ts = _q128x128(w1.t()) if quantized_t is None else quantized_t[0:2]  # w1^T [H, 2F]
     dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
     del dhq, dhs, w1tq, w1ts
     dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
@@ -637,7 +825,7 @@ def _bwd_body(dout, h, xtq, xts, ytq, yts, w1, w2, p, gemm, h_grad, bias1, weigh
     )
 
 
-def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights):
+def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t):
     """The backward op's checks (kernel and fake; the op may be called directly, so every operand
     is checked against h, which has x's dtype and device): the codes; dout of x's leading shape
     and hidden, h_grad of h's shape, both in h's dtype; the forward's quantised copies (x^T
@@ -696,6 +884,8 @@ def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weig
         shaped(h_grad, "h_grad", h.shape)
     lead = tuple(dout.shape[:-1])
     check_bias_weights(h, lead, H, F2 // 2, bias1, None, weights, _FN)
+    if quantized_t is not None:
+        _check_quantized(quantized_t, ("w1_t", "w2_t"), h.device, F2, H, _FN)
 
 
 def _bwd_fake(
@@ -718,9 +908,10 @@ def _bwd_fake(
     bias1=None,
     weights=None,
     want_dbias2=False,
+    quantized_t=None,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights)
+    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t)
     T, F2 = h.shape
     H = w1.shape[1]
     e = h.new_empty((0,))
@@ -740,7 +931,7 @@ _SCALARS = (
 )
 FWD_SCHEMA = (
     f"(Tensor x, Tensor w1, Tensor w2, {_SCALARS}, bool save, Tensor? bias1=None, "
-    "Tensor? bias2=None, Tensor? weights=None) -> "
+    "Tensor? bias2=None, Tensor? weights=None, Tensor[]? quantized=None) -> "
     "(Tensor out, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale)"
 )
 # dbias1, dbias2 and dweights come back empty ((0,)) where bias1 is None, want_dbias2 is False,
@@ -748,7 +939,7 @@ FWD_SCHEMA = (
 BWD_SCHEMA = (
     "(Tensor dout, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
     f"Tensor w1, Tensor w2, {_SCALARS}, Tensor? h_grad=None, Tensor? bias1=None, "
-    "Tensor? weights=None, bool want_dbias2=False) -> "
+    "Tensor? weights=None, bool want_dbias2=False, Tensor[]? quantized_t=None) -> "
     "(Tensor dx, Tensor dw1, Tensor dw2, Tensor dbias1, Tensor dbias2, Tensor dweights)"
 )
 
@@ -761,10 +952,14 @@ def _setup(ctx, inputs, output):
     ctx.scalars = tuple(inputs[3:10])
     ctx.saved = inputs[10]
     bias1, bias2, weights = inputs[11:14]
+    quantized = inputs[14] if len(inputs) > 14 else None
     ctx.has_bias2 = bias2 is not None
     ctx.x_shape = tuple(x.shape)
+    ctx.n_quantized = None if quantized is None else len(quantized)
     _, h, xtq, xts, ytq, yts = output
-    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights)
+    # the transposed weights' codes and scales, for the backward's dgrad GEMMs
+    qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
+    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
 
 
 def _backward(ctx, dout, h_grad, *quantised):
@@ -785,11 +980,12 @@ def _backward(ctx, dout, h_grad, *quantised):
             "the backward needs h and the quantised copies; call the op with save=True "
             "(fastglu.mlp_fp8 saves them whenever a gradient is required)",
         )
-    h, xtq, xts, ytq, yts, w1, w2, bias1, weights = ctx.saved_tensors
+    h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
     if dout is None:  # only h was used: out's gradient (out has x's shape and dtype) is zero
         dout = h.new_zeros(ctx.x_shape)
     # needs_input_grad has no entry for trailing arguments the dispatcher dropped as their
     # defaults (None biases and weights)
+    n_args = len(ctx.needs_input_grad)
     need = tuple(ctx.needs_input_grad) + (False,) * 3
     dx, dw1, dw2, db1, db2, dwt = torch.ops.fastglu.mlp_fp8_bwd(
         dout,
@@ -805,6 +1001,7 @@ def _backward(ctx, dout, h_grad, *quantised):
         bias1=bias1,
         weights=weights,
         want_dbias2=ctx.has_bias2 and need[12],
+        quantized_t=qt or None,
     )
     return (
         dx.view(ctx.x_shape) if need[0] else None,
@@ -814,7 +1011,8 @@ def _backward(ctx, dout, h_grad, *quantised):
         db1 if bias1 is not None and need[11] else None,
         db2 if ctx.has_bias2 and need[12] else None,
         dwt if weights is not None and need[13] else None,
-    )
+        None if ctx.n_quantized is None else [None] * ctx.n_quantized,
+    )[:n_args]  # (the arguments as the call passed them: trailing defaults are dropped)
 
 
 _LIB = torch.library.Library("fastglu", "FRAGMENT")  # kept alive: it owns the registrations below
@@ -847,6 +1045,7 @@ def mlp_fp8(
     interleaved=False,
     recipe="blockwise",
     gemm=None,
+    quantized=None,
 ):
     """The gated MLP block ``fc2(glu(fc1(x)))`` with FP8 GEMMs (DeepSeek-V3's blockwise recipe),
     differentiable in x, w1, w2, bias1, bias2 and weights. See the module docstring for the recipe,
@@ -871,6 +1070,9 @@ def mlp_fp8(
         recipe: ``"blockwise"`` (1 x 128 activations, 128 x 128 weights; the only one).
         gemm: None (``torch._scaled_mm`` where available, else the reference path), ``"scaled_mm"``
             or ``"reference"`` (dequantise and multiply in fp32).
+        quantized: None (w1 and w2 quantised in this call), or ``quantize_mlp_weights(w1, w2)``
+            made since the weights last changed: the GEMMs take its codes and scales (the same
+            bits), so micro-batches between two optimizer steps quantise the weights once.
 
     Returns:
         ``out`` ``[..., hidden]`` in x's dtype.
@@ -880,7 +1082,8 @@ def mlp_fp8(
             whose dtype is not x's.
         ValueError: shapes that do not fit together (named, with the shapes; a bias or weights of
             the wrong shape too), mixed devices (named), an unknown activation, recipe or gemm,
-            ``gemm="scaled_mm"`` where it is not available.
+            ``gemm="scaled_mm"`` where it is not available, ``quantized`` made from other
+            weights or from w1 / w2 before an in-place change (eager mode).
     """
     p = glu_params(
         activation,
@@ -895,8 +1098,21 @@ def mlp_fp8(
         _fail(ValueError, _FN, f"recipe must be 'blockwise', got {recipe!r}")
     if not isinstance(gemm, (str, type(None))) or gemm not in _GEMMS:
         _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
-    check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
+    _, _, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
+    q = None
+    if quantized is not None:
+        if not isinstance(quantized, QuantizedMLPWeights):
+            _fail(
+                TypeError,
+                _FN,
+                "quantized must be None or fastglu.fp8_mlp.quantize_mlp_weights(w1, w2)'s "
+                f"result, got {type(quantized).__name__}",
+            )
+        q = list(quantized[:8])
+        _check_quantized(q, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
+        if untraced_eager():  # (a compiled graph or a fake tensor has no versions to compare)
+            _check_fresh(quantized, w1, w2)
     tensors = (x, w1, w2, bias1, bias2, weights)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
     if (
@@ -910,9 +1126,9 @@ def mlp_fp8(
         # at small token counts);
         # efficient zero tensors, meta tensors and subclasses take the ops
         check_storages(_FN, zip(_NAMES, tensors))
-        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad)
+        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad, q)
     out = torch.ops.fastglu.mlp_fp8_fwd(
-        x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights
+        x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights, quantized=q
     )[0]
     return out
 
@@ -925,18 +1141,21 @@ class _MLPFP8(torch.autograd.Function):
     torch.compile and tensor subclasses take the ops (their fakes and autograd formula)."""
 
     @staticmethod
-    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code, save):
+    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code, save, quantized):
         with _autocast_off(x.device.type):
-            out, h, xtq, xts, ytq, yts = _fwd_body(x, w1, w2, p, code, save, bias1, bias2, weights)
+            out, h, xtq, xts, ytq, yts = _fwd_body(
+                x, w1, w2, p, code, save, bias1, bias2, weights, quantized
+            )
         ctx.p, ctx.code, ctx.has_bias2, ctx.x_shape = p, code, bias2 is not None, x.shape
         if save:
-            ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights)
+            qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
+            ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         refuse_create_graph("mlp_fp8")  # the quantised GEMMs and kernels have no derivative
-        h, xtq, xts, ytq, yts, w1, w2, bias1, weights = ctx.saved_tensors
+        h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
         need = ctx.needs_input_grad
         if is_zero_tensor(dout):  # (an efficient zero tensor has no memory to read)
             dout = torch.zeros(dout.shape, dtype=dout.dtype, device=dout.device)
@@ -956,6 +1175,7 @@ class _MLPFP8(torch.autograd.Function):
                 bias1,
                 weights,
                 ctx.has_bias2 and need[4],
+                qt or None,
             )
         return (
             dx.view(ctx.x_shape) if need[0] else None,
@@ -964,6 +1184,7 @@ class _MLPFP8(torch.autograd.Function):
             db1 if need[3] else None,
             db2 if need[4] else None,
             dwt if need[5] else None,
+            None,
             None,
             None,
             None,

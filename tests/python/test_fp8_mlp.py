@@ -861,6 +861,219 @@ def test_opcheck(with_extras):
         )
 
 
+# ---- the weights quantised once (quantize_mlp_weights, quantized=) ----------------------------------
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU")),
+]
+
+
+def run_quantized(x, w1, w2, dout, extras, quantize, **kw):
+    """run_all's results with the weights quantised before the call (quantize=True) or in it."""
+    x, w1, w2 = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2))
+    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in extras.items()}
+    q = fp8_mlp.quantize_mlp_weights(w1, w2) if quantize else None
+    out = mlp_fp8(x, w1, w2, **leaves, quantized=q, **kw)
+    out.backward(dout)
+    r = {"out": out.detach(), "dx": x.grad, "dw1": w1.grad, "dw2": w2.grad}
+    r.update({"d" + k: v.grad for k, v in leaves.items()})
+    return r
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "which,kw,wdtype",
+    [
+        ((), {}, torch.bfloat16),
+        ("all", {"clamp_value": 1.5}, torch.bfloat16),
+        (("weights",), {"interleaved": True, "activation": "gelu_tanh"}, torch.float32),
+    ],
+    ids=["plain", "bias-weights-clamp", "interleaved-fp32-master"],
+)
+@pytest.mark.parametrize("ops", [False, True], ids=["eager", "ops"])
+def test_quantized_weights_give_the_same_bits(monkeypatch, device, which, kw, wdtype, ops):
+    """mlp_fp8 with quantize_mlp_weights' result gives out and every gradient bit for bit as
+    when it quantises the weights itself, on the eager Function and on the ops, with [S, B, H]
+    input and a partial 128-block along every dimension (H = 200, F = 136), and quantises no weight
+    in the call."""
+    S, B, H, F = 3, 11, 200, 136
+    x, w1, w2, dout = make(S * B, H, F, torch.bfloat16, device, wdtype=wdtype, seed=41)
+    x, dout = x.view(S, B, H), dout.view(S, B, H)
+    extras = make_extras(S * B, H, F, torch.bfloat16, device, which, seed=42)
+    want = run_quantized(x, w1, w2, dout, extras, False, **kw)
+    if ops:
+        monkeypatch.setattr(fp8_mlp, "untraced_eager", lambda: False)
+    calls = []
+    real = fp8_mlp._q128x128
+    monkeypatch.setattr(fp8_mlp, "_q128x128", lambda *a: calls.append(a) or real(*a))
+    got = run_quantized(x, w1, w2, dout, extras, True, **kw)
+    assert calls == []
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k].shape == want[k].shape and torch.equal(got[k], want[k]), k
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("H,F", [(96, 80), (256, 384), (200, 136)])
+def test_quantize_mlp_weights_is_the_per_call_quantisation(device, H, F):
+    """quantize_mlp_weights' codes and scales are the block's own per-call quantisation of w1, w2
+    and their transposes (quantize_128x128), bit for bit, in the layouts the GEMMs read, and it
+    records the weights' versions."""
+    _, w1, w2, _ = make(4, H, F, torch.bfloat16, device, seed=43)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    for codes, scale, w in (
+        (q.w1, q.w1_scale, w1),
+        (q.w1_t, q.w1_t_scale, w1.t()),
+        (q.w2, q.w2_scale, w2),
+        (q.w2_t, q.w2_t_scale, w2.t()),
+    ):
+        d, s = quantize_128x128(w)
+        assert torch.equal(codes.view(torch.uint8), d.view(torch.uint8))
+        assert torch.equal(scale, s) and scale.stride() == s.stride()
+        assert codes.is_contiguous() and codes.dtype == FP8
+    assert q.versions == (w1._version, w2._version)
+
+
+def test_quantized_weights_across_micro_batches():
+    """Gradient accumulation: three micro-batches with the weights quantised once, an optimizer
+    step, and three more with them quantised again: the same accumulated gradients and updated
+    weights as with the weights quantised in every call; the weights from before the step are
+    refused after it."""
+    T, H, F = 24, 96, 80
+
+    def train(quantize_once):
+        torch.manual_seed(44)
+        w1 = (torch.randn(2 * F, H) / H**0.5).requires_grad_()
+        w2 = (torch.randn(H, F) / F**0.5).requires_grad_()
+        opt = torch.optim.SGD([w1, w2], lr=0.1)
+        data = [(torch.randn(T, H), torch.randn(T, H)) for _ in range(6)]
+        stale = None
+        for step in range(2):
+            q = fp8_mlp.quantize_mlp_weights(w1, w2) if quantize_once else None
+            for x, dout in data[3 * step : 3 * step + 3]:
+                mlp_fp8(x, w1, w2, quantized=q).backward(dout)
+            grads = (w1.grad.clone(), w2.grad.clone())
+            opt.step()
+            opt.zero_grad()
+            stale = q
+        return grads, (w1.detach(), w2.detach()), stale, (w1, w2)
+
+    want_g, want_w, _, _ = train(False)
+    got_g, got_w, stale, (w1, w2) = train(True)
+    for a, b in zip(want_g + want_w, got_g + got_w):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match=r"w1 has been changed in place since"):
+        mlp_fp8(torch.randn(T, H), w1, w2, quantized=stale)
+
+
+def test_quantized_weights_refused_when_they_do_not_fit():
+    """Weights quantised from other tensors, from w1 / w2 before an in-place change, or not by
+    quantize_mlp_weights: a ValueError / TypeError naming what, before anything runs; so are the
+    raw ops' quantized lists of the wrong length, dtype, shape, strides or device."""
+    T, H, F = 8, 96, 80
+    x, w1, w2, _ = make(T, H, F, torch.bfloat16, "cpu", seed=45)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    with pytest.raises(ValueError, match=r"another w2"):
+        mlp_fp8(x, w1, w2.clone(), quantized=q)
+    with pytest.raises(ValueError, match=r"quantized\.w1 has shape"):
+        mlp_fp8(x, w1[:-2], w2[:, :-1], quantized=q)
+    with pytest.raises(TypeError, match=r"quantized must be None or"):
+        mlp_fp8(x, w1, w2, quantized=tuple(q))
+    w2.add_(0)  # an in-place op: a new version, the same values
+    with pytest.raises(ValueError, match=r"w2 at version 0, and w2 has been changed in place"):
+        mlp_fp8(x, w1, w2, quantized=q)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    mlp_fp8(x, w1, w2, quantized=q)  # fresh again
+    p = tuple(fastglu.ops.glu_params("silu"))
+    fwd = torch.ops.fastglu.mlp_fp8_fwd
+    good = list(q[:8])
+    for bad, err, match in (
+        (good[:6], ValueError, r"must hold 8 tensors"),
+        ([good[0].view(torch.uint8)] + good[1:], TypeError, r"quantized\.w1 has dtype"),
+        (good[:2] + [good[2][:, :-1]] + good[3:], ValueError, r"quantized\.w1_t has shape"),
+        (  # w1's scales [2, 1] without the padded row stride
+            good[:1] + [torch.ones(good[1].shape)] + good[2:],
+            ValueError,
+            r"quantized\.w1_scale has strides",
+        ),
+        (good[:6] + [good[6].t().contiguous().t()] + good[7:], ValueError, r"w2_t has strides"),
+        (good[:7] + [good[7].to("meta")], ValueError, r"quantized\.w2_t_scale is on meta"),
+    ):
+        with pytest.raises(err, match=match):
+            fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, False, quantized=bad)
+    _, h, *saved = fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
+    with pytest.raises(ValueError, match=r"must hold 4 tensors"):
+        torch.ops.fastglu.mlp_fp8_bwd(
+            torch.randn(T, H).to(x.dtype), h, *saved, w1, w2, *p, 2, quantized_t=good
+        )
+
+
+def test_quantize_mlp_weights_bad_input():
+    """quantize_mlp_weights names what is wrong: not a tensor, dtypes that differ, shapes that do
+    not make an MLP, a tensor whose memory was freed."""
+    w1, w2 = torch.randn(160, 96), torch.randn(96, 80)
+    for a, b, err, match in (
+        ([1.0], w2, TypeError, r"w1 must be a torch.Tensor"),
+        (w1, w2.double(), TypeError, r"w2 has dtype"),
+        (w1, w2.bfloat16(), TypeError, r"w2"),
+        (w1, w2[:, :-1], ValueError, r"expected w1 \[2F, hidden\] and w2 \[hidden, F\]"),
+        (w1[:-1], w2, ValueError, r"expected w1 \[2F, hidden\]"),
+        (w1[None], w2, ValueError, r"w1"),
+    ):
+        with pytest.raises(err, match=match):
+            fp8_mlp.quantize_mlp_weights(a, b)
+    freed = torch.randn(160, 96)
+    freed.untyped_storage().resize_(0)
+    with pytest.raises(ValueError, match=r"w1"):
+        fp8_mlp.quantize_mlp_weights(freed, w2)
+
+
+def test_opcheck_with_quantized_weights():
+    """The ops' fakes against their kernels with the quantised weights given (the forward's eight
+    tensors, the backward's four transposed ones)."""
+    T, H, F = 20, 96, 80
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=47)
+    q = list(fp8_mlp.quantize_mlp_weights(w1, w2)[:8])
+    p = tuple(fastglu.ops.glu_params("silu"))
+    args = (x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
+    torch.library.opcheck(
+        torch.ops.fastglu.mlp_fp8_fwd, args, {"quantized": q}, test_utils=("test_faketensor",)
+    )
+    _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(*args, quantized=q)
+    torch.library.opcheck(
+        torch.ops.fastglu.mlp_fp8_bwd,
+        (dout, h, *saved, w1, w2, *p, fp8_mlp.GEMM_REFERENCE),
+        {"quantized_t": q[2:4] + q[6:8]},
+        test_utils=("test_faketensor",),
+    )
+
+
+def test_compile_with_quantized_weights():
+    """torch.compile(fullgraph=True) with the quantised weights as an argument: the eager bits, no
+    graph break, and no recompilation when they are quantised again after an update (their versions
+    are not guarded)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    T, H, F = 16, 96, 80
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu", seed=46)
+    w1.requires_grad_(), w2.requires_grad_()
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    want = mlp_fp8(x, w1, w2, quantized=q)
+    f = torch.compile(lambda x, w1, w2, q: mlp_fp8(x, w1, w2, quantized=q), fullgraph=True)
+    got = f(x, w1, w2, q)
+    assert torch.equal(got, want)
+    got.backward(dout)
+    with torch.no_grad():
+        w1.mul_(0.5)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    assert torch.equal(f(x, w1, w2, q), mlp_fp8(x, w1, w2, quantized=q))
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+
+
 # ---- GPU -----------------------------------------------------------------------------------------
 
 
@@ -981,9 +1194,10 @@ def test_bench_smoke(tmp_path):
     for d in derived:
         assert d["status"] == "passed" and d["gemm"] == "reference"
         assert d["speedup"] == d["bf16_block_ms"] / d["fp8_block_ms"]
+        assert d["speedup_qw"] == d["bf16_block_ms"] / d["fp8_block_qw_ms"]
         assert 0.02 < d["checks"]["out vs bf16 block"] < 0.1  # the recipe's error, not a bug's
     records = sorted(p.name for p in tmp_path.glob("mlp_fp8_*.json"))
-    assert len(records) == 2 * 3 * 2  # passes x providers x rounds
+    assert len(records) == 2 * 4 * 2  # passes x providers x rounds
     rec = json.loads((tmp_path / records[0]).read_text())
     assert rec["run"]["spec"]["status"] in ("passed", "failed")
     assert rec["protocol"]["spec"]["harness"]["name"] == bench.HARNESS

@@ -10,6 +10,9 @@ Providers, per pass:
   bf16_block   fastglu.mlp(x, w1, w2, fused=False): F.linear (cuBLAS) -> fastglu's GLU -> F.linear
   fp8_block    fastglu.mlp_fp8(x, w1, w2): x and the weights quantised in torch ops, the GEMMs in
                torch._scaled_mm, y and dh quantised by fastglu's GLU kernels
+  fp8_block_qw fastglu.mlp_fp8(x, w1, w2, quantized=q) with q = quantize_mlp_weights(w1, w2)
+               made before the timing: the block of every micro-batch but the first between two
+               optimizer steps (the weights quantised once a step)
   fp8_gemms    the FP8 block's _scaled_mm calls alone on ready operands (2 in the forward, 6 in
                the forward + backward): the block's GEMM time
 Passes:
@@ -59,7 +62,7 @@ from .swiglu import (
 )
 
 SMOKE_SHAPES = [(32, 64, 48), (16, 128, 128)]
-PROVIDERS = ("bf16_block", "fp8_block", "fp8_gemms")
+PROVIDERS = ("bf16_block", "fp8_block", "fp8_block_qw", "fp8_gemms")
 PASSES = ("forward", "fwd_bwd")
 TOLERANCE = 1e-2  # fp8_block against its own reference path (the same quantised operands)
 HARNESS = "fastglu python -m fastglu.bench.fp8_mlp"
@@ -233,8 +236,8 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
     """name -> (timed fn, grads to reset); and the checks {name: relerr}."""
     leaves = [t.detach().clone().requires_grad_(pass_ == "fwd_bwd") for t in (x, w1, w2)]
 
-    def fp8(gemm=None):
-        return lambda x, w1, w2: fastglu.mlp_fp8(x, w1, w2, gemm=gemm)
+    def fp8(gemm=None, quantized=None):
+        return lambda x, w1, w2: fastglu.mlp_fp8(x, w1, w2, gemm=gemm, quantized=quantized)
 
     def bf16(x, w1, w2):
         return fastglu.mlp(x, w1, w2, fused=False)
@@ -257,9 +260,11 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
     checks.update({f"{n} vs bf16 block": rel_err(a, b) for n, a, b in zip(names, got, base)})
     del got, want, base
     grads = leaves if pass_ == "fwd_bwd" else None
+    q = fp8_mlp.quantize_mlp_weights(*leaves[1:])  # (the backward changes no weight: fresh)
     cells = {
         "bf16_block": (lambda: run(bf16), grads),
         "fp8_block": (lambda: run(fp8()), grads),
+        "fp8_block_qw": (lambda: run(fp8(quantized=q)), grads),
         "fp8_gemms": (gemm_only(x, w1, w2, dout, pass_, scaled), None),
     }
     return cells, checks
@@ -359,8 +364,10 @@ def main(argv=None):
                 "gemm": "scaled_mm" if scaled else "reference",
                 "bf16_block_ms": med["bf16_block"],
                 "fp8_block_ms": med["fp8_block"],
+                "fp8_block_qw_ms": med["fp8_block_qw"],
                 "fp8_gemms_ms": med["fp8_gemms"],
                 "speedup": med["bf16_block"] / med["fp8_block"],
+                "speedup_qw": med["bf16_block"] / med["fp8_block_qw"],
                 "non_gemm_ms": non_gemm,
                 "non_gemm_floor_ms": floor_ms,
                 "non_gemm_x_floor": non_gemm / floor_ms if floor_ms else None,
@@ -372,6 +379,8 @@ def main(argv=None):
             print(
                 f"{pass_:8s} T={T:6d} H={H:5d} F={F:6d}  bf16 {d['bf16_block_ms']:8.3f} ms  "
                 f"fp8 {d['fp8_block_ms']:8.3f} ms  speedup {d['speedup']:5.2f}x  "
+                f"weights quantised before {d['fp8_block_qw_ms']:8.3f} ms "
+                f"({d['speedup_qw']:5.2f}x)  "
                 f"gemms {d['fp8_gemms_ms']:8.3f} ms  non-GEMM {non_gemm:7.3f} ms"
                 + (f" ({d['non_gemm_x_floor']:.1f}x floor {floor_ms:.3f})" if floor_ms else "")
                 + f"  {status}; "
@@ -415,6 +424,8 @@ def summary_table(derived):
         "bf16 ms",
         "fp8 ms",
         "speedup",
+        "fp8 qw ms",
+        "speedup qw",
         "fp8 GEMMs ms",
         "non-GEMM ms",
         "floor ms",
@@ -430,6 +441,8 @@ def summary_table(derived):
             f"{d['bf16_block_ms']:.3f}",
             f"{d['fp8_block_ms']:.3f}",
             f"{d['speedup']:.2f}",
+            f"{d['fp8_block_qw_ms']:.3f}",
+            f"{d['speedup_qw']:.2f}",
             f"{d['fp8_gemms_ms']:.3f}",
             f"{d['non_gemm_ms']:.3f}",
             f"{d['non_gemm_floor_ms']:.3f}" if d["non_gemm_floor_ms"] else "n/a",
