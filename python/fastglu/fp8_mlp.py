@@ -80,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -91,6 +92,7 @@ from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
 from .ops import (
     _DENSE,
     _fail,
+    _is_compiling,
     check_code,
     check_dense,
     check_storages,
@@ -365,8 +367,9 @@ def check_mlp_fp8(x, w1, w2, bias1=None, bias2=None, weights=None):
 class QuantizedMLPWeights(NamedTuple):
     """fc1's and fc2's weights quantised for the FP8 block ahead of the calls that use them
     (``quantize_mlp_weights``): each weight's 128 x 128 codes and scales as the forward's GEMM
-    reads them and transposed as the backward's dgrad reads them, and which tensors at which
-    versions they were made from (``mlp_fp8`` refuses them once either weight has changed)."""
+    reads them and transposed as the backward's dgrad reads them, and what ``mlp_fp8`` needs to
+    refuse them once the weights have changed (which tensors, their versions, the optimizer steps
+    that had updated them)."""
 
     w1: torch.Tensor  # [2F, H] float8_e4m3fn, fc1's forward
     w1_scale: torch.Tensor  # [ceil(2F/128), ceil(H/128)] fp32, row stride padded to 4
@@ -376,16 +379,45 @@ class QuantizedMLPWeights(NamedTuple):
     w2_scale: torch.Tensor
     w2_t: torch.Tensor  # [F, H], fc2's dgrad
     w2_t_scale: torch.Tensor
-    versions: tuple  # (w1._version, w2._version) when quantised
-    sources: tuple  # (w1, w2)'s (data_ptr, shape, dtype, device) when quantised
+    sources: tuple  # weak references to w1 and w2
+    versions: tuple  # (w1._version, w2._version) when quantised; None for an inference tensor
+    steps: tuple  # the optimizer steps that had updated w1, w2 when quantised (_OPT_STEPS)
 
 
-def _source(w):
-    try:  # (a fake or meta tensor has no memory)
-        ptr = w.data_ptr()
-    except RuntimeError:
-        ptr = None
-    return (ptr, tuple(w.shape), w.dtype, w.device)
+# id(weight) -> how many torch.optim steps have updated it, for the weights quantize_mlp_weights
+# has seen (an entry leaves with its tensor). A fused optimizer (fused=True) updates its parameters
+# without advancing their version counters; its step still runs the global post-step hooks.
+_OPT_STEPS: dict = {}
+_opt_hook = None
+
+
+def _count_optimizer_step(optimizer, args, kwargs):
+    if _OPT_STEPS:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) in _OPT_STEPS:
+                    _OPT_STEPS[id(p)] += 1
+
+
+def _watch(w):
+    """The optimizer steps that have updated w so far (from now on, counted)."""
+    global _opt_hook
+    if _opt_hook is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        _opt_hook = register_optimizer_step_post_hook(_count_optimizer_step)
+    key = id(w)
+    if key not in _OPT_STEPS:
+        _OPT_STEPS[key] = 0
+        weakref.finalize(w, _OPT_STEPS.pop, key, None)
+    return _OPT_STEPS[key]
+
+
+def _version_of(w):
+    try:
+        return w._version
+    except RuntimeError:  # an inference tensor has no version counter
+        return None
 
 
 def quantize_mlp_weights(w1: torch.Tensor, w2: torch.Tensor) -> QuantizedMLPWeights:
@@ -401,13 +433,25 @@ def quantize_mlp_weights(w1: torch.Tensor, w2: torch.Tensor) -> QuantizedMLPWeig
     block's time on an H200: docs/fp8.md). Quantise once after each step (TransformerEngine's
     ``is_first_microbatch``) and pass the result to every call.
 
-    The result records the weights' versions: ``mlp_fp8`` raises ValueError if w1 or w2 has been
-    changed in place since (an optimizer step), or is another tensor. A write that PyTorch does not
-    count (through ``w.data``) goes unseen: quantise again after any update. Not differentiable:
-    the gradients still go to w1 and w2."""
+    ``mlp_fp8`` (in eager mode) refuses the result for other tensors than these w1 and w2, after
+    an in-place change of either (their version counters) and after a ``torch.optim`` step that
+    updated either (a global post-step hook, which also sees fused optimizers: they leave the
+    version counters alone). A write that neither sees (through ``w.data``, or an optimizer outside
+    ``torch.optim`` that does) goes unseen: quantise again after any update. Call it eagerly
+    (outside ``torch.compile``) on real weights. Not differentiable: the gradients still go to w1
+    and w2."""
     fn = "quantize_mlp_weights"
+    if _is_compiling():
+        _fail(
+            RuntimeError,
+            fn,
+            "call it eagerly, outside torch.compile (once per optimizer step), and pass its "
+            "result to the compiled function",
+        )
     for w, name in ((w1, "w1"), (w2, "w2")):
         check_tensor(w, name, (2,), fn)
+        if w.is_meta or isinstance(w, torch._subclasses.FakeTensor):
+            _fail(ValueError, fn, f"{name} is a meta or fake tensor; it quantises real weights")
     check_like(w2, w1, fn, "w2", dtype=True)
     F2, H = w1.shape
     if F2 % 2 or F2 == 0 or H == 0 or tuple(w2.shape) != (H, F2 // 2):
@@ -426,7 +470,10 @@ def quantize_mlp_weights(w1: torch.Tensor, w2: torch.Tensor) -> QuantizedMLPWeig
             else:
                 codes += [*quantize_128x128_torch(w), *quantize_128x128_torch(w.t())]
     return QuantizedMLPWeights(
-        *codes, versions=(w1._version, w2._version), sources=(_source(w1), _source(w2))
+        *codes,
+        sources=(weakref.ref(w1), weakref.ref(w2)),
+        versions=(_version_of(w1), _version_of(w2)),
+        steps=(_watch(w1), _watch(w2)),
     )
 
 
@@ -441,17 +488,16 @@ def _quantized_specs(F2, H):
     )
 
 
-def _check_quantized(q, pairs, device, F2, H, fn):
-    """q: the op's list of quantised weight tensors (codes then scales per pair, pairs of
-    _quantized_specs' names in order): each code tensor contiguous float8_e4m3fn of its shape, each
-    scale tensor fp32 of its shape with the row stride round_up(cols, 4) the GEMMs read, all on
-    device."""
+def _check_quantized(q, arg, pairs, device, F2, H, fn):
+    """q: the op's list ``arg`` of quantised weight tensors (codes then scales per pair, pairs of
+    _quantized_specs' names in order): each code tensor float8_e4m3fn, each scale tensor fp32, of
+    its shape, on device (any strides: _gemm_operand lays them out)."""
     specs = [s for s in _quantized_specs(F2, H) if s[0] in pairs]
     if not isinstance(q, (list, tuple)) or len(q) != 2 * len(specs):
         _fail(
             ValueError,
             fn,
-            f"quantized must hold {2 * len(specs)} tensors (codes and scales of "
+            f"{arg} must hold {2 * len(specs)} tensors (codes and scales of "
             f"{', '.join(s[0] for s in specs)}), got {type(q).__name__} of "
             f"{len(q) if isinstance(q, (list, tuple)) else 'no'} items",
         )
@@ -460,7 +506,7 @@ def _check_quantized(q, pairs, device, F2, H, fn):
             (q[2 * i], name, FP8, shape),
             (q[2 * i + 1], f"{name}_scale", torch.float32, sshape),
         ):
-            what = f"quantized.{what}"
+            what = f"{arg}.{what}"
             if not isinstance(t, torch.Tensor):
                 _fail(TypeError, fn, f"{what} must be a torch.Tensor, got {type(t).__name__}")
             check_dense(t, fn, what)
@@ -470,34 +516,47 @@ def _check_quantized(q, pairs, device, F2, H, fn):
                 _fail(ValueError, fn, f"{what} is on {t.device}; expected {device}")
             if tuple(t.shape) != want:
                 _fail(ValueError, fn, f"{what} has shape {tuple(t.shape)}; expected {want}")
-            strides = (want[1], 1) if dtype == FP8 else (-(-want[1] // 4) * 4, 1)
-            if want[0] > 1 and t.stride() != strides or want[0] == 1 and t.stride(1) != 1:
-                _fail(
-                    ValueError,
-                    fn,
-                    f"{what} has strides {t.stride()}; expected {strides} (as "
-                    "quantize_mlp_weights lays it out)",
-                )
+
+
+def _gemm_operand(codes, scale):
+    """A weight's codes and 128 x 128 scales as the GEMMs read them: the codes contiguous, the
+    scales' rows padded to a multiple of 4 (quantize_mlp_weights' layout: no copy; another
+    layout, e.g. a clone, is copied into it)."""
+    nr, nc = scale.shape
+    if nr > 1 and scale.stride() != (-(-nc // 4) * 4, 1) or scale.stride(1) != 1:
+        padded = _fp8._scales(nr, nc, _ROW_MAJOR, scale.device, True)
+        padded.copy_(scale)
+        scale = padded
+    return codes.contiguous(), scale
 
 
 def _check_fresh(q, w1, w2):
-    """ValueError unless q (QuantizedMLPWeights) was made from these w1 and w2 at their current
-    versions."""
+    """ValueError unless q (QuantizedMLPWeights) was made from these w1 and w2 and neither has
+    changed since, as far as their version counters and torch.optim's steps tell."""
     for i, (w, name) in enumerate(((w1, "w1"), (w2, "w2"))):
-        if q.sources[i] != _source(w):
+        if isinstance(w, torch._subclasses.FakeTensor):
+            continue
+        if q.sources[i]() is not w:
             _fail(
                 ValueError,
                 _FN,
-                f"quantized was made from another {name} (data pointer, shape, dtype or device "
-                "differ); quantize_mlp_weights(w1, w2) again",
+                f"quantized was made from another {name} (another tensor object); "
+                "quantize_mlp_weights(w1, w2) with the weights this call takes",
             )
-        if q.versions[i] != w._version:
+        if q.versions[i] is not None and q.versions[i] != _version_of(w):
             _fail(
                 ValueError,
                 _FN,
                 f"quantized was made from {name} at version {q.versions[i]}, and {name} has been "
                 f"changed in place since (version {w._version}: an optimizer step?); "
                 "quantize_mlp_weights(w1, w2) again after each update",
+            )
+        if _OPT_STEPS.get(id(w), 0) != q.steps[i]:
+            _fail(
+                ValueError,
+                _FN,
+                f"a torch.optim step has updated {name} since quantized was made; "
+                "quantize_mlp_weights(w1, w2) again after each optimizer step",
             )
 
 
@@ -610,7 +669,9 @@ def _fwd_impl(
     _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     if quantized is not None:
-        _check_quantized(quantized, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
+        _check_quantized(
+            quantized, "quantized", ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN
+        )
     check_storages(_FN, zip(_NAMES, (x, w1, w2, bias1, bias2, weights)))
     out, h, xtq, xts, ytq, yts = _fwd_body(
         x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized
@@ -631,13 +692,13 @@ def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None):
     x2 = x.reshape(T, H)
     # x 1 x 128 along H (fc1) and, to save, x^T 1 x 128 along the tokens (fc1's wgrad): one pass
     xq, xs, xtq, xts = _quantize_both(x2, save)
-    w1q, w1s = _q128x128(w1) if quantized is None else quantized[0:2]
+    w1q, w1s = _q128x128(w1) if quantized is None else _gemm_operand(*quantized[0:2])
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
     del xq, xs
     g, b = _glu_input(h, bias1, p[2])
     yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
     del g
-    w2q, w2s = _q128x128(w2) if quantized is None else quantized[4:6]
+    w2q, w2s = _q128x128(w2) if quantized is None else _gemm_operand(*quantized[4:6])
     out = _mm(yq, ys, w2q, w2s, x.dtype, scaled)
     if bias2 is not None:
         # after the GEMM's rounding to x's dtype, on both paths: torch._scaled_mm's own bias is
@@ -673,7 +734,9 @@ def _fwd_fake(
     _check_codes((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     if quantized is not None:
-        _check_quantized(quantized, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
+        _check_quantized(
+            quantized, "quantized", ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN
+        )
     out = x.new_empty(lead + (H,))
     if not save:
         e = x.new_empty((0,))
@@ -787,7 +850,8 @@ def _bwd_body(
     do = dout.reshape(T, H).to(h.dtype)
     # dO [T, H] 1 x 128 along H (fc2's dgrad) and dO^T [H, T] along the tokens (fc2's wgrad)
     doq, dos, dotq, dots = _quantize_both(do, True)
-    w2tq, w2ts = _q128x128(w2.t()) if quantized_t is None else quantized_t[2:4]  # w2^T [F, H]
+    # w2^T [F, H]
+    w2tq, w2ts = _q128x128(w2.t()) if quantized_t is None else _gemm_operand(*quantized_t[2:4])
     dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
     del doq, dos, w2tq, w2ts
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
@@ -811,7 +875,8 @@ def _bwd_body(
         dhq, dhs, dhtq, dhts = _quantize_both(dh, True)
         del dh
     del g_in, dy
-    w1tq, w1ts = _q128x128(w1.t()) if quantized_t is None else quantized_t[0:2]  # w1^T [H, 2F]
+    # w1^T [H, 2F]
+    w1tq, w1ts = _q128x128(w1.t()) if quantized_t is None else _gemm_operand(*quantized_t[0:2])
     dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
     del dhq, dhs, w1tq, w1ts
     dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
@@ -885,7 +950,7 @@ def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weig
     lead = tuple(dout.shape[:-1])
     check_bias_weights(h, lead, H, F2 // 2, bias1, None, weights, _FN)
     if quantized_t is not None:
-        _check_quantized(quantized_t, ("w1_t", "w2_t"), h.device, F2, H, _FN)
+        _check_quantized(quantized_t, "quantized_t", ("w1_t", "w2_t"), h.device, F2, H, _FN)
 
 
 def _bwd_fake(
@@ -1110,8 +1175,8 @@ def mlp_fp8(
                 f"result, got {type(quantized).__name__}",
             )
         q = list(quantized[:8])
-        _check_quantized(q, ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
-        if untraced_eager():  # (a compiled graph or a fake tensor has no versions to compare)
+        _check_quantized(q, "quantized", ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN)
+        if not _is_compiling():  # (a compiled graph holds no tensor objects to compare)
             _check_fresh(quantized, w1, w2)
     tensors = (x, w1, w2, bias1, bias2, weights)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

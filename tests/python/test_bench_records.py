@@ -444,12 +444,16 @@ def test_kernel_benchmark_records_a_failed_check(tmp_path):
 
 
 def test_kernel_benchmark_arguments_refused(capsys):
-    """--rounds / --rep must be positive and --shape three positive integers: argparse's error
-    (exit status 2), never a crash later."""
-    from fastglu.bench import fp8, quant_fp8
+    """--rounds, --rep, --tokens and --ffn must be positive integers and --shape three of them:
+    argparse's error (exit status 2), never a crash later or a default in a zero's place."""
+    from fastglu.bench import fp8, fp8_store, quant_fp8
 
     for main, argv in (
         (fp8.main, ["--rounds", "0"]),
+        (fp8.main, ["--tokens", "0"]),
+        (fp8.main, ["--ffn", "64", "-3"]),
+        (fp8_store.main, ["--ffn", "0"]),
+        (fp8_store.main, ["--rep", "x"]),
         (quant_fp8.main, ["--shape", "8,16"]),
         (quant_fp8.main, ["--shape", "8,x,16"]),
     ):

@@ -989,24 +989,99 @@ def test_quantized_weights_refused_when_they_do_not_fit():
     fwd = torch.ops.fastglu.mlp_fp8_fwd
     good = list(q[:8])
     for bad, err, match in (
-        (good[:6], ValueError, r"must hold 8 tensors"),
+        (good[:6], ValueError, r"quantized must hold 8 tensors"),
         ([good[0].view(torch.uint8)] + good[1:], TypeError, r"quantized\.w1 has dtype"),
         (good[:2] + [good[2][:, :-1]] + good[3:], ValueError, r"quantized\.w1_t has shape"),
-        (  # w1's scales [2, 1] without the padded row stride
-            good[:1] + [torch.ones(good[1].shape)] + good[2:],
-            ValueError,
-            r"quantized\.w1_scale has strides",
-        ),
-        (good[:6] + [good[6].t().contiguous().t()] + good[7:], ValueError, r"w2_t has strides"),
         (good[:7] + [good[7].to("meta")], ValueError, r"quantized\.w2_t_scale is on meta"),
     ):
         with pytest.raises(err, match=match):
             fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, False, quantized=bad)
     _, h, *saved = fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
-    with pytest.raises(ValueError, match=r"must hold 4 tensors"):
+    dout = torch.randn(T, H).to(x.dtype)
+    with pytest.raises(ValueError, match=r"quantized_t must hold 4 tensors"):
+        torch.ops.fastglu.mlp_fp8_bwd(dout, h, *saved, w1, w2, *p, 2, quantized_t=good)
+    with pytest.raises(ValueError, match=r"quantized_t\.w2_t has shape"):
         torch.ops.fastglu.mlp_fp8_bwd(
-            torch.randn(T, H).to(x.dtype), h, *saved, w1, w2, *p, 2, quantized_t=good
+            dout, h, *saved, w1, w2, *p, 2, quantized_t=good[2:4] + [good[6][:-1], good[7]]
         )
+
+
+def test_quantized_weights_in_any_layout_give_the_same_bits():
+    """The raw ops take the quantised weights in any strides (a clone of the padded scales, the
+    codes transposed in memory): they are laid out as the GEMMs read them, the same bits."""
+    T, H, F = 8, 200, 136
+    x, w1, w2, _ = make(T, H, F, torch.bfloat16, "cpu", seed=48)
+    good = list(fp8_mlp.quantize_mlp_weights(w1, w2)[:8])
+    odd = [t.clone() if t.dtype == torch.float32 else t.t().contiguous().t() for t in good]
+    assert odd[1].stride() != good[1].stride() and odd[0].stride() != good[0].stride()
+    p = tuple(fastglu.ops.glu_params("silu"))
+    fwd = torch.ops.fastglu.mlp_fp8_fwd
+    want = fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, False, quantized=good)[0]
+    assert torch.equal(fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, False, quantized=odd)[0], want)
+
+
+@pytest.mark.parametrize("kw", [{"fused": True}, {"foreach": True}, {"foreach": False}])
+def test_quantized_weights_refused_after_any_optimizer_step(kw):
+    """A torch.optim step that updated w1 or w2 makes quantized stale, fused optimizers included
+    (they leave the version counters alone); a step of another optimizer over other tensors does
+    not."""
+    T, H, F = 8, 96, 80
+    x, w1, w2, _ = make(T, H, F, torch.float32, "cpu", seed=49)
+    w1.requires_grad_(), w2.requires_grad_()
+    other = torch.zeros(3, requires_grad=True)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    mlp_fp8(x, w1, w2, quantized=q).sum().backward()
+    other.grad = torch.ones(3)
+    torch.optim.AdamW([other], **kw).step()
+    mlp_fp8(x, w1, w2, quantized=q)  # still fresh
+    torch.optim.AdamW([w2], **kw).step()
+    # (the fused step leaves the version counter alone: the step hook tells; the others bump it)
+    match = r"a torch.optim step has updated w2" if kw.get("fused") else r"w2 has been changed"
+    with pytest.raises(ValueError, match=match):
+        mlp_fp8(x, w1, w2, quantized=q)
+    mlp_fp8(x, w1, w2, quantized=fp8_mlp.quantize_mlp_weights(w1, w2))
+
+
+def test_quantized_weights_refused_for_other_tensor_objects():
+    """quantized is tied to the tensor objects it read: a transposed view of a square w1, or a new
+    tensor at a freed one's address, is refused (their data pointers and shapes agree); so is the
+    stale q inside torch.vmap and forward-mode AD."""
+    H, F = 128, 64
+    x, w1, w2, _ = make(4, H, F, torch.float32, "cpu", seed=50)
+    square = torch.randn(H, H)  # w1 [2F, H] with 2F = H
+    q = fp8_mlp.quantize_mlp_weights(square, w2)
+    with pytest.raises(ValueError, match=r"another w1 \(another tensor object\)"):
+        mlp_fp8(x, square.t(), w2, quantized=q)
+    w1 = torch.randn(2 * F, H)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    del w1
+    w1 = torch.zeros(2 * F, H)  # often the same address
+    with pytest.raises(ValueError, match=r"another w1"):
+        mlp_fp8(x, w1, w2, quantized=q)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    w1.mul_(3)
+    with pytest.raises(ValueError, match=r"changed in place"):
+        torch.vmap(lambda r: mlp_fp8(r, w1, w2, quantized=q))(x[None])
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level(), pytest.raises(ValueError, match=r"changed in place"):
+        mlp_fp8(fwAD.make_dual(x, torch.ones_like(x)), w1, w2, quantized=q)
+
+
+def test_quantize_mlp_weights_on_inference_meta_and_in_compile():
+    """Inference tensors (no version counter) quantise and run; meta weights and a call inside
+    torch.compile are refused with fastglu's message."""
+    with torch.inference_mode():
+        x, w1, w2, _ = make(4, 96, 80, torch.float32, "cpu", seed=51)
+    q = fp8_mlp.quantize_mlp_weights(w1, w2)
+    assert q.versions == (None, None)
+    assert torch.equal(mlp_fp8(x, w1, w2, quantized=q), mlp_fp8(x, w1, w2))
+    with pytest.raises(ValueError, match=r"w1 is a meta or fake tensor"):
+        fp8_mlp.quantize_mlp_weights(w1.to("meta"), w2.to("meta"))
+    torch._dynamo.reset()
+    f = torch.compile(fp8_mlp.quantize_mlp_weights, fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match=r"outside torch.compile"):
+        f(w1, w2)
 
 
 def test_quantize_mlp_weights_bad_input():
@@ -1037,8 +1112,11 @@ def test_opcheck_with_quantized_weights():
     q = list(fp8_mlp.quantize_mlp_weights(w1, w2)[:8])
     p = tuple(fastglu.ops.glu_params("silu"))
     args = (x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True)
-    torch.library.opcheck(
-        torch.ops.fastglu.mlp_fp8_fwd, args, {"quantized": q}, test_utils=("test_faketensor",)
+    torch.library.opcheck(  # (test_schema cannot compare fp8 tensors)
+        torch.ops.fastglu.mlp_fp8_fwd,
+        args,
+        {"quantized": q},
+        test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"),
     )
     _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(*args, quantized=q)
     torch.library.opcheck(
@@ -1195,6 +1273,7 @@ def test_bench_smoke(tmp_path):
         assert d["status"] == "passed" and d["gemm"] == "reference"
         assert d["speedup"] == d["bf16_block_ms"] / d["fp8_block_ms"]
         assert d["speedup_qw"] == d["bf16_block_ms"] / d["fp8_block_qw_ms"]
+        assert all(v == 0.0 for k, v in d["checks"].items() if "qw vs" in k)
         assert 0.02 < d["checks"]["out vs bf16 block"] < 0.1  # the recipe's error, not a bug's
     records = sorted(p.name for p in tmp_path.glob("mlp_fp8_*.json"))
     assert len(records) == 2 * 4 * 2  # passes x providers x rounds

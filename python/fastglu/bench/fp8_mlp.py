@@ -26,7 +26,8 @@ read its inputs and wrote its outputs once (floor_bytes) at the device's copy ba
 
 Checks before timing: the FP8 block's out (and in fwd_bwd dx, dw1, dw2) against its reference path
 (the same quantised operands dequantised, fp32 matmuls): relative norm <= 1e-2, status "failed"
-otherwise; and against the bf16 block (the recipe's quantisation error, reported: about 0.06).
+otherwise; against the bf16 block (the recipe's quantisation error, reported: about 0.06); and
+fp8_block_qw's against fp8_block's, bit for bit (its records "failed" otherwise).
 
 Protocol (the seed's): triton.testing.do_bench(rep) with quantiles 0.5/0.2/0.8, every provider in
 one process, --rounds rounds per workload with the provider order rotated each round, one record
@@ -252,15 +253,23 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
         out.backward(dout)
         return (out.detach(),) + tuple(t.grad for t in leaves)
 
+    q = fp8_mlp.quantize_mlp_weights(*leaves[1:])  # (the backward changes no weight: fresh)
     got = run(fp8())
     want = run(fp8("reference"))
     base = run(bf16)
+    got_qw = run(fp8(quantized=q))
     names = ("out", "dx", "dw1", "dw2")
     checks = {f"{n} vs reference path": rel_err(a, b) for n, a, b in zip(names, got, want)}
     checks.update({f"{n} vs bf16 block": rel_err(a, b) for n, a, b in zip(names, got, base)})
-    del got, want, base
+    # the weights quantised before: the same bits (0 when equal, else 1)
+    checks.update(
+        {
+            f"{n} qw vs fp8 block": float(not torch.equal(a, b))
+            for n, a, b in zip(names, got_qw, got)
+        }
+    )
+    del got, want, base, got_qw
     grads = leaves if pass_ == "fwd_bwd" else None
-    q = fp8_mlp.quantize_mlp_weights(*leaves[1:])  # (the backward changes no weight: fresh)
     cells = {
         "bf16_block": (lambda: run(bf16), grads),
         "fp8_block": (lambda: run(fp8()), grads),
@@ -324,6 +333,11 @@ def main(argv=None):
                 if all(v <= TOLERANCE for k, v in checks.items() if "reference" in k)
                 else "failed"
             )
+            qw_same = not any(v for k, v in checks.items() if "qw vs" in k)
+            statuses = {
+                "bf16_block": "passed",
+                "fp8_block_qw": status if qw_same else "failed",
+            }
             workload = {"op": "mlp_fp8", "pass": pass_, "T": T, "H": H, "F": F, "dtype": "bf16"}
             names = list(cells)
             ms = {n: [] for n in names}
@@ -343,7 +357,7 @@ def main(argv=None):
                     env=env,
                     versions={**base, "gemm": "scaled_mm" if scaled else "reference"},
                     observed=dt.datetime.now(dt.timezone.utc),
-                    status=status if name != "bf16_block" else "passed",
+                    status=statuses.get(name, status),
                     round_=r,
                 )
                 fname = f"mlp_fp8_{pass_}_{name}_{shape_slug}_r{r}.json"
@@ -373,7 +387,7 @@ def main(argv=None):
                 "non_gemm_x_floor": non_gemm / floor_ms if floor_ms else None,
                 "floor_bytes": steps,
                 "checks": checks,
-                "status": status,
+                "status": status if qw_same else "failed",
             }
             derived.append(d)
             print(

@@ -77,13 +77,16 @@ def cases(T, ffns, device):
 
 def main(argv=None):
     p = kernels.parser("python -m fastglu.bench.fp8_store", __doc__, "fp8-store")
-    p.add_argument("--tokens", type=int, help="T (default 8192; 64 on the CPU)")
+    p.add_argument("--tokens", type=kernels.positive_int, help="T (default 8192; 64 on the CPU)")
     p.add_argument(
-        "--ffn", type=int, nargs="+", help="F values (default 2880 8192 14336; 200 256 on the CPU)"
+        "--ffn",
+        type=kernels.positive_int,
+        nargs="+",
+        help="F values (default 2880 8192 14336; 200 256 on the CPU)",
     )
     args = kernels.parse(p, argv)
-    T = args.tokens or (8192 if args.on_gpu else 64)
-    ffns = args.ffn or ([2880, 8192, 14336] if args.on_gpu else [200, 256])
+    T = args.tokens if args.tokens is not None else 8192 if args.on_gpu else 64
+    ffns = args.ffn if args.ffn is not None else [2880, 8192, 14336] if args.on_gpu else [200, 256]
     return kernels.run(
         args,
         harness="fastglu python -m fastglu.bench.fp8_store",

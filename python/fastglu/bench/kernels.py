@@ -60,16 +60,30 @@ class Case:
     check: str  # "ok", or what broke the check's bound
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
+    return v
+
+
 def parser(prog: str, doc: str, out_suffix: str) -> argparse.ArgumentParser:
     """--rounds, --rep, --smoke and --out; the benchmark adds its workload arguments."""
     p = argparse.ArgumentParser(
         prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--rounds", type=int, default=3, help="rounds per case, provider order rotated (default 3)"
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="rounds per case, provider order rotated (default 3)",
     )
     p.add_argument(
-        "--rep", type=int, default=100, help="do_bench repetition time in ms (default 100)"
+        "--rep", type=positive_int, default=100, help="do_bench repetition time in ms (default 100)"
     )
     p.add_argument(
         "--smoke",
@@ -85,11 +99,9 @@ def parser(prog: str, doc: str, out_suffix: str) -> argparse.ArgumentParser:
 
 
 def parse(p: argparse.ArgumentParser, argv) -> argparse.Namespace:
-    """p.parse_args(argv) with positive --rounds and --rep (argparse's error otherwise); on_gpu
-    set (a CUDA device and no --smoke), and --smoke's schedule wherever the CPU runs."""
+    """p.parse_args(argv), with on_gpu set (a CUDA device and no --smoke) and --smoke's schedule
+    wherever the CPU runs."""
     args = p.parse_args(argv)
-    if args.rounds < 1 or args.rep < 1:
-        p.error("--rounds and --rep must be positive")
     args.on_gpu = torch.cuda.is_available() and not args.smoke
     if not args.on_gpu:
         args.rep, args.rounds = min(args.rep, 5), min(args.rounds, 2)
