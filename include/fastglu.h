@@ -819,6 +819,35 @@ FASTGLU_API fastglu_status fastglu_glu_fp8_store_blockwise_cpu(
     fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
     int64_t ffn_hidden_size);
 
+/* ---------------------------------------------------------------------------------------------
+ * The forward and the blockwise copy of its operands in one pass (fp8_input_store="blockwise"):
+ * fastglu_glu_fwd_*'s output and fastglu_glu_fp8_store_blockwise_*'s codes and scales, each
+ * operand read once.
+ *
+ *   params, operands, output   as fastglu_glu_fwd_* (operands->scale_inv absent, no saved_fp8)
+ *   gate_fp8, up_fp8,          as fastglu_glu_fp8_store_blockwise_* for operands->gate and
+ *   scale_inv                  operands->up (SPLIT: up_fp8 [tokens, F]; INTERLEAVED: up_fp8
+ *                              absent, gate_fp8 [tokens, 2F])
+ *   tokens, ffn_hidden_size, stream (CUDA only)
+ * The results are the bits of fastglu_glu_fwd_* (saved_fp8 absent) and then
+ * fastglu_glu_fp8_store_blockwise_* on the same backend and operands. output must not overlap the
+ * copy's outputs (nor they the inputs, nor each other). Every argument of both is checked before
+ * anything is written; errors are theirs (FASTGLU_ERROR_INVALID_VALUE, _UNSUPPORTED_DTYPE,
+ * _NO_CUDA, _CUDA). On CUDA with SPLIT one kernel: a half-warp takes a 1 x 128 block of gate and
+ * the same columns of up in a row (lane l their columns 8 l .. 8 l + 7): y's 8 elements, both
+ * blocks' amaxes, scales and codes; INTERLEAVED runs the two calls' kernels one after the other.
+ * No allocation, no synchronisation. tokens == 0 or F == 0: nothing is written.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cpu(
+    const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

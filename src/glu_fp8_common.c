@@ -400,6 +400,36 @@ fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_par
     return check_outputs_disjoint(fn, o, n_out, in, n_in);
 }
 
+fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu_params *params,
+                                               const fastglu_glu_operands *operands,
+                                               fastglu_tensor output, fastglu_tensor gate_fp8,
+                                               fastglu_tensor up_fp8, fastglu_tensor scale_inv,
+                                               int64_t tokens, int64_t F, int *empty) {
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+    fastglu_region out, copy[3];
+    int n = 0;
+    if (operands == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
+    /* the forward's checks (output against the operands), then the copy's (its outputs against
+     * the operands and each other), then output against the copy's outputs */
+    TRY(fastglu_check_glu_fwd_descriptors(fn, operands, &output, &none));
+    TRY(fastglu_check_glu_fwd(fn, params, FASTGLU_GLU_FWD_FIELDS(operands, output, none, tokens, F),
+                              empty));
+    TRY(fastglu_check_glu_fp8_store(fn, params, operands->gate, operands->up, gate_fp8, up_fp8,
+                                    scale_inv, tokens, F, empty));
+    if (*empty) return FASTGLU_SUCCESS;
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
+    TRY(fastglu_check_tensor(fn, &out, "output", output.data, tokens, F, output.row_stride, 1,
+                             fastglu_dtype_size(output.dtype), 1));
+    TRY(check_fp8_data(fn, &copy[n++], "gate_fp8", gate_fp8, tokens, W));
+    if (!il) TRY(check_fp8_data(fn, &copy[n++], "up_fp8", up_fp8, tokens, W));
+    TRY(fastglu_check_tensor(fn, &copy[n++], "scale_inv", scale_inv.data, tokens, nb,
+                             scale_inv.row_stride, 1, 4, 1));
+    for (int i = 0; i < n; ++i) TRY(fastglu_check_disjoint(fn, &copy[i], &out));
+    return FASTGLU_SUCCESS;
+}
+
 void fastglu_fp8_zero_sums(fastglu_tensor gate, fastglu_tensor dbias, fastglu_tensor dweights,
                            int64_t tokens, int64_t F) {
     if (dbias.data != NULL && F > 0)
@@ -458,6 +488,18 @@ fastglu_status fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *pa
     (void)stream;
     TRY(fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F,
                                     &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+}
+
+fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fwd_fp8_store_blockwise_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fwd_fp8_store(fn, params, operands, output, gate_fp8, up_fp8, scale_inv,
+                                        tokens, F, &empty));
     return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 

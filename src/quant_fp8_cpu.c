@@ -139,3 +139,22 @@ fastglu_status fastglu_glu_fp8_store_blockwise_cpu(const fastglu_glu_params *par
             }
     return FASTGLU_SUCCESS;
 }
+
+/* fastglu_glu_fwd_fp8_store_blockwise_cpu: the forward, then the copy (every argument of both
+ * checked first): fastglu_glu_fwd_cpu's and fastglu_glu_fp8_store_blockwise_cpu's bits. */
+fastglu_status
+fastglu_glu_fwd_fp8_store_blockwise_cpu(const fastglu_glu_params *params,
+                                        const fastglu_glu_operands *operands, fastglu_tensor output,
+                                        fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                        fastglu_tensor scale_inv, int64_t tokens, int64_t F) {
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+    int empty;
+    fastglu_status st =
+        fastglu_check_glu_fwd_fp8_store("fastglu_glu_fwd_fp8_store_blockwise_cpu", params, operands,
+                                        output, gate_fp8, up_fp8, scale_inv, tokens, F, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    st = fastglu_glu_fwd_cpu(params, operands, output, none, tokens, F);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fastglu_glu_fp8_store_blockwise_cpu(params, operands->gate, operands->up, gate_fp8,
+                                               up_fp8, scale_inv, tokens, F);
+}

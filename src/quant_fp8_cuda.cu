@@ -32,6 +32,7 @@
  */
 #include "fp8_tile.cuh"
 #include "glu_fp8.h"
+#include "glu_math.cuh"
 
 typedef struct quant_args {
     const void *x;
@@ -560,6 +561,187 @@ fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_t
     case FASTGLU_DTYPE_FP32: kern = (const void *)glu_fp8_store_kernel<float>; break;
     case FASTGLU_DTYPE_FP16: kern = (const void *)glu_fp8_store_kernel<__half>; break;
     default: kern = (const void *)glu_fp8_store_kernel<__nv_bfloat16>; break;
+    }
+    return launch_status(
+        fn, cudaLaunchKernel(kern, grid, dim3(THREADS), args, 0, (cudaStream_t)stream));
+}
+
+/* ---- fastglu_glu_fwd_fp8_store_blockwise_cuda -----------------------------------------------
+ * The forward and the blockwise copy in one pass (SPLIT): a half-warp takes column block b of a
+ * row, gate's and up's (lane l columns 128 b + 8 l .. + 7 of both): y's 8 elements from the
+ * general path's per-element math (glu_math.cuh's glu_forward with a bias, -0 for none, and a
+ * weight, 1 for none: fastglu_glu_fwd_cuda's bits), rounded two an instruction and stored 16
+ * bytes a lane; then both blocks' amaxes (two 16-lane maxes), scales and codes as
+ * glu_fp8_store_kernel's (store_codes8), gate's scale at b and up's at nb / 2 + b of scale_inv's
+ * row, by lane 0. The grid as that kernel's: x a row's blocks (a warp two), y the rows,
+ * FWD_STORE_ROWS at a time, their loads issued before any is used. The bias of the lane's
+ * columns is read once, before the rows. */
+#define FWD_STORE_ROWS 2
+
+typedef struct fwd_store_args {
+    store_args c; /* the copy: src / dst [0] gate, [1] up; W = F; nbp = ceil(F / 128) */
+    glu_math m;
+    const void *bias, *weights; /* bias [2F] (gate's, then up's), or NULL; weights [T], or NULL */
+    int w_dtype;
+    int64_t w_stride;
+    void *y;
+    int64_t y_rs;
+    int vy; /* y's rows on 16 bytes */
+} fwd_store_args;
+
+template <typename E>
+static __device__ __forceinline__ void store_chunk_codes(const store_args &c, unsigned char *o,
+                                                         uint2 q, int whole, int n) {
+    if (c.vout && whole) {
+        *(uint2 *)o = q;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            if (e < n) o[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
+    }
+}
+
+/* 3 blocks an SM for the 2-byte dtypes (80 registers: two rows of gate and up, the lane's 16 bias
+ * values), 2 for fp32 */
+template <typename E>
+__global__ void __launch_bounds__(THREADS, sizeof(E) == 4 ? 2 : 3)
+    glu_fwd_store_kernel(const fwd_store_args a) {
+    enum { R = FWD_STORE_ROWS };
+    const store_args &c = a.c;
+    const int lane = threadIdx.x & 31, l = lane & 15;
+    const int64_t b = 2 * ((int64_t)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5)) + (lane >> 4);
+    const int on = b < c.nbp; /* the loop below stays uniform: both half-warps shuffle */
+    const int64_t j = TILE * b + 8 * l;
+    const int64_t rem = on ? c.W - j : 0;
+    const int n = rem >= 8 ? 8 : rem > 0 ? (int)rem : 0;
+    const int whole = on && j + 8 <= c.W;
+    /* pointers formed only inside the operands: a lane past a row's end keeps the row's start */
+    const E *g_src = (const E *)c.src[0] + (n ? j : 0), *u_src = (const E *)c.src[1] + (n ? j : 0);
+    unsigned char *g_dst = c.dst[0] + (n ? j : 0), *u_dst = c.dst[1] + (n ? j : 0);
+    E *y_dst = (E *)a.y + (n ? j : 0);
+    float bg[8], bu[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        bg[e] = bu[e] = -0.0f; /* no bias: -0, as the general path adds it */
+        if (a.bias && e < n) {
+            bg[e] = to_f32(((const E *)a.bias)[j + e]);
+            bu[e] = to_f32(((const E *)a.bias)[c.W + j + e]);
+        }
+    }
+    for (int64_t t0 = (int64_t)blockIdx.y * R; t0 < c.T; t0 += (int64_t)gridDim.y * R) {
+        vec8<E> g[R], u[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int live = t0 + r < c.T;
+            const int64_t go = (t0 + r) * c.src_rs[0], uo = (t0 + r) * c.src_rs[1];
+            if (c.vin && whole && live) {
+                ld8(g[r], g_src + go);
+                ld8(u[r], u_src + uo);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 2 * (int)sizeof(E); ++k) g[r].w[k] = u[r].w[k] = 0;
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (live && e < n) vset(g[r], e, g_src[go + e]), vset(u[r], e, u_src[uo + e]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int64_t t = t0 + r;
+            const unsigned amg = group_max<16>(chunk_amax(g[r]));
+            const unsigned amu = group_max<16>(chunk_amax(u[r]));
+            if (!on || t >= c.T) continue;
+            const float w =
+                a.weights ? load_token_weight(a.weights, a.w_dtype, t * a.w_stride) : 1.0f;
+            float yv[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                yv[e] =
+                    glu_forward<MM_ANY, 1, 1>(a.m, vget(g[r], e), vget(u[r], e), bg[e], bu[e], w);
+            E *yo = y_dst + t * a.y_rs;
+            if (a.vy && whole) {
+                vec8<E> yr;
+                unsigned am = 0;
+                round8(yr, am, yv);
+                st8(yo, yr);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (e < n) from_f32(yo + e, yv[e]);
+            }
+            const float sg = fastglu_fp8_store_scale(amg, c.clamp);
+            const float su = fastglu_fp8_store_scale(amu, c.clamp);
+            store_chunk_codes<E>(c, g_dst + t * c.dst_rs[0],
+                                 store_codes8(c, g[r], sg, fastglu_fp8_store_scaled(amg), 0), whole,
+                                 n);
+            store_chunk_codes<E>(c, u_dst + t * c.dst_rs[1],
+                                 store_codes8(c, u[r], su, fastglu_fp8_store_scaled(amu), 1), whole,
+                                 n);
+            if (l == 0) {
+                float *srow = c.s + t * c.s_rs;
+                srow[b] = sg;
+                srow[c.nbp + b] = su;
+            }
+        }
+    }
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
+    int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fwd_fp8_store_blockwise_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_glu_fwd_fp8_store(fn, params, operands, output, gate_fp8,
+                                                        up_fp8, scale_inv, tokens, F, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const fastglu_tensor gate = operands->gate, up = operands->up;
+    if (params->layout == FASTGLU_LAYOUT_INTERLEAVED) { /* the two calls' kernels */
+        const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+        st = fastglu_glu_fwd_cuda(params, operands, output, none, tokens, F, stream);
+        if (st != FASTGLU_SUCCESS) return st;
+        return fastglu_glu_fp8_store_blockwise_cuda(params, gate, up, gate_fp8, up_fp8, scale_inv,
+                                                    tokens, F, stream);
+    }
+    fwd_store_args a;
+    store_args &c = a.c;
+    const size_t es = fastglu_dtype_size(gate.dtype);
+    c.il = 0, c.parts = 2;
+    c.T = tokens, c.W = F, c.nbp = fastglu_fp8_blocks(F);
+    c.src[0] = gate.data, c.src_rs[0] = gate.row_stride;
+    c.src[1] = up.data, c.src_rs[1] = up.row_stride;
+    c.dst[0] = (unsigned char *)gate_fp8.data, c.dst_rs[0] = gate_fp8.row_stride;
+    c.dst[1] = (unsigned char *)up_fp8.data, c.dst_rs[1] = up_fp8.row_stride;
+    c.s = (float *)scale_inv.data, c.s_rs = scale_inv.row_stride;
+    c.c = fastglu_glu_clamp(params, gate.dtype);
+    c.clamp = c.c > 0.0f && !isinf(c.c); /* +inf cuts nothing: the plain recipe */
+    c.sat = fastglu_fp8_saturate();
+    c.vin = c.vout = 1;
+    for (int k = 0; k < 2; ++k) {
+        c.vin &= access_width(c.src[k], c.src_rs[k], tokens, es) == 16;
+        c.vout &= access_width_cap(c.dst[k], c.dst_rs[k], tokens, 1, 8) == 8;
+    }
+    a.m = make_math(params, gate.dtype, 0);
+    a.bias = operands->bias.data;
+    a.weights = operands->weights.data, a.w_dtype = (int)operands->weights.dtype;
+    a.w_stride = operands->weights.row_stride;
+    a.y = output.data, a.y_rs = output.row_stride;
+    a.vy = access_width(output.data, output.row_stride, tokens, es) == 16;
+    /* x: a row's blocks, two a warp; y: the rows, FWD_STORE_ROWS a block, strided beyond 65535 */
+    const int64_t pairs = (c.nbp + 1) / 2, warps = THREADS / 32;
+    const int64_t gx = (pairs + warps - 1) / warps;
+    if (gx > 0x7fffffff)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
+                                 "%s: F = %lld: more blocks of a row than the CUDA grid holds", fn,
+                                 (long long)F);
+    const dim3 grid((unsigned)gx, (unsigned)min((tokens + FWD_STORE_ROWS - 1) / FWD_STORE_ROWS,
+                                                (int64_t)STORE_MAX_ROW_BLOCKS));
+    void *args[] = {(void *)&a};
+    const void *kern;
+    switch (gate.dtype) {
+    case FASTGLU_DTYPE_FP32: kern = (const void *)glu_fwd_store_kernel<float>; break;
+    case FASTGLU_DTYPE_FP16: kern = (const void *)glu_fwd_store_kernel<__half>; break;
+    default: kern = (const void *)glu_fwd_store_kernel<__nv_bfloat16>; break;
     }
     return launch_status(
         fn, cudaLaunchKernel(kern, grid, dim3(THREADS), args, 0, (cudaStream_t)stream));

@@ -641,6 +641,50 @@ static PyObject *py_glu_fp8_store_blockwise(PyObject *self, PyObject *const *arg
     return status_result(status);
 }
 
+/* glu_fwd_fp8_store_blockwise(on_cuda, <params: 6>, gate, gate_row_stride, up, up_row_stride,
+ *                             bias, weights, weights_dtype, weights_stride, output,
+ *                             output_row_stride, gate_fp8, gate_fp8_row_stride, up_fp8,
+ *                             up_fp8_row_stride, scale_inv, scale_inv_row_stride, tokens, F, dtype,
+ *                             stream): fastglu_glu_fwd_fp8_store_blockwise_{cpu,cuda}; 0 for NULL. */
+static PyObject *py_glu_fwd_fp8_store_blockwise(PyObject *self, PyObject *const *args,
+                                                Py_ssize_t nargs) {
+    fastglu_glu_params p;
+    int64_t on_cuda, g_rs, u_rs, w_dtype, w_stride, out_rs, g8_rs, u8_rs, s_rs, tokens, F, dtype;
+    void *g, *u, *bias, *w, *out, *g8, *u8, *sc, *stream;
+    (void)self;
+    CHECK_NARGS("glu_fwd_fp8_store_blockwise", 27);
+    if (!get_i64(args[0], &on_cuda) || !get_params(args + 1, &p) || !get_ptr(args[7], &g) ||
+        !get_i64(args[8], &g_rs) || !get_ptr(args[9], &u) || !get_i64(args[10], &u_rs) ||
+        !get_ptr(args[11], &bias) || !get_ptr(args[12], &w) || !get_dtype(args[13], &w_dtype) ||
+        !get_i64(args[14], &w_stride) || !get_ptr(args[15], &out) || !get_i64(args[16], &out_rs) ||
+        !get_ptr(args[17], &g8) || !get_i64(args[18], &g8_rs) || !get_ptr(args[19], &u8) ||
+        !get_i64(args[20], &u8_rs) || !get_ptr(args[21], &sc) || !get_i64(args[22], &s_rs) ||
+        !get_i64(args[23], &tokens) || !get_i64(args[24], &F) || !get_dtype(args[25], &dtype) ||
+        !get_ptr(args[26], &stream))
+        return NULL;
+    const fastglu_dtype dt = (fastglu_dtype)dtype;
+    const fastglu_glu_operands o = {make_tensor(g, dt, g_rs),
+                                    make_tensor(u, dt, u_rs),
+                                    make_tensor(bias, dt, 1),
+                                    make_tensor(w, w_dtype, w_stride),
+                                    make_tensor(NULL, FASTGLU_DTYPE_FP32, 0),
+                                    0};
+    const fastglu_tensor output = make_tensor(out, dt, out_rs),
+                         tg8 = make_tensor(g8, FASTGLU_DTYPE_FP8_E4M3, g8_rs),
+                         tu8 = make_tensor(u8, FASTGLU_DTYPE_FP8_E4M3, u8_rs),
+                         ts = make_tensor(sc, FASTGLU_DTYPE_FP32, s_rs);
+    fastglu_status st;
+    if (on_cuda) {
+        st = fastglu_glu_fwd_fp8_store_blockwise_cuda(&p, &o, output, tg8, tu8, ts, tokens, F,
+                                                      stream);
+    } else {
+        Py_BEGIN_ALLOW_THREADS st =
+            fastglu_glu_fwd_fp8_store_blockwise_cpu(&p, &o, output, tg8, tu8, ts, tokens, F);
+        Py_END_ALLOW_THREADS
+    }
+    return status_result(st);
+}
+
 static PyMethodDef fp8_methods[] = {
     {"glu_fwd_fp8", (PyCFunction)(void (*)(void))py_glu_fwd_fp8, METH_FASTCALL,
      "glu_fwd_fp8(on_cuda, activation, layout, clamp_value, glu_linear_offset, gate_multiplier, "
@@ -661,6 +705,13 @@ static PyMethodDef fp8_methods[] = {
      "gate_multiplier, down_multiplier, dtype, gate, gate_row_stride, up, up_row_stride, gate_fp8, "
      "gate_fp8_row_stride, up_fp8, up_fp8_row_stride, scale_inv, scale_inv_row_stride, tokens, F, "
      "stream): fastglu_glu_fp8_store_blockwise_{cpu,cuda}; 0 for NULL."},
+    {"glu_fwd_fp8_store_blockwise", (PyCFunction)(void (*)(void))py_glu_fwd_fp8_store_blockwise,
+     METH_FASTCALL,
+     "glu_fwd_fp8_store_blockwise(on_cuda, activation, layout, clamp_value, glu_linear_offset, "
+     "gate_multiplier, down_multiplier, gate, gate_row_stride, up, up_row_stride, bias, weights, "
+     "weights_dtype, weights_stride, output, output_row_stride, gate_fp8, gate_fp8_row_stride, "
+     "up_fp8, up_fp8_row_stride, scale_inv, scale_inv_row_stride, tokens, F, dtype, stream): "
+     "fastglu_glu_fwd_fp8_store_blockwise_{cpu,cuda}; 0 for NULL."},
     {"glu_bwd_fp8_workspace_bytes", (PyCFunction)(void (*)(void))py_glu_bwd_fp8_workspace_bytes,
      METH_FASTCALL,
      "glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights): "

@@ -98,6 +98,8 @@ class GLUFunction(torch.autograd.Function):
             y, x8 = ops._fwd_checked(params, x, up, bias, weights, None, True, fn)
             F = x8.shape[-1] // 2
             x_s, up_s = (x8, None) if up is None else (x8[..., :F], x8[..., F:])
+        elif fp8 == "blockwise" and ops.FUSED_BLOCKWISE_STORE:
+            y, x_s, up_s, scale_inv = ops._fwd_fp8_store_blockwise(params, x, up, bias, weights, fn)
         else:
             y = ops.forward(params, x, up, bias, weights, fn=fn)
             if fp8:

@@ -1754,6 +1754,65 @@ def _fp8_store_blockwise(x, up, p, fn):
     return x8, up8, scale_inv
 
 
+# The forward and the blockwise copy in one C call (fastglu_glu_fwd_fp8_store_blockwise_*: one
+# kernel on CUDA with the split layout, each operand read once) instead of the forward's kernel and
+# the copy's: the same bits. Off until it is timed against the two kernels on a GPU
+# (python -m fastglu.bench.fp8_store, provider fastglu_fused; docs/fp8.md).
+FUSED_BLOCKWISE_STORE = False
+
+
+def _fwd_fp8_store_blockwise(p, x, up, bias, weights, fn):
+    """``fp8_input_store="blockwise"``'s forward in one C call: (y, x8, up8, scale_inv), the bits of
+    ``forward`` and then ``_fp8_store_blockwise`` (their layouts: x8 x's shape, up8 up's or None,
+    scale_inv [tokens, scale_blocks(layout, F)])."""
+    _check_fp8_store(x, up, p, fn)
+    op = _operands(x, up, p.layout, fn)
+    b, _ = _check_bias(bias, op, op.dtype, fn)
+    w, w_code, w_stride, _ = _check_weights(weights, op, fn)
+    F, W = op.F, 2 * op.F
+    y = torch.empty(op.lead + (F,), dtype=op.dtype, device=op.device)
+    x8 = torch.empty(op.lead + ((F,) if up is not None else (W,)), dtype=_FP8, device=op.device)
+    up8 = torch.empty(x8.shape, dtype=_FP8, device=op.device) if up is not None else None
+    scale_inv = torch.empty(
+        op.tokens, scale_blocks(p.layout, F), dtype=torch.float32, device=op.device
+    )
+    g_ptr, g_rs, u_ptr, u_rs = op.pointers()
+    if up8 is not None:
+        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), up8.data_ptr(), F
+    elif p.layout == _C.LAYOUT_INTERLEAVED:
+        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), 0, W
+    else:  # gate's and up's codes: the two halves of each row of the copy
+        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), x8.data_ptr() + F, W
+    # an empty problem too: the C call validates it (and writes nothing)
+    _launch(
+        _C.glu_fwd_fp8_store_blockwise,
+        op.x.get_device(),
+        (
+            *p,
+            g_ptr,
+            g_rs,
+            u_ptr,
+            u_rs,
+            0 if b is None else b.data_ptr(),
+            0 if w is None else w.data_ptr(),
+            w_code,
+            w_stride,
+            y.data_ptr(),
+            F,
+            g8_ptr,
+            g8_rs,
+            u8_ptr,
+            g8_rs,
+            scale_inv.data_ptr(),
+            scale_inv.shape[1],
+            op.tokens,
+            F,
+            op.code,
+        ),
+    )
+    return y, x8, up8, scale_inv
+
+
 # ---- in-place checks -----------------------------------------------------------------------------
 
 _increment_version = getattr(torch.autograd.graph, "increment_version", None)  # torch >= 2.2

@@ -8,8 +8,11 @@
  * random inputs each run (FASTGLU_TEST_SEED replays a printed seed), every dtype, SPLIT as two
  * tensors and as the two halves of one [tokens, 2F] copy, INTERLEAVED, tokens 1, 3, 257 (and 8193
  * twice, unless FASTGLU_TEST_QUICK is set), F = 1, 3, 128, 200, 1408, 2880, 3420, 5632, dense,
- * 16-byte padded and odd row strides (the CUDA kernel's vector and element paths). Bad input: an
- * error status and no byte written; empty problems succeed and write nothing.
+ * 16-byte padded and odd row strides (the CUDA kernel's vector and element paths). Two thirds of
+ * the cases go through fastglu_glu_fwd_fp8_store_blockwise_* (the forward and the copy in one
+ * pass), whose y is compared bit for bit with fastglu_glu_fwd_*'s (with and without a bias and
+ * per-token weights) and with SwiGLU in float64. Bad input: an error status and no byte written;
+ * empty problems succeed and write nothing.
  *
  * Built twice: test_fp8_store_cpu, and with FP8_TEST_CUDA test_fp8_store_cuda (device memory, a
  * non-default stream, the operands followed by poison; exits 77, CTest's skip, without a usable
@@ -95,6 +98,32 @@ static fastglu_status store(fastglu_glu_params *p, fastglu_tensor g, fastglu_ten
 #endif
 }
 
+/* fastglu_glu_fwd_fp8_store_blockwise_* (the forward and the copy in one pass) and, for its y, the
+ * forward alone (fastglu_glu_fwd_*) on the same backend */
+static fastglu_status fused(fastglu_glu_params *p, const fastglu_glu_operands *o, fastglu_tensor y,
+                            fastglu_tensor g8, fastglu_tensor u8, fastglu_tensor s, int64_t T,
+                            int64_t F) {
+#ifdef FP8_TEST_CUDA
+    const fastglu_status st =
+        fastglu_glu_fwd_fp8_store_blockwise_cuda(p, o, y, g8, u8, s, T, F, stream);
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    return st;
+#else
+    return fastglu_glu_fwd_fp8_store_blockwise_cpu(p, o, y, g8, u8, s, T, F);
+#endif
+}
+static fastglu_status forward(fastglu_glu_params *p, const fastglu_glu_operands *o,
+                              fastglu_tensor y, int64_t T, int64_t F) {
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
+#ifdef FP8_TEST_CUDA
+    const fastglu_status st = fastglu_glu_fwd_cuda(p, o, y, none, T, F, stream);
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    return st;
+#else
+    return fastglu_glu_fwd_cpu(p, o, y, none, T, F);
+#endif
+}
+
 static void *dev_alloc(size_t n) {
 #ifdef FP8_TEST_CUDA
     void *p;
@@ -129,8 +158,11 @@ static void to_host(void *h, const void *d, size_t n) {
 #endif
 }
 
+/* with_y: through fastglu_glu_fwd_fp8_store_blockwise_* (1: no bias or weights, the float64
+ * SwiGLU checked too; 2: a bias and per-token weights), y then compared bit for bit with the
+ * forward's alone and every byte around it left as the sentinel; 0: the copy alone */
 static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float clamp_value,
-                     int strides, int sat) {
+                     int strides, int sat, int with_y) {
     const int il = layout == INTERLEAVED, parts = il ? 1 : 2;
     const int64_t W = il ? 2 * F : F, nbp = (W + 127) / 128, nb = parts * nbp;
     const size_t es = fastglu_dtype_size(dt);
@@ -194,7 +226,35 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
                                FASTGLU_DTYPE_FP8_E4M3, d_rs},
                          s = {ds, FASTGLU_DTYPE_FP32, s_rs};
     fastglu_set_fp8_saturate(sat);
-    const fastglu_status st = store(&p, g, u, g8, u8, s, T, F);
+    /* with_y: y [T, F] in a row stride of F + pad, the operands' bias [2F] and weights [T] */
+    const int64_t y_rs = F + pad;
+    const size_t y_n = (size_t)(T * y_rs) * es + MARGIN;
+    unsigned char *hy = NULL, *hy2 = NULL;
+    void *dy = NULL, *dy2 = NULL, *db = NULL, *dw = NULL;
+    fastglu_glu_operands o;
+    memset(&o, 0, sizeof o);
+    o.gate = g, o.up = u;
+    o.bias.dtype = dt, o.weights.dtype = FASTGLU_DTYPE_FP32, o.scale_inv.dtype = FASTGLU_DTYPE_FP32;
+    if (with_y) {
+        hy = malloc(y_n), hy2 = malloc(y_n);
+        memset(hy, SENT8, y_n);
+        dy = dev_alloc(y_n), dy2 = dev_alloc(y_n);
+        to_dev(dy, hy, y_n), to_dev(dy2, hy, y_n);
+        if (with_y == 2) {
+            void *hb = malloc((size_t)(2 * F) * es);
+            float *hw = malloc((size_t)T * 4);
+            for (int64_t j = 0; j < 2 * F; ++j) put(dt, hb, j, (float)(urand() - 0.5));
+            for (int64_t t = 0; t < T; ++t) hw[t] = (float)urand() + 0.25f;
+            db = dev_alloc((size_t)(2 * F) * es), dw = dev_alloc((size_t)T * 4);
+            to_dev(db, hb, (size_t)(2 * F) * es), to_dev(dw, hw, (size_t)T * 4);
+            free(hb), free(hw);
+            o.bias = (fastglu_tensor){db, dt, 1};
+            o.weights = (fastglu_tensor){dw, FASTGLU_DTYPE_FP32, 1};
+        }
+    }
+    const fastglu_tensor yt = {dy, dt, y_rs}, yt2 = {dy2, dt, y_rs};
+    const fastglu_status st =
+        with_y ? fused(&p, &o, yt, g8, u8, s, T, F) : store(&p, g, u, g8, u8, s, T, F);
     if (st != FASTGLU_SUCCESS) {
         FAIL("dtype %d layout %d T %lld F %lld: status %d (%s)", (int)dt, layout, (long long)T,
              (long long)F, (int)st, fastglu_last_error_message());
@@ -203,6 +263,43 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
     for (int k = 0; k < outs; ++k) to_host(hd[k], dd[k], d_n);
     to_host(hs, ds, s_n * 4);
     cases++;
+    if (with_y) { /* y: the forward's own bits (its padding and margin untouched), and float64 */
+        const fastglu_status st2 = forward(&p, &o, yt2, T, F);
+        to_host(hy, dy, y_n), to_host(hy2, dy2, y_n);
+        if (st2 != FASTGLU_SUCCESS)
+            FAIL("forward alone: status %d (%s)", (int)st2, fastglu_last_error_message());
+        else if (memcmp(hy, hy2, y_n))
+            FAIL("y differs from fastglu_glu_fwd's: dtype %d layout %d T %lld F %lld clamp %g "
+                 "with_y %d",
+                 (int)dt, layout, (long long)T, (long long)F, c, with_y);
+        /* SwiGLU in float64 on finite operands of ordinary size (kinds 0, 2, 3: the tiny and
+         * scaled blocks' products leave fp32's and fp16's range), the dtype's tolerance */
+        if (with_y == 1 && (kind == 0 || kind == 2 || kind == 3)) {
+            double num = 0, den = 0;
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = 0; j < F; ++j) {
+                    double gv =
+                        il ? get(dt, hx[0], t * x_rs + 2 * j) : get(dt, hx[0], t * x_rs + j);
+                    double uv =
+                        il ? get(dt, hx[0], t * x_rs + 2 * j + 1) : get(dt, hx[1], t * x_rs + j);
+                    if (!isfinite(gv) || !isfinite(uv) || fabs(gv) > 1e4 || fabs(uv) > 1e4)
+                        continue;
+                    if (clamp_value > 0) {
+                        gv = gv > c ? c : gv;
+                        uv = uv > c ? c : uv < -c ? -c : uv;
+                    }
+                    const double want = gv / (1.0 + exp(-gv)) * uv;
+                    const double got = get(dt, hy, t * y_rs + j);
+                    num += (got - want) * (got - want), den += want * want;
+                }
+            const double tol = dt == FASTGLU_DTYPE_BF16   ? 1e-2
+                               : dt == FASTGLU_DTYPE_FP16 ? 1e-3
+                                                          : 1e-5;
+            if (den > 0 && sqrt(num / den) > tol)
+                FAIL("y against float64 SwiGLU: relative error %.3g > %g (dtype %d F %lld)",
+                     sqrt(num / den), tol, (int)dt, (long long)F);
+        }
+    }
     {
         const int clamp = c > 0 && !isinf(c);
         long bad_codes = 0, bad_scales = 0, bad_sent = 0;
@@ -268,6 +365,9 @@ static void run_case(fastglu_dtype dt, int layout, int64_t T, int64_t F, float c
         free(mark[0]), free(mark[1]), free(smark);
     }
 done:
+    free(hy), free(hy2);
+    if (dy) dev_free(dy), dev_free(dy2);
+    if (db) dev_free(db), dev_free(dw);
     for (int k = 0; k < parts; ++k) free(hx[k]), dev_free(dx[k]);
     for (int k = 0; k < outs; ++k) free(hd[k]), dev_free(dd[k]);
     free(hs), dev_free(ds);
@@ -377,6 +477,74 @@ static void bad_inputs(void) {
     dev_free(x[0]), dev_free(x[1]), dev_free(d), dev_free(s);
 }
 
+/* fastglu_glu_fwd_fp8_store_blockwise_*: the forward's and the copy's errors, and output against
+ * the copy's outputs; nothing written (y, codes, scales) */
+static void bad_fused_inputs(void) {
+    enum { T = 4, F = 64 };
+    uint16_t hx[2][T * F], hy[T * F];
+    for (int i = 0; i < T * F; ++i) hx[0][i] = hx[1][i] = f32_to_bf16((float)(i % 13) - 6.0f);
+    for (int i = 0; i < T * F; ++i) hy[i] = 0x5a5a;
+    void *x[2] = {dev_alloc(sizeof hx[0]), dev_alloc(sizeof hx[1])}, *y = dev_alloc(sizeof hy);
+    to_dev(x[0], hx[0], sizeof hx[0]), to_dev(x[1], hx[1], sizeof hx[1]);
+    unsigned char *d = dev_alloc(T * 2 * F);
+    float *s = dev_alloc(T * 2 * 4);
+    unsigned char hd[T * 2 * F];
+    float hs[T * 2];
+    memset(hd, SENT8, sizeof hd);
+    for (int i = 0; i < T * 2; ++i) hs[i] = SENT_SCALE;
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_glu_operands o;
+    memset(&o, 0, sizeof o);
+    o.gate = (fastglu_tensor){x[0], FASTGLU_DTYPE_BF16, F};
+    o.up = (fastglu_tensor){x[1], FASTGLU_DTYPE_BF16, F};
+    o.bias.dtype = FASTGLU_DTYPE_BF16, o.weights.dtype = FASTGLU_DTYPE_FP32;
+    o.scale_inv.dtype = FASTGLU_DTYPE_FP32;
+    const fastglu_tensor yt = {y, FASTGLU_DTYPE_BF16, F}, g8 = {d, FASTGLU_DTYPE_FP8_E4M3, 2 * F},
+                         u8 = {d + F, FASTGLU_DTYPE_FP8_E4M3, 2 * F},
+                         sc = {s, FASTGLU_DTYPE_FP32, 2};
+#define EXPECT(what, want, P, O, Y, G8, U8, S)                                                     \
+    do {                                                                                           \
+        to_dev(d, hd, sizeof hd), to_dev(s, hs, sizeof hs), to_dev(y, hy, sizeof hy);              \
+        const fastglu_status st_ = fused(P, O, Y, G8, U8, S, T, F);                                \
+        unsigned char ad[sizeof hd];                                                               \
+        float as[T * 2];                                                                           \
+        uint16_t ay[T * F];                                                                        \
+        to_host(ad, d, sizeof ad), to_host(as, s, sizeof as), to_host(ay, y, sizeof ay);           \
+        cases++;                                                                                   \
+        if (st_ != (want)) FAIL("%s: status %d, want %d", what, (int)st_, (int)(want));            \
+        if (memcmp(ad, hd, sizeof ad) || memcmp(as, hs, sizeof as) || memcmp(ay, hy, sizeof ay))   \
+            FAIL("%s: an output was written", what);                                               \
+        if (strlen(fastglu_last_error_message()) == 0) FAIL("%s: no message", what);               \
+    } while (0)
+    fastglu_tensor t;
+    fastglu_glu_operands q = o;
+    fastglu_glu_params pq = p;
+    EXPECT("fused: NULL operands", FASTGLU_ERROR_INVALID_VALUE, &p, NULL, yt, g8, u8, sc);
+    EXPECT("fused: NULL params", FASTGLU_ERROR_INVALID_VALUE, NULL, &o, yt, g8, u8, sc);
+    pq.clamp_value = 448.0f;
+    EXPECT("fused: clamp 448", FASTGLU_ERROR_INVALID_VALUE, &pq, &o, yt, g8, u8, sc);
+    t = yt, t.data = d + 2 * F; /* y over the codes' second row */
+    EXPECT("fused: y over the codes", FASTGLU_ERROR_INVALID_VALUE, &p, &o, t, g8, u8, sc);
+    t = yt, t.data = s;
+    EXPECT("fused: y over scale_inv", FASTGLU_ERROR_INVALID_VALUE, &p, &o, t, g8, u8, sc);
+    t = yt, t.data = x[1];
+    EXPECT("fused: y over up", FASTGLU_ERROR_INVALID_VALUE, &p, &o, t, g8, u8, sc);
+    t = g8, t.data = y; /* the codes over y */
+    EXPECT("fused: gate_fp8 over y", FASTGLU_ERROR_INVALID_VALUE, &p, &o, yt, t, u8, sc);
+    t = yt, t.dtype = FASTGLU_DTYPE_FP16;
+    EXPECT("fused: fp16 y, bf16 operands", FASTGLU_ERROR_UNSUPPORTED_DTYPE, &p, &o, t, g8, u8, sc);
+    t = yt, t.data = NULL;
+    EXPECT("fused: NULL y", FASTGLU_ERROR_INVALID_VALUE, &p, &o, t, g8, u8, sc);
+    t = sc, t.data = NULL;
+    EXPECT("fused: NULL scale_inv", FASTGLU_ERROR_INVALID_VALUE, &p, &o, yt, g8, u8, t);
+    q = o, q.scale_inv.data = s;
+    EXPECT("fused: operands->scale_inv", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
+    q = o, q.up.data = NULL;
+    EXPECT("fused: SPLIT without up", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
+#undef EXPECT
+    dev_free(x[0]), dev_free(x[1]), dev_free(y), dev_free(d), dev_free(s);
+}
+
 int main(void) {
 #ifdef FP8_TEST_CUDA
     int n = 0;
@@ -399,14 +567,15 @@ int main(void) {
                     if (Ts[ti] == 257 && Fs[fi] > 1408 && (i % 3)) continue; /* a third of them */
                     /* every F meets every clamp (over layout and T) and both saturate modes */
                     run_case(dts[di], layout, Ts[ti], Fs[fi], clamps[(fi + ti + layout) % 4],
-                             (fi + layout) % 3, (fi + di + ti) % 2);
+                             (fi + layout) % 3, (fi + di + ti) % 2, (fi + ti + di) % 3);
                 }
     if (!getenv("FASTGLU_TEST_QUICK")) { /* the long shapes (FASTGLU_TEST_QUICK: without them) */
-        run_case(FASTGLU_DTYPE_BF16, HALVES, 8193, 5632, 0.0f, DENSE, 1);
-        run_case(FASTGLU_DTYPE_BF16, INTERLEAVED, 8193, 1408, 7.0f, PADDED, 1);
+        run_case(FASTGLU_DTYPE_BF16, HALVES, 8193, 5632, 0.0f, DENSE, 1, 1);
+        run_case(FASTGLU_DTYPE_BF16, INTERLEAVED, 8193, 1408, 7.0f, PADDED, 1, 0);
     }
     fastglu_set_fp8_saturate(1);
     bad_inputs();
+    bad_fused_inputs();
     printf("blocks with a subnormal amax: %ld, with amax 2^-126: %ld\n", blocks_subnormal,
            blocks_at_boundary);
     if (!blocks_subnormal || !blocks_at_boundary) FAIL("no block on or below 2^-126 was made");

@@ -1,5 +1,6 @@
-/* tests/emu/quant_emu.cpp — the kernels of src/quant_fp8_cuda.cu (fastglu_quantize_fp8_cuda and
- * fastglu_glu_fp8_store_blockwise_cuda, the latter's grid capped to 2 row groups so that it strides)
+/* tests/emu/quant_emu.cpp — the kernels of src/quant_fp8_cuda.cu (fastglu_quantize_fp8_cuda,
+ * fastglu_glu_fp8_store_blockwise_cuda and fastglu_glu_fwd_fp8_store_blockwise_cuda, the last two's
+ * grids capped to 2 row groups so that they stride)
  * compiled as host C++ (tests/emu/shim stands in for the CUDA headers) and run block by block, each
  * block's 256 threads as coroutines switching at __syncthreads() and at every warp shuffle
  * (tests/emu/emu_threads.h), on host memory. Every output buffer, its padding included (sentinel
@@ -48,9 +49,26 @@ template <typename E> static int try_store(const void *f) {
     body = run_store<E>;
     return 1;
 }
+static long fused_launches; /* glu_fwd_store_kernel's */
+template <typename E> static void run_fused(void **args) {
+    glu_fwd_store_kernel<E>(*(const fwd_store_args *)args[0]);
+}
+template <typename E> static int try_fused(const void *f) {
+    if (f != (const void *)glu_fwd_store_kernel<E>) return 0;
+    body = run_fused<E>;
+    fused_launches++;
+    return 1;
+}
 template <typename E> static int find_e(const void *f) {
     return try_k<E, 0, 1, 0>(f) || try_k<E, 0, 0, 1>(f) || try_k<E, 0, 1, 1>(f) ||
-           try_k<E, 1, 1, 0>(f) || try_k<E, 1, 0, 1>(f) || try_k<E, 1, 1, 1>(f) || try_store<E>(f);
+           try_k<E, 1, 1, 0>(f) || try_k<E, 1, 0, 1>(f) || try_k<E, 1, 1, 1>(f) ||
+           try_store<E>(f) || try_fused<E>(f);
+}
+/* The forward of src/glu_cuda.cu, which fastglu_glu_fwd_fp8_store_blockwise_cuda calls for
+ * INTERLEAVED, is not in this program (test_cuda_emulation emulates it): the CPU backend's stands
+ * in, on the same host memory. */
+extern "C" fastglu_status fastglu_glu_fwd_cuda(FASTGLU_GLU_FWD_ARGS, void *) {
+    return fastglu_glu_fwd_cpu(params, operands, output, saved_fp8, tokens, ffn_hidden_size);
 }
 static size_t smem_bytes;
 static void junk_smem(void) { memset(smem_raw, 0x5a, smem_bytes); }
@@ -230,6 +248,78 @@ static void run_store_case(fastglu_dtype dt, int il, int64_t T, int64_t F, float
     fastglu_set_fp8_saturate(1);
 }
 
+/* fastglu_glu_fwd_fp8_store_blockwise_*: y [T, F] and the copy, the CUDA entry (one kernel with
+ * SPLIT) against the CPU backend's (fastglu_glu_fwd_cpu, then the copy): the store case's values,
+ * an activation, a bias [2F] and per-token weights or not, y's rows dense, padded or odd (its 16-byte
+ * and element paths). y, codes and scales with their padding compared bit for bit. */
+static void run_fused_case(fastglu_dtype dt, int il, int64_t T, int64_t F, float clamp, int strides,
+                           int act, int bias, int weights) {
+    const int64_t W = il ? 2 * F : F, parts = il ? 1 : 2;
+    const int64_t pad = strides == DENSE ? 0 : strides == PADDED ? 16 : 1;
+    const int64_t x_rs = W + (strides == PADDED ? 8 : pad), d_rs = W + pad;
+    const int64_t y_rs = F + (strides == PADDED ? 8 : pad);
+    const int64_t nb = parts * fastglu_fp8_blocks(W), s_rs = nb + pad;
+    const size_t es = fastglu_dtype_size(dt);
+    std::vector<float> xs[2], bs(2 * F + 8), ws(T + 8);
+    for (int k = 0; k < parts; ++k) {
+        xs[k].assign((size_t)(T * x_rs + 8), 0.0f);
+        memset(xs[k].data(), 0x7f, xs[k].size() * sizeof(float));
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t j = 0; j < W; ++j) {
+                const double u = urand();
+                float v = (float)((urand() - 0.5) * 16.0);
+                if (u < 0.002) v = u < 0.001 ? NAN : INFINITY;
+                if (u > 0.998) v = clamp > 0 ? clamp * (u > 0.999 ? 1 : -1) : 0.0f;
+                put(dt, xs[k].data(), i * x_rs + j, v);
+            }
+    }
+    for (int64_t j = 0; j < 2 * F; ++j) put(dt, bs.data(), j, (float)(urand() - 0.5));
+    for (int64_t t = 0; t < T; ++t) ws[t] = (float)urand() + 0.25f;
+    std::vector<unsigned char> d[2][2];
+    std::vector<float> sc[2], ys[2];
+    for (int b = 0; b < 2; ++b) {
+        for (int k = 0; k < 2; ++k) d[b][k].assign((size_t)(T * d_rs + 16), 0xa5);
+        sc[b].assign((size_t)(T * s_rs + 4), -12345.0f);
+        ys[b].assign((size_t)((T * y_rs * es + 64) / 4), -777.0f);
+        static const fastglu_activation acts[] = {FASTGLU_ACT_SILU, FASTGLU_ACT_GELU_TANH,
+                                                  FASTGLU_ACT_QUICK_GELU};
+        fastglu_glu_params p = fastglu_glu_params_default(acts[act]);
+        p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT;
+        p.clamp_value = clamp;
+        if (act == 2) p.glu_linear_offset = 1.0f;
+        if (act == 1) p.gate_multiplier = 0.5f, p.down_multiplier = 2.0f;
+        fastglu_glu_operands o;
+        memset(&o, 0, sizeof o);
+        o.gate = {xs[0].data(), dt, x_rs};
+        o.up = {il ? NULL : xs[1].data(), dt, x_rs};
+        o.bias = {bias ? bs.data() : NULL, dt, 1};
+        o.weights = {weights ? ws.data() : NULL, FASTGLU_DTYPE_FP32, 1};
+        o.scale_inv = {NULL, FASTGLU_DTYPE_FP32, 0};
+        const fastglu_tensor y = {ys[b].data(), dt, y_rs},
+                             g8 = {d[b][0].data(), FASTGLU_DTYPE_FP8_E4M3, d_rs},
+                             u8 = {il ? NULL : d[b][1].data(), FASTGLU_DTYPE_FP8_E4M3, d_rs},
+                             s = {sc[b].data(), FASTGLU_DTYPE_FP32, s_rs};
+        const fastglu_status st =
+            b == 0 ? fastglu_glu_fwd_fp8_store_blockwise_cuda(&p, &o, y, g8, u8, s, T, F, NULL)
+                   : fastglu_glu_fwd_fp8_store_blockwise_cpu(&p, &o, y, g8, u8, s, T, F);
+        if (st != FASTGLU_SUCCESS) {
+            FAIL("fused dt %d il %d T %lld F %lld: status %d (%s)", (int)dt, il, (long long)T,
+                 (long long)F, (int)st, fastglu_last_error_message());
+            return;
+        }
+    }
+    cases++;
+    const char *what = "";
+    if (memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4)) what = "y";
+    if (d[0][0] != d[1][0] || d[0][1] != d[1][1]) what = "codes";
+    if (memcmp(sc[0].data(), sc[1].data(), sc[0].size() * 4)) what = "scale_inv";
+    if (*what)
+        FAIL("fused: %s differ from the CPU backend: dtype %d il %d T %lld F %lld clamp %g "
+             "strides %d act %d bias %d weights %d",
+             what, (int)dt, il, (long long)T, (long long)F, (double)clamp, strides, act, bias,
+             weights);
+}
+
 int main(void) {
     fastglu_set_fp8_saturate(1);
     static const int64_t shapes[][2] = {{1, 1},     {3, 5},    {130, 136},
@@ -254,7 +344,20 @@ int main(void) {
                     run_store_case(dts[di], il, store_shapes[si][0], store_shapes[si][1],
                                    clamps[(si + strides + il) % 4], strides,
                                    !il && (si + strides) % 2, (si + strides + di) % 2);
-    printf("quant_fp8 kernel emulation: %d cases, %ld launches, %d failures\n", cases, launches,
-           failures);
+    const long fused_before = fused_launches;
+    for (int di = 0; di < 3; ++di)
+        for (int il = 0; il < 2; ++il)
+            for (int si = 0; si < 6; ++si)
+                for (int strides = DENSE; strides <= ODD; ++strides) {
+                    const int k = si + strides + di;
+                    run_fused_case(dts[di], il, store_shapes[si][0], store_shapes[si][1],
+                                   clamps[(k + il) % 4], strides, k % 3, k % 2, (k / 2) % 2);
+                }
+    if (fused_launches - fused_before != 3 * 6 * 3) /* SPLIT: one fused kernel a case */
+        FAIL("the fused kernel ran %ld times, expected %d", fused_launches - fused_before,
+             3 * 6 * 3);
+    printf("quant_fp8 kernel emulation: %d cases, %ld launches (%ld of the fused forward), %d "
+           "failures\n",
+           cases, launches, fused_launches, failures);
     return failures ? 1 : 0;
 }

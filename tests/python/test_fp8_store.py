@@ -708,3 +708,122 @@ def test_blockwise_copy_bad_arguments_write_nothing():
             0,
         )
     assert torch.equal(bits(x), bits(x0)) and (s == -1).all()
+
+
+# ---- the forward and the blockwise copy in one call (fastglu_glu_fwd_fp8_store_blockwise_*) ------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "activation, clamp, extras",
+    [
+        ("silu", None, ()),
+        ("silu", 7.0, ("bias",)),
+        ("gelu_tanh", None, ("weights",)),
+        ("quick_gelu", 0.3, ("bias", "weights")),
+    ],
+    ids=["silu", "silu-clamp-bias", "geglu-weights", "quick-clamp-bias-weights"],
+)
+@pytest.mark.parametrize("F", [1, 3, 200, 1408, 2880])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_fused_forward_and_copy_are_the_two_calls(
+    dtype, layout, F, activation, clamp, extras, device, monkeypatch
+):
+    """fastglu.glu(..., fp8_input_store="blockwise") through the one C call
+    (ops.FUSED_BLOCKWISE_STORE: one kernel on CUDA with the split layout) gives y, the saved codes
+    and scales, and every gradient bit for bit as through the forward's call and the copy's: every
+    activation, a clamp, a bias, per-token weights, odd F, inputs with every kind of block, a 3-D
+    and a column-sliced input."""
+    il = layout == "interleaved"
+    c = 0.0 if clamp is None else torch.tensor(clamp).to(dtype).item()
+    tokens = 7
+    x = blockwise_inputs(dtype, tokens * 2, 2 * F, device, c)
+    x[x.isnan() | x.isinf()] = 1.0  # (finite: the gradients are compared with equal)
+    x = x.clamp(-1e3, 1e3).view(2, tokens, 2 * F)
+    wide = torch.cat([x, x[..., :5]], -1)[..., : 2 * F]  # the same values, rows of 2F + 5
+    dy = randn(2, tokens, F, dtype=dtype, device=device)
+    kw = dict(activation=activation, clamp_value=clamp, interleaved=il)
+    if "bias" in extras:
+        kw["bias"] = randn(2 * F, dtype=dtype, device=device) * 0.5
+    if "weights" in extras:
+        kw["weights"] = torch.rand(2, tokens, 1, device=device) + 0.25
+    calls = []
+    real = fastglu.ops._fwd_fp8_store_blockwise
+    monkeypatch.setattr(
+        fastglu.ops, "_fwd_fp8_store_blockwise", lambda *a: calls.append(1) or real(*a)
+    )
+    for inp in (x, wide):
+        runs = []
+        for fused in (False, True):
+            monkeypatch.setattr(fastglu.ops, "FUSED_BLOCKWISE_STORE", fused)
+            saved = []
+            xi = inp.detach().clone().requires_grad_()
+            leaves = {k: v.detach().clone().requires_grad_() for k, v in kw.items() if k in extras}
+
+            def pack(t):
+                saved.append(t)
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                if layout == "two":
+                    opts = {k: v for k, v in {**kw, **leaves}.items() if k != "interleaved"}
+                    y = fastglu.glu_mul(*xi.chunk(2, -1), **opts, fp8_input_store="blockwise")
+                else:
+                    y = fastglu.glu(xi, **{**kw, **leaves}, fp8_input_store="blockwise")
+            y.backward(dy)
+            grads = [xi.grad] + [leaves[k].grad for k in sorted(leaves)]
+            runs.append((y.detach(), [t for t in saved if t is not None], grads))
+        (y0, s0, g0), (y1, s1, g1) = runs
+        assert torch.equal(bits(y0), bits(y1))
+        assert len(s0) == len(s1)
+        for a, b in zip(s0, s1):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            if a.dtype in (FP8, torch.float32):
+                assert torch.equal(bits(a), bits(b))
+        for a, b in zip(g0, g1):
+            assert torch.equal(a, b)
+    assert len(calls) == 2  # the one call, once per input, with the switch on
+
+
+def test_fused_forward_and_copy_refuse_what_the_two_calls_refuse(monkeypatch):
+    """Through the one call, bad input gets the errors the two calls give: a clamp e4m3 cannot
+    mark, a bias of the wrong shape, weights of the wrong shape."""
+    monkeypatch.setattr(fastglu.ops, "FUSED_BLOCKWISE_STORE", True)
+    x = randn(4, 256, dtype=torch.bfloat16, device="cpu")
+    with pytest.raises(ValueError, match="clamp_value"):
+        fastglu.glu(x, clamp_value=500.0, fp8_input_store="blockwise")
+    with pytest.raises(ValueError, match="bias"):
+        fastglu.glu(x, bias=torch.zeros(7, dtype=torch.bfloat16), fp8_input_store="blockwise")
+    with pytest.raises(ValueError, match="weights"):
+        fastglu.glu(x, weights=torch.ones(5), fp8_input_store="blockwise")
+    # the C call itself: y over the codes is refused, nothing written
+    y = torch.full((4, 128), 7.0, dtype=torch.bfloat16)
+    x8 = torch.zeros(4, 256, dtype=torch.uint8)
+    s = torch.full((4, 2), -1.0)
+    args = (0, _C.ACT_SILU, _C.LAYOUT_SPLIT, 0.0, 0.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="overlaps"):
+        _C.glu_fwd_fp8_store_blockwise(
+            *args,
+            x.data_ptr(),
+            256,
+            x.data_ptr() + 256,
+            256,
+            0,
+            0,
+            _C.DTYPE_FP32,
+            0,
+            x8.data_ptr(),  # y over the codes
+            128,
+            x8.data_ptr(),
+            256,
+            x8.data_ptr() + 128,
+            256,
+            s.data_ptr(),
+            2,
+            4,
+            128,
+            _C.DTYPE_BF16,
+            0,
+        )
+    assert (x8 == 0).all() and (s == -1.0).all() and (y == 7.0).all()

@@ -190,21 +190,14 @@ def cases(T, ffns, sums, device):
 
 def main(argv=None):
     p = kernels.parser("python -m fastglu.bench.fp8", __doc__, "glu-fp8")
-    p.add_argument("--tokens", type=kernels.positive_int, help="T (default 8192; 64 on the CPU)")
-    p.add_argument(
-        "--ffn",
-        type=kernels.positive_int,
-        nargs="+",
-        help="F values (default 2880 8192 14336; 200 256 on the CPU)",
-    )
+    kernels.add_tokens_ffn(p)
     p.add_argument(
         "--sums",
         action="store_true",
         help="also the backward with bias and per-token weights (dbias, dweights in the pass)",
     )
     args = kernels.parse(p, argv)
-    T = args.tokens if args.tokens is not None else 8192 if args.on_gpu else 64
-    ffns = args.ffn if args.ffn is not None else [2880, 8192, 14336] if args.on_gpu else [200, 256]
+    T, ffns = kernels.tokens_ffn(args)
     return kernels.run(
         args,
         harness="fastglu python -m fastglu.bench.fp8",

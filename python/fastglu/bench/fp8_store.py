@@ -8,8 +8,11 @@ as the forward saves it for the backward. Read once; written: the codes [T, 2F] 
 as separate passes (the blocks' amax, the scales, the quotients, the cast), with true divisions, so
 that its codes and scales equal the kernel's bit for bit (checked first, each case; fastglu's
 records "failed" otherwise). Providers: fastglu and torch; benchmark fp8_store/blockwise, workload
-slugs t<T>-ffn<F>-bf16. The harness (rounds, records, summary.json, table.txt; the CPU without a
-GPU): fastglu.bench.kernels.
+slugs t<T>-ffn<F>-bf16. Second, benchmark fp8_store/fwd_blockwise: the forward (SwiGLU) with the
+copy in one call (fastglu_fused: fastglu_glu_fwd_fp8_store_blockwise, one kernel) against the
+forward's call then the copy's (fastglu_two_calls, two kernels), checked bit for bit first; floor:
+h read once, y, the codes and the scales written. The harness (rounds, records, summary.json,
+table.txt; the CPU without a GPU): fastglu.bench.kernels.
 
     python -m fastglu.bench.fp8_store [--tokens 8192] [--ffn 2880 8192 14336] [--rounds 3]
                                       [--rep 100] [--smoke] [--out DIR]
@@ -48,8 +51,15 @@ def floor_bytes(T, F, in_bytes=2):
     return T * 2 * F * in_bytes + T * 2 * F + 4 * T * 2 * (-(-F // 128))
 
 
+def fused_floor_bytes(T, F, in_bytes=2):
+    """The forward and the copy in one pass: h read once, y, the codes and the scales written."""
+    return floor_bytes(T, F, in_bytes) + T * F * in_bytes
+
+
 def cases(T, ffns, device):
-    """The benchmark's case (kernels.Case) for each F of ffns at T tokens."""
+    """The benchmark's cases (kernels.Case) for each F of ffns at T tokens: the copy against the
+    torch ops, and the forward with the copy in one call against the forward's and the copy's."""
+    p = ops.glu_params("silu")
     for F in ffns:
         h = torch.randn(T, 2 * F, device=device, dtype=torch.bfloat16) * 3
 
@@ -72,21 +82,36 @@ def cases(T, ffns, device):
             floor_bytes=floor_bytes(T, F),
             check="ok" if ok else "MISMATCH: not bit for bit the torch ops' codes and scales",
         )
+
+        def one_call(h=h):
+            return ops._fwd_fp8_store_blockwise(p, h, None, None, None, "bench")
+
+        def two_calls(h=h):
+            y = ops.forward(p, h, fn="bench")
+            return (y, *ops._fp8_store_blockwise(h, None, p, "bench"))
+
+        same = all(
+            a is b or torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+            for a, b in zip(one_call(), two_calls())
+        )
+        yield Case(
+            benchmark="fp8_store/fwd_blockwise",
+            slug=f"t{T}-ffn{F}-bf16",
+            label=f"y + copy of h [{T}, 2x{F}]",
+            title=f"The GLU's forward with its saved input in FP8, 1 x 128 scales (T={T}, F={F})",
+            workload={"op": "glu_fwd_fp8_store_blockwise", "T": T, "F": F, "dtype": "bf16"},
+            providers={"fastglu_fused": one_call, "fastglu_two_calls": two_calls},
+            floor_bytes=fused_floor_bytes(T, F),
+            check="ok" if same else "MISMATCH: not bit for bit the two calls' y, codes and scales",
+        )
         del h, a8, a_s, b8, b_s
 
 
 def main(argv=None):
     p = kernels.parser("python -m fastglu.bench.fp8_store", __doc__, "fp8-store")
-    p.add_argument("--tokens", type=kernels.positive_int, help="T (default 8192; 64 on the CPU)")
-    p.add_argument(
-        "--ffn",
-        type=kernels.positive_int,
-        nargs="+",
-        help="F values (default 2880 8192 14336; 200 256 on the CPU)",
-    )
+    kernels.add_tokens_ffn(p)
     args = kernels.parse(p, argv)
-    T = args.tokens if args.tokens is not None else 8192 if args.on_gpu else 64
-    ffns = args.ffn if args.ffn is not None else [2880, 8192, 14336] if args.on_gpu else [200, 256]
+    T, ffns = kernels.tokens_ffn(args)
     return kernels.run(
         args,
         harness="fastglu python -m fastglu.bench.fp8_store",
@@ -94,7 +119,10 @@ def main(argv=None):
         what={
             "fp8_store/blockwise": "the GLU's input h [T, 2F] saved as e4m3 codes with one fp32 "
             "scale per 1 x 128 block (fastglu: fastglu_glu_fp8_store_blockwise, one kernel; "
-            "torch: the recipe as separate torch ops)"
+            "torch: the recipe as separate torch ops)",
+            "fp8_store/fwd_blockwise": "the GLU's forward y = silu(gate) * up and its input's "
+            "blockwise copy (fastglu_fused: fastglu_glu_fwd_fp8_store_blockwise, one kernel; "
+            "fastglu_two_calls: fastglu_glu_fwd's kernel, then the copy's)",
         },
         cases=lambda device: cases(T, ffns, device),
     )

@@ -98,6 +98,24 @@ def parser(prog: str, doc: str, out_suffix: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_tokens_ffn(p: argparse.ArgumentParser) -> None:
+    """--tokens T and --ffn F ... (positive; defaults by tokens_ffn)."""
+    p.add_argument("--tokens", type=positive_int, help="T (default 8192; 64 on the CPU)")
+    p.add_argument(
+        "--ffn",
+        type=positive_int,
+        nargs="+",
+        help="F values (default 2880 8192 14336; 200 256 on the CPU)",
+    )
+
+
+def tokens_ffn(args: argparse.Namespace) -> tuple[int, list[int]]:
+    """(T, [F, ...]): add_tokens_ffn's values, or issue 26's on a GPU and tiny ones on the CPU."""
+    T = args.tokens if args.tokens is not None else 8192 if args.on_gpu else 64
+    ffns = args.ffn if args.ffn is not None else [2880, 8192, 14336] if args.on_gpu else [200, 256]
+    return T, ffns
+
+
 def parse(p: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """p.parse_args(argv), with on_gpu set (a CUDA device and no --smoke) and --smoke's schedule
     wherever the CPU runs."""
@@ -109,23 +127,9 @@ def parse(p: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 
 def protocol(benchmark: str, harness: str, what: str, timer: str, rep: int, rounds: int) -> dict:
-    tag, how = records.timer_how(timer, rep)
-    return {
-        "kind": "BenchmarkProtocol",
-        "spec": {
-            "harness": {"name": harness, "repository": git_remote()},
-            "measurement": {"timer": timer, "primaryStatistic": "median"},
-            "comparability": {
-                "notes": NOTES.format(what=what, how=how, rounds=rounds),
-                "family": "fastglu_bench",
-            },
-        },
-        "metadata": {
-            "name": f"fastglu-bench-{tag}-{records.slug(benchmark)}",
-            "title": f"fastglu benchmark harness · {benchmark}",
-        },
-        "apiVersion": records.API_VERSION,
-    }
+    _, how = records.timer_how(timer, rep)
+    notes = NOTES.format(what=what, how=how, rounds=rounds)
+    return records.bench_protocol(benchmark, harness, notes, timer, git_remote())
 
 
 def run(

@@ -170,23 +170,11 @@ def slug_of(T, H, F, dtype, suffix=""):
 
 
 def protocol(benchmark, what, timer, rep, rounds, repository):
-    tag, how = records.timer_how(timer, rep)
-    return {
-        "kind": "BenchmarkProtocol",
-        "spec": {
-            "harness": {"name": "fastglu python -m fastglu.bench.mlp", "repository": repository},
-            "measurement": {"timer": timer, "primaryStatistic": "median"},
-            "comparability": {
-                "notes": NOTES.format(what=what, how=how, rounds=rounds),
-                "family": "fastglu_bench",
-            },
-        },
-        "metadata": {
-            "name": f"fastglu-bench-{tag}-{records.slug(benchmark)}",
-            "title": f"fastglu benchmark harness · {benchmark}",
-        },
-        "apiVersion": records.API_VERSION,
-    }
+    _, how = records.timer_how(timer, rep)
+    notes = NOTES.format(what=what, how=how, rounds=rounds)
+    return records.bench_protocol(
+        benchmark, "fastglu python -m fastglu.bench.mlp", notes, timer, repository
+    )
 
 
 # ---- providers ----------------------------------------------------------------------------------

@@ -127,6 +127,25 @@ def text_table(head: list[str], lines: list[list]) -> str:
     )
 
 
+def bench_protocol(benchmark: str, harness: str, notes: str, timer: str, repository) -> dict:
+    """The protocol object of a benchmark other than the seed's (the MLP block, the GEMM, the FP8
+    kernels): its harness, timer and notes (timer_how's text in them)."""
+    tag, _ = _TIMERS[timer]
+    return {
+        "kind": "BenchmarkProtocol",
+        "spec": {
+            "harness": {"name": harness, "repository": repository},
+            "measurement": {"timer": timer, "primaryStatistic": "median"},
+            "comparability": {"notes": notes, "family": "fastglu_bench"},
+        },
+        "metadata": {
+            "name": f"fastglu-bench-{tag}-{slug(benchmark)}",
+            "title": f"fastglu benchmark harness · {benchmark}",
+        },
+        "apiVersion": API_VERSION,
+    }
+
+
 def protocol(
     mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None
 ) -> dict:
