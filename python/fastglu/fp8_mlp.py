@@ -87,6 +87,7 @@ import torch
 
 from . import _C
 from . import fp8 as _fp8
+from . import ops as _ops
 from .gemm import check_like
 from .mlp_block import check_bias_weights, check_block_shapes, check_tensor
 from .ops import (
@@ -664,6 +665,7 @@ def _fwd_impl(
     bias2=None,
     weights=None,
     quantized=None,
+    h_fp8=False,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
     _check_codes(p, gemm)
@@ -672,20 +674,26 @@ def _fwd_impl(
         _check_quantized(
             quantized, "quantized", ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN
         )
+    if h_fp8:
+        _check_h_fp8(p, x.dtype)
     check_storages(_FN, zip(_NAMES, (x, w1, w2, bias1, bias2, weights)))
-    out, h, xtq, xts, ytq, yts = _fwd_body(
-        x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized
+    out, h, xtq, xts, ytq, yts, h8, h8s = _fwd_body(
+        x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized, h_fp8
     )
+    e = x.new_empty((0,))
+    if h8 is None:
+        h8, h8s = e.to(FP8), e.float()
     if not save:
-        e = x.new_empty((0,))
-        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
-    return out, h, xtq, xts, ytq, yts
+        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float(), h8, h8s
+    return out, h, xtq, xts, ytq, yts, h8, h8s
 
 
-def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None):
+def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None, h_fp8=False):
     """The forward on checked operands (the op's implementation and the eager Function): out, and
-    with ``save`` h, x^T's and y^T's quantised copies (None without it). quantized: None, or the
-    weights' codes and scales made before (QuantizedMLPWeights' eight tensors), used as they are."""
+    with ``save`` h, x^T's and y^T's quantised copies (None without it), and with ``save`` and
+    ``h_fp8`` the GLU's input saved as e4m3 with 1 x 128 scales (h8, its scales; else None, None).
+    quantized: None, or the weights' codes and scales made before (QuantizedMLPWeights' eight
+    tensors), used as they are."""
     H = x.shape[-1]
     T = x.numel() // H
     scaled = _use_scaled(gemm, x.device, T, H, w1.shape[0])
@@ -697,6 +705,9 @@ def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None):
     del xq, xs
     g, b = _glu_input(h, bias1, p[2])
     yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
+    h8 = h8s = None
+    if save and h_fp8:  # the GLU's input (h + bias1 where the clamp needs it formed) in e4m3
+        h8, _, h8s = _ops._fp8_store_blockwise(g, None, _ops.GLUParams(*p), _FN)
     del g
     w2q, w2s = _q128x128(w2) if quantized is None else _gemm_operand(*quantized[4:6])
     out = _mm(yq, ys, w2q, w2s, x.dtype, scaled)
@@ -710,8 +721,13 @@ def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None):
         # F.linear; the [T, H] GEMM output has no other user)
         out = torch.ops.aten._unsafe_view(out, x.shape[:-1] + (H,))
     if not save:
-        return out, None, None, None, None, None
-    return out, h, xtq, xts, ytq, yts
+        return out, None, None, None, None, None, None, None
+    return out, h, xtq, xts, ytq, yts, h8, h8s
+
+
+def _check_h_fp8(p, dtype):
+    """h_fp8 (fp8_input_store="blockwise"): a clamp the copy can mark (below 448 in the dtype)."""
+    _ops._fp8_clamp(_ops.GLUParams(*p), dtype, "blockwise", _FN)
 
 
 def _fwd_fake(
@@ -730,17 +746,25 @@ def _fwd_fake(
     bias2=None,
     weights=None,
     quantized=None,
+    h_fp8=False,
 ):
-    _check_codes((activation, layout, clamp_value, offset, gate_mult, down_mult), gemm)
+    p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
+    _check_codes(p, gemm)
     lead, T, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     if quantized is not None:
         _check_quantized(
             quantized, "quantized", ("w1", "w1_t", "w2", "w2_t"), x.device, 2 * F, H, _FN
         )
+    if h_fp8:
+        _check_h_fp8(p, x.dtype)
     out = x.new_empty(lead + (H,))
+    e = x.new_empty((0,))
+    h8, h8s = e.to(FP8), e.float()
+    if save and h_fp8:
+        h8 = x.new_empty((T, 2 * F), dtype=FP8)
+        h8s = x.new_empty((T, _ops.scale_blocks(layout, F)), dtype=torch.float32)
     if not save:
-        e = x.new_empty((0,))
-        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float()
+        return out, e, e.to(FP8), e.float(), e.to(FP8), e.float(), h8, h8s
 
     def mn_major(rows, cols):
         return x.new_empty((_blocks(cols), rows), dtype=torch.float32).t()
@@ -752,6 +776,8 @@ def _fwd_fake(
         mn_major(H, T),
         x.new_empty((F, T), dtype=FP8),
         mn_major(F, T),
+        h8,
+        h8s,
     )
 
 
@@ -776,9 +802,12 @@ def _bwd_impl(
     weights=None,
     want_dbias2=False,
     quantized_t=None,
+    h_scale=None,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t)
+    _check_bwd(
+        p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t, h_scale
+    )
     check_storages(
         _FN,
         (
@@ -793,6 +822,7 @@ def _bwd_impl(
             ("h_grad", h_grad),
             ("bias1", bias1),
             ("weights", weights),
+            ("h_scale", h_scale),
         ),
     )
     dx, dw1, dw2, db1, db2, dwt = _bwd_body(
@@ -811,8 +841,9 @@ def _bwd_impl(
         weights,
         want_dbias2,
         quantized_t,
+        h_scale,
     )
-    e = h.new_empty((0,))  # the gradients of operands not given
+    e = dout.new_empty((0,))  # the gradients of operands not given
     return (
         dx,
         dw1,
@@ -839,45 +870,69 @@ def _bwd_body(
     weights,
     want_dbias2,
     quantized_t=None,
+    h_scale=None,
 ):
     """The backward on checked operands (the op's implementation and the eager Function): dx
     ([T, H]), dw1, dw2, and dbias1 / dbias2 / dweights (None where not given or not asked).
     quantized_t: None, or the transposed weights' codes and scales made before (w1^T's pair, then
-    w2^T's: QuantizedMLPWeights' w1_t, w1_t_scale, w2_t, w2_t_scale)."""
+    w2^T's: QuantizedMLPWeights' w1_t, w1_t_scale, w2_t, w2_t_scale). h in e4m3 (the forward's
+    h_fp8 copy of the GLU's input) with h_scale its 1 x 128 scales: fastglu's GLU backward decodes
+    it (dh in dout's dtype, dbias1 and dweights in its pass), then dh is quantised."""
     T, F2 = h.shape
     H = w1.shape[1]
+    dt = dout.dtype if h.dtype == FP8 else h.dtype  # the compute dtype: x's
     scaled = _use_scaled(gemm, h.device, T, H, F2)
-    do = dout.reshape(T, H).to(h.dtype)
+    do = dout.reshape(T, H).to(dt)
     # dO [T, H] 1 x 128 along H (fc2's dgrad) and dO^T [H, T] along the tokens (fc2's wgrad)
     doq, dos, dotq, dots = _quantize_both(do, True)
     # w2^T [F, H]
     w2tq, w2ts = _q128x128(w2.t()) if quantized_t is None else _gemm_operand(*quantized_t[2:4])
-    dy = _mm(doq, dos, w2tq, w2ts, h.dtype, scaled)  # [T, F]
+    dy = _mm(doq, dos, w2tq, w2ts, dt, scaled)  # [T, F]
     del doq, dos, w2tq, w2ts
     dw2 = _mm(dotq, dots, ytq, yts, w2.dtype, scaled)  # [H, F]
     del dotq, dots
-    db2 = do.sum(0, dtype=torch.float32).to(h.dtype) if want_dbias2 else None
-    g_in, b = _glu_input(h, bias1, p[2])  # h + bias1 as the forward formed it, with a clamp
+    db2 = do.sum(0, dtype=torch.float32).to(dt) if want_dbias2 else None
     w = _token_weights(weights, T)
-    if h_grad is None and b is bias1:
-        # dh quantised and dbias1 / dweights reduced in the pass that computes dh
-        dhq, dhs, dhtq, dhts, _, db1, dwt = _glu_run(dy, g_in, b, w, p, True, False)
+    if h.dtype == FP8:
+        # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed):
+        # fastglu's GLU backward decodes it with its block scales; dh is quantised after it
+        b = None if bias1 is not None and p[2] > 0 else bias1
+        gr = _ops.backward(
+            _ops.GLUParams(*p),
+            dy,
+            h,
+            None,
+            b,
+            w,
+            input_scale_inv=h_scale,
+            want_dbias=b is not None,
+            want_dweights=w is not None,
+            fn=_FN,
+        )
+        dh, db1, dwt = gr.dx, gr.dbias, gr.dweights
     else:
-        # dh itself: h is an output of the op, and its gradient adds to the GLU's (h_grad; h is
-        # fc1's GEMM output before bias1, so dbias1 is the GLU's alone), or bias1 was added before
-        # the kernel (its gradient is dh's sum over the tokens, in fp32); the sum is quantised as
-        # glu_bwd_fp8 quantises dh (1 x 128 along 2F, and along the tokens for fc1's wgrad)
-        _, _, _, _, dh, db1, dwt = _glu_run(dy, g_in, b, w, p, False, True)
+        g_in, b = _glu_input(h, bias1, p[2])  # h + bias1 as the forward formed it, with a clamp
+        if h_grad is None and b is bias1:
+            # dh quantised and dbias1 / dweights reduced in the pass that computes dh
+            dhq, dhs, dhtq, dhts, _, db1, dwt = _glu_run(dy, g_in, b, w, p, True, False)
+            dh = None
+        else:
+            # dh itself: h is an output of the op, and its gradient adds to the GLU's (h_grad; h
+            # is fc1's GEMM output before bias1, so dbias1 is the GLU's alone), or bias1 was added
+            # before the kernel (its gradient is dh's sum over the tokens, in fp32)
+            _, _, _, _, dh, db1, dwt = _glu_run(dy, g_in, b, w, p, False, True)
+        del g_in
+    del dy
+    if dh is not None:  # quantised as glu_bwd_fp8 quantises dh (1 x 128 along 2F and the tokens)
         if bias1 is not None and b is None:
-            db1 = dh.sum(0, dtype=torch.float32).to(h.dtype)
+            db1 = dh.sum(0, dtype=torch.float32).to(dt)
         if h_grad is not None:
-            dh = dh + h_grad.to(h.dtype)
+            dh = dh + h_grad.to(dt)
         dhq, dhs, dhtq, dhts = _quantize_both(dh, True)
         del dh
-    del g_in, dy
     # w1^T [H, 2F]
     w1tq, w1ts = _q128x128(w1.t()) if quantized_t is None else _gemm_operand(*quantized_t[0:2])
-    dx = _mm(dhq, dhs, w1tq, w1ts, h.dtype, scaled)  # [T, H]
+    dx = _mm(dhq, dhs, w1tq, w1ts, dt, scaled)  # [T, H]
     del dhq, dhs, w1tq, w1ts
     dw1 = _mm(dhtq, dhts, xtq, xts, w1.dtype, scaled)  # [2F, H]
     return (
@@ -890,15 +945,33 @@ def _bwd_body(
     )
 
 
-def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t):
+def _check_bwd(
+    p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t, h_scale=None
+):
     """The backward op's checks (kernel and fake; the op may be called directly, so every operand
-    is checked against h, which has x's dtype and device): the codes; dout of x's leading shape
-    and hidden, h_grad of h's shape, both in h's dtype; the forward's quantised copies (x^T
-    [hidden, T], y^T [F, T] in e4m3, their fp32 scales one row per row); w1 [2F, hidden] and w2
-    [hidden, F]; everything on h's device (a meta tensor among real ones would send the call to
-    the fake implementation); bias1 and the per-token weights as the forward takes them."""
+    is checked against h, which has x's dtype and device, or is the forward's e4m3 copy with its
+    scales h_scale, dout then having x's dtype): the codes; dout of x's leading shape and hidden,
+    h_grad of h's shape, both in x's dtype; the forward's quantised copies (x^T [hidden, T], y^T
+    [F, T] in e4m3, their fp32 scales one row per row); w1 [2F, hidden] and w2 [hidden, F];
+    everything on h's device (a meta tensor among real ones would send the call to the fake
+    implementation); bias1 and the per-token weights as the forward takes them."""
     _check_codes(p, gemm)
-    check_tensor(h, "h", (2,), _FN)
+    fp8_h = isinstance(h, torch.Tensor) and h.dtype == FP8
+    if fp8_h != (h_scale is not None):
+        _fail(
+            ValueError,
+            _FN,
+            "h_scale goes with h in float8_e4m3fn (the forward's h_fp8 copy) and only with it: "
+            f"h has dtype {getattr(h, 'dtype', None)}, h_scale is "
+            f"{'given' if h_scale is not None else 'None'}",
+        )
+    check_tensor(
+        h,
+        "h",
+        (2,),
+        _FN,
+        dtypes=(FP8,) if fp8_h else (torch.bfloat16, torch.float16, torch.float32),
+    )
     check_tensor(w1, "w1", (2,), _FN)
     check_tensor(w2, "w2", (2,), _FN)
     T, F2 = h.shape
@@ -924,7 +997,8 @@ def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weig
             f"[2F, hidden] and w2 [hidden, F] with 2F = {F2} (h's width)",
         )
     check_tensor(dout, "dout", (2, 3), _FN)
-    same_place(dout, "dout", h.dtype)
+    same_place(dout, "dout", None if fp8_h else h.dtype)
+    ref = dout if fp8_h else h  # x's dtype and device
     if dout.shape[-1] != H or math.prod(dout.shape[:-1]) != T:
         _fail(
             ValueError,
@@ -945,10 +1019,14 @@ def _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weig
         shaped(t, name, shape)
     if h_grad is not None:
         check_tensor(h_grad, "h_grad", (2,), _FN)
-        same_place(h_grad, "h_grad", h.dtype)
+        same_place(h_grad, "h_grad", ref.dtype)
         shaped(h_grad, "h_grad", h.shape)
+    if fp8_h:
+        check_tensor(h_scale, "h_scale", (2,), _FN, dtypes=(torch.float32,))
+        same_place(h_scale, "h_scale")
+        shaped(h_scale, "h_scale", (T, _ops.scale_blocks(p[1], F2 // 2)))
     lead = tuple(dout.shape[:-1])
-    check_bias_weights(h, lead, H, F2 // 2, bias1, None, weights, _FN)
+    check_bias_weights(ref, lead, H, F2 // 2, bias1, None, weights, _FN)
     if quantized_t is not None:
         _check_quantized(quantized_t, "quantized_t", ("w1_t", "w2_t"), h.device, F2, H, _FN)
 
@@ -974,18 +1052,21 @@ def _bwd_fake(
     weights=None,
     want_dbias2=False,
     quantized_t=None,
+    h_scale=None,
 ):
     p = (activation, layout, clamp_value, offset, gate_mult, down_mult)
-    _check_bwd(p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t)
+    _check_bwd(
+        p, gemm, dout, h, xtq, xts, ytq, yts, w1, w2, h_grad, bias1, weights, quantized_t, h_scale
+    )
     T, F2 = h.shape
     H = w1.shape[1]
-    e = h.new_empty((0,))
+    e = dout.new_empty((0,))
     return (
-        h.new_empty((T, H)),
+        dout.new_empty((T, H)),
         w1.new_empty(w1.shape),
         w2.new_empty(w2.shape),
-        h.new_empty((F2,)) if bias1 is not None else e,
-        h.new_empty((H,)) if want_dbias2 else e,
+        dout.new_empty((F2,)) if bias1 is not None else e,
+        dout.new_empty((H,)) if want_dbias2 else e,
         weights.new_empty(weights.shape) if weights is not None else e,
     )
 
@@ -996,15 +1077,17 @@ _SCALARS = (
 )
 FWD_SCHEMA = (
     f"(Tensor x, Tensor w1, Tensor w2, {_SCALARS}, bool save, Tensor? bias1=None, "
-    "Tensor? bias2=None, Tensor? weights=None, Tensor[]? quantized=None) -> "
-    "(Tensor out, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale)"
+    "Tensor? bias2=None, Tensor? weights=None, Tensor[]? quantized=None, bool h_fp8=False) -> "
+    "(Tensor out, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
+    "Tensor h8, Tensor h8_scale)"
 )
 # dbias1, dbias2 and dweights come back empty ((0,)) where bias1 is None, want_dbias2 is False,
 # weights is None
 BWD_SCHEMA = (
     "(Tensor dout, Tensor h, Tensor x_t, Tensor x_t_scale, Tensor y_t, Tensor y_t_scale, "
     f"Tensor w1, Tensor w2, {_SCALARS}, Tensor? h_grad=None, Tensor? bias1=None, "
-    "Tensor? weights=None, bool want_dbias2=False, Tensor[]? quantized_t=None) -> "
+    "Tensor? weights=None, bool want_dbias2=False, Tensor[]? quantized_t=None, "
+    "Tensor? h_scale=None) -> "
     "(Tensor dx, Tensor dw1, Tensor dw2, Tensor dbias1, Tensor dbias2, Tensor dweights)"
 )
 
@@ -1018,13 +1101,17 @@ def _setup(ctx, inputs, output):
     ctx.saved = inputs[10]
     bias1, bias2, weights = inputs[11:14]
     quantized = inputs[14] if len(inputs) > 14 else None
+    h_fp8 = len(inputs) > 15 and inputs[15]
     ctx.has_bias2 = bias2 is not None
     ctx.x_shape = tuple(x.shape)
+    ctx.x_dtype = x.dtype
     ctx.n_quantized = None if quantized is None else len(quantized)
-    _, h, xtq, xts, ytq, yts = output
+    _, h, xtq, xts, ytq, yts, h8, h8s = output
+    # the GLU's input as the forward saved it: h, or its e4m3 copy and scales (h_fp8)
+    h, h_scale = (h8, h8s) if h_fp8 else (h, None)
     # the transposed weights' codes and scales, for the backward's dgrad GEMMs
     qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
-    ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
+    ctx.save_for_backward(h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
 
 
 def _backward(ctx, dout, h_grad, *quantised):
@@ -1035,7 +1122,8 @@ def _backward(ctx, dout, h_grad, *quantised):
         _fail(
             RuntimeError,
             _FN,
-            "x_t, x_t_scale, y_t and y_t_scale (the quantised copies the backward reads) have no "
+            "x_t, x_t_scale, y_t, y_t_scale, h8 and h8_scale (the quantised copies the backward "
+            "reads) have no "
             "gradient: quantisation is not differentiable",
         )
     if not ctx.saved:
@@ -1045,9 +1133,9 @@ def _backward(ctx, dout, h_grad, *quantised):
             "the backward needs h and the quantised copies; call the op with save=True "
             "(fastglu.mlp_fp8 saves them whenever a gradient is required)",
         )
-    h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
+    h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
     if dout is None:  # only h was used: out's gradient (out has x's shape and dtype) is zero
-        dout = h.new_zeros(ctx.x_shape)
+        dout = h.new_zeros(ctx.x_shape, dtype=ctx.x_dtype)
     # needs_input_grad has no entry for trailing arguments the dispatcher dropped as their
     # defaults (None biases and weights)
     n_args = len(ctx.needs_input_grad)
@@ -1067,6 +1155,7 @@ def _backward(ctx, dout, h_grad, *quantised):
         weights=weights,
         want_dbias2=ctx.has_bias2 and need[12],
         quantized_t=qt or None,
+        h_scale=h_scale,
     )
     return (
         dx.view(ctx.x_shape) if need[0] else None,
@@ -1077,6 +1166,7 @@ def _backward(ctx, dout, h_grad, *quantised):
         db2 if ctx.has_bias2 and need[12] else None,
         dwt if weights is not None and need[13] else None,
         None if ctx.n_quantized is None else [None] * ctx.n_quantized,
+        None,
     )[:n_args]  # (the arguments as the call passed them: trailing defaults are dropped)
 
 
@@ -1111,6 +1201,7 @@ def mlp_fp8(
     recipe="blockwise",
     gemm=None,
     quantized=None,
+    fp8_input_store=False,
 ):
     """The gated MLP block ``fc2(glu(fc1(x)))`` with FP8 GEMMs (DeepSeek-V3's blockwise recipe),
     differentiable in x, w1, w2, bias1, bias2 and weights. See the module docstring for the recipe,
@@ -1138,6 +1229,13 @@ def mlp_fp8(
         quantized: None (w1 and w2 quantised in this call), or ``quantize_mlp_weights(w1, w2)``
             made since the weights last changed: the GEMMs take its codes and scales (the same
             bits), so micro-batches between two optimizer steps quantise the weights once.
+        fp8_input_store: False (the backward reads h in x's dtype), or ``"blockwise"``: the
+            forward keeps the GLU's input h as e4m3 with one fp32 scale per 1 x 128 block
+            (``fastglu.glu``'s ``fp8_input_store="blockwise"``, DeepSeek-V3's cache of the SwiGLU
+            input) instead of h, half its bytes between the forward and the backward; the
+            backward decodes it (fastglu's GLU backward), then quantises dh. Costs a pass over h in
+            the forward and one more over dh in the backward; the gradients carry the copy's
+            rounding (docs/fp8.md).
 
     Returns:
         ``out`` ``[..., hidden]`` in x's dtype.
@@ -1163,6 +1261,15 @@ def mlp_fp8(
         _fail(ValueError, _FN, f"recipe must be 'blockwise', got {recipe!r}")
     if not isinstance(gemm, (str, type(None))) or gemm not in _GEMMS:
         _fail(ValueError, _FN, f"gemm must be None, 'scaled_mm' or 'reference', got {gemm!r}")
+    if not (fp8_input_store is False or fp8_input_store == "blockwise"):
+        _fail(
+            ValueError,
+            _FN,
+            f"fp8_input_store must be False or 'blockwise', got {fp8_input_store!r}",
+        )
+    h_fp8 = fp8_input_store == "blockwise"
+    if h_fp8:
+        _check_h_fp8(p, x.dtype)
     _, _, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
     q = None
@@ -1191,9 +1298,19 @@ def mlp_fp8(
         # at small token counts);
         # efficient zero tensors, meta tensors and subclasses take the ops
         check_storages(_FN, zip(_NAMES, tensors))
-        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad, q)
+        return _MLPFP8.apply(x, w1, w2, bias1, bias2, weights, p, code, grad, q, h_fp8)
     out = torch.ops.fastglu.mlp_fp8_fwd(
-        x, w1, w2, *p, code, grad, bias1=bias1, bias2=bias2, weights=weights, quantized=q
+        x,
+        w1,
+        w2,
+        *p,
+        code,
+        grad,
+        bias1=bias1,
+        bias2=bias2,
+        weights=weights,
+        quantized=q,
+        h_fp8=h_fp8,
     )[0]
     return out
 
@@ -1206,21 +1323,22 @@ class _MLPFP8(torch.autograd.Function):
     torch.compile and tensor subclasses take the ops (their fakes and autograd formula)."""
 
     @staticmethod
-    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code, save, quantized):
+    def forward(ctx, x, w1, w2, bias1, bias2, weights, p, code, save, quantized, h_fp8):
         with _autocast_off(x.device.type):
-            out, h, xtq, xts, ytq, yts = _fwd_body(
-                x, w1, w2, p, code, save, bias1, bias2, weights, quantized
+            out, h, xtq, xts, ytq, yts, h8, h8s = _fwd_body(
+                x, w1, w2, p, code, save, bias1, bias2, weights, quantized, h_fp8
             )
         ctx.p, ctx.code, ctx.has_bias2, ctx.x_shape = p, code, bias2 is not None, x.shape
         if save:
+            h, h_scale = (h8, h8s) if h_fp8 else (h, None)
             qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
-            ctx.save_for_backward(h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
+            ctx.save_for_backward(h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         refuse_create_graph("mlp_fp8")  # the quantised GEMMs and kernels have no derivative
-        h, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
+        h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt = ctx.saved_tensors
         need = ctx.needs_input_grad
         if is_zero_tensor(dout):  # (an efficient zero tensor has no memory to read)
             dout = torch.zeros(dout.shape, dtype=dout.dtype, device=dout.device)
@@ -1241,6 +1359,7 @@ class _MLPFP8(torch.autograd.Function):
                 weights,
                 ctx.has_bias2 and need[4],
                 qt or None,
+                h_scale,
             )
         return (
             dx.view(ctx.x_shape) if need[0] else None,
@@ -1249,6 +1368,7 @@ class _MLPFP8(torch.autograd.Function):
             db1 if need[3] else None,
             db2 if need[4] else None,
             dwt if need[5] else None,
+            None,
             None,
             None,
             None,

@@ -26,7 +26,7 @@ def t(*shape, dtype=BF16):
 
 def mlp_fp8_bwd_args():
     x, w1, w2 = t(4, 16), t(16, 16), t(16, 8)
-    _, h, *saved = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, 0, 0, *F32, 2, True)
+    _, h, *saved, _, _ = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, 0, 0, *F32, 2, True)
     return (t(4, 16), h, *saved, w1, w2, 0, 0, *F32, 2)
 
 
