@@ -22,7 +22,10 @@ build_python_package() {
   echo "-- building the wheel (libfastglu and the Python package) and installing it into build/py"
   local cuda_opt=()
   [ "${FASTGLU_CUDA:-}" = OFF ] && cuda_opt=(-C cmake.define.FASTGLU_CUDA=OFF)
-  "$PY" -m pip wheel -q --no-build-isolation --no-deps ${cuda_opt[@]+"${cuda_opt[@]}"} -w build/wheel . >/dev/null
+  # a build folder kept between runs (one per FASTGLU_CUDA setting): a second build recompiles
+  # only what changed
+  "$PY" -m pip wheel -q --no-build-isolation --no-deps ${cuda_opt[@]+"${cuda_opt[@]}"} \
+    -C build-dir="build/skbuild-${FASTGLU_CUDA:-auto}" -w build/wheel . >/dev/null
   "$PY" -m pip install -q --no-deps --target build/py build/wheel/fastglu-*.whl >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
   local why="no nvcc found"

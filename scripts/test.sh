@@ -34,3 +34,4 @@ bash tests/fuzz/run.sh "${FASTGLU_FUZZ_SECONDS:-30}"
 echo "== Python package and tests (pytest)"
 build_python_package
 "$PY" -m pytest -q -rs tests/python "$@"
+echo "== every stage passed (the C tests, the C example, fuzzing, pytest)"
