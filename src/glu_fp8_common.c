@@ -406,8 +406,8 @@ fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu
                                                fastglu_tensor up_fp8, fastglu_tensor scale_inv,
                                                int64_t tokens, int64_t F, int *empty) {
     const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP8_E4M3, 0};
-    fastglu_region out, copy[3];
-    int n = 0;
+    fastglu_region out, copy[3], in[2];
+    int n = 0, n_in = 0;
     if (operands == NULL)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: operands is NULL", fn);
     /* the forward's checks (output against the operands), then the copy's (its outputs against
@@ -426,7 +426,18 @@ fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu
     if (!il) TRY(check_fp8_data(fn, &copy[n++], "up_fp8", up_fp8, tokens, W));
     TRY(fastglu_check_tensor(fn, &copy[n++], "scale_inv", scale_inv.data, tokens, nb,
                              scale_inv.row_stride, 1, 4, 1));
-    for (int i = 0; i < n; ++i) TRY(fastglu_check_disjoint(fn, &copy[i], &out));
+    /* the forward's other inputs, which the copy's check does not see */
+    if (operands->bias.data != NULL)
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", operands->bias.data, 1, 2 * F, 2 * F, 1,
+                                 fastglu_dtype_size(output.dtype), 0));
+    if (operands->weights.data != NULL)
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", operands->weights.data, tokens, 1,
+                                 operands->weights.row_stride, 1,
+                                 fastglu_dtype_size(operands->weights.dtype), 0));
+    for (int i = 0; i < n; ++i) {
+        TRY(fastglu_check_disjoint(fn, &copy[i], &out));
+        for (int k = 0; k < n_in; ++k) TRY(fastglu_check_disjoint(fn, &copy[i], &in[k]));
+    }
     return FASTGLU_SUCCESS;
 }
 

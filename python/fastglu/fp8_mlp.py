@@ -1022,6 +1022,7 @@ def _check_bwd(
         same_place(h_grad, "h_grad", ref.dtype)
         shaped(h_grad, "h_grad", h.shape)
     if fp8_h:
+        _check_h_fp8(p, ref.dtype)  # (a clamp the copy could not have marked)
         check_tensor(h_scale, "h_scale", (2,), _FN, dtypes=(torch.float32,))
         same_place(h_scale, "h_scale")
         shaped(h_scale, "h_scale", (T, _ops.scale_blocks(p[1], F2 // 2)))
@@ -1268,9 +1269,9 @@ def mlp_fp8(
             f"fp8_input_store must be False or 'blockwise', got {fp8_input_store!r}",
         )
     h_fp8 = fp8_input_store == "blockwise"
+    _, _, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     if h_fp8:
         _check_h_fp8(p, x.dtype)
-    _, _, H, F = check_mlp_fp8(x, w1, w2, bias1, bias2, weights)
     code = _GEMMS[gemm]
     q = None
     if quantized is not None:

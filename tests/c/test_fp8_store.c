@@ -541,6 +541,12 @@ static void bad_fused_inputs(void) {
     EXPECT("fused: operands->scale_inv", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
     q = o, q.up.data = NULL;
     EXPECT("fused: SPLIT without up", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
+    /* the copy's outputs over the forward's bias or weights */
+    q = o,
+    q.bias = (fastglu_tensor){d, FASTGLU_DTYPE_BF16, 1}; /* bias [2F]: the codes' first row */
+    EXPECT("fused: codes over bias", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
+    q = o, q.weights = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, 2}; /* weights over the scales */
+    EXPECT("fused: scale_inv over weights", FASTGLU_ERROR_INVALID_VALUE, &p, &q, yt, g8, u8, sc);
 #undef EXPECT
     dev_free(x[0]), dev_free(x[1]), dev_free(y), dev_free(d), dev_free(s);
 }

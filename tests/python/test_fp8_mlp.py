@@ -124,7 +124,11 @@ def reference_all(
         hg = decode_blockwise(codes, sc, h.shape[-1] // 2, il).requires_grad_(True)
         wl = None if weights is None else weights.cpu().reshape(T).clone().requires_grad_(True)
         gb = None if glu_bias is None else glu_bias.float()
-        y32 = fastglu.glu(hg, bias=gb, weights=wl, **opts)
+        # the GLU in fp32 on the decoded copy, its clamp at the value in x's dtype (the block's)
+        o32 = dict(opts)
+        if o32.get("clamp_value"):
+            o32["clamp_value"] = torch.tensor(o32["clamp_value"]).to(dt).item()
+        y32 = fastglu.glu(hg, bias=gb, weights=wl, **o32)
         dy = dy.float()
     grads = torch.autograd.grad(y32, [hg] + ([wl] if wl is not None else []), dy)
     dh = grads[0].to(dt)
@@ -1118,9 +1122,10 @@ def test_quantize_mlp_weights_on_inference_meta_and_in_compile():
         ((), {}),
         ("all", {}),
         ("all", {"clamp_value": 1.5}),
+        ((), {"clamp_value": 0.7}),  # not a bf16 value: the clamp at its bf16 rounding
         (("weights",), {"interleaved": True, "activation": "gelu_tanh"}),
     ],
-    ids=["plain", "bias-weights", "clamp", "interleaved"],
+    ids=["plain", "bias-weights", "clamp", "clamp0.7", "interleaved"],
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_blockwise_h_against_float64_recipe(device, which, kw, dtype):
@@ -1184,6 +1189,10 @@ def test_blockwise_h_bad_arguments():
             mlp_fp8(x, w1, w2, fp8_input_store=bad)
     with pytest.raises(ValueError, match="clamp_value"):
         mlp_fp8(x, w1, w2, clamp_value=500.0, fp8_input_store="blockwise")
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got NoneType"):
+        mlp_fp8(None, w1, w2, fp8_input_store="blockwise")
+    with pytest.raises(TypeError, match="x has dtype torch.float64"):
+        mlp_fp8(x.double(), w1, w2, clamp_value=500.0, fp8_input_store="blockwise")
     p = tuple(fastglu.ops.glu_params("silu"))
     outs = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, 2, True, h_fp8=True)
     _, h, *saved, h8, h8s = outs
@@ -1195,6 +1204,9 @@ def test_blockwise_h_bad_arguments():
         bwd(dout, h, *saved, w1, w2, *p, 2, h_scale=h8s)
     with pytest.raises(ValueError, match=r"h_scale has shape"):
         bwd(dout, h8, *saved, w1, w2, *p, 2, h_scale=h8s[:, :1])
+    p500 = tuple(fastglu.ops.glu_params("silu", clamp_value=500.0))
+    with pytest.raises(ValueError, match="clamp_value"):  # a clamp no copy could have marked
+        bwd(dout, h8, *saved, w1, w2, *p500, 2, h_scale=h8s)
     got = bwd(dout, h8, *saved, w1, w2, *p, 2, h_scale=h8s)
     assert got[0].shape == (8, 32) and got[0].dtype == torch.bfloat16
 
