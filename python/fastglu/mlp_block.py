@@ -519,7 +519,17 @@ class GLUMLP(torch.nn.Module):
         activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved,
         recompute, fused: as ``fastglu.mlp``.
         bias: whether fc1 and fc2 have biases.
+        fp8: None, or ``"blockwise"``: the block runs ``fastglu.mlp_fp8`` (its six GEMMs in FP8,
+            DeepSeek-V3's recipe; recompute and fused do not apply).
+        fp8_input_store: with fp8, False or ``"blockwise"`` (``fastglu.mlp_fp8``'s: h kept in
+            e4m3 between the forward and the backward).
         device, dtype: of the parameters.
+
+    With fp8, ``forward(x, weights, is_first_microbatch=...)`` caches the quantised weights as
+    TransformerEngine's modules do: True quantises them (``fastglu.fp8_mlp.quantize_mlp_weights``)
+    and keeps them for the calls after it, False uses the kept ones (the micro-batches before the
+    next optimizer step; ``mlp_fp8`` raises ValueError if the weights have changed since), None
+    (the default) quantises them in the call and keeps nothing.
     """
 
     def __init__(
@@ -536,6 +546,8 @@ class GLUMLP(torch.nn.Module):
         interleaved=False,
         recompute=False,
         fused=None,
+        fp8=None,
+        fp8_input_store=False,
         device=None,
         dtype=None,
     ):
@@ -556,6 +568,23 @@ class GLUMLP(torch.nn.Module):
         for name, v in (("bias", bias), ("recompute", recompute)):
             if not isinstance(v, bool):
                 _fail(TypeError, "GLUMLP", f"{name} must be True or False, got {v!r}")
+        if not (fp8 is None or fp8 == "blockwise"):
+            _fail(ValueError, "GLUMLP", f"fp8 must be None or 'blockwise', got {fp8!r}")
+        if not (fp8_input_store is False or fp8_input_store == "blockwise"):
+            _fail(
+                ValueError,
+                "GLUMLP",
+                f"fp8_input_store must be False or 'blockwise', got {fp8_input_store!r}",
+            )
+        if fp8 is None and fp8_input_store:
+            _fail(ValueError, "GLUMLP", "fp8_input_store='blockwise' needs fp8='blockwise'")
+        if fp8 is not None and (recompute or fused is not None):
+            _fail(
+                ValueError,
+                "GLUMLP",
+                "recompute and fused are fastglu.mlp's options; with fp8 the block runs "
+                "fastglu.mlp_fp8",
+            )
         # (float64 is held, as a float64 Hugging Face module's copy is, but runs only cast to
         # one of the block's dtypes)
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -568,6 +597,8 @@ class GLUMLP(torch.nn.Module):
         )
         self.gate_multiplier, self.down_multiplier = gate_multiplier, down_multiplier
         self.interleaved, self.recompute, self.fused = bool(interleaved), bool(recompute), fused
+        self.fp8, self.fp8_input_store = fp8, fp8_input_store
+        self._fp8_weights = None  # quantize_mlp_weights' result (is_first_microbatch=True)
         kw = {"device": device, "dtype": dtype}
         self.w1 = torch.nn.Parameter(torch.empty(2 * ffn_hidden_size, hidden_size, **kw))
         self.w2 = torch.nn.Parameter(torch.empty(hidden_size, ffn_hidden_size, **kw))
@@ -588,8 +619,18 @@ class GLUMLP(torch.nn.Module):
                 bound = 1 / math.sqrt(w.shape[1]) if w.shape[1] > 0 else 0
                 torch.nn.init.uniform_(b, -bound, bound)
 
-    def forward(self, x, weights=None):
-        """``x [..., hidden]`` (2D or 3D), optional per-token ``weights`` -> ``[..., hidden]``."""
+    def forward(self, x, weights=None, *, is_first_microbatch=None):
+        """``x [..., hidden]`` (2D or 3D), optional per-token ``weights`` -> ``[..., hidden]``.
+        is_first_microbatch: with fp8, True / False / None (the class docstring); without it,
+        None (it caches nothing)."""
+        if self.fp8 is not None:
+            return self._forward_fp8(x, weights, is_first_microbatch)
+        if is_first_microbatch is not None:
+            _fail(
+                ValueError,
+                "GLUMLP",
+                "is_first_microbatch caches the FP8 weights: it needs fp8='blockwise'",
+            )
         return mlp(
             x,
             self.w1,
@@ -605,6 +646,53 @@ class GLUMLP(torch.nn.Module):
             interleaved=self.interleaved,
             recompute=self.recompute,
             fused=self.fused,
+        )
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to() / .cuda() / .half() replace the parameters' data without a version change: the kept
+        # FP8 weights would be stale, so they go (the next is_first_microbatch=True makes them)
+        self._fp8_weights = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _forward_fp8(self, x, weights, is_first_microbatch):
+        from . import fp8_mlp  # (fp8_mlp imports this module's checks)
+
+        if not (is_first_microbatch is None or isinstance(is_first_microbatch, bool)):
+            _fail(
+                TypeError,
+                "GLUMLP",
+                f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}",
+            )
+        q = None
+        if is_first_microbatch:
+            self._fp8_weights = q = fp8_mlp.quantize_mlp_weights(self.w1, self.w2)
+        elif is_first_microbatch is False:
+            q = self._fp8_weights
+            if q is None:
+                _fail(
+                    RuntimeError,
+                    "GLUMLP",
+                    "is_first_microbatch=False with no weights kept: the first micro-batch of "
+                    "the step passes True",
+                )
+        else:
+            self._fp8_weights = None
+        return fp8_mlp.mlp_fp8(
+            x,
+            self.w1,
+            self.w2,
+            activation=self.activation,
+            bias1=self.bias1,
+            bias2=self.bias2,
+            weights=weights,
+            clamp_value=self.clamp_value,
+            glu_linear_offset=self.glu_linear_offset,
+            gate_multiplier=self.gate_multiplier,
+            down_multiplier=self.down_multiplier,
+            interleaved=self.interleaved,
+            recipe=self.fp8,
+            quantized=q,
+            fp8_input_store=self.fp8_input_store,
         )
 
     def _fc1(self, gate, up):
@@ -697,6 +785,8 @@ class GLUMLP(torch.nn.Module):
             ("interleaved", False),
             ("recompute", False),
             ("fused", None),
+            ("fp8", None),
+            ("fp8_input_store", False),
         ):
             v = getattr(self, name)
             if v != default:

@@ -831,3 +831,55 @@ def test_dh_over_h_bumps_h_version():
     out.sum().backward()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.backward()
+
+
+# ---- GLUMLP with FP8 GEMMs (fp8="blockwise": fastglu.mlp_fp8) -------------------------------------
+
+
+@pytest.mark.parametrize("store", [False, "blockwise"])
+def test_glumlp_fp8_is_mlp_fp8_and_caches_per_step(store, monkeypatch):
+    """GLUMLP(fp8="blockwise") runs fastglu.mlp_fp8 on its parameters (the same bits, bias and
+    fp8_input_store included); is_first_microbatch=True quantises the weights once for the calls
+    with False after it, None quantises in the call; an optimizer step makes the kept weights
+    stale (ValueError), .to() drops them."""
+    from fastglu import fp8_mlp
+
+    torch.manual_seed(60)
+    m = GLUMLP(96, 80, bias=True, fp8="blockwise", fp8_input_store=store)
+    x, dout = torch.randn(24, 96), torch.randn(24, 96)
+    want = fastglu.mlp_fp8(x, m.w1, m.w2, bias1=m.bias1, bias2=m.bias2, fp8_input_store=store)
+    calls = []
+    real = fp8_mlp.quantize_mlp_weights
+    monkeypatch.setattr(fp8_mlp, "quantize_mlp_weights", lambda *a: calls.append(1) or real(*a))
+    assert torch.equal(m(x), want) and calls == [] and m._fp8_weights is None
+    outs = [m(x, is_first_microbatch=True)] + [m(x, is_first_microbatch=False) for _ in range(2)]
+    assert calls == [1] and all(torch.equal(o, want) for o in outs)
+    sum(o.float().mul(dout).sum() for o in outs).backward()
+    torch.optim.SGD(m.parameters(), lr=0.1).step()
+    with pytest.raises(ValueError, match="changed in place|torch.optim step"):
+        m(x, is_first_microbatch=False)
+    m(x, is_first_microbatch=True)
+    m.to(torch.float32)
+    assert m._fp8_weights is None
+    with pytest.raises(RuntimeError, match="is_first_microbatch=False with no weights kept"):
+        m(x, is_first_microbatch=False)
+    assert "fp8='blockwise'" in repr(m)
+    assert set(m.state_dict()) == {"w1", "w2", "bias1", "bias2"}
+
+
+def test_glumlp_fp8_bad_options():
+    """fp8 and fp8_input_store take their values only, fp8_input_store needs fp8, recompute and
+    fused are refused beside fp8, is_first_microbatch needs fp8: each by name."""
+    for kw, err, match in (
+        ({"fp8": "per_tensor"}, ValueError, "fp8 must be None or 'blockwise'"),
+        ({"fp8": "blockwise", "fp8_input_store": True}, ValueError, "fp8_input_store must be"),
+        ({"fp8_input_store": "blockwise"}, ValueError, "needs fp8='blockwise'"),
+        ({"fp8": "blockwise", "recompute": True}, ValueError, "recompute and fused"),
+        ({"fp8": "blockwise", "fused": True}, ValueError, "recompute and fused"),
+    ):
+        with pytest.raises(err, match=match):
+            GLUMLP(32, 16, **kw)
+    with pytest.raises(ValueError, match="is_first_microbatch caches the FP8 weights"):
+        GLUMLP(32, 16)(torch.randn(4, 32), is_first_microbatch=True)
+    with pytest.raises(TypeError, match="is_first_microbatch must be None, True or False"):
+        GLUMLP(32, 16, fp8="blockwise")(torch.randn(4, 32), is_first_microbatch=1)
