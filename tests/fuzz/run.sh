@@ -16,7 +16,7 @@ mkdir -p "$out"
 common="src/common.c src/glu_common.c src/cuda_stub.c"
 declare -A libs=(
   [glu]="$common src/swiglu.c src/glu_cpu.c"
-  [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c"
+  [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_cpu.c"
 )
 declare -A share=([glu]=$((secs * 2 / 3)) [quant_fp8]=$((secs - secs * 2 / 3)))
 flags="-std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined -fno-sanitize-recover=all"
