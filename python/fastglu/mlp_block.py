@@ -635,6 +635,14 @@ class GLUMLP(torch.nn.Module):
             x,
             self.w1,
             self.w2,
+            **self._block_options(weights),
+            recompute=self.recompute,
+            fused=self.fused,
+        )
+
+    def _block_options(self, weights):
+        """The keyword arguments fastglu.mlp and fastglu.mlp_fp8 share."""
+        return dict(
             activation=self.activation,
             bias1=self.bias1,
             bias2=self.bias2,
@@ -644,8 +652,6 @@ class GLUMLP(torch.nn.Module):
             gate_multiplier=self.gate_multiplier,
             down_multiplier=self.down_multiplier,
             interleaved=self.interleaved,
-            recompute=self.recompute,
-            fused=self.fused,
         )
 
     def _apply(self, fn, *args, **kwargs):
@@ -681,15 +687,7 @@ class GLUMLP(torch.nn.Module):
             x,
             self.w1,
             self.w2,
-            activation=self.activation,
-            bias1=self.bias1,
-            bias2=self.bias2,
-            weights=weights,
-            clamp_value=self.clamp_value,
-            glu_linear_offset=self.glu_linear_offset,
-            gate_multiplier=self.gate_multiplier,
-            down_multiplier=self.down_multiplier,
-            interleaved=self.interleaved,
+            **self._block_options(weights),
             recipe=self.fp8,
             quantized=q,
             fp8_input_store=self.fp8_input_store,

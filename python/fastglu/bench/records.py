@@ -202,44 +202,23 @@ def run_record(
     observed: dt.datetime,
     status: str = "passed",
 ) -> dict:
-    """The full record (run, protocol, environment); ms = (p50, p20, p80) in milliseconds."""
-    p50, p20, p80 = ms
-    observed = observed.astimezone(dt.timezone.utc)
-    shape = shape_tag(seq, batch, ffn, dtype)
-    labels = {k: str(v) for k, v in versions.items() if v}
-    run = {
-        "kind": "BenchmarkRun",
-        "spec": {
-            "status": status,
-            "timing": {"latencyNs": {"median": _ns(p50)}, "primaryStatistic": "median"},
-            "observedAt": observed.strftime("%Y-%m-%dT%H:%M:%S.")
-            + f"{observed.microsecond // 1000:03d}Z",
-            "measurements": [
-                {"unit": "ns", "value": _ns(p), "metric": "latency", "statistic": s}
-                for s, p in (("p20", p20), ("p80", p80))
-            ],
-            "sourceNative": {
-                "source": SOURCE,
-                "metrics": {"ms_20": p20, "ms_50": p50, "ms_80": p80},
-                "benchmark": f"megatron_swiglu/{mode}",
-                "externalId": f"megatron_swiglu/{mode}/{provider}/{device_slug}/{shape}/"
-                f"{observed:%Y-%m-%d-%H-%M-%S}",
-            },
-            "protocolDigest": digest(protocol_obj),
-            "workloadDigest": digest(workload(seq, batch, ffn, dtype, mode)),
-            "environmentDigest": digest(environment_obj),
-            "implementationDigest": digest({"provider": provider, "versions": labels}),
-        },
-        "metadata": {
-            "name": slug(
-                f"fastglu-megatron-swiglu-{mode}-{provider}-{device_slug}-{shape}-{observed:%Y-%m-%d}"
-            ),
-            "title": f"{TITLE} · {provider} · {mode}",
-            "labels": labels,
-        },
-        "apiVersion": API_VERSION,
-    }
-    return {"run": run, "protocol": protocol_obj, "environment": environment_obj}
+    """The seed benchmark's record (run, protocol, environment); ms = (p50, p20, p80) in
+    milliseconds: bench_run_record with the seed's benchmark, workload, title and no round."""
+    return bench_run_record(
+        benchmark=f"megatron_swiglu/{mode}",
+        provider=provider,
+        workload=workload(seq, batch, ffn, dtype, mode),
+        shape_slug=shape_tag(seq, batch, ffn, dtype),
+        title=TITLE,
+        full_title=f"{TITLE} · {provider} · {mode}",
+        ms=ms,
+        device_slug=device_slug,
+        protocol_obj=protocol_obj,
+        env=environment_obj,
+        versions=versions,
+        observed=observed,
+        status=status,
+    )
 
 
 def bench_run_record(
@@ -257,13 +236,16 @@ def bench_run_record(
     observed,
     status,
     round_=None,
+    full_title=None,
 ):
-    """A record of any fastglu benchmark (the MLP block, the GEMM, the FP8 kernels) in the seed's
-    format: benchmark as "<name>/<pass>", workload the object its digest covers, shape_slug the
-    workload's slug in names and ids, title without the provider (appended), ms = (p50, p20, p80)
-    in milliseconds, round_ the round's index (in the labels, the id and the name) or None."""
+    """A record of any fastglu benchmark (the seed's, the MLP block, the GEMM, the FP8 kernels) in
+    the seed's format: benchmark as "<name>/<pass>", workload the object its digest covers,
+    shape_slug the workload's slug in names and ids, title without the provider (appended; or
+    full_title as it is), ms = (p50, p20, p80) in milliseconds, round_ the round's index (in the
+    labels, the id and the name) or None."""
     p50, p20, p80 = ms
-    ns = lambda v: int(round(v * 1e6))  # noqa: E731
+    ns = _ns
+    observed = observed.astimezone(dt.timezone.utc)
     labels = {k: str(v) for k, v in versions.items() if v}
     tail = "" if round_ is None else f"-r{round_}"
     if round_ is not None:
@@ -295,7 +277,7 @@ def bench_run_record(
             "name": slug(
                 f"fastglu-{benchmark}-{provider}-{device_slug}-{shape_slug}-{observed:%Y-%m-%d}{tail}"
             ),
-            "title": f"{title} · {provider}",
+            "title": full_title or f"{title} · {provider}",
             "labels": labels,
         },
         "apiVersion": API_VERSION,
