@@ -401,7 +401,7 @@ def _count_optimizer_step(optimizer, args, kwargs):
 
 
 def _watch(w):
-    """The optimizer steps that have updated w so far (from now on, counted)."""
+    """How many torch.optim steps have updated w (counted from its first call here)."""
     global _opt_hook
     if _opt_hook is None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
