@@ -1,9 +1,9 @@
 /*
- * fuzz_common.h — what the libFuzzer harnesses (fuzz_glu.c, fuzz_quant_fp8.c) share: the byte
- * reader that turns an input into choices, the span of a strided region, typed element access, the
- * e4m3fn reference cast, the buffers (each its own allocation, a snapshot, the elements a call may
- * write) and their checks, and the driver of a build without libFuzzer (FASTGLU_FUZZ_STANDALONE:
- * random inputs for a bounded time).
+ * fuzz_common.h — what the libFuzzer harnesses (fuzz_glu.c, fuzz_quant_fp8.c, fuzz_fp8_store.c)
+ * share: the byte reader that turns an input into choices, the span of a strided region, typed
+ * element access, the e4m3fn reference cast, the buffers (each its own allocation, a snapshot, the
+ * elements a call may write) and their checks, and the driver of a build without libFuzzer
+ * (FASTGLU_FUZZ_STANDALONE: random inputs for a bounded time).
  */
 #ifndef FASTGLU_FUZZ_COMMON_H
 #define FASTGLU_FUZZ_COMMON_H

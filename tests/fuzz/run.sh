@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — fuzz the C API's CPU entry points under AddressSanitizer and UBSan for a bounded time:
 # tests/fuzz/fuzz_glu.c (fastglu_glu_*_cpu, and fastglu_swiglu_*_cpu as the family's SiLU case;
-# two thirds of the time) and tests/fuzz/fuzz_quant_fp8.c (fastglu_quantize_fp8_cpu; the rest).
+# half the time), tests/fuzz/fuzz_quant_fp8.c (fastglu_quantize_fp8_cpu; a quarter) and
+# tests/fuzz/fuzz_fp8_store.c (fastglu_glu_fwd_fp8_store_blockwise_cpu against its two calls; the
+# rest).
 #
 #   bash tests/fuzz/run.sh [SECONDS]      (default 60, both harnesses together)
 #
@@ -17,12 +19,14 @@ common="src/common.c src/glu_common.c src/cuda_stub.c"
 declare -A libs=(
   [glu]="$common src/swiglu.c src/glu_cpu.c"
   [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_cpu.c"
+  [fp8_store]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_cpu.c"
 )
-declare -A share=([glu]=$((secs * 2 / 3)) [quant_fp8]=$((secs - secs * 2 / 3)))
+declare -A share=([glu]=$((secs / 2)) [quant_fp8]=$((secs / 4))
+  [fp8_store]=$((secs - secs / 2 - secs / 4)))
 flags="-std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined -fno-sanitize-recover=all"
 if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char*d,long n){return 0;}' \
      | clang -x c - -fsanitize=fuzzer -o "$out/probe" 2>/dev/null; then
-  for h in glu quant_fp8; do
+  for h in glu quant_fp8 fp8_store; do
     echo "== libFuzzer + ASan/UBSan, ${share[$h]} s of fuzz_$h"
     mkdir -p "$out/corpus_$h"
     clang $flags -fsanitize=fuzzer "tests/fuzz/fuzz_$h.c" ${libs[$h]} -lm -o "$out/fuzz_$h"
@@ -30,7 +34,7 @@ if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char*d,
       "$out/corpus_$h" 2>&1 | tail -15
   done
 else
-  for h in glu quant_fp8; do
+  for h in glu quant_fp8 fp8_store; do
     echo "== no clang with libFuzzer here: fuzz_$h on random inputs (cc + ASan/UBSan)," \
       "${share[$h]} s"
     cc $flags -DFASTGLU_FUZZ_STANDALONE "tests/fuzz/fuzz_$h.c" ${libs[$h]} -lm \
