@@ -18,7 +18,8 @@ PyTorch. Public API:
 - ``fastglu.linear(x, w, bias=None)`` and ``fastglu.linear_glu(x, w1, bias=None, activation=...,
   return_preact=True)``: fc1 with the GLU in the GEMM's epilogue (``gemm.py``).
 - ``fastglu.mlp(x, w1, w2, activation=..., bias1=, bias2=, weights=, recompute=, fused=)``: the gated
-  MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp_block.py``); ``fastglu.modules.GLUMLP`` its module.
+  MLP block fc1 -> GLU -> fc2 as one autograd op (``mlp_block.py``); ``fastglu.modules.GLUMLP`` its module
+  (``fp8="blockwise"``: on ``fastglu.mlp_fp8``).
 - ``fastglu.mlp_fp8(x, w1, w2, activation=..., bias1=, bias2=, weights=, gemm=None)``: the same
   block with FP8 GEMMs (DeepSeek-V3's blockwise recipe, ``torch._scaled_mm``; ``fp8_mlp.py``).
 - ``fastglu.cuda_available()``: whether the CUDA backend was built and a GPU is usable;
@@ -26,9 +27,11 @@ PyTorch. Public API:
 
 Modules, each importing only those below it (``tests/python/test_layering.py`` checks it):
 
-- ``megatron.py`` (Megatron-Core routing), ``modules.py`` (nn.Modules): on ``functional``;
-- ``fp8_mlp.py``: ``fastglu.mlp_fp8``, on ``fp8`` and ``ops``;
-- ``mlp_block.py``: ``fastglu.mlp`` and ``GLUMLP``, on ``gemm``, ``library`` and ``ops``;
+- ``megatron.py`` (Megatron-Core routing): on ``functional`` and ``megatron_mlp``;
+- ``modules.py`` (nn.Modules, ``GLUMLP`` among them): on ``functional``, ``mlp_block`` and
+  ``fp8_mlp``;
+- ``fp8_mlp.py``: ``fastglu.mlp_fp8``, on ``fp8``, ``gemm``, ``mlp_block`` (its checks) and ``ops``;
+- ``mlp_block.py``: ``fastglu.mlp``, on ``gemm``, ``library`` and ``ops``;
 - ``gemm.py``: ``fastglu.linear`` / ``linear_glu`` / ``linear_dglu_bwd`` and their torch.library ops,
   on ``library`` and ``ops``;
 - ``functional.py``: ``GLUFunction`` (the one autograd Function of the family) and the public

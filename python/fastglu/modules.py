@@ -10,17 +10,32 @@
   (bias already added) and multiplies by the per-token probs itself.
 
 None of these has parameters or buffers: they are stateless like ``torch.nn.SiLU``.
+
+- ``GLUMLP(hidden_size, ffn_hidden_size, ...)``: the gated MLP block with its parameters
+  (``fastglu.mlp``; with ``fp8="blockwise"``, ``fastglu.mlp_fp8``).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
+from . import fp8_mlp
 from .functional import glu
-from .ops import _fp8_mode, glu_params
+from .mlp_block import _path_code, mlp
+from .ops import _fail, _fp8_mode, glu_params
 
-__all__ = ["GLU", "SwiGLU", "GeGLU", "QuickGeGLU", "FastGLUActivation", "activation_name"]
+__all__ = [
+    "GLU",
+    "SwiGLU",
+    "GeGLU",
+    "QuickGeGLU",
+    "FastGLUActivation",
+    "activation_name",
+    "GLUMLP",
+]
 
 
 class GLU(torch.nn.Module):
@@ -210,6 +225,302 @@ class FastGLUActivation(GLU):
         super().__init__(activation_name(activation or "silu"), **options)
 
 
-from .mlp_block import GLUMLP  # noqa: E402, F401  (the gated MLP block's module, beside its op)
+# ---- the module ---------------------------------------------------------------------------------------
 
-__all__.append("GLUMLP")
+
+def _interleave(gate, up):
+    """[gate rows | up rows] as interleaved rows (gate 2j, up 2j+1), for weights [F, ...] or biases [F]."""
+    return torch.stack((gate, up), dim=1).reshape((2 * gate.shape[0],) + tuple(gate.shape[1:]))
+
+
+class GLUMLP(torch.nn.Module):
+    """The gated MLP block as an ``nn.Module``: ``fastglu.mlp(x, w1, w2, ...)`` with its parameters.
+
+    Parameters: ``w1 [2F, hidden]`` (fc1: gate rows then up rows, or interleaved), ``w2 [hidden, F]``
+    (fc2) and, with ``bias=True``, ``bias1 [2F]`` and ``bias2 [hidden]``; initialised as
+    ``nn.Linear`` initialises its weight and bias.
+
+    Loading (``load_state_dict``) also takes the two usual checkpoint layouts under the module's
+    prefix, converted on the fly:
+
+    - Hugging Face (Llama, Mistral, Qwen, ...): ``gate_proj.weight [F, hidden]``,
+      ``up_proj.weight [F, hidden]``, ``down_proj.weight [hidden, F]`` (and their ``.bias``);
+      gate and up are concatenated into ``w1`` (interleaved when ``interleaved=True``).
+    - Megatron-Core: ``linear_fc1.weight [2F, hidden]`` (gate rows then up rows, as Megatron
+      concatenates them) and ``linear_fc2.weight [hidden, F]`` (and ``.bias``); ``fc1`` / ``fc2``
+      are taken too. TE's ``_extra_state`` entries are dropped.
+
+    Args:
+        hidden_size, ffn_hidden_size: hidden and F.
+        activation, clamp_value, glu_linear_offset, gate_multiplier, down_multiplier, interleaved,
+        recompute, fused: as ``fastglu.mlp``.
+        bias: whether fc1 and fc2 have biases.
+        fp8: None, or ``"blockwise"``: the block runs ``fastglu.mlp_fp8`` (its six GEMMs in FP8,
+            DeepSeek-V3's recipe; recompute and fused do not apply).
+        fp8_input_store: with fp8, False or ``"blockwise"`` (``fastglu.mlp_fp8``'s: h kept in
+            e4m3 between the forward and the backward).
+        device, dtype: of the parameters.
+
+    With fp8, ``forward(x, weights, is_first_microbatch=...)`` caches the quantised weights as
+    TransformerEngine's modules do: True quantises them (``fastglu.fp8_mlp.quantize_mlp_weights``)
+    and keeps them for the calls after it, False uses the kept ones (the micro-batches before the
+    next optimizer step; ``mlp_fp8`` raises ValueError if the weights have changed since), None
+    (the default) quantises them in the call and keeps nothing.
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        ffn_hidden_size,
+        *,
+        activation="silu",
+        bias=False,
+        clamp_value=None,
+        glu_linear_offset=0.0,
+        gate_multiplier=1.0,
+        down_multiplier=1.0,
+        interleaved=False,
+        recompute=False,
+        fused=None,
+        fp8=None,
+        fp8_input_store=False,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        for name, v in (("hidden_size", hidden_size), ("ffn_hidden_size", ffn_hidden_size)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"fastglu.GLUMLP: {name} must be a positive int, got {v!r}")
+        glu_params(
+            activation,
+            clamp_value=clamp_value,
+            glu_linear_offset=glu_linear_offset,
+            gate_multiplier=gate_multiplier,
+            down_multiplier=down_multiplier,
+            interleaved=interleaved,
+            fn="GLUMLP",
+        )  # validate now, not at the first forward
+        _path_code(fused)
+        for name, v in (("bias", bias), ("recompute", recompute)):
+            if not isinstance(v, bool):
+                _fail(TypeError, "GLUMLP", f"{name} must be True or False, got {v!r}")
+        if not (fp8 is None or fp8 == "blockwise"):
+            _fail(ValueError, "GLUMLP", f"fp8 must be None or 'blockwise', got {fp8!r}")
+        if not (fp8_input_store is False or fp8_input_store == "blockwise"):
+            _fail(
+                ValueError,
+                "GLUMLP",
+                f"fp8_input_store must be False or 'blockwise', got {fp8_input_store!r}",
+            )
+        if fp8 is None and fp8_input_store:
+            _fail(ValueError, "GLUMLP", "fp8_input_store='blockwise' needs fp8='blockwise'")
+        if fp8 is not None and (recompute or fused is not None):
+            _fail(
+                ValueError,
+                "GLUMLP",
+                "recompute and fused are fastglu.mlp's options; with fp8 the block runs "
+                "fastglu.mlp_fp8",
+            )
+        # (float64 is held, as a float64 Hugging Face module's copy is, but runs only cast to
+        # one of the block's dtypes)
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            _fail(TypeError, "GLUMLP", f"dtype must be None or a floating dtype, got {dtype!r}")
+        self.hidden_size, self.ffn_hidden_size = hidden_size, ffn_hidden_size
+        self.activation, self.clamp_value, self.glu_linear_offset = (
+            activation,
+            clamp_value,
+            glu_linear_offset,
+        )
+        self.gate_multiplier, self.down_multiplier = gate_multiplier, down_multiplier
+        self.interleaved, self.recompute, self.fused = bool(interleaved), bool(recompute), fused
+        self.fp8, self.fp8_input_store = fp8, fp8_input_store
+        self._fp8_weights = None  # quantize_mlp_weights' result (is_first_microbatch=True)
+        kw = {"device": device, "dtype": dtype}
+        self.w1 = torch.nn.Parameter(torch.empty(2 * ffn_hidden_size, hidden_size, **kw))
+        self.w2 = torch.nn.Parameter(torch.empty(hidden_size, ffn_hidden_size, **kw))
+        if bias:
+            self.bias1 = torch.nn.Parameter(torch.empty(2 * ffn_hidden_size, **kw))
+            self.bias2 = torch.nn.Parameter(torch.empty(hidden_size, **kw))
+        else:
+            self.register_parameter("bias1", None)
+            self.register_parameter("bias2", None)
+        self.reset_parameters()
+        self.register_load_state_dict_pre_hook(GLUMLP._convert_checkpoint)
+
+    def reset_parameters(self):
+        """``nn.Linear``'s initialisation for fc1 and fc2 (weights and biases)."""
+        for w, b in ((self.w1, self.bias1), (self.w2, self.bias2)):
+            torch.nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+            if b is not None:
+                bound = 1 / math.sqrt(w.shape[1]) if w.shape[1] > 0 else 0
+                torch.nn.init.uniform_(b, -bound, bound)
+
+    def forward(self, x, weights=None, *, is_first_microbatch=None):
+        """``x [..., hidden]`` (2D or 3D), optional per-token ``weights`` -> ``[..., hidden]``.
+        is_first_microbatch: with fp8, True / False / None (the class docstring); without it,
+        None (it caches nothing)."""
+        if self.fp8 is not None:
+            return self._forward_fp8(x, weights, is_first_microbatch)
+        if is_first_microbatch is not None:
+            _fail(
+                ValueError,
+                "GLUMLP",
+                "is_first_microbatch caches the FP8 weights: it needs fp8='blockwise'",
+            )
+        return mlp(
+            x,
+            self.w1,
+            self.w2,
+            **self._block_options(weights),
+            recompute=self.recompute,
+            fused=self.fused,
+        )
+
+    def _block_options(self, weights):
+        """The keyword arguments fastglu.mlp and fastglu.mlp_fp8 share."""
+        return dict(
+            activation=self.activation,
+            bias1=self.bias1,
+            bias2=self.bias2,
+            weights=weights,
+            clamp_value=self.clamp_value,
+            glu_linear_offset=self.glu_linear_offset,
+            gate_multiplier=self.gate_multiplier,
+            down_multiplier=self.down_multiplier,
+            interleaved=self.interleaved,
+        )
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to() / .cuda() / .half() replace the parameters' data without a version change: the kept
+        # FP8 weights would be stale, so they go (the next is_first_microbatch=True makes them)
+        self._fp8_weights = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _forward_fp8(self, x, weights, is_first_microbatch):
+        if not (is_first_microbatch is None or isinstance(is_first_microbatch, bool)):
+            _fail(
+                TypeError,
+                "GLUMLP",
+                f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}",
+            )
+        q = None
+        if is_first_microbatch:
+            self._fp8_weights = q = fp8_mlp.quantize_mlp_weights(self.w1, self.w2)
+        elif is_first_microbatch is False:
+            q = self._fp8_weights
+            if q is None:
+                _fail(
+                    RuntimeError,
+                    "GLUMLP",
+                    "is_first_microbatch=False with no weights kept: the first micro-batch of "
+                    "the step passes True",
+                )
+        else:
+            self._fp8_weights = None
+        return fp8_mlp.mlp_fp8(
+            x,
+            self.w1,
+            self.w2,
+            **self._block_options(weights),
+            recipe=self.fp8,
+            quantized=q,
+            fp8_input_store=self.fp8_input_store,
+        )
+
+    def _fc1(self, gate, up):
+        return _interleave(gate, up) if self.interleaved else torch.cat((gate, up), dim=0)
+
+    def _convert_checkpoint(self, state_dict, prefix, *_):
+        """load_state_dict pre-hook: Hugging Face's and Megatron's keys into w1 / w2 / bias1 / bias2.
+        A checkpoint that holds one of them in two forms (e.g. ``w1`` and ``gate_proj.weight``, or
+        ``linear_fc1.weight`` and ``fc1.weight``) is refused (ValueError naming both keys), not
+        resolved by an order of precedence."""
+        source = {t: prefix + t for t in ("w1", "w2", "bias1", "bias2") if prefix + t in state_dict}
+
+        def pop(name):
+            return state_dict.pop(prefix + name, None)
+
+        def put(target, value, key):
+            if target in source:
+                raise ValueError(
+                    f"fastglu.GLUMLP: the checkpoint holds {source[target]} and {prefix + key}, "
+                    f"two forms of {prefix + target}; keep one"
+                )
+            source[target] = prefix + key
+            state_dict[prefix + target] = value
+
+        for kind, target in (("weight", ("w1", "w2")), ("bias", ("bias1", "bias2"))):
+            gate, up, down = (
+                pop(f"gate_proj.{kind}"),
+                pop(f"up_proj.{kind}"),
+                pop(f"down_proj.{kind}"),
+            )
+            if (gate is None) != (up is None):
+                raise ValueError(
+                    f"fastglu.GLUMLP: the checkpoint has {prefix}gate_proj.{kind} or "
+                    f"{prefix}up_proj.{kind} without the other"
+                )
+            if gate is not None:
+                put(target[0], self._fc1(gate, up), f"gate_proj.{kind}")
+            if down is not None:
+                put(target[1], down, f"down_proj.{kind}")
+            for fc1, fc2 in (("linear_fc1", "linear_fc2"), ("fc1", "fc2")):
+                w = pop(f"{fc1}.{kind}")
+                if w is not None:
+                    F = w.shape[0] // 2
+                    put(
+                        target[0],
+                        self._fc1(w[:F], w[F:]) if self.interleaved else w,
+                        f"{fc1}.{kind}",
+                    )
+                w = pop(f"{fc2}.{kind}")
+                if w is not None:
+                    put(target[1], w, f"{fc2}.{kind}")
+        for fc in ("linear_fc1", "linear_fc2", "fc1", "fc2"):
+            pop(f"{fc}._extra_state")
+
+    @classmethod
+    def from_hf(cls, module, *, activation="silu", **options):
+        """A GLUMLP holding a copy of a Hugging Face MLP's ``gate_proj`` / ``up_proj`` /
+        ``down_proj`` (``nn.Linear`` each; a bias if they have one), on their device and dtype."""
+        gate = module.gate_proj
+        m = cls(
+            gate.in_features,
+            gate.out_features,
+            activation=activation,
+            bias=gate.bias is not None,
+            device=gate.weight.device,
+            dtype=gate.weight.dtype,
+            **options,
+        )
+        m.load_state_dict(
+            {
+                k: v.detach()
+                for k, v in module.state_dict().items()
+                if k.split(".")[0] in ("gate_proj", "up_proj", "down_proj")
+            }
+        )
+        return m
+
+    def extra_repr(self) -> str:
+        opts = [
+            f"hidden_size={self.hidden_size}",
+            f"ffn_hidden_size={self.ffn_hidden_size}",
+            f"activation={self.activation!r}",
+            f"bias={self.bias1 is not None}",
+        ]
+        for name, default in (
+            ("clamp_value", None),
+            ("glu_linear_offset", 0.0),
+            ("gate_multiplier", 1.0),
+            ("down_multiplier", 1.0),
+            ("interleaved", False),
+            ("recompute", False),
+            ("fused", None),
+            ("fp8", None),
+            ("fp8_input_store", False),
+        ):
+            v = getattr(self, name)
+            if v != default:
+                opts.append(f"{name}={v!r}")
+        return ", ".join(opts)

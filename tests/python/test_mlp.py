@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F_
 
 import fastglu
-from fastglu.mlp_block import FUSED_MIN_F, GLUMLP, mlp_fused_default
+from fastglu.mlp_block import FUSED_MIN_F, mlp_fused_default
+from fastglu.modules import GLUMLP
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = [
