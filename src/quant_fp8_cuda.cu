@@ -462,6 +462,36 @@ static __device__ __forceinline__ uint2 store_codes8(const store_args &a, const 
     return make_uint2(w[0], w[1]);
 }
 
+/* This lane's 8 elements of a row at p: one 16-byte load where the chunk is whole and the rows
+ * are on 16 bytes (vec), else the first n one by one and the rest zero (so that they raise no
+ * amax); a row past the last token (!live) all zero. */
+template <typename E>
+static __device__ __forceinline__ void load_chunk8(vec8<E> &v, const E *p, int vec, int live,
+                                                   int n) {
+    if (vec && live) {
+        ld8(v, p);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 2 * (int)sizeof(E); ++k) v.w[k] = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (live && e < n) vset(v, e, p[e]);
+}
+
+/* This lane's 8 codes q at o: one 8-byte store where the chunk is whole and the code rows are on 8
+ * bytes, else the first n one by one. */
+static __device__ __forceinline__ void store_chunk_codes(const store_args &c, unsigned char *o,
+                                                         uint2 q, int whole, int n) {
+    if (c.vout && whole) {
+        *(uint2 *)o = q;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            if (e < n) o[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
+    }
+}
+
 /* 4 blocks an SM for the 2-byte dtypes (64 registers), 3 for fp32, whose rows of 8 words take
  * twice the registers (at 64, ptxas spilled) */
 template <typename E>
@@ -484,49 +514,26 @@ __global__ void __launch_bounds__(THREADS, sizeof(E) == 4 ? 3 : 4)
     for (int64_t t0 = (int64_t)blockIdx.y * R; t0 < a.T; t0 += (int64_t)gridDim.y * R) {
         vec8<E> v[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int live = t0 + r < a.T;
-            const int64_t off = (t0 + r) * a.src_rs[part];
-            if (a.vin && whole && live) {
-                ld8(v[r], src + off);
-            } else {
-#pragma unroll
-                for (int k = 0; k < 2 * (int)sizeof(E); ++k) v[r].w[k] = 0;
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    if (live && e < n) vset(v[r], e, src[off + e]);
-            }
-        }
+        for (int r = 0; r < R; ++r)
+            load_chunk8(v[r], src + (t0 + r) * a.src_rs[part], a.vin && whole, t0 + r < a.T, n);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const int64_t t = t0 + r;
             const unsigned am = group_max<16>(chunk_amax(v[r]));
             if (!on || t >= a.T) continue;
             const float s = fastglu_fp8_store_scale(am, a.clamp);
-            const uint2 q = store_codes8(a, v[r], s, fastglu_fp8_store_scaled(am), part);
-            unsigned char *o = dst + t * a.dst_rs[part];
-            if (a.vout && whole) {
-                *(uint2 *)o = q;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    if (e < n) o[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
-            }
+            store_chunk_codes(a, dst + t * a.dst_rs[part],
+                              store_codes8(a, v[r], s, fastglu_fp8_store_scaled(am), part), whole,
+                              n);
             if (l == 0) a.s[t * a.s_rs + b] = s;
         }
     }
 }
 
-extern "C" fastglu_status
-fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_tensor gate,
-                                     fastglu_tensor up, fastglu_tensor gate_fp8,
-                                     fastglu_tensor up_fp8, fastglu_tensor scale_inv,
-                                     int64_t tokens, int64_t F, void *stream) {
-    const char *fn = "fastglu_glu_fp8_store_blockwise_cuda";
-    int empty;
-    fastglu_status st = fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8,
-                                                    scale_inv, tokens, F, &empty);
-    if (st != FASTGLU_SUCCESS || empty) return st;
+/* The copy's arguments from checked ones (both entry points). */
+static store_args store_setup(const fastglu_glu_params *params, fastglu_tensor gate,
+                              fastglu_tensor up, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                              fastglu_tensor scale_inv, int64_t tokens, int64_t F) {
     store_args a;
     const size_t es = fastglu_dtype_size(gate.dtype);
     a.il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
@@ -546,15 +553,38 @@ fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_t
         a.vin &= access_width(a.src[k], a.src_rs[k], tokens, es) == 16;
         a.vout &= access_width_cap(a.dst[k], a.dst_rs[k], tokens, 1, 8) == 8;
     }
-    /* x: a row's blocks, two a warp; y: the rows, STORE_ROWS a block, strided beyond 65535 */
-    const int64_t pairs = (a.parts * a.nbp + 1) / 2, warps = THREADS / 32;
+    return a;
+}
+
+/* The grid of a kernel with a half-warp per block of a row (blocks of them a row): x a row's
+ * blocks, two a warp; y the rows, rows a block, strided beyond STORE_MAX_ROW_BLOCKS. */
+static fastglu_status store_grid(const char *fn, int64_t blocks, int64_t rows, int64_t tokens,
+                                 int64_t F, dim3 *grid) {
+    const int64_t pairs = (blocks + 1) / 2, warps = THREADS / 32;
     const int64_t gx = (pairs + warps - 1) / warps;
     if (gx > 0x7fffffff)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
                                  "%s: F = %lld: more blocks of a row than the CUDA grid holds", fn,
                                  (long long)F);
-    const dim3 grid((unsigned)gx, (unsigned)min((tokens + STORE_ROWS - 1) / STORE_ROWS,
-                                                (int64_t)STORE_MAX_ROW_BLOCKS));
+    *grid = dim3((unsigned)gx,
+                 (unsigned)min((tokens + rows - 1) / rows, (int64_t)STORE_MAX_ROW_BLOCKS));
+    return FASTGLU_SUCCESS;
+}
+
+extern "C" fastglu_status
+fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_tensor gate,
+                                     fastglu_tensor up, fastglu_tensor gate_fp8,
+                                     fastglu_tensor up_fp8, fastglu_tensor scale_inv,
+                                     int64_t tokens, int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fp8_store_blockwise_cuda";
+    int empty;
+    fastglu_status st = fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8,
+                                                    scale_inv, tokens, F, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    const store_args a = store_setup(params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F);
+    dim3 grid;
+    st = store_grid(fn, a.parts * a.nbp, STORE_ROWS, tokens, F, &grid);
+    if (st != FASTGLU_SUCCESS) return st;
     void *args[] = {(void *)&a};
     const void *kern;
     switch (gate.dtype) {
@@ -589,18 +619,6 @@ typedef struct fwd_store_args {
     int vy; /* y's rows on 16 bytes */
 } fwd_store_args;
 
-template <typename E>
-static __device__ __forceinline__ void store_chunk_codes(const store_args &c, unsigned char *o,
-                                                         uint2 q, int whole, int n) {
-    if (c.vout && whole) {
-        *(uint2 *)o = q;
-    } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-            if (e < n) o[e] = (unsigned char)((e < 4 ? q.x : q.y) >> (8 * (e & 3)));
-    }
-}
-
 /* 3 blocks an SM for the 2-byte dtypes (80 registers: two rows of gate and up, the lane's 16 bias
  * values), 2 for fp32 */
 template <typename E>
@@ -633,17 +651,8 @@ __global__ void __launch_bounds__(THREADS, sizeof(E) == 4 ? 2 : 3)
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const int live = t0 + r < c.T;
-            const int64_t go = (t0 + r) * c.src_rs[0], uo = (t0 + r) * c.src_rs[1];
-            if (c.vin && whole && live) {
-                ld8(g[r], g_src + go);
-                ld8(u[r], u_src + uo);
-            } else {
-#pragma unroll
-                for (int k = 0; k < 2 * (int)sizeof(E); ++k) g[r].w[k] = u[r].w[k] = 0;
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    if (live && e < n) vset(g[r], e, g_src[go + e]), vset(u[r], e, u_src[uo + e]);
-            }
+            load_chunk8(g[r], g_src + (t0 + r) * c.src_rs[0], c.vin && whole, live, n);
+            load_chunk8(u[r], u_src + (t0 + r) * c.src_rs[1], c.vin && whole, live, n);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -671,12 +680,12 @@ __global__ void __launch_bounds__(THREADS, sizeof(E) == 4 ? 2 : 3)
             }
             const float sg = fastglu_fp8_store_scale(amg, c.clamp);
             const float su = fastglu_fp8_store_scale(amu, c.clamp);
-            store_chunk_codes<E>(c, g_dst + t * c.dst_rs[0],
-                                 store_codes8(c, g[r], sg, fastglu_fp8_store_scaled(amg), 0), whole,
-                                 n);
-            store_chunk_codes<E>(c, u_dst + t * c.dst_rs[1],
-                                 store_codes8(c, u[r], su, fastglu_fp8_store_scaled(amu), 1), whole,
-                                 n);
+            store_chunk_codes(c, g_dst + t * c.dst_rs[0],
+                              store_codes8(c, g[r], sg, fastglu_fp8_store_scaled(amg), 0), whole,
+                              n);
+            store_chunk_codes(c, u_dst + t * c.dst_rs[1],
+                              store_codes8(c, u[r], su, fastglu_fp8_store_scaled(amu), 1), whole,
+                              n);
             if (l == 0) {
                 float *srow = c.s + t * c.s_rs;
                 srow[b] = sg;
@@ -704,38 +713,17 @@ extern "C" fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cuda(
                                                     tokens, F, stream);
     }
     fwd_store_args a;
-    store_args &c = a.c;
+    a.c = store_setup(params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F);
     const size_t es = fastglu_dtype_size(gate.dtype);
-    c.il = 0, c.parts = 2;
-    c.T = tokens, c.W = F, c.nbp = fastglu_fp8_blocks(F);
-    c.src[0] = gate.data, c.src_rs[0] = gate.row_stride;
-    c.src[1] = up.data, c.src_rs[1] = up.row_stride;
-    c.dst[0] = (unsigned char *)gate_fp8.data, c.dst_rs[0] = gate_fp8.row_stride;
-    c.dst[1] = (unsigned char *)up_fp8.data, c.dst_rs[1] = up_fp8.row_stride;
-    c.s = (float *)scale_inv.data, c.s_rs = scale_inv.row_stride;
-    c.c = fastglu_glu_clamp(params, gate.dtype);
-    c.clamp = c.c > 0.0f && !isinf(c.c); /* +inf cuts nothing: the plain recipe */
-    c.sat = fastglu_fp8_saturate();
-    c.vin = c.vout = 1;
-    for (int k = 0; k < 2; ++k) {
-        c.vin &= access_width(c.src[k], c.src_rs[k], tokens, es) == 16;
-        c.vout &= access_width_cap(c.dst[k], c.dst_rs[k], tokens, 1, 8) == 8;
-    }
     a.m = make_math(params, gate.dtype, 0);
     a.bias = operands->bias.data;
     a.weights = operands->weights.data, a.w_dtype = (int)operands->weights.dtype;
     a.w_stride = operands->weights.row_stride;
     a.y = output.data, a.y_rs = output.row_stride;
     a.vy = access_width(output.data, output.row_stride, tokens, es) == 16;
-    /* x: a row's blocks, two a warp; y: the rows, FWD_STORE_ROWS a block, strided beyond 65535 */
-    const int64_t pairs = (c.nbp + 1) / 2, warps = THREADS / 32;
-    const int64_t gx = (pairs + warps - 1) / warps;
-    if (gx > 0x7fffffff)
-        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
-                                 "%s: F = %lld: more blocks of a row than the CUDA grid holds", fn,
-                                 (long long)F);
-    const dim3 grid((unsigned)gx, (unsigned)min((tokens + FWD_STORE_ROWS - 1) / FWD_STORE_ROWS,
-                                                (int64_t)STORE_MAX_ROW_BLOCKS));
+    dim3 grid;
+    st = store_grid(fn, a.c.nbp, FWD_STORE_ROWS, tokens, F, &grid);
+    if (st != FASTGLU_SUCCESS) return st;
     void *args[] = {(void *)&a};
     const void *kern;
     switch (gate.dtype) {

@@ -1093,6 +1093,17 @@ BWD_SCHEMA = (
 )
 
 
+def _for_backward(saved, h_fp8, quantized, w1, w2, bias1, weights):
+    """What the backward reads, in its order, from the forward's saved outputs (h, x^T's and y^T's
+    codes and scales, h8, h8_scale): the GLU's input as saved (h, or its e4m3 copy and scales with
+    h_fp8; h_scale None without), the copies, the weights, bias1, the per-token weights, and the
+    transposed weights' codes and scales given in quantized (the backward's dgrad GEMMs)."""
+    h, xtq, xts, ytq, yts, h8, h8s = saved
+    h, h_scale = (h8, h8s) if h_fp8 else (h, None)
+    qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
+    return (h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
+
+
 def _setup(ctx, inputs, output):
     # the gradient of an output nobody used stays None (not a zero tensor): h's adds to dh only
     # when h was used, and a gradient reaching the quantised copies is refused (_backward)
@@ -1107,12 +1118,7 @@ def _setup(ctx, inputs, output):
     ctx.x_shape = tuple(x.shape)
     ctx.x_dtype = x.dtype
     ctx.n_quantized = None if quantized is None else len(quantized)
-    _, h, xtq, xts, ytq, yts, h8, h8s = output
-    # the GLU's input as the forward saved it: h, or its e4m3 copy and scales (h_fp8)
-    h, h_scale = (h8, h8s) if h_fp8 else (h, None)
-    # the transposed weights' codes and scales, for the backward's dgrad GEMMs
-    qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
-    ctx.save_for_backward(h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
+    ctx.save_for_backward(*_for_backward(output[1:], h_fp8, quantized, w1, w2, bias1, weights))
 
 
 def _backward(ctx, dout, h_grad, *quantised):
@@ -1331,9 +1337,8 @@ class _MLPFP8(torch.autograd.Function):
             )
         ctx.p, ctx.code, ctx.has_bias2, ctx.x_shape = p, code, bias2 is not None, x.shape
         if save:
-            h, h_scale = (h8, h8s) if h_fp8 else (h, None)
-            qt = () if quantized is None else (*quantized[2:4], *quantized[6:8])
-            ctx.save_for_backward(h, h_scale, xtq, xts, ytq, yts, w1, w2, bias1, weights, *qt)
+            saved = (h, xtq, xts, ytq, yts, h8, h8s)
+            ctx.save_for_backward(*_for_backward(saved, h_fp8, quantized, w1, w2, bias1, weights))
         return out
 
     @staticmethod

@@ -1690,6 +1690,21 @@ def _check_fp8_store(x, up, p, fn):
         _fp8_clamp(p, x.dtype, "blockwise", fn)
 
 
+def _store_outputs(shape, two, layout, F, tokens, device):
+    """The blockwise copy's outputs for operands of x's shape (two: up given, of that shape too):
+    (x8, up8 or None, scale_inv [tokens, scale_blocks(layout, F)], gate's codes pointer, up's codes
+    pointer (0 for interleaved), the codes' row stride). Without up, in the split layout, gate's
+    and up's codes are the two halves of each row of x8."""
+    x8 = torch.empty(shape, dtype=_FP8, device=device)
+    scale_inv = torch.empty(tokens, scale_blocks(layout, F), dtype=torch.float32, device=device)
+    if two:
+        up8 = torch.empty(shape, dtype=_FP8, device=device)
+        return x8, up8, scale_inv, x8.data_ptr(), up8.data_ptr(), F
+    if layout == _C.LAYOUT_INTERLEAVED:
+        return x8, None, scale_inv, x8.data_ptr(), 0, 2 * F
+    return x8, None, scale_inv, x8.data_ptr(), x8.data_ptr() + F, 2 * F
+
+
 def _fp8_store_blockwise(x, up, p, fn):
     """``fp8_input_store="blockwise"``: each operand stored as e4m3 codes with one scale per 1 x 128
     block of its row, DeepSeek-V3's cache of the SwiGLU input, by one C call
@@ -1711,20 +1726,16 @@ def _fp8_store_blockwise(x, up, p, fn):
     x, tokens, x_rs, _ = _rows(x)
     W = x.shape[-1]
     F = W if up is not None else W // 2
-    x8 = torch.empty(x.shape, dtype=_FP8, device=x.device)
-    scale_inv = torch.empty(tokens, scale_blocks(layout, F), dtype=torch.float32, device=x.device)
-    up8 = None
+    x8, up8, scale_inv, g8_ptr, u8_ptr, g8_rs = _store_outputs(
+        tuple(x.shape), up is not None, layout, F, tokens, x.device
+    )
     if up is not None:
         up, _, u_rs, _ = _rows(up)
-        up8 = torch.empty(up.shape, dtype=_FP8, device=x.device)
-        g_ptr, u_ptr, g8_ptr, u8_ptr = x.data_ptr(), up.data_ptr(), x8.data_ptr(), up8.data_ptr()
-        g8_rs = F
+        g_ptr, u_ptr = x.data_ptr(), up.data_ptr()
     elif layout == _C.LAYOUT_INTERLEAVED:
-        g_ptr, u_ptr, u_rs, g8_ptr, u8_ptr, g8_rs = x.data_ptr(), 0, 0, x8.data_ptr(), 0, W
-    else:  # gate and up: the two halves of each row, of the input and of the copy
-        es = x.element_size()
-        g_ptr, u_ptr, u_rs = x.data_ptr(), x.data_ptr() + F * es, x_rs
-        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), x8.data_ptr() + F, W
+        g_ptr, u_ptr, u_rs = x.data_ptr(), 0, 0
+    else:  # gate and up: the two halves of each row
+        g_ptr, u_ptr, u_rs = x.data_ptr(), x.data_ptr() + F * x.element_size(), x_rs
     # an empty problem too: the C call validates it (and writes nothing)
     _launch(
         _C.glu_fp8_store_blockwise,
@@ -1769,20 +1780,17 @@ def _fwd_fp8_store_blockwise(p, x, up, bias, weights, fn):
     op = _operands(x, up, p.layout, fn)
     b, _ = _check_bias(bias, op, op.dtype, fn)
     w, w_code, w_stride, _ = _check_weights(weights, op, fn)
-    F, W = op.F, 2 * op.F
+    F = op.F
     y = torch.empty(op.lead + (F,), dtype=op.dtype, device=op.device)
-    x8 = torch.empty(op.lead + ((F,) if up is not None else (W,)), dtype=_FP8, device=op.device)
-    up8 = torch.empty(x8.shape, dtype=_FP8, device=op.device) if up is not None else None
-    scale_inv = torch.empty(
-        op.tokens, scale_blocks(p.layout, F), dtype=torch.float32, device=op.device
+    x8, up8, scale_inv, g8_ptr, u8_ptr, g8_rs = _store_outputs(
+        op.lead + ((F,) if up is not None else (2 * F,)),
+        up is not None,
+        p.layout,
+        F,
+        op.tokens,
+        op.device,
     )
     g_ptr, g_rs, u_ptr, u_rs = op.pointers()
-    if up8 is not None:
-        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), up8.data_ptr(), F
-    elif p.layout == _C.LAYOUT_INTERLEAVED:
-        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), 0, W
-    else:  # gate's and up's codes: the two halves of each row of the copy
-        g8_ptr, u8_ptr, g8_rs = x8.data_ptr(), x8.data_ptr() + F, W
     # an empty problem too: the C call validates it (and writes nothing)
     _launch(
         _C.glu_fwd_fp8_store_blockwise,

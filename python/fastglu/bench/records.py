@@ -127,9 +127,12 @@ def text_table(head: list[str], lines: list[list]) -> str:
     )
 
 
-def bench_protocol(benchmark: str, harness: str, notes: str, timer: str, repository) -> dict:
-    """The protocol object of a benchmark other than the seed's (the MLP block, the GEMM, the FP8
-    kernels): its harness, timer and notes (timer_how's text in them)."""
+def bench_protocol(
+    benchmark: str, harness: str, notes: str, timer: str, repository, title: str | None = None
+) -> dict:
+    """The protocol object of a fastglu benchmark (the seed's, the MLP block, the GEMM, the FP8
+    kernels): its harness, timer and notes (timer_how's text in them); title: the metadata title
+    (default "fastglu benchmark harness · <benchmark>")."""
     tag, _ = _TIMERS[timer]
     return {
         "kind": "BenchmarkProtocol",
@@ -140,7 +143,7 @@ def bench_protocol(benchmark: str, harness: str, notes: str, timer: str, reposit
         },
         "metadata": {
             "name": f"fastglu-bench-{tag}-{slug(benchmark)}",
-            "title": f"fastglu benchmark harness · {benchmark}",
+            "title": title or f"fastglu benchmark harness · {benchmark}",
         },
         "apiVersion": API_VERSION,
     }
@@ -149,25 +152,15 @@ def bench_protocol(benchmark: str, harness: str, notes: str, timer: str, reposit
 def protocol(
     mode: str, timer: str = "cuda_events", rep: int = 100, repository: str | None = None
 ) -> dict:
-    tag, how = timer_how(timer, rep)
+    _, how = timer_how(timer, rep)
     notes = (
         f"Timed: {_TIMED[mode]}, via {how}. Input x of shape [S, B, 2F] from torch.randn "
         "(gate = first F columns, up = last F); every provider timed in the same process. Comparable only "
         "within one kernel, workload, timed pass, and device."
     )
-    return {
-        "kind": "BenchmarkProtocol",
-        "spec": {
-            "harness": {"name": HARNESS_NAME, "repository": repository},
-            "measurement": {"timer": timer, "primaryStatistic": "median"},
-            "comparability": {"notes": notes, "family": "fastglu_bench"},
-        },
-        "metadata": {
-            "name": f"fastglu-bench-{tag}-{slug(mode)}",
-            "title": f"fastglu benchmark harness · {mode} pass",
-        },
-        "apiVersion": API_VERSION,
-    }
+    return bench_protocol(
+        mode, HARNESS_NAME, notes, timer, repository, f"fastglu benchmark harness · {mode} pass"
+    )
 
 
 def workload(seq: int, batch: int, ffn: int, dtype: str, mode: str) -> dict:
