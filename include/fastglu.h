@@ -848,6 +848,44 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cpu(
     fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,
     int64_t ffn_hidden_size);
 
+/* ---------------------------------------------------------------------------------------------
+ * The backward quantised to FP8 (fastglu_glu_bwd_fp8_*) reading the forward's operands from their
+ * blockwise FP8 copy (fastglu_glu_fp8_store_blockwise_* or fastglu_glu_fwd_fp8_store_blockwise_*),
+ * in one pass: dy and the codes read once, dh quantised row-wise and column-wise, dbias and
+ * dweights reduced, where decoding the copy first (fastglu_glu_bwd_* with scale_1x128) and then
+ * quantising dh (fastglu_quantize_fp8_*) writes dh and reads it back.
+ *
+ *   params, recipe, dy, bias, weights, dh, dbias, dweights, out, tokens, ffn_hidden_size, stream
+ *              as fastglu_glu_bwd_fp8_*; the call's dtype (FP32, FP16 or BF16) is dy's, which
+ *              bias, dh and dbias share
+ *   gate_fp8   the copy's codes, FASTGLU_DTYPE_FP8_E4M3, as fastglu_glu_fp8_store_blockwise_*
+ *   up_fp8     writes them: SPLIT gate_fp8 and up_fp8 [tokens, F]; INTERLEAVED gate_fp8
+ *              [tokens, 2F] and up_fp8 absent. Row strides in bytes >= 0 (rows may overlap),
+ *              any alignment
+ *   scale_inv  FP32 [tokens, nb] in scale_1x128's layout (nb = 2 ceil(F / 128) with SPLIT,
+ *              ceil(2F / 128) with INTERLEAVED; element (t, b) at data[t * row_stride + b],
+ *              row stride >= 0)
+ * Each operand element is decoded as code * scale_inv of its block (fp32, correctly rounded),
+ * exactly as fastglu_glu_bwd_* decodes a block-scaled fp8 operand, so that dh's values are those
+ * fastglu_glu_bwd_* writes from the copy (rounded to dtype, bit for bit on the same backend), and
+ * out holds their quantisation with the recipe (as fastglu_quantize_fp8_* of that dh would, bit for
+ * bit); the sums are fastglu_glu_bwd_fp8_*'s (its order). On CUDA the kernels are
+ * fastglu_glu_bwd_fp8_cuda's with 8-byte code loads (the 16-byte path also needs the codes' rows
+ * on 8 bytes). Validation as fastglu_glu_bwd_fp8_* (every output against every input, the scales
+ * included); nothing is written on an error; tokens == 0 or F == 0 as there.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t ffn_hidden_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,10 +17,14 @@ extern "C" {
  * tokens == 0 or F == 0 (nothing to do; the pointers are then not checked, except dbias's and
  * dweights', which the caller then zero-fills: dbias when F > 0, dweights when tokens > 0).
  * need_workspace: the backend needs the workspace for FASTGLU_FP8_SCALING_TENSOR (CUDA); with
- * dbias or dweights both backends need it (the partials). */
+ * dbias or dweights both backends need it (the partials). scale_inv (the backward only; NULL: the
+ * operands in the call's dtype): gate and up are the blockwise copy's codes
+ * (fastglu_glu_bwd_fp8_saved_blockwise_*) with these 1 x 128 scales, and the call's dtype is
+ * dy's. */
 fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
                                      const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
-                                     fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                     fastglu_tensor gate, fastglu_tensor up,
+                                     const fastglu_tensor *scale_inv, fastglu_tensor bias,
                                      fastglu_tensor weights, fastglu_tensor y,
                                      const fastglu_tensor *dbias, const fastglu_tensor *dweights,
                                      const fastglu_fp8_out *out, int64_t tokens, int64_t F,

@@ -149,14 +149,24 @@ static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const c
 
 fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
                                      const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
-                                     fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                                     fastglu_tensor gate, fastglu_tensor up,
+                                     const fastglu_tensor *scale_inv, fastglu_tensor bias,
                                      fastglu_tensor weights, fastglu_tensor y,
                                      const fastglu_tensor *dbias, const fastglu_tensor *dweights,
                                      const fastglu_fp8_out *out, int64_t tokens, int64_t F,
                                      int need_workspace, int *empty) {
-    fastglu_region in[5], o[8];
+    fastglu_region in[6], o[8];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
+    /* the operands' names, and the call's dtype: with the blockwise copy (scale_inv) dy's, gate and
+     * up being its codes */
+    const char *gname = scale_inv != NULL ? "gate_fp8" : "gate",
+               *uname = scale_inv != NULL ? "up_fp8" : "up";
+    if (scale_inv != NULL && dy == NULL)
+        return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: dy is NULL", fn);
+    const fastglu_dtype cdt = scale_inv != NULL ? dy->dtype : gate.dtype;
+    fastglu_tensor call = gate; /* (a descriptor of the call's dtype, for the sums' checks) */
+    call.dtype = cdt;
     if (recipe == NULL)
         return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: recipe is NULL", fn);
     if (out == NULL) return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: out is NULL", fn);
@@ -174,36 +184,59 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
      * checks, on one element (the extents follow below; scratch stands for an output) */
     TRY(fastglu_check_shape(fn, tokens, F, empty));
     const int64_t one = *empty ? 0 : 1;
-    TRY(fastglu_check_glu_fwd(fn, params, gate.data, 0, up.data, 0, bias.data, weights.data,
-                              weights.dtype, 0, &scratch, 0, NULL, 0, one, one, gate.dtype, empty));
+    /* (the copy's codes have any alignment: stand-ins of the call's dtype for them, NULL kept) */
+    float stand_in[2] = {0.0f, 0.0f};
+    const void *g1 =
+                   scale_inv != NULL && gate.data != NULL ? (const void *)&stand_in[0] : gate.data,
+               *u1 = scale_inv != NULL && up.data != NULL ? (const void *)&stand_in[1] : up.data;
+    TRY(fastglu_check_glu_fwd(fn, params, g1, 0, u1, 0, bias.data, weights.data, weights.dtype, 0,
+                              &scratch, 0, NULL, 0, one, one, cdt, empty));
     TRY(fastglu_check_shape(fn, tokens, F, empty));
-    TRY(check_reduction_descriptors(fn, gate, bias, weights, dbias, dweights));
+    TRY(check_reduction_descriptors(fn, call, bias, weights, dbias, dweights));
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    if (scale_inv != NULL) { /* the copy's dtypes, empty problem or not */
+        if (gate.dtype != FASTGLU_DTYPE_FP8_E4M3)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: gate_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                     (int)gate.dtype);
+        if (!il && up.dtype != FASTGLU_DTYPE_FP8_E4M3)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: up_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                     (int)up.dtype);
+        if (scale_inv->dtype != FASTGLU_DTYPE_FP32)
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
+                                     (int)scale_inv->dtype);
+    }
     const int want_db = dbias != NULL && dbias->data != NULL,
               want_dw = dweights != NULL && dweights->data != NULL;
     if (*empty) { /* only the sums over nothing are written */
-        TRY(reduction_regions(fn, gate, dbias, dweights, tokens, F, o, &n_out));
+        TRY(reduction_regions(fn, call, dbias, dweights, tokens, F, o, &n_out));
         for (int i = 1; i < n_out; ++i) TRY(fastglu_check_disjoint(fn, &o[i], &o[0]));
         return FASTGLU_SUCCESS;
     }
-    if (up.data != NULL && up.dtype != gate.dtype)
+    if (scale_inv == NULL && up.data != NULL && up.dtype != gate.dtype)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                  "%s: up.dtype = %d differs from gate.dtype = %d", fn,
                                  (int)up.dtype, (int)gate.dtype);
-    if (bias.data != NULL && bias.dtype != gate.dtype)
+    if (bias.data != NULL && bias.dtype != cdt)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: bias.dtype = %d differs from gate.dtype = %d", fn,
-                                 (int)bias.dtype, (int)gate.dtype);
-    if (y.data != NULL && y.dtype != gate.dtype)
-        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: %s.dtype = %d differs from gate.dtype = %d", fn,
-                                 dy != NULL ? "dh" : "y", (int)y.dtype, (int)gate.dtype);
-    const size_t es = fastglu_dtype_size(gate.dtype);
-    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    TRY(fastglu_check_tensor(fn, &in[n_in++], "gate", gate.data, tokens, il ? 2 * F : F,
-                             gate.row_stride, 1, es, 0));
+                                 "%s: bias.dtype = %d differs from %s.dtype = %d", fn,
+                                 (int)bias.dtype, scale_inv != NULL ? "dy" : "gate", (int)cdt);
+    if (y.data != NULL && y.dtype != cdt)
+        return fastglu_set_error(
+            FASTGLU_ERROR_UNSUPPORTED_DTYPE, "%s: %s.dtype = %d differs from %s.dtype = %d", fn,
+            dy != NULL ? "dh" : "y", (int)y.dtype, scale_inv != NULL ? "dy" : "gate", (int)cdt);
+    const size_t es = fastglu_dtype_size(cdt), es_in = scale_inv != NULL ? 1 : es;
+    TRY(fastglu_check_tensor(fn, &in[n_in++], gname, gate.data, tokens, il ? 2 * F : F,
+                             gate.row_stride, 1, es_in, 0));
     if (!il)
-        TRY(fastglu_check_tensor(fn, &in[n_in++], "up", up.data, tokens, F, up.row_stride, 1, es,
-                                 0));
+        TRY(fastglu_check_tensor(fn, &in[n_in++], uname, up.data, tokens, F, up.row_stride, 1,
+                                 es_in, 0));
+    if (scale_inv != NULL)
+        TRY(fastglu_check_tensor(fn, &in[n_in++], "scale_inv", scale_inv->data, tokens,
+                                 fastglu_glu_scale_blocks(params->layout, F), scale_inv->row_stride,
+                                 1, 4, 0));
     if (bias.data != NULL) {
         if (bias.row_stride != 1)
             return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE,
@@ -215,7 +248,7 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
         TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, tokens, 1,
                                  weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
     if (dy != NULL) {
-        if (dy->dtype != gate.dtype)
+        if (dy->dtype != cdt)
             return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
                                      "%s: dy.dtype = %d differs from gate.dtype = %d", fn,
                                      (int)dy->dtype, (int)gate.dtype);
@@ -243,7 +276,7 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
                                  out->data_t.data == NULL
                                      ? "no column-wise copy"
                                      : "one scale with FASTGLU_FP8_SCALING_TENSOR");
-    TRY(reduction_regions(fn, gate, dbias, dweights, tokens, F, o, &n_out));
+    TRY(reduction_regions(fn, call, dbias, dweights, tokens, F, o, &n_out));
     if (want_db || want_dw || (need_workspace && recipe->scaling == FASTGLU_FP8_SCALING_TENSOR)) {
         const size_t need =
             want_db || want_dw
@@ -465,8 +498,8 @@ fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
     const char *fn = "fastglu_glu_fwd_fp8_cuda";
     int empty;
     (void)stream;
-    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, bias, weights, y, NULL, NULL, out,
-                              tokens, F, 1, &empty));
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, NULL, gate, up, NULL, bias, weights, y, NULL,
+                              NULL, out, tokens, F, 1, &empty));
     return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 
@@ -480,12 +513,27 @@ fastglu_status fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params,
     const char *fn = "fastglu_glu_bwd_fp8_cuda";
     int empty;
     (void)stream;
-    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, bias, weights, dh, &dbias,
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, NULL, bias, weights, dh, &dbias,
                               &dweights, out, tokens, F, 1, &empty));
     if (!empty) return no_cuda(fn);
     /* the sums over nothing, as the CUDA backend writes them (a build without CUDA has no device
      * memory: the pointers it is given are host memory, as fastglu_glu_bwd_cuda's stub takes them) */
     fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_bwd_fp8_saved_blockwise_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fp8(fn, params, recipe, &dy, gate_fp8, up_fp8, &scale_inv, bias, weights,
+                              dh, &dbias, &dweights, out, tokens, F, 1, &empty));
+    if (!empty) return no_cuda(fn);
+    fastglu_fp8_zero_sums(dy, dbias, dweights, tokens, F); /* (as fastglu_glu_bwd_fp8_cuda's) */
     return FASTGLU_SUCCESS;
 }
 

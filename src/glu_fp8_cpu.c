@@ -42,6 +42,8 @@ typedef struct fwd_args {
     const fastglu_tensor *dy; /* NULL: the forward; else the backward (y is then dh) */
     fastglu_tensor gate, up, bias, weights, y, dbias, dweights;
     float *wsb, *wsw; /* the backward's dbias / dweights partials (workspace), NULL: not asked */
+    const float *sc;  /* the blockwise copy's scales (the operands its codes), NULL: dtype's */
+    int64_t sc_rs;
     const fastglu_fp8_out *out;
     int64_t T, F, W; /* W: the quantised operand's width, F (y) or 2F (dh) */
     fastglu_dtype dt;
@@ -57,6 +59,16 @@ static float butterfly16(const float *lanes) {
         memcpy(v, nv, sizeof v);
     }
     return v[0];
+}
+
+/* Operand element idx of row t (column j of gate, or of up: is_up) in the call's dtype, or decoded
+ * from the blockwise copy: code * scale_inv of its block (fp32, as glu_cpu.c decodes it). */
+static float operand(const fwd_args *A, const void *base, int64_t idx, int64_t t, int64_t j,
+                     int is_up) {
+    if (A->sc == NULL) return load_one(A->dt, base, idx);
+    const float s = A->sc[t * A->sc_rs + glu_scale_block(A->p->layout == FASTGLU_LAYOUT_INTERLEAVED,
+                                                         A->F, j, is_up)];
+    return fastglu_e4m3_to_f32(((const unsigned char *)base)[idx]) * s;
 }
 
 /* dh of tile rows [t0, t0 + nt), dh columns [c0, c0 + nc) into tile[i][k] (glu_cpu.c's backward
@@ -90,8 +102,8 @@ static void tile_dh(const fwd_args *A, int64_t t0, int nt, int64_t c0, int nc, i
             const int64_t col = c0 + k;
             const int is_up = il ? (int)(col & 1) : col >= F;
             const int64_t j = il ? col >> 1 : (is_up ? col - F : col);
-            const float g = load_one(A->dt, A->gate.data, t * A->gate.row_stride + j * step);
-            const float u = load_one(A->dt, ub, t * urs + uoff + j * step);
+            const float g = operand(A, A->gate.data, t * A->gate.row_stride + j * step, t, j, 0);
+            const float u = operand(A, ub, t * urs + uoff + j * step, t, j, 1);
             const float d = load_one(A->dt, A->dy->data, t * A->dy->row_stride + j);
             const float bg = has_b ? load_one(A->dt, A->bias.data, j * step) : 0.0f;
             const float bu = has_b ? load_one(A->dt, A->bias.data, j * step + bup) : 0.0f;
@@ -236,13 +248,16 @@ static void run(const fwd_args *A) {
 
 static fwd_args make_args(const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
                           const fastglu_tensor *dy, fastglu_tensor gate, fastglu_tensor up,
-                          fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
-                          const fastglu_tensor *dbias, const fastglu_tensor *dweights,
-                          const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+                          const fastglu_tensor *scale_inv, fastglu_tensor bias,
+                          fastglu_tensor weights, fastglu_tensor y, const fastglu_tensor *dbias,
+                          const fastglu_tensor *dweights, const fastglu_fp8_out *out,
+                          int64_t tokens, int64_t F) {
     fwd_args A;
     A.p = params, A.r = recipe, A.dy = dy, A.gate = gate, A.up = up, A.bias = bias;
     A.weights = weights, A.y = y, A.out = out, A.T = tokens, A.F = F, A.W = dy ? 2 * F : F;
-    A.dt = gate.dtype;
+    A.dt = scale_inv ? dy->dtype : gate.dtype;
+    A.sc = scale_inv ? (const float *)scale_inv->data : NULL;
+    A.sc_rs = scale_inv ? scale_inv->row_stride : 0;
     const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 0};
     A.dbias = dbias ? *dbias : none, A.dweights = dweights ? *dweights : none;
     const fastglu_fp8_bwd_workspace ws = fastglu_fp8_bwd_workspace_layout(
@@ -259,11 +274,32 @@ fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *params,
                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
     int empty;
     fastglu_status st =
-        fastglu_check_glu_fp8("fastglu_glu_fwd_fp8_cpu", params, recipe, NULL, gate, up, bias,
+        fastglu_check_glu_fp8("fastglu_glu_fwd_fp8_cpu", params, recipe, NULL, gate, up, NULL, bias,
                               weights, y, NULL, NULL, out, tokens, F, 0, &empty);
     if (st != FASTGLU_SUCCESS || empty) return st;
-    const fwd_args A =
-        make_args(params, recipe, NULL, gate, up, bias, weights, y, NULL, NULL, out, tokens, F);
+    const fwd_args A = make_args(params, recipe, NULL, gate, up, NULL, bias, weights, y, NULL, NULL,
+                                 out, tokens, F);
+    run(&A);
+    return FASTGLU_SUCCESS;
+}
+
+/* fastglu_glu_bwd_fp8_cpu, and with scale_inv the copy's backward */
+static fastglu_status
+bwd_fp8(const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+        fastglu_tensor dy, fastglu_tensor gate, fastglu_tensor up, const fastglu_tensor *scale_inv,
+        fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias,
+        fastglu_tensor dweights, const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+    int empty;
+    fastglu_status st =
+        fastglu_check_glu_fp8(fn, params, recipe, &dy, gate, up, scale_inv, bias, weights, dh,
+                              &dbias, &dweights, out, tokens, F, 0, &empty);
+    if (st != FASTGLU_SUCCESS) return st;
+    if (empty) {
+        fastglu_fp8_zero_sums(dy, dbias, dweights, tokens, F);
+        return FASTGLU_SUCCESS;
+    }
+    const fwd_args A = make_args(params, recipe, &dy, gate, up, scale_inv, bias, weights, dh,
+                                 &dbias, &dweights, out, tokens, F);
     run(&A);
     return FASTGLU_SUCCESS;
 }
@@ -274,17 +310,15 @@ fastglu_status fastglu_glu_bwd_fp8_cpu(const fastglu_glu_params *params,
                                        fastglu_tensor weights, fastglu_tensor dh,
                                        fastglu_tensor dbias, fastglu_tensor dweights,
                                        const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
-    int empty;
-    fastglu_status st =
-        fastglu_check_glu_fp8("fastglu_glu_bwd_fp8_cpu", params, recipe, &dy, gate, up, bias,
-                              weights, dh, &dbias, &dweights, out, tokens, F, 0, &empty);
-    if (st != FASTGLU_SUCCESS) return st;
-    if (empty) {
-        fastglu_fp8_zero_sums(gate, dbias, dweights, tokens, F);
-        return FASTGLU_SUCCESS;
-    }
-    const fwd_args A = make_args(params, recipe, &dy, gate, up, bias, weights, dh, &dbias,
-                                 &dweights, out, tokens, F);
-    run(&A);
-    return FASTGLU_SUCCESS;
+    return bwd_fp8("fastglu_glu_bwd_fp8_cpu", params, recipe, dy, gate, up, NULL, bias, weights, dh,
+                   dbias, dweights, out, tokens, F);
+}
+
+fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t F) {
+    return bwd_fp8("fastglu_glu_bwd_fp8_saved_blockwise_cpu", params, recipe, dy, gate_fp8, up_fp8,
+                   &scale_inv, bias, weights, dh, dbias, dweights, out, tokens, F);
 }

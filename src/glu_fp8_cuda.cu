@@ -129,7 +129,41 @@ typedef struct fp8_args {
     float *wsb, *wsw;       /* the backward's dbias / dweights partials (RED), NULL: not asked */
     void *dbias, *dweights; /* the backward's sums (fp8_reduce_kernel) */
     int64_t nwt;            /* the column tiles with dweights partials (fastglu_fp8_dw_tiles) */
+    const float *sc;        /* H8: the blockwise copy's scales [T][sc_rs], gate's block b at b, */
+    int64_t sc_rs, nbu;     /* up's at nbu + b (SPLIT; INTERLEAVED: glu_scale_block's) */
 } fp8_args;
+
+/* The backward's operands from the blockwise copy (H8, fastglu_glu_bwd_fp8_saved_blockwise_cuda):
+ * a chunk is 8 codes (one 8-byte load) and the scale_inv of their 1 x 128 block (a chunk's 8
+ * columns lie in one block: the 16-byte path has F % 8 == 0). An element decodes as glu_cuda.cu's
+ * block-scaled fp8 operands do (the exact e4m3 value, times the scale, rounded once), so that dh is
+ * fastglu_glu_bwd_cuda's from the same copy. opnd<E, H8>::t is the register type of an operand
+ * chunk. */
+typedef struct h8_chunk {
+    uint2 c;
+    float s;
+} h8_chunk;
+static __device__ __forceinline__ float e4m3_value(unsigned code) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)code, __NV_E4M3)));
+}
+static __device__ __forceinline__ float vget(const h8_chunk &v, int i) {
+    return __fmul_rn(e4m3_value(((i < 4 ? v.c.x : v.c.y) >> (8 * (i & 3))) & 0xffu), v.s);
+}
+static __device__ __forceinline__ void ld_h8(h8_chunk &v, const void *codes, float s) {
+    v.c = __ldg((const uint2 *)codes), v.s = s;
+}
+template <typename E, int H8> struct opnd {
+    typedef vec8<E> t;
+};
+template <typename E> struct opnd<E, 1> {
+    typedef h8_chunk t;
+};
+/* One operand element (column j of gate, or of up: is_up) of row t from the copy (H8). */
+static __device__ __forceinline__ float h8_element(const fp8_args &a, const void *base, int64_t rs,
+                                                   int64_t t, int64_t j, int is_up) {
+    const float s = a.sc[t * a.sc_rs + glu_scale_block(a.step == 2, a.F, j, is_up)];
+    return __fmul_rn(e4m3_value(((const unsigned char *)base)[t * rs + j * a.step]), s);
+}
 
 /* Per dtype and direction: the 8-column chunks a lane holds (2 in the 2-byte forward: a lane's
  * share of the per-row work, the amax's shuffles, the scale and its store, halves), the lanes that
@@ -178,7 +212,7 @@ static __device__ __forceinline__ int64_t split_tile(int64_t y, int64_t n, int64
 /* One element of the quantised operand (column col of y or dh) from the operands, loaded one by
  * one: the path of lanes outside the vector path. The backward's gradients whole (*is_up: col is
  * d_up's) and the element's value. */
-template <typename E, int BWD>
+template <typename E, int BWD, int H8 = 0>
 static __device__ __forceinline__ glu_grads element_grads(const fp8_args &a, int64_t t, int64_t col,
                                                           float w, int *is_up) {
     const E *gate = (const E *)a.gate, *up = (const E *)a.up;
@@ -190,7 +224,9 @@ static __device__ __forceinline__ glu_grads element_grads(const fp8_args &a, int
         else if (col >= a.F)
             *is_up = 1, j = col - a.F;
     }
-    const float g = to_f32(gate[t * a.g_rs + j * a.step]), u = to_f32(up[t * a.u_rs + j * a.step]);
+    const float g =
+        H8 ? h8_element(a, a.gate, a.g_rs, t, j, 0) : to_f32(gate[t * a.g_rs + j * a.step]);
+    const float u = H8 ? h8_element(a, a.up, a.u_rs, t, j, 1) : to_f32(up[t * a.u_rs + j * a.step]);
     float bg = -0.0f, bu = -0.0f; /* no bias: -0, as the general path adds it */
     if (a.bias) {
         bg = to_f32(((const E *)a.bias)[j * a.step]);
@@ -204,11 +240,11 @@ static __device__ __forceinline__ glu_grads element_grads(const fp8_args &a, int
     return glu_backward<MM_ANY, 1, 1>(a.m, g, u, bg, bu, w,
                                       to_f32(((const E *)a.dy)[t * a.dy_rs + j]));
 }
-template <typename E, int BWD>
+template <typename E, int BWD, int H8 = 0>
 static __device__ __forceinline__ float element(const fp8_args &a, int64_t t, int64_t col,
                                                 float w) {
     int is_up;
-    const glu_grads gr = element_grads<E, BWD>(a, t, col, w, &is_up);
+    const glu_grads gr = element_grads<E, BWD, H8>(a, t, col, w, &is_up);
     return !BWD ? gr.y : is_up ? gr.du : gr.dg;
 }
 
@@ -280,10 +316,12 @@ template <int MODE, int P> struct colwise<float, MODE, P> {
  * identities). The host picks both once per launch (glu_fp8). The general 2-byte backward is held
  * to 3 blocks an SM (80 registers): at 64, its bias and the general math beside two row steps'
  * loads spilled. */
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0, int GM = MM_ANY>
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0, int GM = MM_ANY,
+          int H8 = 0>
 __global__ void
 __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RED>::min_blocks))
     glu_fp8_kernel(const fp8_args a) {
+    static_assert(!H8 || BWD, "H8: the backward's operands");
     enum {
         /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
         R = RED_IN(MODE, BWD, FAST, RED),
@@ -363,7 +401,8 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
     /* the thread's first row (t0 + rw): the addresses of its operands (chunk 0), codes, y and
      * row-wise scale, advanced a step (SR rows) at a time */
     const int64_t t1 = t0 + rw;
-    const E *gp = gate + t1 * a.g_rs + jv[0], *upp = up + t1 * a.u_rs + jv[0];
+    const E *gp = INC ? gate + t1 * a.g_rs + jv[0] : NULL,
+            *upp = INC ? up + t1 * a.u_rs + jv[0] : NULL;
     const E *dyp = BWD ? dy + t1 * a.dy_rs + jv[0] : NULL;
     unsigned char *dp = a.d + t1 * a.d_rs + j0 + 8 * lr;
     E *yp = MODE != MODE_TENSOR && a.y ? (E *)a.y + t1 * a.y_rs + j0 + 8 * lr : NULL;
@@ -381,26 +420,35 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         /* the loads of U steps, before any of them is used (the stores below could alias the
          * operands as far as the compiler knows: it would not move a load above them) */
-        vec8<E> rg[U][NCH], ru[U][NCH], rd[U][NCH];
+        typename opnd<E, H8>::t rg[U][NCH], ru[U][NCH];
+        vec8<E> rd[U][NCH];
 #pragma unroll
         for (int q = 0; q < U; ++q) {
             if ((s0 + q) * SR + rw < nt) {
                 const int64_t t = t0 + (s0 + q) * SR + rw;
-                const E *g = INC ? gp + q * g_st : gate + t * a.g_rs + jv[0];
-                const E *u = INC ? upp + q * u_st : up + t * a.u_rs + jv[0];
                 const E *dyr = INC ? dyp + q * dy_st : dy + t * a.dy_rs + jv[0];
 #pragma unroll
                 for (int k = 0; k < NCH; ++k) {
                     if (!(vmask >> k & 1)) continue;
                     /* chunk k's offset from chunk 0: a constant in the forward */
                     const int64_t o = BWD ? jv[k] - jv[0] : 8 * LPR * k;
-                    ld8(rg[q][k], g + o);
-                    ld8(ru[q][k], u + o);
+                    if constexpr (H8) {
+                        const float *sr = a.sc + t * a.sc_rs;
+                        const int64_t b = jv[k] >> 7;
+                        ld_h8(rg[q][k], (const unsigned char *)a.gate + t * a.g_rs + jv[k], sr[b]);
+                        ld_h8(ru[q][k], (const unsigned char *)a.up + t * a.u_rs + jv[k],
+                              sr[a.nbu + b]);
+                    } else {
+                        const E *g = INC ? gp + q * g_st : gate + t * a.g_rs + jv[0];
+                        const E *u = INC ? upp + q * u_st : up + t * a.u_rs + jv[0];
+                        ld8(rg[q][k], g + o);
+                        ld8(ru[q][k], u + o);
+                    }
                     if (BWD) ld8(rd[q][k], dyr + o);
                 }
             }
         }
-        gp += U * g_st, upp += U * u_st;
+        if (INC) gp += U * g_st, upp += U * u_st;
         if (BWD) dyp += U * dy_st;
 #pragma unroll
         for (int q = 0; q < U; ++q) {
@@ -473,7 +521,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                             if (R) {
                                 int is_up;
                                 const glu_grads gr =
-                                    element_grads<E, BWD>(a, t, j0 + c + e, w, &is_up);
+                                    element_grads<E, BWD, H8>(a, t, j0 + c + e, w, &is_up);
                                 from_f32(&ve, is_up ? gr.du : gr.dg);
                                 const float db = is_up ? gr.dbu : gr.dbg;
 #pragma unroll
@@ -481,7 +529,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                                     if (i == e) cb[i] = __fadd_rn(cb[i], db);
                                 if (!is_up) dwp = __fadd_rn(dwp, gr.dw);
                             } else {
-                                from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                                from_f32(&ve, element<E, BWD, H8>(a, t, j0 + c + e, w));
                             }
                             am = max(am, fastglu_abs_bits(to_f32(ve)));
                             if (MODE != MODE_TENSOR && a.y)
@@ -520,7 +568,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
 #pragma unroll 1
                     for (int e = 0; e < 8 && c + e < nj; ++e) {
                         E ve;
-                        from_f32(&ve, element<E, BWD>(a, t, j0 + c + e, w));
+                        from_f32(&ve, element<E, BWD, H8>(a, t, j0 + c + e, w));
                         a.d[t * a.d_rs + j0 + c + e] = fastglu_fp8_quantise(to_f32(ve), d.s);
                     }
                 }
@@ -569,7 +617,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
  * blocks an SM) and colwise<> transposes each after the row phase. The same values, roundings,
  * amaxes, scales and codes as glu_fp8_kernel's backward (the same functions, element by
  * element). */
-template <typename E, int MODE, int FAST, int RED, int COLWISE = 0, int GM = MM_ANY>
+template <typename E, int MODE, int FAST, int RED, int COLWISE = 0, int GM = MM_ANY, int H8 = 0>
 __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ? 4
                                             : sizeof(E) == 4 && RED            ? 2
                                                                                : 3))
@@ -627,13 +675,20 @@ __global__ void __launch_bounds__(THREADS, (sizeof(E) == 2 && FAST && !COLWISE ?
     const int want_dw = R && a.wsw && (int64_t)blockIdx.y < a.nwt;
     const int nsteps = (nt + SR - 1) / SR;
     for (int s0 = 0; s0 < nsteps; s0 += U) {
-        vec8<E> rg[U], ru[U], rd[U];
+        typename opnd<E, H8>::t rg[U], ru[U];
+        vec8<E> rd[U];
 #pragma unroll
         for (int q = 0; q < U; ++q) {
             const int64_t t = t0 + (s0 + q) * SR + rw;
             if ((s0 + q) * SR + rw < nt) {
-                ld8(rg[q], gate + t * a.g_rs + j);
-                ld8(ru[q], up + t * a.u_rs + j);
+                if constexpr (H8) { /* (F % 128 == 0: the operands' blocks are dh's, bgk and buk) */
+                    const float *sr = a.sc + t * a.sc_rs;
+                    ld_h8(rg[q], (const unsigned char *)a.gate + t * a.g_rs + j, sr[bgk]);
+                    ld_h8(ru[q], (const unsigned char *)a.up + t * a.u_rs + j, sr[buk]);
+                } else {
+                    ld8(rg[q], gate + t * a.g_rs + j);
+                    ld8(ru[q], up + t * a.u_rs + j);
+                }
                 ld8(rd[q], dy + t * a.dy_rs + j);
             }
         }
@@ -945,9 +1000,9 @@ __global__ void __launch_bounds__(THREADS) fp8_reduce_kernel(const fp8_red_args 
         from_f32(&((__half *)a.dweights)[i], r);
 }
 
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM, int H8>
 static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>;
+    const void *kern = (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>;
     const size_t smem =
         (COLWISE ? geom<E, BWD>::cw_bytes : 0) + (RED_IN(MODE, BWD, FAST, RED) ? RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
@@ -963,9 +1018,9 @@ static cudaError_t launch(const fp8_args &a, cudaStream_t s) {
 
 /* RED: the backward's sums (the MODE_AMAX pass has none: its kernel is RED = 0's), then their
  * reduction */
-template <typename E, int MODE, int FAST, int RED, int COLWISE, int GM>
+template <typename E, int MODE, int FAST, int RED, int COLWISE, int GM, int H8>
 static cudaError_t launch_pair(const fp8_args &a, cudaStream_t s) {
-    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, COLWISE, GM>;
+    const void *kern = (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, COLWISE, GM, H8>;
     const int r = RED && !FAST && MODE != MODE_AMAX;
     const size_t smem = (COLWISE ? 2 * geom<E, 1>::tile_bytes : 0) + (r ? 2 * RED_BYTES : 0);
     if (smem > 48 * 1024) { /* the column-wise tiles: the opt-in, on the current device */
@@ -1009,33 +1064,33 @@ static int pair_ok(const fp8_args &a, int colwise, size_t es) {
     return (!colwise || es == 2) && a.step == 1 && a.vec && a.F % TILE == 0;
 }
 
-template <typename E, int BWD, int FAST, int RED, int GM>
+template <typename E, int BWD, int FAST, int RED, int GM, int H8>
 static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t s) {
     cudaError_t err = cudaSuccess;
-    if constexpr (BWD && FAST && !RED && sizeof(E) == 2) /* (kernels for 2-byte dtypes) */
+    if constexpr (BWD && FAST && !RED && sizeof(E) == 2 && !H8) /* (2-byte dtypes) */
         if (!tensor && shift_ok(a))
             return colwise ? launch_shift<E, 1>(a, s) : launch_shift<E, 0>(a, s);
     if (BWD && pair_ok(a, colwise, sizeof(E))) {
         enum { CW = sizeof(E) == 2 }; /* the column-wise copy's kernels exist for 2-byte dtypes */
         if (!tensor) {
-            err = colwise ? launch_pair<E, MODE_BLOCK, FAST, RED, CW, GM>(a, s)
-                          : launch_pair<E, MODE_BLOCK, FAST, RED, 0, GM>(a, s);
+            err = colwise ? launch_pair<E, MODE_BLOCK, FAST, RED, CW, GM, H8>(a, s)
+                          : launch_pair<E, MODE_BLOCK, FAST, RED, 0, GM, H8>(a, s);
         } else {
             err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0, 0, GM>(a, s);
+            if (err == cudaSuccess) err = launch_pair<E, MODE_AMAX, FAST, 0, 0, GM, H8>(a, s);
             if (err == cudaSuccess)
-                err = colwise ? launch_pair<E, MODE_TENSOR, FAST, RED, CW, GM>(a, s)
-                              : launch_pair<E, MODE_TENSOR, FAST, RED, 0, GM>(a, s);
+                err = colwise ? launch_pair<E, MODE_TENSOR, FAST, RED, CW, GM, H8>(a, s)
+                              : launch_pair<E, MODE_TENSOR, FAST, RED, 0, GM, H8>(a, s);
         }
     } else if (!tensor) {
-        err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED, GM>(a, s)
-                      : launch<E, MODE_BLOCK, 0, BWD, FAST, RED, GM>(a, s);
+        err = colwise ? launch<E, MODE_BLOCK, 1, BWD, FAST, RED, GM, H8>(a, s)
+                      : launch<E, MODE_BLOCK, 0, BWD, FAST, RED, GM, H8>(a, s);
     } else {
         err = cudaMemsetAsync(a.amax, 0, sizeof(unsigned), s);
-        if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST, 0, GM>(a, s);
+        if (err == cudaSuccess) err = launch<E, MODE_AMAX, 0, BWD, FAST, 0, GM, H8>(a, s);
         if (err == cudaSuccess)
-            err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST, RED, GM>(a, s)
-                          : launch<E, MODE_TENSOR, 0, BWD, FAST, RED, GM>(a, s);
+            err = colwise ? launch<E, MODE_TENSOR, 1, BWD, FAST, RED, GM, H8>(a, s)
+                          : launch<E, MODE_TENSOR, 0, BWD, FAST, RED, GM, H8>(a, s);
     }
     if (!RED || err != cudaSuccess) return err;
     fp8_red_args r;
@@ -1047,45 +1102,59 @@ static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t 
                             dim3(THREADS), args, WARPS * 32 * sizeof(float), s);
 }
 
-template <typename E, int BWD>
+template <typename E, int BWD, int H8>
 static cudaError_t run_fast(const fp8_args &a, int fast, int red, int tensor, int colwise,
                             cudaStream_t s) {
-    if (fast == 1) return run<E, BWD, 1, 0, MM_K>(a, tensor, colwise, s);
+    if (fast == 1) return run<E, BWD, 1, 0, MM_K, H8>(a, tensor, colwise, s);
     /* RED only in the backward (BWD as RED: the forward's red is 0) */
     if (fast == 2)
-        return red ? run<E, BWD, 0, BWD, MM_K>(a, tensor, colwise, s)
-                   : run<E, BWD, 0, 0, MM_K>(a, tensor, colwise, s);
-    return red ? run<E, BWD, 0, BWD, MM_ANY>(a, tensor, colwise, s)
-               : run<E, BWD, 0, 0, MM_ANY>(a, tensor, colwise, s);
+        return red ? run<E, BWD, 0, BWD, MM_K, H8>(a, tensor, colwise, s)
+                   : run<E, BWD, 0, 0, MM_K, H8>(a, tensor, colwise, s);
+    return red ? run<E, BWD, 0, BWD, MM_ANY, H8>(a, tensor, colwise, s)
+               : run<E, BWD, 0, 0, MM_ANY, H8>(a, tensor, colwise, s);
 }
 
+/* h8: the backward's operands from the blockwise copy (a.sc) */
 template <int BWD>
 static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int red, int tensor,
-                             int colwise, cudaStream_t s) {
+                             int colwise, int h8, cudaStream_t s) {
+    if constexpr (BWD) {
+        if (h8) {
+            switch (dt) {
+            case FASTGLU_DTYPE_FP32: return run_fast<float, 1, 1>(a, fast, red, tensor, colwise, s);
+            case FASTGLU_DTYPE_FP16:
+                return run_fast<__half, 1, 1>(a, fast, red, tensor, colwise, s);
+            default: return run_fast<__nv_bfloat16, 1, 1>(a, fast, red, tensor, colwise, s);
+            }
+        }
+    }
     switch (dt) {
-    case FASTGLU_DTYPE_FP32: return run_fast<float, BWD>(a, fast, red, tensor, colwise, s);
-    case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD>(a, fast, red, tensor, colwise, s);
-    default: return run_fast<__nv_bfloat16, BWD>(a, fast, red, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP32: return run_fast<float, BWD, 0>(a, fast, red, tensor, colwise, s);
+    case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD, 0>(a, fast, red, tensor, colwise, s);
+    default: return run_fast<__nv_bfloat16, BWD, 0>(a, fast, red, tensor, colwise, s);
     }
 }
 
-/* Both entry points: validate, fill the kernel's arguments, launch. dy NULL: the forward. */
+/* The entry points: validate, fill the kernel's arguments, launch. dy NULL: the forward.
+ * scale_inv (the backward): gate and up are the blockwise copy's codes with these scales. */
 static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
                               const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
-                              fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias,
+                              fastglu_tensor gate, fastglu_tensor up,
+                              const fastglu_tensor *scale_inv, fastglu_tensor bias,
                               fastglu_tensor weights, fastglu_tensor y, const fastglu_tensor *dbias,
                               const fastglu_tensor *dweights, const fastglu_fp8_out *out,
                               int64_t tokens, int64_t F, void *stream) {
     int empty;
-    fastglu_status st = fastglu_check_glu_fp8(fn, params, recipe, dy, gate, up, bias, weights, y,
-                                              dbias, dweights, out, tokens, F, 1, &empty);
+    fastglu_status st =
+        fastglu_check_glu_fp8(fn, params, recipe, dy, gate, up, scale_inv, bias, weights, y, dbias,
+                              dweights, out, tokens, F, 1, &empty);
     if (st != FASTGLU_SUCCESS) return st;
+    const fastglu_dtype cdt = scale_inv ? dy->dtype : gate.dtype; /* the call's dtype */
     cudaStream_t s = (cudaStream_t)stream;
     void *db = dbias ? dbias->data : NULL, *dw = dweights ? dweights->data : NULL;
     if (empty) { /* the sums over nothing */
         cudaError_t err = cudaSuccess;
-        if (db && F > 0)
-            err = cudaMemsetAsync(db, 0, (size_t)(2 * F) * fastglu_dtype_size(gate.dtype), s);
+        if (db && F > 0) err = cudaMemsetAsync(db, 0, (size_t)(2 * F) * fastglu_dtype_size(cdt), s);
         if (err == cudaSuccess && dw && tokens > 0)
             err = cudaMemsetAsync(dw, 0, (size_t)tokens * fastglu_dtype_size(dweights->dtype), s);
         return launch_status(fn, err);
@@ -1103,11 +1172,14 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
                                  "and dweights than the reduction's grid holds",
                                  fn, (long long)tokens, (long long)F);
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const size_t es = fastglu_dtype_size(gate.dtype);
+    const size_t es = fastglu_dtype_size(cdt), es_in = scale_inv ? 1 : es;
     fp8_args a;
-    a.m = make_math(params, gate.dtype, 0);
+    a.m = make_math(params, cdt, 0);
     a.gate = gate.data, a.g_rs = gate.row_stride;
-    a.up = il ? (const void *)((const char *)gate.data + es) : up.data;
+    a.up = il ? (const void *)((const char *)gate.data + es_in) : up.data;
+    a.sc = scale_inv ? (const float *)scale_inv->data : NULL;
+    a.sc_rs = scale_inv ? scale_inv->row_stride : 0;
+    a.nbu = il ? 0 : fastglu_fp8_blocks(F);
     a.u_rs = il ? gate.row_stride : up.row_stride;
     a.step = il ? 2 : 1, a.bias_up = il ? 1 : F;
     a.bias = bias.data, a.weights = weights.data, a.w_stride = weights.row_stride;
@@ -1122,8 +1194,11 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
     a.st = (float *)out->scale_t.data, a.st_ld = out->scale_t.row_stride;
     a.amax = (unsigned *)out->workspace;
     a.T = tokens, a.F = F, a.W = W;
-    a.vec = !il && (!dy || F % 8 == 0) && access_width(gate.data, a.g_rs, tokens, es) == 16 &&
-            access_width(a.up, a.u_rs, tokens, es) == 16 &&
+    /* (the copy's codes: 8-byte loads, rows on 8 bytes) */
+    const int in_width = scale_inv ? 8 : 16;
+    a.vec = !il && (!dy || F % 8 == 0) &&
+            access_width_cap(gate.data, a.g_rs, tokens, es_in, in_width) == in_width &&
+            access_width_cap(a.up, a.u_rs, tokens, es_in, in_width) == in_width &&
             (!dy || access_width(a.dy, a.dy_rs, tokens, es) == 16) &&
             (!dy || !a.bias || access_width(a.bias, 0, 1, es) == 16) &&
             (!a.y || access_width(a.y, a.y_rs, tokens, es) == 16) &&
@@ -1141,8 +1216,9 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
      * per-token weights); 0: the general kernels in MM_ANY */
     const int fast = math_mode_of(params) != MM_K ? 0 : !a.bias && !a.weights ? 1 : 2;
     const int red = db != NULL || dw != NULL;
-    const cudaError_t err = dy ? run_dtype<1>(a, gate.dtype, fast, red, tensor, colwise, s)
-                               : run_dtype<0>(a, gate.dtype, fast, 0, tensor, colwise, s);
+    const int h8 = scale_inv != NULL;
+    const cudaError_t err = dy ? run_dtype<1>(a, cdt, fast, red, tensor, colwise, h8, s)
+                               : run_dtype<0>(a, cdt, fast, 0, tensor, colwise, 0, s);
     return launch_status(fn, err);
 }
 
@@ -1152,8 +1228,8 @@ extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *par
                                                    fastglu_tensor bias, fastglu_tensor weights,
                                                    fastglu_tensor y, const fastglu_fp8_out *out,
                                                    int64_t tokens, int64_t F, void *stream) {
-    return glu_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, NULL, gate, up, bias, weights, y,
-                   NULL, NULL, out, tokens, F, stream);
+    return glu_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, NULL, gate, up, NULL, bias, weights,
+                   y, NULL, NULL, out, tokens, F, stream);
 }
 
 extern "C" fastglu_status
@@ -1162,6 +1238,16 @@ fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params, const fastglu_fp8_rec
                          fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor dh,
                          fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
                          int64_t tokens, int64_t F, void *stream) {
-    return glu_fp8("fastglu_glu_bwd_fp8_cuda", params, recipe, &dy, gate, up, bias, weights, dh,
-                   &dbias, &dweights, out, tokens, F, stream);
+    return glu_fp8("fastglu_glu_bwd_fp8_cuda", params, recipe, &dy, gate, up, NULL, bias, weights,
+                   dh, &dbias, &dweights, out, tokens, F, stream);
+}
+
+extern "C" fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor dy,
+    fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, fastglu_tensor bias,
+    fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
+    const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
+    return glu_fp8("fastglu_glu_bwd_fp8_saved_blockwise_cuda", params, recipe, &dy, gate_fp8,
+                   up_fp8, &scale_inv, bias, weights, dh, &dbias, &dweights, out, tokens, F,
+                   stream);
 }

@@ -473,9 +473,11 @@ PyMODINIT_FUNC PyInit__C(void) {
  *             workspace, workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda};
  * pointers as integers, 0 for NULL. */
 /* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward, else
- * the backward with its sums db / dw (data NULL: not asked; dw's dtype is set to the weights'). */
+ * the backward with its sums db / dw (data NULL: not asked; dw's dtype is set to the weights'),
+ * and with sc (not NULL) the backward from the blockwise copy: gate and up are its codes, dtype
+ * the call's. */
 static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, fastglu_tensor db,
-                              fastglu_tensor dw) {
+                              fastglu_tensor dw, const fastglu_tensor *sc) {
     int64_t on_cuda, scaling, scale_layout, pow2, dtype, g_rs, u_rs, wdt, w_st, y_rs, d_rs, s_ld,
         dt_rs, st_ld, tokens, F;
     void *gate, *up, *bias, *weights, *y, *d, *s, *dt, *st, *ws, *stream;
@@ -500,7 +502,8 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, f
     const fastglu_dtype e = (fastglu_dtype)dtype;
     const fastglu_fp8_recipe r = {(fastglu_fp8_scaling)scaling,
                                   (fastglu_fp8_scale_layout)scale_layout, pow2 != 0};
-    const fastglu_tensor tg = {gate, e, g_rs}, tu = {up, e, u_rs}, tb = {bias, e, 1},
+    const fastglu_dtype ein = sc ? FASTGLU_DTYPE_FP8_E4M3 : e; /* the operands' */
+    const fastglu_tensor tg = {gate, ein, g_rs}, tu = {up, ein, u_rs}, tb = {bias, e, 1},
                          tw = {weights, (fastglu_dtype)wdt, w_st}, ty = {y, e, y_rs};
     db.dtype = e, dw.dtype = (fastglu_dtype)wdt;
     fastglu_fp8_out o;
@@ -511,13 +514,17 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, f
     o.workspace = ws, o.workspace_bytes = ws_bytes;
     fastglu_status status;
     if (on_cuda) {
-        status = dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens,
-                                               F, stream)
-                    : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+        status = sc ? fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, *dy, tg, tu, *sc, tb, tw, ty,
+                                                               db, dw, &o, tokens, F, stream)
+                 : dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o,
+                                                 tokens, F, stream)
+                      : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS status =
-            dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
-               : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
+            sc   ? fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, *dy, tg, tu, *sc, tb, tw, ty, db,
+                                                           dw, &o, tokens, F)
+            : dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
+                 : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(status);
@@ -533,7 +540,7 @@ static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_
     (void)self;
     CHECK_NARGS("glu_fwd_fp8", 34);
     const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 1};
-    return glu_fp8_call(args, NULL, none, none);
+    return glu_fp8_call(args, NULL, none, none, NULL);
 }
 
 /* glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's 34 arguments, y standing for
@@ -550,7 +557,26 @@ static PyObject *py_glu_bwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
     const fastglu_tensor tdb = {db, (fastglu_dtype)dtype, 1}, tdw = {dw, FASTGLU_DTYPE_FP32, 1};
-    return glu_fp8_call(args + 4, &tdy, tdb, tdw);
+    return glu_fp8_call(args + 4, &tdy, tdb, tdw, NULL);
+}
+
+/* glu_bwd_fp8_saved_blockwise(scale_inv, scale_inv_row_stride, <glu_bwd_fp8's 38 arguments>):
+ * fastglu_glu_bwd_fp8_saved_blockwise_{cpu,cuda}; gate and up (pointers and row strides in
+ * bytes) the blockwise copy's codes, dtype the call's (dy's), scale_inv fp32 [tokens, blocks]. */
+static PyObject *py_glu_bwd_fp8_saved_blockwise(PyObject *self, PyObject *const *args,
+                                                Py_ssize_t nargs) {
+    int64_t dtype, dy_rs, sc_rs;
+    void *sc, *dy, *db, *dw;
+    (void)self;
+    CHECK_NARGS("glu_bwd_fp8_saved_blockwise", 40);
+    if (!get_ptr(args[0], &sc) || !get_i64(args[1], &sc_rs) || !get_ptr(args[2], &dy) ||
+        !get_i64(args[3], &dy_rs) || !get_ptr(args[4], &db) || !get_ptr(args[5], &dw) ||
+        !get_dtype(args[16], &dtype))
+        return NULL;
+    const fastglu_tensor tsc = {sc, FASTGLU_DTYPE_FP32, sc_rs};
+    const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
+    const fastglu_tensor tdb = {db, (fastglu_dtype)dtype, 1}, tdw = {dw, FASTGLU_DTYPE_FP32, 1};
+    return glu_fp8_call(args + 6, &tdy, tdb, tdw, &tsc);
 }
 
 /* glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights):
@@ -695,6 +721,11 @@ static PyMethodDef fp8_methods[] = {
     {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
      "glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's arguments, y standing for "
      "dh>): fastglu_glu_bwd_fp8_{cpu,cuda}."},
+    {"glu_bwd_fp8_saved_blockwise", (PyCFunction)(void (*)(void))py_glu_bwd_fp8_saved_blockwise,
+     METH_FASTCALL,
+     "glu_bwd_fp8_saved_blockwise(scale_inv, scale_inv_row_stride, <glu_bwd_fp8's arguments, gate "
+     "and up the blockwise copy's codes, dtype dy's>): "
+     "fastglu_glu_bwd_fp8_saved_blockwise_{cpu,cuda}."},
     {"quantize_fp8", (PyCFunction)(void (*)(void))py_quantize_fp8, METH_FASTCALL,
      "quantize_fp8(on_cuda, scaling, scale_layout, pow2_scales, dtype, x, x_row_stride, data, "
      "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, rows, "

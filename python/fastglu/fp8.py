@@ -155,8 +155,14 @@ def _run(
     pow2_scales,
     columnwise,
     want_y,
+    scale_inv=None,
 ):
+    """The kernels on checked operands. scale_inv (the backward): x (and up) are the blockwise copy
+    of the operands (float8_e4m3fn codes, fastglu.ops' fp8_store_blockwise) with these [T, blocks]
+    fp32 scales, decoded in the kernel's pass (fastglu_glu_bwd_fp8_saved_blockwise); dy's dtype is
+    then the call's."""
     il = layout == _C.LAYOUT_INTERLEAVED
+    cdt = dy.dtype if scale_inv is not None else x.dtype  # the call's dtype
     F = x.shape[-1] // 2 if (up is None) else x.shape[-1]
     g = _as_rows(x, x.shape[-1], "input")
     T = g.shape[0]
@@ -172,12 +178,12 @@ def _run(
     w = weights.resolve_neg().reshape(-1) if weights is not None else None
     X = 2 * F if dy is not None else F  # the quantised operand's width: y [T, F] or dh [T, 2F]
     data, scale, data_t, scale_t, y = _outputs(
-        T, X, x.device, x.dtype, scaling, scale_layout, columnwise, want_y
+        T, X, x.device, cdt, scaling, scale_layout, columnwise, want_y
     )
     on_cuda = x.device.type == "cuda"
     ws = None
     # the backward's sums: dbias with bias, dweights with weights (empty tensors otherwise)
-    db, dw = _sums(dy is not None, bias, weights, T, F, x)
+    db, dw = _sums(dy is not None, bias, weights, T, F, y)
     want_db, want_dw = db.numel() > 0, dw.numel() > 0
     if want_db or want_dw:  # the partials: a workspace on both backends
         n = _C.glu_bwd_fp8_workspace_bytes(scaling, T, F, int(want_db), int(want_dw))
@@ -201,6 +207,13 @@ def _run(
             db.data_ptr() if want_db else 0,
             dw.data_ptr() if want_dw else 0,
         )
+        if scale_inv is not None:
+            kernel = functools.partial(
+                _C.glu_bwd_fp8_saved_blockwise,
+                scale_inv.data_ptr(),
+                scale_inv.stride(0),
+                *kernel.args,
+            )
     args = (
         activation,
         layout,
@@ -211,7 +224,7 @@ def _run(
         scaling,
         scale_layout,
         int(pow2_scales),
-        _ops._COMPUTE_CODES[x.dtype],
+        _ops._COMPUTE_CODES[cdt],
         g.data_ptr(),
         g.stride(0),
         u_ptr,
@@ -244,8 +257,8 @@ def _run(
 
 
 def _sums(bwd, bias, weights, T, F, x):
-    """The backward's dbias ([2F], x's dtype) and dweights ([T], the weights' dtype), each empty
-    where not computed (no bias / weights, or the forward)."""
+    """The backward's dbias ([2F], x's dtype: the call's) and dweights ([T], the weights' dtype),
+    each empty where not computed (no bias / weights, or the forward)."""
     db = torch.empty((2 * F if bwd and bias is not None else 0,), dtype=x.dtype, device=x.device)
     wdt = weights.dtype if weights is not None else torch.float32
     dw = torch.empty((T if bwd and weights is not None else 0,), dtype=wdt, device=x.device)

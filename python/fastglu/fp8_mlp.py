@@ -893,9 +893,21 @@ def _bwd_body(
     del dotq, dots
     db2 = do.sum(0, dtype=torch.float32).to(dt) if want_dbias2 else None
     w = _token_weights(weights, T)
-    if h.dtype == FP8:
-        # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed):
-        # fastglu's GLU backward decodes it with its block scales; dh is quantised after it
+    if h.dtype == FP8 and h_grad is None:
+        # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed), decoded
+        # in the pass that quantises dh and reduces dbias1 / dweights; dh itself only where bias1
+        # was formed into the copy (its gradient is then dh's sum over the tokens)
+        b = None if bias1 is not None and p[2] > 0 else bias1
+        formed = bias1 is not None and b is None
+        dhq, dhs, dhtq, dhts, dh, db1, dwt = _fp8._run(
+            dy, h, None, b, w, *p, _B1X128, _MN_MAJOR, False, True, formed, scale_inv=h_scale
+        )
+        if formed:
+            db1 = dh.sum(0, dtype=torch.float32).to(dt)
+        dh = None
+    elif h.dtype == FP8:
+        # with h_grad (h is an output of the op, its gradient added to the GLU's): fastglu's GLU
+        # backward decodes the copy with its block scales, dh is quantised after it
         b = None if bias1 is not None and p[2] > 0 else bias1
         gr = _ops.backward(
             _ops.GLUParams(*p),
@@ -1240,9 +1252,9 @@ def mlp_fp8(
             forward keeps the GLU's input h as e4m3 with one fp32 scale per 1 x 128 block
             (``fastglu.glu``'s ``fp8_input_store="blockwise"``, DeepSeek-V3's cache of the SwiGLU
             input) instead of h, half its bytes between the forward and the backward; the
-            backward decodes it (fastglu's GLU backward), then quantises dh. Costs a pass over h in
-            the forward and one more over dh in the backward; the gradients carry the copy's
-            rounding (docs/fp8.md).
+            backward's FP8 GLU kernel decodes it in the pass that quantises dh
+            (fastglu_glu_bwd_fp8_saved_blockwise). Costs a pass over h in the forward (the
+            copy); the gradients carry the copy's rounding (docs/fp8.md).
 
     Returns:
         ``out`` ``[..., hidden]`` in x's dtype.

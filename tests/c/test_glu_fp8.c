@@ -16,6 +16,11 @@
  * bytes around them untouched, and a second run over other workspace garbage bit for bit; the
  * empty problem's zero sums.
  *
+ * The backward from the blockwise copy (fastglu_glu_bwd_fp8_saved_blockwise_*): the copy made by
+ * fastglu_glu_fp8_store_blockwise_cpu from the same random operands, its codes' rows padded (odd,
+ * dense, 16 more bytes); dh against the quantisation of fastglu_glu_bwd_*'s from that copy
+ * (scale_1x128), the sums against float64 on the decoded copy and against fastglu_glu_bwd_*'s.
+ *
  * Built twice: test_glu_fp8_cpu, and with FP8_TEST_CUDA test_glu_fp8_cuda (device memory, a
  * non-default stream; exits 77, CTest's skip, without a usable GPU).
  */
@@ -183,10 +188,10 @@ static size_t esize(fastglu_dtype dt) { return fastglu_dtype_size(dt); }
 /* dbias [2F] (h's layout) and dweights [T] of the family's backward in float64 (glu_reference.h's
  * glu_ref_eval, the family's C tests' reference), with each sum's running-error magnitude (mb, mw:
  * the sum of its terms' magnitudes) for the tolerance. */
-static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsigned char *h,
-                     int64_t in_rs, const unsigned char *bias, const float *w, int has_b, int has_w,
-                     const unsigned char *dy, int64_t dy_rs, int64_t T, int64_t F, double *db,
-                     double *mb, double *dw, double *mw) {
+static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, fastglu_dtype hdt,
+                     const unsigned char *h, int64_t in_rs, const unsigned char *bias,
+                     const float *w, int has_b, int has_w, const unsigned char *dy, int64_t dy_rs,
+                     int64_t T, int64_t F, double *db, double *mb, double *dw, double *mw) {
     const int il = p->layout == FASTGLU_LAYOUT_INTERLEAVED;
     fastglu_glu_params pr = *p; /* the reference's params: the bound rounded to dtype */
     if (p->clamp_value > 0.0f) {
@@ -199,7 +204,7 @@ static void ref_sums(const fastglu_glu_params *p, fastglu_dtype dt, const unsign
         dw[t] = mw[t] = 0.0;
         for (int64_t j = 0; j < F; ++j) {
             const int64_t ig = il ? 2 * j : j, iu = il ? 2 * j + 1 : F + j;
-            const double g = get(dt, h, t * in_rs + ig), u = get(dt, h, t * in_rs + iu);
+            const double g = get(hdt, h, t * in_rs + ig), u = get(hdt, h, t * in_rs + iu);
             const double bg = has_b ? get(dt, bias, ig) : 0.0, bu = has_b ? get(dt, bias, iu) : 0.0;
             const glu_ref_point r =
                 glu_ref_eval(&pr, g, u, bg, bu, has_w ? w[t] : 1.0, get(dt, dy, t * dy_rs + j));
@@ -230,15 +235,22 @@ static double unit_roundoff(fastglu_dtype dt) {
  * stores). */
 enum { STRIDES_ODD = 0, STRIDES_DENSE = 1, STRIDES_VIEW = 2 };
 
-/* specials: 1 plants a NaN, an inf and an all-zero row (T >= 3). */
+/* specials: 1 plants a NaN, an inf and an all-zero row (T >= 3). bwd: 0 the forward, 1 the
+ * backward, BWD_SAVED the backward from the operands' blockwise copy. */
+enum { BWD_SAVED = 2 };
 static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt, int64_t T,
                              int64_t F, int specials, int bwd, int strides) {
     char what[256];
+    const int h8 = bwd == BWD_SAVED;
     snprintf(what, sizeof what,
              "%s %s %s dt=%d T=%lld F=%lld scaling=%d layout=%d pow2=%d colwise=%d y=%d "
              "specials=%d strides=%d",
-             BACKEND, bwd ? "bwd" : "fwd", v->name, (int)dt, (long long)T, (long long)F,
-             (int)c->scaling, (int)c->layout, c->pow2, c->colwise, c->with_y, specials, strides);
+             BACKEND,
+             h8    ? "bwd-saved"
+             : bwd ? "bwd"
+                   : "fwd",
+             v->name, (int)dt, (long long)T, (long long)F, (int)c->scaling, (int)c->layout, c->pow2,
+             c->colwise, c->with_y, specials, strides);
     const int64_t X = bwd ? 2 * F : F; /* the quantised operand's width: y [T, F] or dh [T, 2F] */
     const size_t es = esize(dt);
     const int64_t pad16 = 16 / (int64_t)es; /* 16 bytes of elements */
@@ -280,6 +292,32 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     fastglu_glu_params p = fastglu_glu_params_default(v->act);
     p.layout = v->layout, p.clamp_value = v->clamp, p.glu_linear_offset = v->offset;
     p.gate_multiplier = v->gm, p.down_multiplier = v->dm;
+    /* the blockwise copy (h8): codes [T][in8_rs] in h's layout, scales [T][sc_rs], and the
+     * decoded operands in fp32 [T][2F] (code * scale, fp32: the float64 sums' operands) */
+    const int64_t nbs = il ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128);
+    const int64_t in8_rs = strides == STRIDES_ODD     ? 2 * F + 3
+                           : strides == STRIDES_DENSE ? 2 * F
+                                                      : 2 * F + 16,
+                  sc_rs = strides == STRIDES_DENSE ? nbs : nbs + 3;
+    const size_t c8_bytes = h8 ? (size_t)(T * in8_rs) : 1,
+                 sc_bytes = h8 ? (size_t)(T * sc_rs) * 4 : 4;
+    unsigned char *c8 = malloc(c8_bytes);
+    float *sc = malloc(sc_bytes), *hd = malloc(h8 ? (size_t)(T * 2 * F) * 4 : 4);
+    if (h8) {
+        memset(c8, SENT8, c8_bytes);
+        const fastglu_tensor g = {h, dt, in_rs}, u = {il ? NULL : h + F * es, dt, in_rs};
+        const fastglu_tensor g8 = {c8, FASTGLU_DTYPE_FP8_E4M3, in8_rs},
+                             u8 = {il ? NULL : c8 + F, FASTGLU_DTYPE_FP8_E4M3, in8_rs},
+                             s8 = {sc, FASTGLU_DTYPE_FP32, sc_rs};
+        if (fastglu_glu_fp8_store_blockwise_cpu(&p, g, u, g8, u8, s8, T, F) != FASTGLU_SUCCESS)
+            FAIL("%s: the copy: %s", what, fastglu_last_error_message());
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t k = 0; k < 2 * F; ++k) { /* column k of h's layout */
+                const int64_t j = il ? k / 2 : k % F, is_up = il ? k % 2 : k >= F;
+                const int64_t b = il ? k / 128 : j / 128 + (is_up ? (F + 127) / 128 : 0);
+                hd[t * 2 * F + k] = (float)e4m3_value(c8[t * in8_rs + k]) * sc[t * sc_rs + b];
+            }
+    }
 
     const size_t h_bytes = (size_t)(T * in_rs) * es, y_bytes = (size_t)(T * y_rs) * es;
     const size_t d_bytes = (size_t)(T * d_rs), dt_bytes = (size_t)(X * dt_rs);
@@ -303,6 +341,7 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     float *dwh = malloc(dw_bytes), *dwr = malloc(dw_bytes);
     memset(dbh, SENT8, db_bytes), memset(dbr, SENT8, db_bytes);
     for (int64_t i = 0; i < T + 16; ++i) dwh[i] = dwr[i] = SENT32;
+    void *C8 = c8, *SC = sc;
     void *H = h, *B = bias, *W = w, *Y = yfused, *D = d, *DT = dtr, *S = s, *ST = st, *YR = yref,
          *WS = sums ? malloc(ws_bytes) : NULL, *DY = dyh, *DB = dbh, *DW = dwh, *DBR = dbr,
          *DWR = dwr, *RWS = rws ? malloc(rws) : NULL;
@@ -320,7 +359,12 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     up_(H, h, h_bytes), up_(B, bias, (size_t)(2 * F) * es), up_(W, w, (size_t)T * 4);
     up_(Y, yfused, y_bytes), up_(D, d, d_bytes), up_(DT, dtr, dt_bytes), up_(S, s, (size_t)s_n * 4);
     if (st_n) up_(ST, st, (size_t)st_n * 4);
+    C8 = dmem(c8_bytes), SC = dmem(sc_bytes);
+    up_(C8, c8, c8_bytes), up_(SC, sc, sc_bytes);
 #endif
+    const fastglu_tensor g8t = {C8, FASTGLU_DTYPE_FP8_E4M3, in8_rs},
+                         u8t = {il ? NULL : (char *)C8 + F, FASTGLU_DTYPE_FP8_E4M3, in8_rs},
+                         sct = {SC, FASTGLU_DTYPE_FP32, sc_rs};
     fastglu_tensor gate = {H, dt, in_rs}, upt = {il ? NULL : (char *)H + F * es, dt, in_rs};
     fastglu_tensor bt = {v->bias ? B : NULL, dt, 1},
                    wt = {v->weights ? W : NULL, FASTGLU_DTYPE_FP32, 1};
@@ -339,7 +383,14 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     void *dbr_p = want_db ? (char *)DBR + 8 * es : NULL, *dwr_p = want_dw ? (float *)DWR + 8 : NULL;
     fastglu_status st_ref, st_f;
 #ifdef FP8_TEST_CUDA
-    if (bwd) {
+    if (h8) {
+        st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, g8t.data, in8_rs, u8t.data, in8_rs,
+                                   FASTGLU_DTYPE_FP8_E4M3, SC, sc_rs, 1, bt.data, wt.data,
+                                   FASTGLU_DTYPE_FP32, 1, YR, y_rs, il ? NULL : (char *)YR + F * es,
+                                   y_rs, dbr_p, dwr_p, RWS, rws, T, F, dt, stream);
+        st_f = fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt, dbt,
+                                                        dwt, &out, T, F, stream);
+    } else if (bwd) {
         st_ref = glu_bwd_cuda_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
                                    0, bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                                    il ? NULL : (char *)YR + F * es, y_rs, dbr_p, dwr_p, RWS, rws, T,
@@ -358,7 +409,14 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     down_(dbh, DB, db_bytes), down_(dwh, DW, dw_bytes), down_(dbr, DBR, db_bytes);
     down_(dwr, DWR, dw_bytes);
 #else
-    if (bwd) {
+    if (h8) {
+        st_ref = glu_bwd_cpu_flat(&p, DY, dy_rs, 1, g8t.data, in8_rs, u8t.data, in8_rs,
+                                  FASTGLU_DTYPE_FP8_E4M3, SC, sc_rs, 1, bt.data, wt.data,
+                                  FASTGLU_DTYPE_FP32, 1, YR, y_rs, il ? NULL : (char *)YR + F * es,
+                                  y_rs, dbr_p, dwr_p, RWS, rws, T, F, dt);
+        st_f = fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt, dbt,
+                                                       dwt, &out, T, F);
+    } else if (bwd) {
         st_ref = glu_bwd_cpu_flat(&p, DY, dy_rs, 1, gate.data, in_rs, upt.data, in_rs, dt, NULL, 0,
                                   0, bt.data, wt.data, FASTGLU_DTYPE_FP32, 1, YR, y_rs,
                                   il ? NULL : (char *)YR + F * es, y_rs, dbr_p, dwr_p, RWS, rws, T,
@@ -380,13 +438,18 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
         memcpy(db1, dbh, db_bytes), memcpy(dw1, dwh, dw_bytes);
 #ifdef FP8_TEST_CUDA
         check_cuda(cudaMemsetAsync(WS, 0x5a, ws_bytes, stream), "memset");
-        st_f = fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
-                                        stream);
+        st_f = h8 ? fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt,
+                                                             dbt, dwt, &out, T, F, stream)
+                  : fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T,
+                                             F, stream);
         check_cuda(cudaStreamSynchronize(stream), "kernel");
         down_(dbh, DB, db_bytes), down_(dwh, DW, dw_bytes);
 #else
         memset(WS, 0x5a, ws_bytes);
-        st_f = fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F);
+        st_f =
+            h8 ? fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt,
+                                                         dbt, dwt, &out, T, F)
+               : fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F);
 #endif
         if (st_f != FASTGLU_SUCCESS || memcmp(db1, dbh, db_bytes) || memcmp(dw1, dwh, dw_bytes))
             FAIL("%s: the sums of a second run differ (status %d)", what, (int)st_f);
@@ -395,8 +458,12 @@ static void run_case_strides(const variant *v, const config *c, fastglu_dtype dt
     if (sums) { /* dbias / dweights: float64 and fastglu_glu_bwd_*'s, the padding untouched */
         double *rdb = malloc((size_t)(2 * F) * 8), *rmb = malloc((size_t)(2 * F) * 8),
                *rdw = malloc((size_t)T * 8), *rmw = malloc((size_t)T * 8);
-        ref_sums(&p, dt, h, in_rs, bias, w, v->bias, v->weights, dyh, dy_rs, T, F, rdb, rmb, rdw,
-                 rmw);
+        if (h8)
+            ref_sums(&p, dt, FASTGLU_DTYPE_FP32, (const unsigned char *)hd, 2 * F, bias, w, v->bias,
+                     v->weights, dyh, dy_rs, T, F, rdb, rmb, rdw, rmw);
+        else
+            ref_sums(&p, dt, dt, h, in_rs, bias, w, v->bias, v->weights, dyh, dy_rs, T, F, rdb, rmb,
+                     rdw, rmw);
         /* against float64 within one ulp of the dtype (2 u), not half: a sum of one term (T = 1)
          * is that term as the family's fp32 math computes it, rounded once, and a term within a
          * few fp32 ulps of a rounding midpoint of the dtype may round to the other neighbour
@@ -526,12 +593,12 @@ done:
 #ifdef FP8_TEST_CUDA
     cudaFree(H), cudaFree(B), cudaFree(W), cudaFree(Y), cudaFree(D), cudaFree(DT), cudaFree(S);
     cudaFree(ST), cudaFree(YR), cudaFree(WS), cudaFree(DY), cudaFree(DB), cudaFree(DW);
-    cudaFree(DBR), cudaFree(DWR), cudaFree(RWS);
+    cudaFree(DBR), cudaFree(DWR), cudaFree(RWS), cudaFree(C8), cudaFree(SC);
 #else
     free(WS), free(RWS);
 #endif
     free(h), free(bias), free(w), free(yref), free(yfused), free(d), free(dtr), free(s), free(st),
-        free(dyh), free(dbh), free(dbr), free(dwh), free(dwr);
+        free(dyh), free(dbh), free(dbr), free(dwh), free(dwr), free(c8), free(sc), free(hd);
 }
 
 static void run_case(const variant *v, const config *c, fastglu_dtype dt, int64_t T, int64_t F,
@@ -717,6 +784,104 @@ static void bad_sums(void) {
 }
 
 /* Bad arguments: a status, a message, nothing written. */
+/* fastglu_glu_bwd_fp8_saved_blockwise_cpu's own arguments (the copy's codes and scales): each
+ * refused with a status and a message naming it, nothing written; codes at an odd address taken. */
+static void bad_saved(void) {
+    enum { T = 4, F = 8 };
+    _Alignas(16) unsigned char c8[T * 2 * F + 1], d[T * 2 * F], dt[2 * F * T];
+    uint16_t dyb[T * F];
+    float sc[T * 2], s[T], st[2 * F];
+    for (int i = 0; i < T * 2 * F + 1; ++i) c8[i] = (unsigned char)(urand() * 126);
+    for (int i = 0; i < T * F; ++i) dyb[i] = f32_to_bf16((float)(urand() * 2 - 1));
+    for (int i = 0; i < T * 2; ++i) sc[i] = 0.01f;
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    fastglu_fp8_recipe r = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
+    const fastglu_dtype e4 = FASTGLU_DTYPE_FP8_E4M3, bf = FASTGLU_DTYPE_BF16;
+    fastglu_tensor g = {c8 + 1, e4, 2 * F}, u = {c8 + 1 + F, e4, 2 * F}, dy = {dyb, bf, F},
+                   sct = {sc, FASTGLU_DTYPE_FP32, 2}, none = {NULL, bf, 0};
+    fastglu_fp8_out out;
+    memset(&out, 0, sizeof out);
+    out.data = (fastglu_tensor){d, e4, 2 * F};
+    out.scale = (fastglu_tensor){s, FASTGLU_DTYPE_FP32, 1};
+    out.data_t = (fastglu_tensor){dt, e4, T};
+    out.scale_t = (fastglu_tensor){st, FASTGLU_DTYPE_FP32, 1};
+    fastglu_status rc = fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, dy, g, u, sct, none, none,
+                                                                none, none, none, &out, T, F);
+    if (rc != FASTGLU_SUCCESS) FAIL("valid saved call refused: %s", fastglu_last_error_message());
+    memset(d, SENT8, sizeof d), memset(dt, SENT8, sizeof dt);
+    struct {
+        const char *what, *needle;
+        fastglu_status want;
+        fastglu_tensor g, u, sc, dy;
+    } cases[] = {
+        {"codes in bf16",
+         "gate_fp8.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         {c8 + 1, bf, 2 * F},
+         u,
+         sct,
+         dy},
+        {"up codes in bf16",
+         "up_fp8.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         g,
+         {c8 + 1 + F, bf, 2 * F},
+         sct,
+         dy},
+        {"scales in bf16",
+         "scale_inv.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         g,
+         u,
+         {sc, bf, 2},
+         dy},
+        {"no scales",
+         "scale_inv",
+         FASTGLU_ERROR_INVALID_VALUE,
+         g,
+         u,
+         {NULL, FASTGLU_DTYPE_FP32, 2},
+         dy},
+        {"a negative scales' row stride",
+         "scale_inv",
+         FASTGLU_ERROR_INVALID_VALUE,
+         g,
+         u,
+         {sc, FASTGLU_DTYPE_FP32, -2},
+         dy},
+        {"scales over the codes' output",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         g,
+         u,
+         {d, FASTGLU_DTYPE_FP32, 2},
+         dy},
+        {"codes over the transposed output",
+         "overlaps",
+         FASTGLU_ERROR_INVALID_VALUE,
+         {dt, e4, 2 * F},
+         u,
+         sct,
+         dy},
+        {"no up with SPLIT", "up", FASTGLU_ERROR_INVALID_VALUE, g, {NULL, e4, 2 * F}, sct, dy},
+        {"dy in fp8", "dtype", FASTGLU_ERROR_UNSUPPORTED_DTYPE, g, u, sct, {dyb, e4, F}},
+        {"no dy", "dy", FASTGLU_ERROR_INVALID_VALUE, g, u, sct, {NULL, bf, F}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+        rc = fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, cases[k].dy, cases[k].g, cases[k].u,
+                                                     cases[k].sc, none, none, none, none, none,
+                                                     &out, T, F);
+        if (rc != cases[k].want || !strstr(fastglu_last_error_message(), cases[k].needle))
+            FAIL("saved backward, %s: status %d, %s", cases[k].what, (int)rc,
+                 fastglu_last_error_message());
+    }
+    for (size_t i = 0; i < sizeof d; ++i)
+        if (d[i] != SENT8 || dt[i] != SENT8) {
+            FAIL("a refused saved backward wrote its codes");
+            break;
+        }
+}
+
 static void bad_inputs(void) {
     unsigned char h[64 * 2 * 2], d[64];
     float s[4];
@@ -769,6 +934,7 @@ static void bad_inputs(void) {
         FAIL("backward with a dy of another dtype accepted: %d %s", (int)st,
              fastglu_last_error_message());
     bad_sums();
+    bad_saved();
     for (size_t i = 0; i < sizeof d; ++i)
         if (d[i] != SENT8) {
             FAIL("a refused call wrote data");
@@ -841,6 +1007,23 @@ int main(void) {
                                  bwd, strides);
             }
     }
+    /* the backward from the blockwise copy: every variant under the first two recipes, all recipes
+     * on the plain SwiGLU and SwiGLU with a bias, each dtype, F = 1, 3, 1408, 2880 (the paired
+     * tiles at 1408, the split tiles at 2880), T = 1, 257, 130 (a last tile of 2), odd / dense /
+     * view strides (the CUDA kernel's element and 8-byte paths), NaN / inf / zero rows */
+    for (int vi = 0; vi < nv; ++vi)
+        for (int ci = 0; ci < nc; ++ci) {
+            if (ci >= 2 && vi != 0 && vi != 3) continue;
+            for (int fi = 0; fi < 4; ++fi)
+                run_case_strides(&variants[vi], &configs[ci], FASTGLU_DTYPE_BF16,
+                                 Fs[fi] >= 1408 ? 130 : 257, Fs[fi], fi == 1, BWD_SAVED,
+                                 (vi + ci + fi) % 3);
+        }
+    for (int k = 0; k < 3; ++k)
+        for (int strides = STRIDES_ODD; strides <= STRIDES_VIEW; ++strides) {
+            run_case_strides(&variants[0], &configs[0], dts[k], 130, 1408, 1, BWD_SAVED, strides);
+            run_case_strides(&variants[4], &configs[3], dts[k], 1, 256, 0, BWD_SAVED, strides);
+        }
     bad_inputs();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

@@ -38,17 +38,26 @@ static long red_launches, reduce_launches; /* kernels with the backward's sums; 
 /* the general kernels in math mode MM_K (plain SwiGLU / quick-GeGLU with a bias or weights) and in
  * MM_ANY (the rest) */
 static long gk_launches, gany_launches;
-template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
+/* the backward's kernels reading the blockwise copy (H8: split and paired tiles) */
+static long h8_launches, h8_pair_launches;
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM, int H8>
 static void run_k(void **args) {
-    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>(*(const fp8_args *)args[0]);
+    glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>(*(const fp8_args *)args[0]);
+}
+template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM, int H8>
+static int try_k_h8(const void *f) {
+    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>) return 0;
+    body = run_k<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>;
+    red_launches += RED;
+    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
+    h8_launches += H8;
+    return 1;
 }
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
 static int try_k(const void *f) {
-    if (f != (const void *)glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM>) return 0;
-    body = run_k<E, MODE, COLWISE, BWD, FAST, RED, GM>;
-    red_launches += RED;
-    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
-    return 1;
+    if constexpr (BWD)
+        if (try_k_h8<E, MODE, COLWISE, BWD, FAST, RED, GM, 1>(f)) return 1;
+    return try_k_h8<E, MODE, COLWISE, BWD, FAST, RED, GM, 0>(f);
 }
 template <typename E, int BWD, int FAST, int RED, int GM> static int find_mode(const void *f) {
     return try_k<E, MODE_BLOCK, 0, BWD, FAST, RED, GM>(f) ||
@@ -66,16 +75,22 @@ template <typename E, int BWD, int FAST, int RED> static int find_fast(const voi
 static long pair_launches;
 static long pair_red_launches;
 static long pair_colwise_launches;
-template <typename E, int MODE, int FAST, int RED, int CW, int GM>
+template <typename E, int MODE, int FAST, int RED, int CW, int GM, int H8>
 static void run_pair(void **args) {
-    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM>(*(const fp8_args *)args[0]);
+    glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM, H8>(*(const fp8_args *)args[0]);
+}
+template <typename E, int MODE, int FAST, int RED, int CW, int GM, int H8>
+static int try_pair_h8(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM, H8>) return 0;
+    body = run_pair<E, MODE, FAST, RED, CW, GM, H8>;
+    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
+    h8_pair_launches += H8;
+    return 1;
 }
 template <typename E, int MODE, int FAST, int RED, int CW, int GM>
 static int try_pair_gm(const void *f) {
-    if (f != (const void *)glu_fp8_bwd_pair_kernel<E, MODE, FAST, RED, CW, GM>) return 0;
-    body = run_pair<E, MODE, FAST, RED, CW, GM>;
-    gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
-    return 1;
+    return try_pair_h8<E, MODE, FAST, RED, CW, GM, 0>(f) ||
+           try_pair_h8<E, MODE, FAST, RED, CW, GM, 1>(f);
 }
 template <typename E, int MODE, int FAST, int RED, int CW = 0> static int try_pair(const void *f) {
     if (!(FAST ? try_pair_gm<E, MODE, FAST, RED, CW, MM_K>(f)
@@ -190,15 +205,18 @@ struct outs {
 enum { PLAIN = 0, GATE_MULT = 1, DOWN_MULT = 2, OFFSET = 3 };
 
 /* One case: the kernel with y, then without; the recipe on the host from the kernel's y. */
+/* h8 (the backward): the operands from a blockwise copy (fastglu_glu_bwd_fp8_saved_blockwise_*):
+ * random codes (NaN left out: the CPU backend's decoding drops its sign) and random scales; dh
+ * is then also compared with fastglu_glu_bwd_cpu's from the same copy (scale_1x128). */
 static void run_case(fastglu_activation act, int il, int bias, int weights, float clamp,
                      fastglu_dtype dt, int64_t T, int64_t F, int bwd, int tensor, int mn, int pow2,
-                     int colwise, int strides, int tweak = PLAIN, int sums = 0) {
-    char what[220];
+                     int colwise, int strides, int tweak = PLAIN, int sums = 0, int h8 = 0) {
+    char what[240];
     snprintf(what, sizeof what,
              "%s act=%d il=%d bias=%d w=%d clamp=%g dt=%d T=%lld F=%lld tensor=%d mn=%d pow2=%d "
-             "colwise=%d strides=%d tweak=%d sums=%d",
+             "colwise=%d strides=%d tweak=%d sums=%d h8=%d",
              bwd ? "bwd" : "fwd", (int)act, il, bias, weights, (double)clamp, (int)dt, (long long)T,
-             (long long)F, tensor, mn, pow2, colwise, strides, tweak, sums);
+             (long long)F, tensor, mn, pow2, colwise, strides, tweak, sums, h8);
     /* sums: the backward's dbias (with bias) and dweights (with weights) */
     const int want_db = bwd && sums && bias, want_dw = bwd && sums && weights;
     const size_t es = fastglu_dtype_size(dt);
@@ -229,6 +247,22 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
     for (int64_t i = 0; i < T; ++i) w[(size_t)i] = (float)urand();
     if (T >= 3) /* an all-zero row of the operands */
         for (int64_t j = 0; j < 2 * F; ++j) put(dt, h, 2 * in_rs + j, 0.0f);
+    /* the copy: codes [T][in8_rs] bytes (SPLIT: gate's then up's columns), scales [T][sc_rs] */
+    const int64_t nbs = il ? (2 * F + 127) / 128 : 2 * ((F + 127) / 128);
+    const int64_t in8_rs = strides == ODD ? 2 * F + 3 : strides == DENSE ? 2 * F : 2 * F + 16;
+    const int64_t sc_rs = strides == ODD ? nbs + 1 : strides == DENSE ? nbs : nbs + 4;
+    std::vector<uint4> h8buf(h8 ? (size_t)(T * in8_rs) / 16 + 2 : 1);
+    std::vector<float> h8s(h8 ? (size_t)(T * sc_rs) : 1);
+    unsigned char *c8 = (unsigned char *)h8buf.data();
+    for (int64_t i = 0; h8 && i < T * in8_rs; ++i) {
+        const unsigned char b = (unsigned char)(urand() * 256.0);
+        c8[i] = (b & 0x7f) == 0x7f ? (unsigned char)(b - 1) : b;
+    }
+    for (int64_t i = 0; h8 && i < T * sc_rs; ++i)
+        h8s[(size_t)i] = i % 7 == 3 ? 1.0f : (float)((0.5 + urand()) * 0.02);
+    const fastglu_tensor sct = {h8s.data(), FASTGLU_DTYPE_FP32, sc_rs};
+    fastglu_tensor g8t = {c8, FASTGLU_DTYPE_FP8_E4M3, in8_rs},
+                   u8t = {il ? NULL : c8 + F, FASTGLU_DTYPE_FP8_E4M3, in8_rs};
     fastglu_glu_params p = fastglu_glu_params_default(act);
     p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT, p.clamp_value = clamp;
     if (tweak == GATE_MULT) p.gate_multiplier = 0.75f;
@@ -263,9 +297,11 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         const fastglu_tensor dbt = {want_db ? u.db.data() + 8 * es : NULL, dt, 1},
                              dwt = {want_dw ? u.dw.data() + 8 : NULL, FASTGLU_DTYPE_FP32, 1};
         const fastglu_status st =
-            bwd ? fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F,
-                                           NULL)
-                : fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, NULL);
+            h8    ? fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt,
+                                                             dbt, dwt, &out, T, F, NULL)
+            : bwd ? fastglu_glu_bwd_fp8_cuda(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T,
+                                             F, NULL)
+                  : fastglu_glu_fwd_fp8_cuda(&p, &r, gate, upt, bt, wt, yt, &out, T, F, NULL);
         if (st != FASTGLU_SUCCESS) {
             FAIL("%s: status %d: %s", what, (int)st, fastglu_last_error_message());
             return;
@@ -289,11 +325,35 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         const fastglu_tensor dbt = {want_db ? dbc.data() + 8 * es : NULL, dt, 1},
                              dwt = {want_dw ? dwc.data() + 8 : NULL, FASTGLU_DTYPE_FP32, 1};
         const fastglu_status st =
-            bwd ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F)
+            h8 ? fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, dyt, g8t, u8t, sct, bt, wt, yt,
+                                                         dbt, dwt, &out, T, F)
+            : bwd
+                ? fastglu_glu_bwd_fp8_cpu(&p, &r, dyt, gate, upt, bt, wt, yt, dbt, dwt, &out, T, F)
                 : fastglu_glu_fwd_fp8_cpu(&p, &r, gate, upt, bt, wt, yt, &out, T, F);
         if (st != FASTGLU_SUCCESS) FAIL("%s: CPU status %d", what, (int)st);
         if (memcmp(yc.data(), o[1].y.data(), yc.size()))
             FAIL("%s: the kernel's y (dh) differs from the CPU backend's", what);
+        if (h8) { /* dh as fastglu_glu_bwd_cpu decodes the copy (scale_1x128), bit for bit */
+            std::vector<unsigned char> ds(o[1].y.size(), 0xa5);
+            fastglu_glu_operands ops;
+            memset(&ops, 0, sizeof ops);
+            ops.gate = g8t, ops.up = u8t, ops.bias = bt, ops.weights = wt;
+            ops.scale_inv = sct, ops.scale_1x128 = 1;
+            fastglu_glu_grads gr;
+            memset(&gr, 0, sizeof gr);
+            gr.d_gate = (fastglu_tensor){ds.data(), dt, y_rs};
+            gr.d_up = (fastglu_tensor){il ? NULL : ds.data() + F * es, dt, y_rs};
+            const fastglu_workspace nows = {NULL, 0};
+            if (fastglu_glu_bwd_cpu(&p, dyt, 1, &ops, &gr, nows, T, F) != FASTGLU_SUCCESS)
+                FAIL("%s: fastglu_glu_bwd_cpu: %s", what, fastglu_last_error_message());
+            for (int64_t t = 0; t < T; ++t)
+                if (memcmp(ds.data() + (size_t)(t * y_rs) * es, yc.data() + (size_t)(t * y_rs) * es,
+                           (size_t)(2 * F) * es)) {
+                    FAIL("%s: dh row %lld differs from fastglu_glu_bwd_cpu's from the copy", what,
+                         (long long)t);
+                    break;
+                }
+        }
         /* the sums bit for bit (both runs of the kernel), the padding untouched */
         for (int with_y = 1; with_y >= 0; --with_y) {
             if (memcmp(dbc.data(), o[with_y].db.data(), dbc.size()))
@@ -595,6 +655,35 @@ int main(void) {
         run_case(FASTGLU_ACT_QUICK_GELU, 0, 1, 1, 7.0f, FASTGLU_DTYPE_FP16, 1, 128, 1, tensor, 1, 1,
                  1, VIEW, OFFSET, 1);
     }
+    /* the backward from the blockwise copy (H8): the split tiles (F = 136, 200, 3: the 16-byte and
+     * element paths; INTERLEAVED), the paired tiles (F = 256, 128), F % 128 == 64 (192: the split
+     * tiles, as the shifted pairs take no copy); FAST and the general math, the sums, both
+     * recipes, the column-wise copy or not, each dtype, odd / dense / view strides */
+    {
+        const long h8_before = h8_launches, pair_before = h8_pair_launches;
+        for (int strides = ODD; strides <= VIEW; ++strides) {
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 136, 1, 0, 1, 0, 1,
+                     strides, PLAIN, 0, 1);
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 300, 256, 1, 0, 0, 0, 1,
+                     strides, PLAIN, 0, 1);
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_FP16, 257, 192, 1, 0, 1, 0, 1,
+                     strides, PLAIN, 0, 1);
+        }
+        run_case(FASTGLU_ACT_QUICK_GELU, 1, 1, 1, 7.0f, FASTGLU_DTYPE_BF16, 130, 136, 1, 0, 1, 0, 1,
+                 DENSE, OFFSET, 1, 1);
+        run_case(FASTGLU_ACT_GELU_TANH, 0, 1, 1, 2.5f, FASTGLU_DTYPE_FP16, 17, 200, 1, 1, 0, 1, 1,
+                 ODD, PLAIN, 1, 1);
+        run_case(FASTGLU_ACT_SILU, 0, 1, 1, 0, FASTGLU_DTYPE_BF16, 257, 256, 1, 0, 1, 0, 0, DENSE,
+                 PLAIN, 1, 1);
+        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 128, 1, 1, 0, 1, 1, VIEW,
+                 PLAIN, 0, 1);
+        run_case(FASTGLU_ACT_SILU, 0, 0, 1, 0, FASTGLU_DTYPE_FP32, 130, 128, 1, 0, 1, 0, 1, DENSE,
+                 DOWN_MULT, 1, 1);
+        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_FP32, 17, 3, 1, 0, 1, 0, 1, ODD, PLAIN,
+                 0, 1);
+        if (h8_launches == h8_before || h8_pair_launches == pair_before)
+            FAIL("the backward from the blockwise copy was not emulated on split and paired tiles");
+    }
     if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");
     if (!pair_colwise_launches) FAIL("the column-wise copy on paired tiles was not emulated");
     printf("%ld launches (%ld with the backward's sums, %ld reductions, %ld of paired tiles), %ld "
@@ -602,8 +691,9 @@ int main(void) {
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
            emu_shuffles, emu_misaligned);
     printf("%ld launches of the general kernels in math mode MM_K, %ld in MM_ANY, %ld of shifted "
-           "pairs\n",
-           gk_launches, gany_launches, shift_launches);
+           "pairs, %ld from the blockwise copy (%ld of paired tiles)\n",
+           gk_launches, gany_launches, shift_launches, h8_launches + h8_pair_launches,
+           h8_pair_launches);
     if (!gk_launches || !gany_launches) FAIL("a math mode of the general kernels was not emulated");
     if (pair_launches < 30) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");

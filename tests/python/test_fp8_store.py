@@ -827,3 +827,56 @@ def test_fused_forward_and_copy_refuse_what_the_two_calls_refuse(monkeypatch):
             0,
         )
     assert (x8 == 0).all() and (s == -1.0).all() and (y == 7.0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("interleaved", [False, True], ids=["split", "interleaved"])
+@pytest.mark.parametrize(
+    "F,general", [(256, False), (136, True), (192, False), (3, True)], ids=lambda v: str(v)
+)
+def test_backward_from_the_copy_is_decode_then_quantise(device, dtype, interleaved, F, general):
+    """fastglu_glu_bwd_fp8_saved_blockwise (the FP8 backward reading the blockwise copy in its own
+    pass) against the two passes it replaces: fastglu's GLU backward decoding the copy
+    (input_scale_inv with 1 x 128 blocks), then the 1 x 128 quantisation of that dh with its
+    transposed copy. dh, codes and scales bit for bit; dbias / dweights (another summation order)
+    within fp32 rounding. F = 256 (the CUDA paired tiles), 136 (split tiles), 192 (F % 128 == 64),
+    3 (the element path); plain SwiGLU, and quick-GeGLU with a clamp, a bias and per-token
+    weights."""
+    from fastglu import fp8 as fp8m
+    from fastglu import ops
+
+    T = 130
+    g = None  # the run's seeded stream (conftest): fresh inputs each run
+    h = (torch.randn(T, 2 * F, generator=g) * 3).to(dtype).to(device)
+    dy = torch.randn(T, F, generator=g).to(dtype).to(device)
+    bias = torch.randn(2 * F, generator=g).to(dtype).to(device) if general else None
+    w = (torch.rand(T, generator=g) + 0.25).to(device) if general else None
+    p = ops.glu_params(
+        "quick_gelu" if general else "silu",
+        clamp_value=7.0 if general else None,
+        interleaved=interleaved,
+    )
+    codes, _, sc = ops._fp8_store_blockwise(h, None, p, "test")
+    block, mn = _C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALES_MN_MAJOR
+    got = fp8m._run(dy, codes, None, bias, w, *p, block, mn, False, True, True, scale_inv=sc)
+    two = ops.backward(
+        p,
+        dy,
+        codes,
+        None,
+        bias,
+        w,
+        input_scale_inv=sc,
+        want_dbias=bias is not None,
+        want_dweights=w is not None,
+        fn="test",
+    )
+    assert got[4].dtype == dtype and torch.equal(bits(got[4]), bits(two.dx))
+    want = fp8m._quant_run(two.dx, block, mn, False, True, True, False)
+    for k, name in enumerate(("data", "scale", "data_t", "scale_t")):
+        assert torch.equal(bits(got[k]), bits(want[k])), name
+    if general:
+        tol = {"rtol": 2 * TOL[dtype], "atol": 1e-4 * T}
+        torch.testing.assert_close(got[5].float(), two.dbias.float(), **tol)
+        torch.testing.assert_close(got[6].float(), two.dweights.float(), rtol=1e-5, atol=1e-5)

@@ -11,8 +11,13 @@ records "failed" otherwise). Providers: fastglu and torch; benchmark fp8_store/b
 slugs t<T>-ffn<F>-bf16. Second, benchmark fp8_store/fwd_blockwise: the forward (SwiGLU) with the
 copy in one call (fastglu_fused: fastglu_glu_fwd_fp8_store_blockwise, one kernel) against the
 forward's call then the copy's (fastglu_two_calls, two kernels), checked bit for bit first; floor:
-h read once, y, the codes and the scales written. The harness (rounds, records, summary.json,
-table.txt; the CPU without a GPU): fastglu.bench.kernels.
+h read once, y, the codes and the scales written. Third, benchmark fp8_store/bwd_blockwise: the FP8
+backward from the copy (dy and the codes in; dh quantised 1 x 128 along 2F and along the tokens,
+for fc1's dgrad and wgrad) in one call (fastglu_fused: fastglu_glu_bwd_fp8_saved_blockwise)
+against the GLU backward decoding the copy into dh (bf16), then the quantiser on dh with its
+transposed copy (fastglu_two_calls), checked bit for bit first; floor: dy, the codes and the
+scales read, both quantised copies and their scales written. The harness (rounds, records,
+summary.json, table.txt; the CPU without a GPU): fastglu.bench.kernels.
 
     python -m fastglu.bench.fp8_store [--tokens 8192] [--ffn 2880 8192 14336] [--rounds 3]
                                       [--rep 100] [--smoke] [--out DIR]
@@ -22,7 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from fastglu import ops
+from fastglu import _C, ops
+from fastglu import fp8 as _fp8
 
 from . import kernels
 from .kernels import Case
@@ -54,6 +60,43 @@ def floor_bytes(T, F, in_bytes=2):
 def fused_floor_bytes(T, F, in_bytes=2):
     """The forward and the copy in one pass: h read once, y, the codes and the scales written."""
     return floor_bytes(T, F, in_bytes) + T * F * in_bytes
+
+
+def bwd_floor_bytes(T, F, in_bytes=2):
+    """The backward from the copy in one pass: dy, the codes and their scales read; dh's row-wise
+    and column-wise codes and scales written."""
+    return (
+        T * F * in_bytes
+        + T * 2 * F
+        + 4 * T * 2 * (-(-F // 128))
+        + 2 * T * 2 * F
+        + 4 * (T * (-(-2 * F // 128)) + 2 * F * (-(-T // 128)))
+    )
+
+
+def same_bits(xs, ys):
+    """Every pair of tensors of xs and ys equal bit for bit (one object counts as equal)."""
+    return all(
+        a is b or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+        for a, b in zip(xs, ys)
+    )
+
+
+def fused_case(benchmark, T, F, label, title, op, one, two, floor, what):
+    """A case of one call (provider fastglu_fused) against the two calls it replaces
+    (fastglu_two_calls), checked bit for bit on ``what`` first."""
+    return Case(
+        benchmark=benchmark,
+        slug=f"t{T}-ffn{F}-bf16",
+        label=label,
+        title=title,
+        workload={"op": op, "T": T, "F": F, "dtype": "bf16"},
+        providers={"fastglu_fused": one, "fastglu_two_calls": two},
+        floor_bytes=floor,
+        check="ok"
+        if same_bits(one(), two())
+        else f"MISMATCH: not bit for bit the two calls' {what}",
+    )
 
 
 def cases(T, ffns, device):
@@ -90,21 +133,44 @@ def cases(T, ffns, device):
             y = ops.forward(p, h, fn="bench")
             return (y, *ops._fp8_store_blockwise(h, None, p, "bench"))
 
-        same = all(
-            a is b or torch.equal(a.view(torch.uint8), b.view(torch.uint8))
-            for a, b in zip(one_call(), two_calls())
+        yield fused_case(
+            "fp8_store/fwd_blockwise",
+            T,
+            F,
+            f"y + copy of h [{T}, 2x{F}]",
+            f"The GLU's forward with its saved input in FP8, 1 x 128 scales (T={T}, F={F})",
+            "glu_fwd_fp8_store_blockwise",
+            one_call,
+            two_calls,
+            fused_floor_bytes(T, F),
+            "y, codes and scales",
         )
-        yield Case(
-            benchmark="fp8_store/fwd_blockwise",
-            slug=f"t{T}-ffn{F}-bf16",
-            label=f"y + copy of h [{T}, 2x{F}]",
-            title=f"The GLU's forward with its saved input in FP8, 1 x 128 scales (T={T}, F={F})",
-            workload={"op": "glu_fwd_fp8_store_blockwise", "T": T, "F": F, "dtype": "bf16"},
-            providers={"fastglu_fused": one_call, "fastglu_two_calls": two_calls},
-            floor_bytes=fused_floor_bytes(T, F),
-            check="ok" if same else "MISMATCH: not bit for bit the two calls' y, codes and scales",
+        h8, _, h8s = ours()
+        dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
+        block, mn = _C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALES_MN_MAJOR
+
+        def bwd_one(dy=dy, h8=h8, h8s=h8s):
+            return _fp8._run(
+                dy, h8, None, None, None, *p, block, mn, False, True, False, scale_inv=h8s
+            )[:4]
+
+        def bwd_two(dy=dy, h8=h8, h8s=h8s):
+            dh = ops.backward(p, dy, h8, input_scale_inv=h8s, fn="bench").dx
+            return _fp8._quant_run(dh, block, mn, False, True, True, False)
+
+        yield fused_case(
+            "fp8_store/bwd_blockwise",
+            T,
+            F,
+            f"dh8 + dh8^T from the copy, [{T}, 2x{F}]",
+            f"The GLU's FP8 backward from its saved input's blockwise copy (T={T}, F={F})",
+            "glu_bwd_fp8_saved_blockwise",
+            bwd_one,
+            bwd_two,
+            bwd_floor_bytes(T, F),
+            "codes and scales",
         )
-        del h, a8, a_s, b8, b_s
+        del h, a8, a_s, b8, b_s, h8, h8s, dy
 
 
 def main(argv=None):
@@ -123,6 +189,10 @@ def main(argv=None):
             "fp8_store/fwd_blockwise": "the GLU's forward y = silu(gate) * up and its input's "
             "blockwise copy (fastglu_fused: fastglu_glu_fwd_fp8_store_blockwise, one kernel; "
             "fastglu_two_calls: fastglu_glu_fwd's kernel, then the copy's)",
+            "fp8_store/bwd_blockwise": "the GLU's FP8 backward from its input's blockwise copy: dh "
+            "quantised 1 x 128 along 2F and along the tokens (fastglu_fused: "
+            "fastglu_glu_bwd_fp8_saved_blockwise, one kernel; fastglu_two_calls: fastglu_glu_bwd "
+            "decoding the copy into dh, then fastglu_quantize_fp8)",
         },
         cases=lambda device: cases(T, ffns, device),
     )
