@@ -210,10 +210,16 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
     }
     const int want_db = dbias != NULL && dbias->data != NULL,
               want_dw = dweights != NULL && dweights->data != NULL;
-    if (*empty) { /* only the sums over nothing are written */
+    if (*empty) { /* only the sums over nothing are written: against each other, and against
+                   * the bias and weights that still have elements */
         TRY(reduction_regions(fn, call, dbias, dweights, tokens, F, o, &n_out));
-        for (int i = 1; i < n_out; ++i) TRY(fastglu_check_disjoint(fn, &o[i], &o[0]));
-        return FASTGLU_SUCCESS;
+        if (bias.data != NULL && F > 0 && bias.row_stride == 1)
+            TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", bias.data, 1, 2 * F, 0, 1,
+                                     fastglu_dtype_size(cdt), 0));
+        if (weights.data != NULL && tokens > 0)
+            TRY(fastglu_check_tensor(fn, &in[n_in++], "weights", weights.data, tokens, 1,
+                                     weights.row_stride, 1, fastglu_dtype_size(weights.dtype), 0));
+        return check_outputs_disjoint(fn, o, n_out, in, n_in);
     }
     if (scale_inv == NULL && up.data != NULL && up.dtype != gate.dtype)
         return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,

@@ -880,6 +880,16 @@ static void bad_saved(void) {
             FAIL("a refused saved backward wrote its codes");
             break;
         }
+    /* the empty problem writes dbias (zeros): refused over the bias, which it would overwrite */
+    uint16_t bias[2 * F];
+    for (int i = 0; i < 2 * F; ++i) bias[i] = f32_to_bf16(1.5f);
+    const fastglu_tensor bt = {bias, bf, 1}, dbt = {bias, bf, 1};
+    rc = fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, dy, g, u, sct, bt, none, none, dbt, none,
+                                                 &out, 0, F);
+    if (rc != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), "overlaps") ||
+        bias[0] != f32_to_bf16(1.5f))
+        FAIL("empty saved backward with dbias over bias: status %d, %s", (int)rc,
+             fastglu_last_error_message());
 }
 
 static void bad_inputs(void) {
