@@ -685,9 +685,11 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_cpu(const fastglu_glu_params *par
  *   out      the quantised dh with the recipe above, dh being one [T, 2F] operand in h's layout
  *            (SPLIT: d_gate in columns [0, F), d_up in [F, 2F); INTERLEAVED: d_gate[t, j] at 2j,
  *            d_up at 2j + 1), its values those fastglu_glu_bwd_* writes (rounded to dtype, bit for
- *            bit on the same backend): data [T, 2F] with 1 x 128 blocks along the 2F columns (scale:
- *            rows T, ceil(2F / 128) blocks); data_t [2F, T] (dh transposed, 128 x 1 blocks along
- *            the tokens; scale_t: rows 2F, ceil(T / 128) blocks). workspace: with dbias or
+ *            bit on the same backend, but for a NaN's sign and payload, which IEEE leaves to the
+ *            order of the operations where two operands are NaN): data [T, 2F] with 1 x 128
+ *            blocks along the 2F columns (scale: rows T, ceil(2F / 128) blocks); data_t [2F, T]
+ *            (dh transposed, 128 x 1 blocks along the tokens; scale_t: rows 2F, ceil(T / 128)
+ *            blocks). workspace: with dbias or
  *            dweights, on both backends (device memory for CUDA, host memory for the CPU), at
  *            least fastglu_glu_bwd_fp8_workspace_bytes(recipe, T, F, want_dbias, want_dweights)
  *            bytes, 16-byte aligned; contents on entry do not matter, undefined on return.
@@ -867,7 +869,8 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cpu(
  *              row stride >= 0)
  * Each operand element is decoded as code * scale_inv of its block (fp32, correctly rounded),
  * exactly as fastglu_glu_bwd_* decodes a block-scaled fp8 operand, so that dh's values are those
- * fastglu_glu_bwd_* writes from the copy (rounded to dtype, bit for bit on the same backend), and
+ * fastglu_glu_bwd_* writes from the copy (rounded to dtype, bit for bit on the same backend; a
+ * NaN's sign and payload aside, as for fastglu_glu_bwd_fp8_*), and
  * out holds their quantisation with the recipe (as fastglu_quantize_fp8_* of that dh would, bit for
  * bit); the sums are fastglu_glu_bwd_fp8_*'s (its order). On CUDA the kernels are
  * fastglu_glu_bwd_fp8_cuda's with 8-byte code loads (the 16-byte path also needs the codes' rows

@@ -184,6 +184,23 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
      * checks, on one element (the extents follow below; scratch stands for an output) */
     TRY(fastglu_check_shape(fn, tokens, F, empty));
     const int64_t one = *empty ? 0 : 1;
+    if (scale_inv != NULL && params != NULL) { /* the copy's own names, before the family's */
+        if (!fastglu_is_compute_dtype(cdt))
+            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                     "%s: dy.dtype = %d is not FASTGLU_DTYPE_FP32, _FP16 or _BF16 "
+                                     "(the call's dtype; the copy's codes are gate_fp8 and up_fp8)",
+                                     fn, (int)cdt);
+        if (params->layout == FASTGLU_LAYOUT_INTERLEAVED && up.data != NULL)
+            return fastglu_set_error(
+                FASTGLU_ERROR_INVALID_VALUE,
+                "%s: up_fp8.data = %p must be NULL with FASTGLU_LAYOUT_INTERLEAVED (gate_fp8 holds "
+                "gate and up interleaved)",
+                fn, up.data);
+        if (tokens > 0 && F > 0 && gate.data == NULL)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: gate_fp8 is NULL", fn);
+        if (tokens > 0 && F > 0 && params->layout == FASTGLU_LAYOUT_SPLIT && up.data == NULL)
+            return fastglu_set_error(FASTGLU_ERROR_INVALID_VALUE, "%s: up_fp8 is NULL", fn);
+    }
     /* (the copy's codes have any alignment: stand-ins of the call's dtype for them, NULL kept) */
     float stand_in[2] = {0.0f, 0.0f};
     const void *g1 =

@@ -863,8 +863,22 @@ static void bad_saved(void) {
          u,
          sct,
          dy},
-        {"no up with SPLIT", "up", FASTGLU_ERROR_INVALID_VALUE, g, {NULL, e4, 2 * F}, sct, dy},
-        {"dy in fp8", "dtype", FASTGLU_ERROR_UNSUPPORTED_DTYPE, g, u, sct, {dyb, e4, F}},
+        {"no up with SPLIT",
+         "up_fp8 is NULL",
+         FASTGLU_ERROR_INVALID_VALUE,
+         g,
+         {NULL, e4, 2 * F},
+         sct,
+         dy},
+        {"no gate", "gate_fp8 is NULL", FASTGLU_ERROR_INVALID_VALUE, {NULL, e4, 2 * F}, u, sct, dy},
+        {"dy in fp8", "dy.dtype", FASTGLU_ERROR_UNSUPPORTED_DTYPE, g, u, sct, {dyb, e4, F}},
+        {"dy of no dtype",
+         "dy.dtype",
+         FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+         g,
+         u,
+         sct,
+         {dyb, (fastglu_dtype)7, F}},
         {"no dy", "dy", FASTGLU_ERROR_INVALID_VALUE, g, u, sct, {NULL, bf, F}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
@@ -880,6 +894,16 @@ static void bad_saved(void) {
             FAIL("a refused saved backward wrote its codes");
             break;
         }
+    /* up_fp8 given with INTERLEAVED (gate_fp8 holds both): named with the pointer passed */
+    fastglu_glu_params pi = p;
+    pi.layout = FASTGLU_LAYOUT_INTERLEAVED;
+    rc = fastglu_glu_bwd_fp8_saved_blockwise_cpu(&pi, &r, dy, g, u, sct, none, none, none, none,
+                                                 none, &out, T, F);
+    char want[64];
+    snprintf(want, sizeof want, "up_fp8.data = %p", u.data);
+    if (rc != FASTGLU_ERROR_INVALID_VALUE || !strstr(fastglu_last_error_message(), want))
+        FAIL("saved backward, up_fp8 with INTERLEAVED: status %d, %s", (int)rc,
+             fastglu_last_error_message());
     /* the empty problem writes dbias (zeros): refused over the bias, which it would overwrite */
     uint16_t bias[2 * F];
     for (int i = 0; i < 2 * F; ++i) bias[i] = f32_to_bf16(1.5f);
