@@ -45,9 +45,11 @@ __all__ = [
     "FP8GradOutput",
     "FP8Output",
     "FP8Quantized",
+    "FP8Blockwise",
     "glu_bwd_fp8",
     "glu_fp8",
     "quantize_fp8",
+    "store_blockwise",
 ]
 
 _SCALINGS = {"block": _C.FP8_SCALING_BLOCK_1X128, "tensor": _C.FP8_SCALING_TENSOR}
@@ -75,6 +77,15 @@ class FP8GradOutput(NamedTuple):
     y: torch.Tensor | None  # dh [..., 2F] in x's dtype, when asked (return_dh)
     dbias: torch.Tensor | None  # [2F] in x's dtype (h's layout), when bias is given
     dweights: torch.Tensor | None  # the weights' shape and dtype, when weights are given
+
+
+class FP8Blockwise(NamedTuple):
+    """store_blockwise's result: the operands' blockwise FP8 copy, glu_bwd_fp8's input_scale_inv
+    operands."""
+
+    data: torch.Tensor  # x's codes, x's shape, float8_e4m3fn
+    data_up: torch.Tensor | None  # up's codes (up given), up's shape
+    scale_inv: torch.Tensor  # [T, blocks] fp32, one per 1 x 128 block of each row
 
 
 def _blocks(n: int) -> int:
@@ -289,6 +300,22 @@ def _bwd_impl(dy, x, up, bias, weights, *options):
     return _run(dy, x, up, bias, weights, *options)
 
 
+def _saved_impl(dy, x, up, scale_inv, bias, weights, *options):
+    _check_options("glu_bwd_fp8", *options[:8])
+    _, nb = _check_saved(dy, x, up, scale_inv, bias, weights, options[1], "glu_bwd_fp8")
+    return _run(
+        dy, x, up, bias, weights, *options, scale_inv=_as_rows(scale_inv, nb, "input_scale_inv")
+    )
+
+
+def _saved_fake(dy, x, up, scale_inv, bias, weights, *options):
+    _check_options("glu_bwd_fp8", *options[:8])
+    F = x.shape[-1] // 2 if up is None else x.shape[-1]
+    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    outs = _outputs(T, 2 * F, x.device, dy.dtype, *options[6:8], *options[9:11])
+    return (*outs, *_sums(True, bias, weights, T, F, dy))
+
+
 def _fake(
     x,
     up,
@@ -348,10 +375,16 @@ _BWD_SCHEMA = (
 torch.library.define("fastglu::glu_bwd_fp8", _BWD_SCHEMA, lib=_LIB)
 torch.library.impl("fastglu::glu_bwd_fp8", ("cpu", "cuda"), _bwd_impl, lib=_LIB)
 torch.library.register_fake("fastglu::glu_bwd_fp8", _bwd_fake, lib=_LIB)
+# the backward from the operands' blockwise copy: input (and up) its float8_e4m3fn codes,
+# scale_inv its [tokens, blocks] fp32 scales; the outputs in dy's dtype
+_SAVED_SCHEMA = _BWD_SCHEMA.replace("Tensor? up, ", "Tensor? up, Tensor scale_inv, ")
+torch.library.define("fastglu::glu_bwd_fp8_saved", _SAVED_SCHEMA, lib=_LIB)
+torch.library.impl("fastglu::glu_bwd_fp8_saved", ("cpu", "cuda"), _saved_impl, lib=_LIB)
+torch.library.register_fake("fastglu::glu_bwd_fp8_saved", _saved_fake, lib=_LIB)
 
 
 # a backward through the outputs raises instead of leaving the inputs' gradients silently None
-for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8"):
+for _op in ("fastglu::glu_fwd_fp8", "fastglu::glu_bwd_fp8", "fastglu::glu_bwd_fp8_saved"):
     _ops.register_no_gradient(
         _op,
         _LIB,
@@ -411,6 +444,12 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
         _ops.check_weights_meta(weights, tuple(x.shape[:-1]), x.device, fn)
     if scaling is None:  # the ops' kernels: their codes are checked by _check_options
         return F
+    _check_recipe(scaling, scale_layout, fn)
+    return F
+
+
+def _check_recipe(scaling, scale_layout, fn):
+    """The public functions' recipe options (names)."""
     if scaling not in _SCALINGS:
         _ops._fail(ValueError, fn, f"scaling = {scaling!r} is not one of {sorted(_SCALINGS)}")
     if scale_layout not in _SCALE_LAYOUTS:
@@ -419,7 +458,6 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
             fn,
             f"scale_layout = {scale_layout!r} is not one of {sorted(_SCALE_LAYOUTS)}",
         )
-    return F
 
 
 def _check_dy(dy, x, F, fn):
@@ -439,6 +477,87 @@ def _check_dy(dy, x, F, fn):
             f"dy has shape {tuple(dy.shape)} on {dy.device}; expected "
             f"{tuple(x.shape[:-1]) + (F,)} on {x.device}",
         )
+
+
+def _check_saved(dy, x, up, scale_inv, bias, weights, layout, fn):
+    """glu_bwd_fp8 from the blockwise copy (input_scale_inv), on metadata: x (and up) its
+    float8_e4m3fn codes, scale_inv fp32 [*lead, blocks] or [tokens, blocks], dy of a compute dtype
+    (the call's) and x's leading shape + (F,), bias in dy's dtype. Returns (F, blocks)."""
+    for name, t in (("x", x), ("up", up)):
+        if t is None and name == "up":
+            continue
+        if not isinstance(t, torch.Tensor):
+            _ops._fail(TypeError, fn, f"{name} must be a tensor, got {type(t).__name__}")
+        _ops.check_dense(t, fn, name)
+        if t.dtype != FP8:
+            _ops._fail(
+                TypeError,
+                fn,
+                f"{name}.dtype = {t.dtype}: with input_scale_inv, {name} holds the blockwise "
+                "copy's codes (torch.float8_e4m3fn)",
+            )
+    if x.dim() < 1 or (up is None and x.shape[-1] % 2):
+        _ops._fail(ValueError, fn, f"x has shape {tuple(x.shape)}: the last dimension must be even")
+    F = x.shape[-1] if up is not None else x.shape[-1] // 2
+    lead = tuple(x.shape[:-1])
+    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if up is not None and (tuple(up.shape) != tuple(x.shape) or up.device != x.device):
+        _ops._fail(
+            ValueError,
+            fn,
+            f"up has shape {tuple(up.shape)} on {up.device}; expected {tuple(x.shape)} on "
+            f"{x.device}",
+        )
+    if not isinstance(dy, torch.Tensor) or dy.dtype not in _ops._COMPUTE_CODES:
+        _ops._fail(
+            TypeError,
+            fn,
+            f"dy must be a bfloat16, float16 or float32 tensor (the call's dtype), got "
+            f"{getattr(dy, 'dtype', type(dy).__name__)}",
+        )
+    _ops.check_dense(dy, fn, "dy")
+    if tuple(dy.shape) != lead + (F,) or dy.device != x.device:
+        _ops._fail(
+            ValueError,
+            fn,
+            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected {lead + (F,)} on {x.device}",
+        )
+    nb = _ops.scale_blocks(layout, F)
+    if not isinstance(scale_inv, torch.Tensor) or scale_inv.dtype != torch.float32:
+        _ops._fail(
+            TypeError,
+            fn,
+            "input_scale_inv must be a torch.float32 tensor, got "
+            f"{getattr(scale_inv, 'dtype', type(scale_inv).__name__)}",
+        )
+    _ops.check_dense(scale_inv, fn, "input_scale_inv")
+    shape = tuple(scale_inv.shape)
+    if (shape != (T, nb) and shape != lead + (nb,)) or scale_inv.device != x.device:
+        _ops._fail(
+            ValueError,
+            fn,
+            f"input_scale_inv has shape {tuple(scale_inv.shape)} on {scale_inv.device}; expected "
+            f"({T}, {nb}) on {x.device} (one scale per 1 x 128 block of each row)",
+        )
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.dtype != dy.dtype:
+            _ops._fail(
+                TypeError,
+                fn,
+                f"bias must be a {dy.dtype} tensor (dy's dtype), got "
+                f"{getattr(bias, 'dtype', type(bias).__name__)}",
+            )
+        _ops.check_dense(bias, fn, "bias")
+        if tuple(bias.shape) != (2 * F,) or bias.device != x.device:
+            _ops._fail(
+                ValueError,
+                fn,
+                f"bias has shape {tuple(bias.shape)} on {bias.device}; expected {(2 * F,)} on "
+                f"{x.device}",
+            )
+    if weights is not None:
+        _ops.check_weights_meta(weights, lead, x.device, fn)
+    return F, nb
 
 
 def glu_fp8(
@@ -518,6 +637,7 @@ def glu_bwd_fp8(
     pow2_scales: bool = False,
     columnwise: bool = False,
     return_dh: bool = False,
+    input_scale_inv: torch.Tensor | None = None,
 ) -> FP8GradOutput:
     """The gradient dh of the GLU's input ([..., 2F] in x's layout: gate | up, or interleaved) from
     dy ([..., F], fc2's dgrad) quantised to float8_e4m3fn with the recipe of glu_fp8: ``data
@@ -528,7 +648,14 @@ def glu_bwd_fp8(
     ``weights``, ``dweights`` (the weights' shape and dtype) are reduced in the same pass
     (``fastglu.glu``'s backward's gradients to fp32 rounding; a fixed order, bitwise reproducible);
     None without them. Returns ``FP8GradOutput(data, scale, data_t, scale_t, y, dbias,
-    dweights)``."""
+    dweights)``.
+
+    ``input_scale_inv``: x (and up) are the operands' blockwise FP8 copy (``fastglu.glu``'s
+    ``fp8_input_store="blockwise"``: float8_e4m3fn codes) and this its fp32 scales, one per
+    1 x 128 block of each row ([..., blocks] or [tokens, blocks]; split layout: gate's
+    ceil(F / 128) blocks, then up's). Each code is decoded in the same pass (code * scale, fp32:
+    fastglu.glu's backward on that copy, bit for bit); dy's dtype is then the call's (dh, bias,
+    dbias). Saves the pass that would write dh and the quantiser's read of it."""
     fn = "glu_bwd_fp8"
     p = _ops.glu_params(
         activation,
@@ -539,16 +666,21 @@ def glu_bwd_fp8(
         interleaved=interleaved,
         fn=fn,
     )
-    F = _check(x, up, bias, weights, scaling, scale_layout, fn)
-    _check_dy(dy, x, F, fn)
+    if input_scale_inv is None:
+        F = _check(x, up, bias, weights, scaling, scale_layout, fn)
+        _check_dy(dy, x, F, fn)
+        op, impl, lead_args = torch.ops.fastglu.glu_bwd_fp8, _bwd_impl, (dy, x, up)
+    else:
+        _check_recipe(scaling, scale_layout, fn)
+        F, _ = _check_saved(dy, x, up, input_scale_inv, bias, weights, p.layout, fn)
+        op, impl = torch.ops.fastglu.glu_bwd_fp8_saved, _saved_impl
+        lead_args = (dy, x, up, input_scale_inv)
     if up is not None and interleaved:
         _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     data, scale, data_t, scale_t, dh, dbias, dweights = _call(
-        torch.ops.fastglu.glu_bwd_fp8,
-        _bwd_impl,
-        dy,
-        x,
-        up,
+        op,
+        impl,
+        *lead_args,
         bias,
         weights,
         *p,
@@ -568,6 +700,33 @@ def glu_bwd_fp8(
         dbias if bias is not None else None,
         dweights.view(weights.shape) if weights is not None else None,
     )
+
+
+def _store_impl(x, up, *p):
+    return _ops._fp8_store_blockwise(x, up, _ops.GLUParams(*p), "store_blockwise")
+
+
+def store_blockwise(
+    x: torch.Tensor,
+    *,
+    up: torch.Tensor | None = None,
+    interleaved: bool = False,
+    clamp_value: float | None = None,
+) -> FP8Blockwise:
+    """The GLU's operands (x [..., 2F]: gate | up, or interleaved; or gate x and ``up``) saved as
+    float8_e4m3fn codes with one fp32 scale per 1 x 128 block of each operand's row, DeepSeek-V3's
+    cache of the SwiGLU input (fastglu_glu_fp8_store_blockwise: one kernel; the recipe and the
+    clamp marking in docs/fp8.md): what ``fastglu.glu(..., fp8_input_store="blockwise")`` keeps, and
+    what ``glu_bwd_fp8(dy, data, up=data_up, input_scale_inv=scale_inv)`` reads. With a clamp, the
+    copy marks the elements the clamp cuts (pass the backward the same clamp_value). Returns
+    ``FP8Blockwise(data, data_up, scale_inv)``; no gradient."""
+    p = _ops.glu_params(clamp_value=clamp_value, interleaved=interleaved, fn="store_blockwise")
+    if up is not None and interleaved:
+        _ops._fail(ValueError, "store_blockwise", "interleaved=True takes one tensor x, not up")
+    if not _ops.untraced_eager():
+        data, data_up, scale_inv = torch.ops.fastglu.fp8_store_blockwise(x, up, *p)
+        return FP8Blockwise(data, data_up if up is not None else None, scale_inv)
+    return FP8Blockwise(*_call(torch.ops.fastglu.fp8_store_blockwise, _store_impl, x, up, *p))
 
 
 # ---- a plain operand quantised (fastglu_quantize_fp8_*) -----------------------------------------

@@ -45,6 +45,7 @@ from .ops import (
     op_params,
     refuse_create_graph,
     register_no_gradient,
+    shape_is_one_of,
 )
 
 # ---- validation on metadata (shared by the kernels and the fake implementations) -------------
@@ -112,7 +113,7 @@ def _check_linear(x, w, bias, weights, fn, glu):
         _check_meta(weights, fn, "weights", (1, 2, 3, 4))
         if weights.device != x.device:
             _fail(ValueError, fn, f"weights is on {weights.device} but x is on {x.device}")
-        if tuple(weights.shape) not in {(tokens,), (tokens, 1), lead, lead + (1,)}:
+        if not shape_is_one_of(weights.shape, (tokens,), (tokens, 1), lead, lead + (1,)):
             _fail(
                 ValueError,
                 fn,
@@ -307,12 +308,7 @@ def _check_dglu(d_out, w2, h, weights, fn):
         _check_meta(weights, fn, "weights", (1, 2, 3, 4))
         if weights.device != d_out.device:
             _fail(ValueError, fn, f"weights is on {weights.device} but d_out is on {d_out.device}")
-        if tuple(weights.shape) not in [
-            (tokens,),
-            (tokens, 1),
-            lead,
-            lead + (1,),
-        ]:  # a list: SymInts do not hash
+        if not shape_is_one_of(weights.shape, (tokens,), (tokens, 1), lead, lead + (1,)):
             _fail(
                 ValueError,
                 fn,

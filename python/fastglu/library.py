@@ -531,14 +531,15 @@ def _glu_bwd_fake(dy, input, up, bias, weights, input_scale_inv, *rest):
             )
         tokens = math.prod(lead)
         nb = ops.scale_blocks(p.layout, F)
-        if input_scale_inv.numel() != 1 and tuple(input_scale_inv.shape) not in [
+        if input_scale_inv.numel() != 1 and not ops.shape_is_one_of(
+            input_scale_inv.shape,
             (tokens,),
             (tokens, 1),
             lead,
             lead + (1,),
             (tokens, nb),
             lead + (nb,),
-        ]:
+        ):
             raise ValueError(
                 f"fastglu.{fn}: input_scale_inv has shape {tuple(input_scale_inv.shape)}; expected one "
                 f"value, one per token ({tokens}) or one per 1 x 128 block of each row ({tokens}, "

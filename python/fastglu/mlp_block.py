@@ -56,6 +56,7 @@ from .ops import (
     glu_params,
     op_params,
     refuse_create_graph,
+    shape_is_one_of,
 )
 
 __all__ = [
@@ -160,8 +161,7 @@ def check_bias_weights(x, lead, H, F, bias1=None, bias2=None, weights=None, fn="
         tokens = math.prod(lead)
         check_tensor(weights, "weights", (1, 2, 3, 4), fn, dtypes=_WEIGHT_DTYPES)
         check_like(weights, x, fn, "weights", dtype=False)
-        # a list, not a set: symbolic sizes (torch.compile) do not hash
-        if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
+        if not shape_is_one_of(weights.shape, (tokens,), (tokens, 1), lead, lead + (1,)):
             _fail(
                 ValueError,
                 fn,

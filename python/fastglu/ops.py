@@ -793,6 +793,18 @@ def _weights_shapes(op):
     return {(T,), (T, 1), op.lead, op.lead + (1,)}
 
 
+def shape_is_one_of(shape, *candidates) -> bool:
+    """tuple(shape) equal to one of the candidate shapes, each compared on its own: symbolic sizes
+    (torch.compile) do not hash, and a tuple's membership in a list of tuples holding them is not
+    traced as these comparisons are (a recompile with dynamic leading sizes refused [3, 11, 1]
+    weights for a [3, 11, 2F] input)."""
+    shape = tuple(shape)
+    for c in candidates:
+        if shape == c:
+            return True
+    return False
+
+
 def check_weights_meta(weights, lead, device, fn):
     """The checks of per-token weights that need no data (the eager op layer, the ops' fakes,
     fastglu.glu_fp8): a dense tensor of a compute dtype on the input's device, of shape [tokens, 1]
@@ -805,8 +817,7 @@ def check_weights_meta(weights, lead, device, fn):
     if weights.device != device:
         _fail(ValueError, fn, f"weights is on {weights.device} but the input is on {device}")
     tokens = math.prod(lead)
-    # a list, not a set: symbolic sizes (torch.compile) do not hash
-    if tuple(weights.shape) not in [(tokens,), (tokens, 1), lead, lead + (1,)]:
+    if not shape_is_one_of(weights.shape, (tokens,), (tokens, 1), lead, lead + (1,)):
         _fail(
             ValueError,
             fn,

@@ -558,3 +558,44 @@ def test_compiled_host_entries_trace_the_op(index):
         assert (g is None) == (e is None), name
         if g is not None:
             assert torch.equal(g, e), name
+
+
+@pytest.mark.parametrize("which", ["glu", "glu_fp8", "mlp", "linear_glu", "glu_bwd_fp8_saved"])
+def test_recompile_with_dynamic_leading_sizes_takes_per_token_weights(which):
+    """A compiled function called again with another leading shape recompiles with symbolic
+    leading sizes (automatic dynamic shapes); per-token weights in the input's leading shape
+    ([3, 11, 1] for a [3, 11, ...] input) are checked with those sizes and accepted, and the result
+    is eager's (the checks compared the shape against a list of candidate tuples, which the trace
+    refused)."""
+    torch._dynamo.reset()
+    F, H = 16, 64
+    w1 = torch.randn(2 * F, H, dtype=torch.bfloat16) / 8
+    w2 = torch.randn(H, F, dtype=torch.bfloat16) / 4
+    p = fastglu.ops.glu_params()
+
+    def codes(h):
+        c, _, s = fastglu.ops._fp8_store_blockwise(h, None, p, "test")
+        return c, s
+
+    def fn(x, w):
+        if which == "glu":
+            return fastglu.glu(x, weights=w)
+        if which == "glu_fp8":
+            return fastglu.fp8.glu_fp8(x, weights=w, return_y=True).y
+        if which == "mlp":
+            return fastglu.mlp(x, w1, w2, weights=w)
+        if which == "linear_glu":
+            return fastglu.linear_glu(x, w1, weights=w, return_preact=False)
+        c, s = x
+        dy = torch.ones(*c.shape[:-1], F, dtype=torch.bfloat16)
+        return fastglu.fp8.glu_bwd_fp8(dy, c, input_scale_inv=s, weights=w, return_dh=True).y
+
+    def inputs(lead):
+        x = torch.randn(*lead, H if which in ("mlp", "linear_glu") else 2 * F, dtype=torch.bfloat16)
+        return codes(x) if which == "glu_bwd_fp8_saved" else x
+
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    a = inputs((33,))
+    assert torch.equal(compiled(a, None), fn(a, None))
+    b, w = inputs((3, 11)), torch.rand(3, 11, 1)
+    assert torch.equal(compiled(b, w), fn(b, w))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import fastglu
-from fastglu.fp8 import glu_bwd_fp8, glu_fp8
+from fastglu.fp8 import glu_bwd_fp8, glu_fp8, store_blockwise
 
 HAS_CUDA = torch.cuda.is_available() and fastglu.cuda_available()
 DEVICES = [
@@ -653,3 +653,116 @@ def test_raw_ops_check_their_operands(op, bad, exc, match):
             torch.ops.fastglu.glu_bwd_fp8(dy, *args)
         else:
             torch.ops.fastglu.glu_fwd_fp8(*args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "layout,lead,F,general",
+    [
+        ("split", (33,), 256, False),
+        ("split", (3, 11), 136, True),
+        ("two", (33,), 200, True),
+        ("interleaved", (33,), 136, True),
+        ("split", (1,), 3, False),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_backward_from_the_blockwise_copy(device, layout, lead, F, general, dtype):
+    """glu_bwd_fp8(dy, codes, input_scale_inv=scales): the backward from the operands' blockwise
+    copy (store_blockwise: fastglu.glu's fp8_input_store="blockwise"), every output against fastglu.glu's backward
+    on that copy (ops.backward decoding it; dh bit for bit) quantised by quantize_fp8 (codes and
+    scales bit for bit), the sums within fp32 rounding; the op passes opcheck and compiles without a
+    graph break to the same bits. Layouts: split (one [.., 2F] row), two tensors, interleaved;
+    2D and 3D; quick-GeGLU with a clamp, a bias and per-token weights."""
+    from fastglu import ops
+
+    torch._dynamo.reset()  # (f below is one code object across the cases)
+    il, two = layout == "interleaved", layout == "two"
+    h = (torch.randn(*lead, 2 * F) * 3).to(dtype).to(device)
+    dy = torch.randn(*lead, F).to(dtype).to(device)
+    T = math.prod(lead)
+    bias = torch.randn(2 * F).to(dtype).to(device) if general else None
+    w = (torch.rand(*lead, 1) + 0.25).to(device) if general else None
+    opts = dict(activation="quick_gelu", clamp_value=7.0) if general else {}
+    p = ops.glu_params(**opts, interleaved=il)
+    clamp = opts.get("clamp_value")
+    if two:
+        codes, up8, sc = store_blockwise(h[..., :F], up=h[..., F:], clamp_value=clamp)
+    else:
+        codes, up8, sc = store_blockwise(h, interleaved=il, clamp_value=clamp)
+        assert up8 is None
+    kw = dict(opts, interleaved=il, bias=bias, weights=w, columnwise=True, return_dh=True)
+    got = glu_bwd_fp8(dy, codes, up=up8, input_scale_inv=sc, **kw)
+    two_pass = ops.backward(
+        p,
+        dy,
+        codes,
+        up8,
+        bias,
+        w,
+        input_scale_inv=sc,
+        want_dbias=bias is not None,
+        want_dweights=w is not None,
+        fn="test",
+    )
+    dh = two_pass.dx if not two else torch.cat([two_pass.dx, two_pass.d_up], -1)
+    assert got.y.dtype == dtype and torch.equal(got.y, dh)
+    want = fastglu.fp8.quantize_fp8(dh.reshape(T, 2 * F), columnwise=True)
+    for name in ("data", "scale", "data_t", "scale_t"):
+        a, b = getattr(got, name), getattr(want, name)
+        if name == "data":
+            a = a.reshape(T, 2 * F)
+        a, b = (t.view(torch.uint8) if t.dtype == FP8 else t for t in (a, b))
+        assert torch.equal(a, b), name
+    if general:
+        torch.testing.assert_close(got.dbias.float(), two_pass.dbias.float(), rtol=2e-2, atol=1e-2)
+        torch.testing.assert_close(
+            got.dweights, two_pass.dweights.view(w.shape), rtol=1e-4, atol=1e-4
+        )
+
+    args = (dy, codes, up8, sc, bias, w, *p, 0, 0, False, True, True)
+    torch.library.opcheck(  # (test_schema compares the inputs; it cannot read fp8)
+        torch.ops.fastglu.glu_bwd_fp8_saved.default,
+        args,
+        test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"),
+    )
+
+    def f(dy, codes, up8, sc, bias, w):
+        return tuple(
+            glu_bwd_fp8(dy, codes, up=up8, input_scale_inv=sc, **dict(kw, bias=bias, weights=w))
+        )
+
+    eager = f(dy, codes, up8, sc, bias, w)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(dy, codes, up8, sc, bias, w)
+    for a, b in zip(eager, compiled, strict=True):
+        if a is None:
+            assert b is None
+            continue
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(*(t.view(torch.uint8) if t.dtype == FP8 else t for t in (a, b)))
+
+
+def test_backward_from_the_blockwise_copy_bad_arguments():
+    """glu_bwd_fp8 with input_scale_inv: each bad argument named, with its type or shape."""
+
+    h = torch.randn(4, 16, dtype=torch.bfloat16)
+    dy = torch.randn(4, 8, dtype=torch.bfloat16)
+    codes, _, sc = store_blockwise(h)
+    with pytest.raises(TypeError, match=r"x.dtype = torch.bfloat16: with input_scale_inv"):
+        glu_bwd_fp8(dy, h, input_scale_inv=sc)
+    with pytest.raises(TypeError, match=r"up.dtype"):
+        glu_bwd_fp8(dy, codes[:, :8], up=h[:, 8:], input_scale_inv=sc)
+    with pytest.raises(TypeError, match=r"input_scale_inv must be a torch.float32"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=sc.half())
+    with pytest.raises(ValueError, match=r"input_scale_inv has shape \(4, 1\)"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=sc[:, :1])
+    with pytest.raises(TypeError, match=r"dy must be a bfloat16, float16 or float32"):
+        glu_bwd_fp8(codes[:, :8], codes, input_scale_inv=sc)
+    with pytest.raises(ValueError, match=r"dy has shape \(4, 16\)"):
+        glu_bwd_fp8(h, codes, input_scale_inv=sc)
+    with pytest.raises(TypeError, match=r"bias must be a torch.bfloat16 tensor \(dy's dtype\)"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=sc, bias=torch.randn(16))
+    with pytest.raises(ValueError, match=r"weights"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=sc, weights=torch.rand(3))
+    with pytest.raises(ValueError, match=r"scaling"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=sc, scaling="row")
