@@ -899,8 +899,9 @@ def _bwd_body(
         # was formed into the copy (its gradient is then dh's sum over the tokens)
         b = None if bias1 is not None and p[2] > 0 else bias1
         formed = bias1 is not None and b is None
+        hs = _fp8._as_rows(h_scale, h_scale.shape[-1], "h_scale")  # (rows of unit stride)
         dhq, dhs, dhtq, dhts, dh, db1, dwt = _fp8._run(
-            dy, h, None, b, w, *p, _B1X128, _MN_MAJOR, False, True, formed, scale_inv=h_scale
+            dy, h, None, b, w, *p, _B1X128, _MN_MAJOR, False, True, formed, scale_inv=hs
         )
         if formed:
             db1 = dh.sum(0, dtype=torch.float32).to(dt)

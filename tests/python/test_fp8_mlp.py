@@ -1674,3 +1674,22 @@ def test_double_backward_refused():
     w1, w2 = torch.randn(6, 8, requires_grad=True), torch.randn(8, 3, requires_grad=True)
     with pytest.raises(RuntimeError, match="double backward"):
         torch.autograd.grad(fastglu.mlp_fp8(x, w1, w2).sum(), x, create_graph=True)
+
+
+def test_backward_op_reads_h_scale_in_any_strides():
+    """The raw backward op with h in e4m3 (h_fp8): h_scale given column-major (the same values,
+    strides (1, T)) or as a strided view gives the bits of the contiguous one (the FP8 backward
+    from the copy reads rows of unit stride; the op lays them out so)."""
+    T, H, F = 40, 64, 136
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, "cpu")
+    p = tuple(fastglu.ops.glu_params("silu"))
+    outs = torch.ops.fastglu.mlp_fp8_fwd(x, w1, w2, *p, fp8_mlp.GEMM_REFERENCE, True, h_fp8=True)
+    _, _, xtq, xts, ytq, yts, h8, h8s = outs
+    args = (dout, h8, xtq, xts, ytq, yts, w1, w2, *p, fp8_mlp.GEMM_REFERENCE)
+    want = torch.ops.fastglu.mlp_fp8_bwd(*args, h_scale=h8s)
+    wide = torch.zeros(T, 2 * h8s.shape[1])
+    wide[:, ::2] = h8s
+    for hs in (h8s.t().contiguous().t(), wide[:, ::2]):
+        got = torch.ops.fastglu.mlp_fp8_bwd(*args, h_scale=hs)
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
