@@ -34,6 +34,7 @@ implementation: compiles without graph breaks). The quantised outputs carry no g
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import torch
@@ -110,15 +111,16 @@ def _scale_ld(s: torch.Tensor, layout: int) -> int:
     return s.stride(1) if layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
 
 
-def _check_x(x, fn: str) -> None:
-    """x: a dense bf16 / fp16 / fp32 tensor on the CPU or CUDA (the kernels' operand)."""
+def _check_x(x, fn: str, name: str = "x", dtypes=None) -> None:
+    """x: a dense tensor on the CPU or CUDA (the kernels' operand) of a compute dtype (bf16 /
+    fp16 / fp32), or of one of ``dtypes``."""
     if not isinstance(x, torch.Tensor):
-        _ops._fail(TypeError, fn, f"x must be a tensor, got {type(x).__name__}")
-    _ops.check_dense(x, fn, "x")
-    if x.dtype not in _ops._COMPUTE_CODES:
-        _ops._fail(TypeError, fn, f"x.dtype = {x.dtype} is not bfloat16, float16 or float32")
+        _ops._fail(TypeError, fn, f"{name} must be a tensor, got {type(x).__name__}")
+    _ops.check_dense(x, fn, name)
+    if dtypes is None and x.dtype not in _ops._COMPUTE_CODES:
+        _ops._fail(TypeError, fn, f"{name}.dtype = {x.dtype} is not bfloat16, float16 or float32")
     if x.device.type not in ("cpu", "cuda"):
-        _ops._fail(ValueError, fn, f"x is on {x.device}; CPU or CUDA tensors only")
+        _ops._fail(ValueError, fn, f"{name} is on {x.device}; CPU or CUDA tensors only")
 
 
 def _outputs(T, F, device, dtype, scaling, layout, columnwise, want_y):
@@ -297,12 +299,18 @@ def _impl(x, up, bias, weights, *options):
 def _bwd_impl(dy, x, up, bias, weights, *options):
     _check_options("glu_bwd_fp8", *options[:8])
     _check_dy(dy, x, _check(x, up, bias, weights, None, None, "glu_bwd_fp8"), "glu_bwd_fp8")
+    _ops.check_storages(
+        "glu_bwd_fp8", zip(("dy", "x", "up", "bias", "weights"), (dy, x, up, bias, weights))
+    )
     return _run(dy, x, up, bias, weights, *options)
 
 
 def _saved_impl(dy, x, up, scale_inv, bias, weights, *options):
-    _check_options("glu_bwd_fp8", *options[:8])
-    _, nb = _check_saved(dy, x, up, scale_inv, bias, weights, options[1], "glu_bwd_fp8")
+    fn = "glu_bwd_fp8"
+    _check_options(fn, *options[:8])
+    _, nb = _check_saved(dy, x, up, scale_inv, bias, weights, _ops.GLUParams(*options[:6]), fn)
+    names = ("dy", "x", "up", "input_scale_inv", "bias", "weights")
+    _ops.check_storages(fn, zip(names, (dy, x, up, scale_inv, bias, weights)))
     return _run(
         dy, x, up, bias, weights, *options, scale_inv=_as_rows(scale_inv, nb, "input_scale_inv")
     )
@@ -311,7 +319,7 @@ def _saved_impl(dy, x, up, scale_inv, bias, weights, *options):
 def _saved_fake(dy, x, up, scale_inv, bias, weights, *options):
     _check_options("glu_bwd_fp8", *options[:8])
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
-    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    T = math.prod(x.shape[:-1])
     outs = _outputs(T, 2 * F, x.device, dy.dtype, *options[6:8], *options[9:11])
     return (*outs, *_sums(True, bias, weights, T, F, dy))
 
@@ -347,7 +355,7 @@ def _fake(
         scale_layout,
     )
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
-    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    T = math.prod(x.shape[:-1])
     outs = _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
     if width == 1:
         return outs
@@ -479,16 +487,15 @@ def _check_dy(dy, x, F, fn):
         )
 
 
-def _check_saved(dy, x, up, scale_inv, bias, weights, layout, fn):
+def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
     """glu_bwd_fp8 from the blockwise copy (input_scale_inv), on metadata: x (and up) its
     float8_e4m3fn codes, scale_inv fp32 [*lead, blocks] or [tokens, blocks], dy of a compute dtype
-    (the call's) and x's leading shape + (F,), bias in dy's dtype. Returns (F, blocks)."""
+    (the call's) and x's leading shape + (F,), bias in dy's dtype, a clamp the copy could have
+    marked (below 448). Returns (F, blocks)."""
     for name, t in (("x", x), ("up", up)):
         if t is None and name == "up":
             continue
-        if not isinstance(t, torch.Tensor):
-            _ops._fail(TypeError, fn, f"{name} must be a tensor, got {type(t).__name__}")
-        _ops.check_dense(t, fn, name)
+        _check_x(t, fn, name, dtypes=(FP8,))
         if t.dtype != FP8:
             _ops._fail(
                 TypeError,
@@ -500,7 +507,7 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, layout, fn):
         _ops._fail(ValueError, fn, f"x has shape {tuple(x.shape)}: the last dimension must be even")
     F = x.shape[-1] if up is not None else x.shape[-1] // 2
     lead = tuple(x.shape[:-1])
-    T = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    T = math.prod(lead)
     if up is not None and (tuple(up.shape) != tuple(x.shape) or up.device != x.device):
         _ops._fail(
             ValueError,
@@ -522,7 +529,8 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, layout, fn):
             fn,
             f"dy has shape {tuple(dy.shape)} on {dy.device}; expected {lead + (F,)} on {x.device}",
         )
-    nb = _ops.scale_blocks(layout, F)
+    _ops._fp8_clamp(p, dy.dtype, "blockwise", fn)
+    nb = _ops.scale_blocks(p.layout, F)
     if not isinstance(scale_inv, torch.Tensor) or scale_inv.dtype != torch.float32:
         _ops._fail(
             TypeError,
@@ -666,17 +674,17 @@ def glu_bwd_fp8(
         interleaved=interleaved,
         fn=fn,
     )
+    if up is not None and interleaved:
+        _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     if input_scale_inv is None:
         F = _check(x, up, bias, weights, scaling, scale_layout, fn)
         _check_dy(dy, x, F, fn)
         op, impl, lead_args = torch.ops.fastglu.glu_bwd_fp8, _bwd_impl, (dy, x, up)
     else:
         _check_recipe(scaling, scale_layout, fn)
-        F, _ = _check_saved(dy, x, up, input_scale_inv, bias, weights, p.layout, fn)
+        F, _ = _check_saved(dy, x, up, input_scale_inv, bias, weights, p, fn)
         op, impl = torch.ops.fastglu.glu_bwd_fp8_saved, _saved_impl
         lead_args = (dy, x, up, input_scale_inv)
-    if up is not None and interleaved:
-        _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
     data, scale, data_t, scale_t, dh, dbias, dweights = _call(
         op,
         impl,
@@ -703,6 +711,7 @@ def glu_bwd_fp8(
 
 
 def _store_impl(x, up, *p):
+    _ops.check_storages("store_blockwise", (("x", x), ("up", up)))
     return _ops._fp8_store_blockwise(x, up, _ops.GLUParams(*p), "store_blockwise")
 
 
@@ -720,13 +729,17 @@ def store_blockwise(
     what ``glu_bwd_fp8(dy, data, up=data_up, input_scale_inv=scale_inv)`` reads. With a clamp, the
     copy marks the elements the clamp cuts (pass the backward the same clamp_value). Returns
     ``FP8Blockwise(data, data_up, scale_inv)``; no gradient."""
-    p = _ops.glu_params(clamp_value=clamp_value, interleaved=interleaved, fn="store_blockwise")
+    fn = "store_blockwise"
+    p = _ops.glu_params(clamp_value=clamp_value, interleaved=interleaved, fn=fn)
     if up is not None and interleaved:
-        _ops._fail(ValueError, "store_blockwise", "interleaved=True takes one tensor x, not up")
-    if not _ops.untraced_eager():
-        data, data_up, scale_inv = torch.ops.fastglu.fp8_store_blockwise(x, up, *p)
-        return FP8Blockwise(data, data_up if up is not None else None, scale_inv)
-    return FP8Blockwise(*_call(torch.ops.fastglu.fp8_store_blockwise, _store_impl, x, up, *p))
+        _ops._fail(ValueError, fn, "interleaved=True takes one tensor x, not up")
+    _check_x(x, fn)
+    if up is not None:
+        _check_x(up, fn, "up")
+    _ops._check_fp8_store(x, up, p, fn)
+    data, data_up, scale_inv = _call(torch.ops.fastglu.fp8_store_blockwise, _store_impl, x, up, *p)
+    # (the op gives an empty tensor for the absent up's codes)
+    return FP8Blockwise(data, data_up if up is not None else None, scale_inv)
 
 
 # ---- a plain operand quantised (fastglu_quantize_fp8_*) -----------------------------------------

@@ -766,3 +766,59 @@ def test_backward_from_the_blockwise_copy_bad_arguments():
         glu_bwd_fp8(dy, codes, input_scale_inv=sc, weights=torch.rand(3))
     with pytest.raises(ValueError, match=r"scaling"):
         glu_bwd_fp8(dy, codes, input_scale_inv=sc, scaling="row")
+
+
+def test_store_blockwise_arguments_and_requires_grad():
+    """store_blockwise: data_up is None without up whatever x is (a tensor that requires grad and
+    a Parameter take the op, whose absent up's codes are an empty tensor); bad arguments named by
+    store_blockwise itself; a meta or memoryless input refused by name, in both functions."""
+    h = torch.randn(6, 320, dtype=torch.bfloat16)
+    for x in (h.clone().requires_grad_(True), torch.nn.Parameter(h.clone())):
+        s = store_blockwise(x)
+        assert s.data_up is None and s.data.shape == (6, 320) and s.scale_inv.shape == (6, 4)
+    with pytest.raises(TypeError, match=r"store_blockwise: x must be a tensor"):
+        store_blockwise([1.0])
+    with pytest.raises(TypeError, match=r"store_blockwise: up must be a tensor"):
+        store_blockwise(h[:, :160], up=[1.0])
+    with pytest.raises(ValueError, match=r"store_blockwise: x is on meta"):
+        store_blockwise(h.to("meta"))
+    with pytest.raises(ValueError, match=r"store_blockwise: x's last dimension 5"):
+        store_blockwise(torch.randn(2, 5, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match=r"store_blockwise: clamp_value = 500"):
+        store_blockwise(h, clamp_value=500.0)
+    freed = h.clone()
+    freed.untyped_storage().resize_(0)
+    with pytest.raises(ValueError, match=r"store_blockwise: x has 1920 elements but no memory"):
+        store_blockwise(freed)
+    s = store_blockwise(h)
+    dy = torch.randn(6, 160, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"glu_bwd_fp8: x is on meta"):
+        glu_bwd_fp8(dy.to("meta"), s.data.to("meta"), input_scale_inv=s.scale_inv.to("meta"))
+    codes = s.data.clone()
+    codes.untyped_storage().resize_(0)
+    with pytest.raises(ValueError, match=r"glu_bwd_fp8: x has 1920 elements but no memory"):
+        glu_bwd_fp8(dy, codes, input_scale_inv=s.scale_inv)
+    with pytest.raises(ValueError, match=r"glu_bwd_fp8: clamp_value = 500"):
+        glu_bwd_fp8(dy, s.data, input_scale_inv=s.scale_inv, clamp_value=500.0)
+    with pytest.raises(ValueError, match=r"interleaved=True takes one tensor x, not up"):
+        glu_bwd_fp8(
+            dy, s.data[:, :160], up=s.data[:, 160:], interleaved=True, input_scale_inv=s.scale_inv
+        )
+
+
+def test_backward_from_the_copy_with_ffn_zero_compiles_to_eager_shapes():
+    """F = 0 with 5 tokens: the fake's outputs have the kernels' shapes (the tokens counted from the
+    leading shape, not from numel / F), so that compile with per-token weights gives eager's."""
+    x = torch.randn(5, 0, dtype=torch.bfloat16)
+    s = store_blockwise(x)
+    dy, w = torch.randn(5, 0, dtype=torch.bfloat16), torch.rand(5, 1)
+
+    def f(dy, c, sc, w):
+        return tuple(glu_bwd_fp8(dy, c, input_scale_inv=sc, weights=w, columnwise=True))
+
+    eager = f(dy, s.data, s.scale_inv, w)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(dy, s.data, s.scale_inv, w)
+    for a, b in zip(eager, compiled, strict=True):
+        assert (a is None) == (b is None) and (a is None or a.shape == b.shape)
+    assert eager[-1].shape == (5, 1) and torch.equal(eager[-1], torch.zeros(5, 1))
