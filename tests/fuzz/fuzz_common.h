@@ -1,8 +1,9 @@
 /*
- * fuzz_common.h — what the libFuzzer harnesses (fuzz_glu.c, fuzz_quant_fp8.c, fuzz_fp8_store.c)
- * share: the byte reader that turns an input into choices, the span of a strided region, typed
- * element access, the e4m3fn reference cast, the buffers (each its own allocation, a snapshot, the
- * elements a call may write) and their checks, and the driver of a build without libFuzzer
+ * fuzz_common.h — what the libFuzzer harnesses (fuzz_glu.c, fuzz_quant_fp8.c, fuzz_fp8_store.c,
+ * fuzz_glu_fp8_saved.c) share: the byte reader that turns an input into choices, the span of a
+ * strided region, typed element access, the e4m3fn reference cast, the buffers (each its own
+ * allocation, a snapshot, the elements a call may write) and their checks, the FP8 copy's
+ * harnesses' dimensions and tensor arguments, and the driver of a build without libFuzzer
  * (FASTGLU_FUZZ_STANDALONE: random inputs for a bounded time).
  */
 #ifndef FASTGLU_FUZZ_COMMON_H
@@ -148,6 +149,47 @@ static inline int64_t pick_stride(reader *r, int64_t base) {
     case 4: return base * 2 + 1;
     default: return base + 8;
     }
+}
+
+/* ---- the FP8 copy's harnesses (fuzz_fp8_store.c, fuzz_glu_fp8_saved.c) -------------------- */
+
+/* A dimension of 0 .. 200, block boundaries (127, 128, 129, 255, 256, 257) often. */
+static inline int64_t pick_dim(reader *r) {
+    if (next(r) % 16 == 0) return 0;
+    if (next(r) % 3 == 0) return 128 * (int64_t)(next(r) % 2 + 1) + (int64_t)(next(r) % 3) - 1;
+    return 1 + (int64_t)(next(r) % 200);
+}
+
+/* The family's params with a layout (*il: interleaved; *two: split with two tensors, else one
+ * [T, 2F] row; an invalid code sometimes), an activation (an invalid one sometimes), a clamp (none,
+ * small, 7, +inf, 500, NaN) and sometimes an offset. */
+static inline fastglu_glu_params pick_glu_params(reader *r, int *il, int *two) {
+    const unsigned lsel = next(r) % 16;
+    const int bad_layout = lsel == 15;
+    *il = lsel >= 10 && lsel < 15;
+    *two = !*il && lsel % 2;
+    fastglu_glu_params p = fastglu_glu_params_default((fastglu_activation)(next(r) % 3));
+    if (next(r) % 32 == 0) p.activation = (fastglu_activation)7;
+    p.layout = bad_layout ? (fastglu_layout)5
+               : *il      ? FASTGLU_LAYOUT_INTERLEAVED
+                          : FASTGLU_LAYOUT_SPLIT;
+    static const float clamps[] = {0.0f, 0.0f, 0.0f, 7.0f, 0.3f, INFINITY, 500.0f, NAN};
+    p.clamp_value = clamps[next(r) % 8];
+    if (next(r) % 8 == 0) p.glu_linear_offset = 1.0f;
+    return p;
+}
+
+/* A tensor given to the call: its buffer (each its own allocation: an offset before it, the
+ * stride's padding), the element offset, the row stride and the pointer passed. */
+typedef struct arg {
+    buf b;
+    int64_t off, rs;
+    void *ptr;
+} arg;
+
+/* p in a's buffer, moved to the same place in copy */
+static inline void *moved(const arg *a, const unsigned char *copy, const void *p) {
+    return p ? (void *)(copy + ((const unsigned char *)p - a->b.p)) : NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -32,24 +32,10 @@
 #include "fp8_recipe.h"
 #include "fuzz_common.h"
 
-#define MAX_DIM 200
-
 static long n_ok, n_err;
-
-static int64_t pick_dim(reader *r) {
-    if (next(r) % 16 == 0) return 0;
-    if (next(r) % 3 == 0) return 128 * (int64_t)(next(r) % 2 + 1) + (int64_t)(next(r) % 3) - 1;
-    return 1 + (int64_t)(next(r) % MAX_DIM);
-}
 
 /* a [rows, cols] tensor of es-byte elements: its own allocation (an offset before it, the
  * stride's padding); kind 0: values of dtype dt, 1: the output sentinel, 2: random codes, 3: scales */
-typedef struct arg {
-    buf b;
-    int64_t off, rs;
-    void *ptr;
-} arg;
-
 static void arg_make(reader *r, arg *a, int64_t rows, int64_t cols, int dt, int kind, uint64_t *g) {
     a->rs = pick_stride(r, cols);
     a->off = (int64_t)(next(r) % 3);
@@ -79,11 +65,6 @@ static void arg_make(reader *r, arg *a, int64_t rows, int64_t cols, int dt, int 
     }
     a->b.p[a->b.n * a->b.es] = 0x5a;
     a->ptr = next(r) % 64 == 0 ? NULL : a->b.p + a->off * a->b.es + misalign;
-}
-
-/* p in a's buffer, moved to the same place in copy */
-static void *moved(const arg *a, const unsigned char *copy, const void *p) {
-    return p ? (void *)(copy + ((const unsigned char *)p - a->b.p)) : NULL;
 }
 
 /* a copy of a's buffer as it was before the call */
@@ -128,17 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader rd = {data, size}, *r = &rd;
     const unsigned dsel = next(r) % 16;
     const int dt = dsel < 14 ? (int)(dsel % 3) : dsel == 14 ? FASTGLU_DTYPE_FP8_E4M3 : 9;
-    const unsigned lsel = next(r) % 16;
-    const int il = lsel >= 10 && lsel < 15, bad_layout = lsel == 15;
-    const int two = !il && lsel % 2; /* split: the codes as two tensors (else one [T, 2F] row) */
-    fastglu_glu_params p = fastglu_glu_params_default((fastglu_activation)(next(r) % 3));
-    if (next(r) % 32 == 0) p.activation = (fastglu_activation)7;
-    p.layout = bad_layout ? (fastglu_layout)5
-               : il       ? FASTGLU_LAYOUT_INTERLEAVED
-                          : FASTGLU_LAYOUT_SPLIT;
-    static const float clamps[] = {0.0f, 0.0f, 0.0f, 7.0f, 0.3f, INFINITY, 500.0f, NAN};
-    p.clamp_value = clamps[next(r) % 8];
-    if (next(r) % 8 == 0) p.glu_linear_offset = 1.0f;
+    int il, two; /* split: the codes as two tensors (else one [T, 2F] row) */
+    fastglu_glu_params p = pick_glu_params(r, &il, &two);
     if (next(r) % 8 == 0) p.gate_multiplier = 1.25f;
     const unsigned ssel = next(r) % 16;
     fastglu_fp8_recipe rc = {ssel < 10   ? FASTGLU_FP8_SCALING_BLOCK_1X128

@@ -663,17 +663,19 @@ def test_raw_ops_check_their_operands(op, bad, exc, match):
         ("split", (3, 11), 136, True),
         ("two", (33,), 200, True),
         ("interleaved", (33,), 136, True),
+        ("split", (130,), 192, False),
         ("split", (1,), 3, False),
     ],
 )
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 def test_backward_from_the_blockwise_copy(device, layout, lead, F, general, dtype):
     """glu_bwd_fp8(dy, codes, input_scale_inv=scales): the backward from the operands' blockwise
     copy (store_blockwise: fastglu.glu's fp8_input_store="blockwise"), every output against fastglu.glu's backward
     on that copy (ops.backward decoding it; dh bit for bit) quantised by quantize_fp8 (codes and
     scales bit for bit), the sums within fp32 rounding; the op passes opcheck and compiles without a
     graph break to the same bits. Layouts: split (one [.., 2F] row), two tensors, interleaved;
-    2D and 3D; quick-GeGLU with a clamp, a bias and per-token weights."""
+    2D and 3D; F = 256 (the CUDA paired tiles), 136 / 200 (split tiles), 192 (F % 128 == 64), 3
+    (the element path); quick-GeGLU with a clamp, a bias and per-token weights."""
     from fastglu import ops
 
     torch._dynamo.reset()  # (f below is one code object across the cases)
