@@ -111,13 +111,13 @@ def _scale_ld(s: torch.Tensor, layout: int) -> int:
     return s.stride(1) if layout == _C.FP8_SCALES_MN_MAJOR else s.stride(0)
 
 
-def _check_x(x, fn: str, name: str = "x", dtypes=None) -> None:
+def _check_x(x, fn: str, name: str = "x", any_dtype: bool = False) -> None:
     """x: a dense tensor on the CPU or CUDA (the kernels' operand) of a compute dtype (bf16 /
-    fp16 / fp32), or of one of ``dtypes``."""
+    fp16 / fp32); with ``any_dtype`` the caller checks the dtype."""
     if not isinstance(x, torch.Tensor):
         _ops._fail(TypeError, fn, f"{name} must be a tensor, got {type(x).__name__}")
     _ops.check_dense(x, fn, name)
-    if dtypes is None and x.dtype not in _ops._COMPUTE_CODES:
+    if not any_dtype and x.dtype not in _ops._COMPUTE_CODES:
         _ops._fail(TypeError, fn, f"{name}.dtype = {x.dtype} is not bfloat16, float16 or float32")
     if x.device.type not in ("cpu", "cuda"):
         _ops._fail(ValueError, fn, f"{name} is on {x.device}; CPU or CUDA tensors only")
@@ -213,20 +213,13 @@ def _run(
         # glu_bwd_fp8 takes dy's pointer and row stride, dbias and dweights (0: not asked) before
         # glu_fwd_fp8's arguments
         d = _as_rows(dy, F, "dy")
-        kernel = functools.partial(
-            _C.glu_bwd_fp8,
-            d.data_ptr(),
-            d.stride(0),
-            db.data_ptr() if want_db else 0,
-            dw.data_ptr() if want_dw else 0,
-        )
-        if scale_inv is not None:
-            kernel = functools.partial(
-                _C.glu_bwd_fp8_saved_blockwise,
-                scale_inv.data_ptr(),
-                scale_inv.stride(0),
-                *kernel.args,
-            )
+        bwd = (d.data_ptr(), d.stride(0), db.data_ptr() if want_db else 0)
+        bwd += (dw.data_ptr() if want_dw else 0,)
+        if scale_inv is None:
+            kernel = functools.partial(_C.glu_bwd_fp8, *bwd)
+        else:  # glu_bwd_fp8_saved_blockwise takes the scales' pointer and row stride first
+            saved = (scale_inv.data_ptr(), scale_inv.stride(0))
+            kernel = functools.partial(_C.glu_bwd_fp8_saved_blockwise, *saved, *bwd)
     args = (
         activation,
         layout,
@@ -317,11 +310,7 @@ def _saved_impl(dy, x, up, scale_inv, bias, weights, *options):
 
 
 def _saved_fake(dy, x, up, scale_inv, bias, weights, *options):
-    _check_options("glu_bwd_fp8", *options[:8])
-    F = x.shape[-1] // 2 if up is None else x.shape[-1]
-    T = math.prod(x.shape[:-1])
-    outs = _outputs(T, 2 * F, x.device, dy.dtype, *options[6:8], *options[9:11])
-    return (*outs, *_sums(True, bias, weights, T, F, dy))
+    return _fake(x, up, bias, weights, *options, width=2, like=dy)
 
 
 def _fake(
@@ -342,7 +331,10 @@ def _fake(
     want_y,
     *,
     width=1,
+    like=None,
 ):
+    """The outputs' metadata: y's width F (the forward, width 1) or dh's 2F (the backward, width
+    2) and the sums; in the dtype of ``like`` (the backward from the copy: dy's), else x's."""
     _check_options(
         "glu_fwd_fp8" if width == 1 else "glu_bwd_fp8",
         activation,
@@ -356,10 +348,11 @@ def _fake(
     )
     F = x.shape[-1] // 2 if up is None else x.shape[-1]
     T = math.prod(x.shape[:-1])
-    outs = _outputs(T, width * F, x.device, x.dtype, scaling, scale_layout, columnwise, want_y)
+    like = x if like is None else like
+    outs = _outputs(T, width * F, x.device, like.dtype, scaling, scale_layout, columnwise, want_y)
     if width == 1:
         return outs
-    return (*outs, *_sums(True, bias, weights, T, F, x))
+    return (*outs, *_sums(True, bias, weights, T, F, like))
 
 
 def _bwd_fake(dy, x, *rest):
@@ -432,22 +425,8 @@ def _check(x, up, bias, weights, scaling, scale_layout, fn):
         _ops._fail(ValueError, fn, f"x's last dimension {x.shape[-1]} must be even (gate | up)")
     F = x.shape[-1] if up is not None else x.shape[-1] // 2
     for name, t, shape in (("up", up, tuple(x.shape)), ("bias", bias, (2 * F,))):
-        if t is None:
-            continue
-        if isinstance(t, torch.Tensor):
-            _ops.check_dense(t, fn, name)
-        if not isinstance(t, torch.Tensor) or t.dtype != x.dtype:
-            _ops._fail(
-                TypeError,
-                fn,
-                f"{name} must be a {x.dtype} tensor, got {getattr(t, 'dtype', type(t).__name__)}",
-            )
-        if tuple(t.shape) != shape or t.device != x.device:
-            _ops._fail(
-                ValueError,
-                fn,
-                f"{name} has shape {tuple(t.shape)} on {t.device}; expected {shape} on {x.device}",
-            )
+        if t is not None:
+            _check_operand(t, fn, name, x.dtype, shape, x.device)
     if weights is not None:
         _ops.check_weights_meta(weights, tuple(x.shape[:-1]), x.device, fn)
     if scaling is None:  # the ops' kernels: their codes are checked by _check_options
@@ -468,23 +447,27 @@ def _check_recipe(scaling, scale_layout, fn):
         )
 
 
-def _check_dy(dy, x, F, fn):
-    """dy: a dense tensor of x's dtype and device, of shape x's leading shape + (F,)."""
-    if isinstance(dy, torch.Tensor):
-        _ops.check_dense(dy, fn, "dy")
-    if not isinstance(dy, torch.Tensor) or dy.dtype != x.dtype:
+def _check_operand(t, fn, name, dtype, shape, device, note=""):
+    """t: a dense tensor of dtype (``note`` follows it in the message), shape and device."""
+    if isinstance(t, torch.Tensor):
+        _ops.check_dense(t, fn, name)
+    if not isinstance(t, torch.Tensor) or t.dtype != dtype:
         _ops._fail(
             TypeError,
             fn,
-            f"dy must be a {x.dtype} tensor, got {getattr(dy, 'dtype', type(dy).__name__)}",
+            f"{name} must be a {dtype} tensor{note}, got {getattr(t, 'dtype', type(t).__name__)}",
         )
-    if tuple(dy.shape) != tuple(x.shape[:-1]) + (F,) or dy.device != x.device:
+    if tuple(t.shape) != shape or t.device != device:
         _ops._fail(
             ValueError,
             fn,
-            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected "
-            f"{tuple(x.shape[:-1]) + (F,)} on {x.device}",
+            f"{name} has shape {tuple(t.shape)} on {t.device}; expected {shape} on {device}",
         )
+
+
+def _check_dy(dy, x, F, fn):
+    """dy: a dense tensor of x's dtype and device, of shape x's leading shape + (F,)."""
+    _check_operand(dy, fn, "dy", x.dtype, tuple(x.shape[:-1]) + (F,), x.device)
 
 
 def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
@@ -495,7 +478,7 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
     for name, t in (("x", x), ("up", up)):
         if t is None and name == "up":
             continue
-        _check_x(t, fn, name, dtypes=(FP8,))
+        _check_x(t, fn, name, any_dtype=True)
         if t.dtype != FP8:
             _ops._fail(
                 TypeError,
@@ -508,13 +491,8 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
     F = x.shape[-1] if up is not None else x.shape[-1] // 2
     lead = tuple(x.shape[:-1])
     T = math.prod(lead)
-    if up is not None and (tuple(up.shape) != tuple(x.shape) or up.device != x.device):
-        _ops._fail(
-            ValueError,
-            fn,
-            f"up has shape {tuple(up.shape)} on {up.device}; expected {tuple(x.shape)} on "
-            f"{x.device}",
-        )
+    if up is not None:
+        _check_operand(up, fn, "up", FP8, tuple(x.shape), x.device)
     if not isinstance(dy, torch.Tensor) or dy.dtype not in _ops._COMPUTE_CODES:
         _ops._fail(
             TypeError,
@@ -522,13 +500,7 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
             f"dy must be a bfloat16, float16 or float32 tensor (the call's dtype), got "
             f"{getattr(dy, 'dtype', type(dy).__name__)}",
         )
-    _ops.check_dense(dy, fn, "dy")
-    if tuple(dy.shape) != lead + (F,) or dy.device != x.device:
-        _ops._fail(
-            ValueError,
-            fn,
-            f"dy has shape {tuple(dy.shape)} on {dy.device}; expected {lead + (F,)} on {x.device}",
-        )
+    _check_operand(dy, fn, "dy", dy.dtype, lead + (F,), x.device)
     _ops._fp8_clamp(p, dy.dtype, "blockwise", fn)
     nb = _ops.scale_blocks(p.layout, F)
     if not isinstance(scale_inv, torch.Tensor) or scale_inv.dtype != torch.float32:
@@ -544,25 +516,11 @@ def _check_saved(dy, x, up, scale_inv, bias, weights, p, fn):
         _ops._fail(
             ValueError,
             fn,
-            f"input_scale_inv has shape {tuple(scale_inv.shape)} on {scale_inv.device}; expected "
+            f"input_scale_inv has shape {shape} on {scale_inv.device}; expected "
             f"({T}, {nb}) on {x.device} (one scale per 1 x 128 block of each row)",
         )
     if bias is not None:
-        if not isinstance(bias, torch.Tensor) or bias.dtype != dy.dtype:
-            _ops._fail(
-                TypeError,
-                fn,
-                f"bias must be a {dy.dtype} tensor (dy's dtype), got "
-                f"{getattr(bias, 'dtype', type(bias).__name__)}",
-            )
-        _ops.check_dense(bias, fn, "bias")
-        if tuple(bias.shape) != (2 * F,) or bias.device != x.device:
-            _ops._fail(
-                ValueError,
-                fn,
-                f"bias has shape {tuple(bias.shape)} on {bias.device}; expected {(2 * F,)} on "
-                f"{x.device}",
-            )
+        _check_operand(bias, fn, "bias", dy.dtype, (2 * F,), x.device, " (dy's dtype)")
     if weights is not None:
         _ops.check_weights_meta(weights, lead, x.device, fn)
     return F, nb

@@ -38,6 +38,12 @@ __all__ = [
 ]
 
 
+def _changed_options(module, *defaults) -> list:
+    """``name=value`` for each (name, default) of defaults whose value on module differs from it
+    (the modules' extra_repr)."""
+    return [f"{n}={getattr(module, n)!r}" for n, d in defaults if getattr(module, n) != d]
+
+
 class GLU(torch.nn.Module):
     """``y = m_d * w * act(m_g * (g' + b_gate)) * (u' + b_up + o)`` on ``input [..., 2F]``.
 
@@ -112,7 +118,8 @@ class GLU(torch.nn.Module):
 
     def extra_repr(self) -> str:
         opts = [f"activation={self.activation!r}"]
-        for name, default in (
+        opts += _changed_options(
+            self,
             ("clamp_value", None),
             ("glu_linear_offset", 0.0),
             ("gate_multiplier", 1.0),
@@ -120,10 +127,7 @@ class GLU(torch.nn.Module):
             ("interleaved", False),
             ("fp8_input_store", False),
             ("in_place", False),
-        ):
-            v = getattr(self, name)
-            if v != default:
-                opts.append(f"{name}={v!r}")
+        )
         return ", ".join(opts)
 
 
@@ -509,7 +513,8 @@ class GLUMLP(torch.nn.Module):
             f"activation={self.activation!r}",
             f"bias={self.bias1 is not None}",
         ]
-        for name, default in (
+        opts += _changed_options(
+            self,
             ("clamp_value", None),
             ("glu_linear_offset", 0.0),
             ("gate_multiplier", 1.0),
@@ -519,8 +524,5 @@ class GLUMLP(torch.nn.Module):
             ("fused", None),
             ("fp8", None),
             ("fp8_input_store", False),
-        ):
-            v = getattr(self, name)
-            if v != default:
-                opts.append(f"{name}={v!r}")
+        )
         return ", ".join(opts)
