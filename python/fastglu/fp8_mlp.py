@@ -893,36 +893,36 @@ def _bwd_body(
     del dotq, dots
     db2 = do.sum(0, dtype=torch.float32).to(dt) if want_dbias2 else None
     w = _token_weights(weights, T)
-    if h.dtype == FP8 and h_grad is None:
-        # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed), decoded
-        # in the pass that quantises dh and reduces dbias1 / dweights; dh itself only where bias1
-        # was formed into the copy (its gradient is then dh's sum over the tokens)
+    if h.dtype == FP8:
+        # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed)
         b = None if bias1 is not None and p[2] > 0 else bias1
-        formed = bias1 is not None and b is None
-        hs = _fp8._as_rows(h_scale, h_scale.shape[-1], "h_scale")  # (rows of unit stride)
-        dhq, dhs, dhtq, dhts, dh, db1, dwt = _fp8._run(
-            dy, h, None, b, w, *p, _B1X128, _MN_MAJOR, False, True, formed, scale_inv=hs
-        )
-        if formed:
-            db1 = dh.sum(0, dtype=torch.float32).to(dt)
-        dh = None
-    elif h.dtype == FP8:
-        # with h_grad (h is an output of the op, its gradient added to the GLU's): fastglu's GLU
-        # backward decodes the copy with its block scales, dh is quantised after it
-        b = None if bias1 is not None and p[2] > 0 else bias1
-        gr = _ops.backward(
-            _ops.GLUParams(*p),
-            dy,
-            h,
-            None,
-            b,
-            w,
-            input_scale_inv=h_scale,
-            want_dbias=b is not None,
-            want_dweights=w is not None,
-            fn=_FN,
-        )
-        dh, db1, dwt = gr.dx, gr.dbias, gr.dweights
+        if h_grad is None:
+            # decoded in the pass that quantises dh and reduces dbias1 / dweights; dh itself only
+            # where bias1 was formed into the copy (its gradient is then dh's sum over the tokens)
+            formed = bias1 is not None and b is None
+            hs = _fp8._as_rows(h_scale, h_scale.shape[-1], "h_scale")  # (rows of unit stride)
+            dhq, dhs, dhtq, dhts, dh, db1, dwt = _fp8._run(
+                dy, h, None, b, w, *p, _B1X128, _MN_MAJOR, False, True, formed, scale_inv=hs
+            )
+            if formed:
+                db1 = dh.sum(0, dtype=torch.float32).to(dt)
+            dh = None
+        else:
+            # with h_grad (h is an output of the op, its gradient added to the GLU's): fastglu's
+            # GLU backward decodes the copy with its block scales, dh is quantised after it
+            gr = _ops.backward(
+                _ops.GLUParams(*p),
+                dy,
+                h,
+                None,
+                b,
+                w,
+                input_scale_inv=h_scale,
+                want_dbias=b is not None,
+                want_dweights=w is not None,
+                fn=_FN,
+            )
+            dh, db1, dwt = gr.dx, gr.dbias, gr.dweights
     else:
         g_in, b = _glu_input(h, bias1, p[2])  # h + bias1 as the forward formed it, with a clamp
         if h_grad is None and b is bias1:
