@@ -187,7 +187,8 @@ static int within(double e, double n, double count, fastglu_dtype dt) {
 
 /* The same with acc2 more: the square of the error an fp32 sum of K products may carry where the
  * sum cancels (dY = dO @ w2 at T = 1, F = 1: a relative bound on dY alone is unbounded there), as
- * K 2^-24 sum |products| per dY, times the output's derivative in dY. */
+ * K 2^-24 sum |products| per dY, times the output's derivative in dY; for dh also the fp32
+ * evaluation of the activation's derivative where that cancels (dglu_ref.dg_eval). */
 static int within_acc(double e, double n, double acc2, double count, fastglu_dtype dt) {
     return sqrt(e) <= tolerance(dt) * sqrt(n) + sqrt(acc2) + sqrt(count) * subnormal_step(dt);
 }
@@ -608,8 +609,31 @@ static double act_grad(fastglu_activation a, double z) {
     return NAN;
 }
 
+/* The sum of the magnitudes of act_grad's terms: an fp32 evaluation of the derivative errs by a few
+ * 2^-24 of it, not of the derivative, which cancels to 0 where z (1 - s) = -1 (SiLU at z = -1.28) */
+static double act_grad_terms(fastglu_activation a, double z) {
+    switch (a) {
+    case FASTGLU_ACT_SILU: {
+        const double s = sigmoid(z);
+        return s * (1.0 + fabs(z) * (1.0 - s));
+    }
+    case FASTGLU_ACT_GELU_TANH: {
+        const double th = tanh(0.79788456 * z * (1.0 + 0.044715 * z * z));
+        return 0.5 * fabs(z) * (1.0 - th * th) * (0.79788456 + 0.1070322243 * z * z) +
+               0.5 * (1.0 + th);
+    }
+    case FASTGLU_ACT_QUICK_GELU: {
+        const double s = sigmoid(1.702 * z);
+        return s * (1.0 + 1.702 * fabs(z) * (1.0 - s));
+    }
+    }
+    return NAN;
+}
+
 typedef struct dglu_ref {
     double dg, du, y, dw;
+    double dg_eval; /* the error bound of dg from the fp32 evaluation of act_grad: 8 2^-24 of its
+                       terms' magnitudes, times dg's other factors */
 } dglu_ref;
 
 /* the family's backward of dy at raw operands g, u (no bias), weight w; c: the bound in dtype */
@@ -624,6 +648,9 @@ static dglu_ref dglu_ref_of(const variant *v, double c, double g, double u, doub
     const double z = (double)v->gm * a, A = act(v->act, z), dA = act_grad(v->act, z);
     const double e = (double)v->dm * w * dy;
     r.dg = (c <= 0 || g <= c) ? e * vv * dA * (double)v->gm : 0.0;
+    r.dg_eval = (c <= 0 || g <= c)
+                    ? fabs(e * vv * (double)v->gm) * 8.0 * 0x1p-24 * act_grad_terms(v->act, z)
+                    : 0.0;
     r.du = (c <= 0 || (u >= -c && u <= c)) ? e * A : 0.0;
     r.y = (double)v->dm * w * A * vv;
     r.dw = (double)v->dm * A * vv * dy;
@@ -781,7 +808,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
                 /* the outputs per unit dY (each is linear in dY) and dY's fp32 accumulation bound */
                 const dglu_ref unit = dglu_ref_of(v, c, g, u, wtf[t], 1.0);
                 const double acc = (double)H * 0x1p-24 * dy_abs;
-                a_dh += (unit.dg * unit.dg + unit.du * unit.du) * acc * acc;
+                a_dh +=
+                    (unit.dg * unit.dg + unit.du * unit.du) * acc * acc + ref.dg_eval * ref.dg_eval;
                 dw_acc += fabs(unit.dw) * acc;
                 const double gg = get(dt, dh.host, off + t * dh_rs + gi),
                              gu = get(dt, dh.host, off + t * dh_rs + ui);
