@@ -781,6 +781,16 @@ def _fwd_fake(
     )
 
 
+def _one_pass_from_copy(F):
+    """Whether the backward from h's blockwise copy quantises dh in the pass that decodes the copy
+    (fastglu_glu_bwd_fp8_saved_blockwise) rather than decoding it with the GLU backward and then
+    quantising dh (the same bits, but for the order of dweights' fp32 sums over F). Not where
+    F % 128 == 64: there the decoding backward's shifted
+    pairs of 128-column tiles, which the one pass does not have, make the two passes faster (0.94x
+    the one pass's time at F = 2880 on the H200: benchmark fp8_store/bwd_blockwise)."""
+    return F % 128 != 64
+
+
 def _bwd_impl(
     dout,
     h,
@@ -896,7 +906,7 @@ def _bwd_body(
     if h.dtype == FP8:
         # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed)
         b = None if bias1 is not None and p[2] > 0 else bias1
-        if h_grad is None:
+        if h_grad is None and _one_pass_from_copy(F2 // 2):
             # decoded in the pass that quantises dh and reduces dbias1 / dweights; dh itself only
             # where bias1 was formed into the copy (its gradient is then dh's sum over the tokens)
             formed = bias1 is not None and b is None
@@ -908,8 +918,9 @@ def _bwd_body(
                 db1 = dh.sum(0, dtype=torch.float32).to(dt)
             dh = None
         else:
-            # with h_grad (h is an output of the op, its gradient added to the GLU's): fastglu's
-            # GLU backward decodes the copy with its block scales, dh is quantised after it
+            # with h_grad (h is an output of the op, its gradient added to the GLU's), or where
+            # the two passes are faster: fastglu's GLU backward decodes the copy with its block
+            # scales, dh is quantised after it
             gr = _ops.backward(
                 _ops.GLUParams(*p),
                 dy,

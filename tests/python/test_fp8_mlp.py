@@ -1179,6 +1179,31 @@ def test_blockwise_h_keeps_no_h_and_takes_both_paths(device, monkeypatch):
         assert rel(got, want[k]) < 1e-3, k
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("F", [136, 192], ids=lambda f: f"F{f}")
+@pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
+def test_blockwise_h_one_pass_and_two_passes_same_bits(device, F, which, monkeypatch):
+    """The backward from h's copy quantises dh in the pass that decodes the copy, or (where F %
+    128 == 64, F = 192 here: fp8_mlp._one_pass_from_copy) decodes it with the GLU backward and then
+    quantises dh: every output is the same bits either way (with a bias, per-token weights and a
+    clamp that forms bias1 into the copy) but dweights, whose fp32 sums over F the two kernels
+    take in different orders (within 1e-6 of each other)."""
+    T, H = 37, 200
+    x, w1, w2, dout = make(T, H, F, torch.bfloat16, device, seed=56)
+    extras = make_extras(T, H, F, torch.bfloat16, device, which, seed=57)
+    runs = []
+    for one_pass in (True, False):
+        monkeypatch.setattr(fp8_mlp, "_one_pass_from_copy", lambda f, one_pass=one_pass: one_pass)
+        for kw in ({}, {"clamp_value": 1.5}):
+            runs.append(run_all(x, w1, w2, dout, extras, fp8_input_store="blockwise", **kw))
+    for a, b in ((runs[0], runs[2]), (runs[1], runs[3])):
+        for k in a:
+            if k == "dweights":
+                assert rel(a[k], b[k]) < 1e-6, k
+            else:
+                assert torch.equal(a[k], b[k]), k
+
+
 def test_blockwise_h_bad_arguments():
     """fp8_input_store takes False or "blockwise" (ValueError otherwise); a clamp the copy cannot
     mark (>= 448) is refused by name; the raw backward op refuses h in e4m3 without its scales and
