@@ -24,7 +24,9 @@
  * into a double-buffered, swizzled staging buffer and one thread stores them with TMA, so the
  * copy engine drains a tile's output while the warpgroup starts the next tile (the stores leave
  * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for
- * INTERLEAVED) the pairs are stored from registers.
+ * INTERLEAVED) the pairs are stored from registers. The TMA-store SPLIT fc1 + GLU also defers the
+ * activation into the next tile's first eight k-blocks (GEMM_GLU_DEFER, glu_defer_pack): the
+ * tensor cores no longer wait for it (bench/gemm/NOTES.md, version 17).
  *
  * Clusters of 2 (the kernel's template parameter CL: GEMM_CLUSTER=2 for the whole build, or per
  * launch in the development build, fastglu_gemm_sm90_set_cluster, for the plain GEMM and the
@@ -98,6 +100,12 @@
 #ifndef GEMM_CLUSTER
 #define GEMM_CLUSTER                                                                               \
     1 /* 2: pairs of blocks on vertically adjacent tiles share B by TMA multicast */
+#endif
+/* 1: the TMA-store SPLIT fc1 + GLU defers a tile's activation into the next tile's main loop
+ * (glu_defer_pack / glu_defer_step, GEMM_WAIT_DEPTH 1); 0: the whole epilogue after the tile's main
+ * loop */
+#ifndef GEMM_GLU_DEFER
+#define GEMM_GLU_DEFER 1
 #endif
 /* 2: the staging wait of the TMA-store epilogue left out (racy: for timing its cost only) */
 #ifndef GEMM_DEV_EPI
@@ -654,15 +662,150 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
     st->n++;
 }
 
+/* h's pair as two fp32 values */
+static __device__ __forceinline__ void unpack2(__nv_bfloat16 *, uint32_t v, float *a, float *b) {
+    __nv_bfloat162 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __bfloat1622float2(t);
+    *a = f.x, *b = f.y;
+}
+static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, float *b) {
+    __half2 t;
+    memcpy(&t, &v, 4);
+    const float2 f = __half22float2(t);
+    *a = f.x, *b = f.y;
+}
+
+/* ---- the deferred SPLIT fc1 + GLU epilogue (GEMM_GLU_DEFER) ----------------------------------
+ * The activation is most of the fused epilogue's instructions (a sigmoid, two rounding steps and a
+ * product per element, ~2 us of a ~36 us tile at T = 8192, H = 4096), and in the cooperative
+ * schedule the tensor cores wait for it: both consumer warpgroups run it between two tiles. Here a
+ * tile's main loop ends with h (+ bias) rounded to the dtype and packed, 64 words a thread
+ * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time in its
+ * first eight k-blocks, each after the previous k-block's stage went back to the producer and
+ * while this k-block's wgmma runs (glu_defer_at), so the tensor cores work meanwhile. Steps 0 and
+ * 4 first store h's chunk (gate and up, 64 columns) from the packed words, then the y pairs
+ * overwrite the gate words, and steps 3 and 7 store y's chunk. A tile with fewer than eight
+ * k-blocks, and the block's last tile, finish the steps after their main loop. Without the
+ * deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs all eight steps right
+ * after the pack: the same operations, so the same bits. */
+typedef struct glu_pending {
+    uint32_t g[32], u[32]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
+    float w[2];            /* the token weights of the thread's two rows */
+    int tm, tn;            /* the tile's coordinates; tm < 0: nothing pending */
+} glu_pending;
+
+template <typename T, int BM>
+static __device__ __forceinline__ void glu_defer_pack(const gemm_args &a, const float *d, int tm,
+                                                      int tn, int c, glu_pending *pd) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
+    const int row0 = tm * BM + c * 64;
+    const int64_t F = a.N;
+    const T *bias = (const T *)a.bias;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t r = (int64_t)row0 + warp * 16 + lane / 4 + 8 * e;
+        pd->w[e] = a.weights && r < a.M
+                       ? load_token_weight(a.weights, a.weights_dtype, r * a.weights_stride)
+                       : 1.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int64_t col = (int64_t)tn * (GEMM_BN / 2) + 64 * j + 8 * i + 2 * q;
+            float bg0 = 0.0f, bg1 = 0.0f, bu0 = 0.0f, bu1 = 0.0f;
+            if (bias && col < F) {
+                bg0 = to_f32(bias[col]), bg1 = to_f32(bias[col + 1]);
+                bu0 = to_f32(bias[F + col]), bu1 = to_f32(bias[F + col + 1]);
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float g0 = d[4 * (8 * j + i) + 2 * e], g1 = d[4 * (8 * j + i) + 2 * e + 1];
+                float u0 = d[4 * (8 * j + i + 16) + 2 * e],
+                      u1 = d[4 * (8 * j + i + 16) + 2 * e + 1];
+                if (bias) {
+                    g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
+                    u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
+                }
+                pd->g[16 * j + 2 * i + e] = pack2((T *)0, g0, g1);
+                pd->u[16 * j + 2 * i + e] = pack2((T *)0, u0, u1);
+            }
+        }
+    pd->tm = tm, pd->tn = tn;
+}
+
+/* Step S (0..7) of the pending tile: chunk j = S / 4, n8 blocks [2 (S % 4), 2 (S % 4) + 2) */
+template <typename T, int MM, int BM, int S>
+static __device__ __forceinline__ void
+glu_defer_step(const gemm_args &a, glu_pending *pd, out_stage *st, const CUtensorMap *map_h0,
+               const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+    constexpr int j = S / 4, i0 = 2 * (S % 4);
+    const int col0 = pd->tn * (GEMM_BN / 2) + 64 * j, row0 = pd->tm * BM + st->c * 64;
+    if (S % 4 == 0 && a.h) {
+        put_chunk(st, map_h0, &pd->g[16 * j], col0, row0);
+        put_chunk(st, map_h1, &pd->u[16 * j], col0, row0);
+    }
+#pragma unroll
+    for (int i = i0; i < i0 + 2; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int k = 16 * j + 2 * i + e;
+            float g0, g1, u0, u1;
+            unpack2((T *)0, pd->g[k], &g0, &g1);
+            unpack2((T *)0, pd->u[k], &u0, &u1);
+            const float y0 = glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, pd->w[e]);
+            const float y1 = glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, pd->w[e]);
+            pd->g[k] = pack2((T *)0, y0, y1);
+        }
+    if (S % 4 == 3) put_chunk(st, map_y, &pd->g[16 * j], col0, row0);
+}
+
+/* the pending tile's steps from `from` to 7 (from is warp-uniform) */
+template <typename T, int MM, int BM>
+static __device__ __forceinline__ void
+glu_defer_rest(const gemm_args &a, glu_pending *pd, int from, out_stage *st,
+               const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+    if (from <= 0) glu_defer_step<T, MM, BM, 0>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 1) glu_defer_step<T, MM, BM, 1>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 2) glu_defer_step<T, MM, BM, 2>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 3) glu_defer_step<T, MM, BM, 3>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 4) glu_defer_step<T, MM, BM, 4>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 5) glu_defer_step<T, MM, BM, 5>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 6) glu_defer_step<T, MM, BM, 6>(a, pd, st, map_h0, map_h1, map_y);
+    if (from <= 7) glu_defer_step<T, MM, BM, 7>(a, pd, st, map_h0, map_h1, map_y);
+    pd->tm = -1;
+}
+
+/* step kb of the pending tile, if kb < 8 (kb is warp-uniform) */
+template <typename T, int MM, int BM>
+static __device__ __forceinline__ void
+glu_defer_at(const gemm_args &a, glu_pending *pd, int kb, out_stage *st, const CUtensorMap *map_h0,
+             const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+    switch (kb) {
+    case 0: glu_defer_step<T, MM, BM, 0>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 1: glu_defer_step<T, MM, BM, 1>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 2: glu_defer_step<T, MM, BM, 2>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 3: glu_defer_step<T, MM, BM, 3>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 4: glu_defer_step<T, MM, BM, 4>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 5: glu_defer_step<T, MM, BM, 5>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 6: glu_defer_step<T, MM, BM, 6>(a, pd, st, map_h0, map_h1, map_y); break;
+    case 7:
+        glu_defer_step<T, MM, BM, 7>(a, pd, st, map_h0, map_h1, map_y);
+        pd->tm = -1;
+        break;
+    default: break;
+    }
+}
+
 template <typename T, int EPI, int BN, int MM, int BM = GEMM_BM>
 static __device__ __forceinline__ void
 epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, q = lane % 4;
-    const int row0 = tm * BM + st->c * 64;
-    const T *bias = (const T *)a.bias;
-    uint32_t v[16];
     if (EPI == EPI_PLAIN || EPI == EPI_DGRAD) {
+        const int q = threadIdx.x % 4, row0 = tm * BM + st->c * 64;
+        const T *bias = (const T *)a.bias;
+        uint32_t v[16];
 #pragma unroll
         for (int j = 0; j < BN / 64; j++) {
 #pragma unroll
@@ -681,56 +824,11 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
         }
         return;
     }
-    /* EPI_GLU_SPLIT: chunk j (0, 1) of the 128 gate columns: h gate, h up, y */
-    const int64_t F = a.N;
-    float w[2] = {1.0f, 1.0f};
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        const int64_t r = (int64_t)row0 + warp * 16 + lane / 4 + 8 * e;
-        if (a.weights && r < a.M)
-            w[e] = load_token_weight(a.weights, a.weights_dtype, r * a.weights_stride);
-    }
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        const int col0 = tn * (GEMM_BN / 2) + 64 * j;
-        float g[16], u[16];
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int64_t col = (int64_t)col0 + 8 * i + 2 * q;
-            float bg0 = 0.0f, bg1 = 0.0f, bu0 = 0.0f, bu1 = 0.0f;
-            if (bias && col < F) {
-                bg0 = to_f32(bias[col]), bg1 = to_f32(bias[col + 1]);
-                bu0 = to_f32(bias[F + col]), bu1 = to_f32(bias[F + col + 1]);
-            }
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float g0 = d[4 * (8 * j + i) + 2 * e], g1 = d[4 * (8 * j + i) + 2 * e + 1];
-                float u0 = d[4 * (8 * j + i + 16) + 2 * e],
-                      u1 = d[4 * (8 * j + i + 16) + 2 * e + 1];
-                if (bias) {
-                    g0 = __fadd_rn(g0, bg0), g1 = __fadd_rn(g1, bg1);
-                    u0 = __fadd_rn(u0, bu0), u1 = __fadd_rn(u1, bu1);
-                }
-                v[2 * i + e] = pack2((T *)0, g0, g1);
-                g0 = round_to<T>(g0), g1 = round_to<T>(g1), u0 = round_to<T>(u0),
-                u1 = round_to<T>(u1);
-                /* y of the pair, from the rounded h */
-                const float y0 = glu_forward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e]);
-                const float y1 = glu_forward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e]);
-                g[2 * i + e] = __uint_as_float(pack2((T *)0, y0, y1)); /* y packed */
-                u[2 * i + e] = __uint_as_float(pack2((T *)0, u0, u1)); /* h up packed */
-            }
-        }
-        if (a.h) {
-            put_chunk(st, map_h0, v, col0, row0);
-#pragma unroll
-            for (int k = 0; k < 16; k++) v[k] = __float_as_uint(u[k]);
-            put_chunk(st, map_h1, v, col0, row0);
-        }
-#pragma unroll
-        for (int k = 0; k < 16; k++) v[k] = __float_as_uint(g[k]);
-        put_chunk(st, map_y, v, col0, row0);
-    }
+    /* EPI_GLU_SPLIT: h (+ bias) rounded and packed, then every step of the deferred epilogue at
+     * once (h gate, h up and y of each 64-column chunk): its bits */
+    glu_pending pd;
+    glu_defer_pack<T, BM>(a, d, tm, tn, st->c, &pd);
+    glu_defer_rest<T, MM, BM>(a, &pd, 0, st, map_h0, map_h1, map_y);
 }
 
 /* ---- the fc2 dgrad + dGLU epilogue ----------------------------------------------------------
@@ -740,20 +838,6 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
  * d_gate, d_up and y go out through the TMA-store staging (TS) or from registers. Loading h pair
  * by pair between the stores (EPI_DGLU_OLD) made a chain of dependent DRAM round trips per tile
  * while the tensor cores waited. The arithmetic is the same, operation for operation. */
-
-/* h's pair as two fp32 values */
-static __device__ __forceinline__ void unpack2(__nv_bfloat16 *, uint32_t v, float *a, float *b) {
-    __nv_bfloat162 t;
-    memcpy(&t, &v, 4);
-    const float2 f = __bfloat1622float2(t);
-    *a = f.x, *b = f.y;
-}
-static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, float *b) {
-    __half2 t;
-    memcpy(&t, &v, 4);
-    const float2 f = __half22float2(t);
-    *a = f.x, *b = f.y;
-}
 
 /* the words of h's gate (hg) and up (hu) of this thread's pairs in the chunk at col0 (rows r0 +
  * {0, 8}); 0 outside [M, F] (those results are clipped or skipped) */
@@ -1013,6 +1097,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         int s = 0;
         uint32_t ph = 0;
         int tm, tn;
+        /* the deferred SPLIT epilogue (GEMM_GLU_DEFER): the previous tile's packed h */
+        constexpr bool defer =
+            GEMM_GLU_DEFER && GEMM_WAIT_DEPTH == 1 && EPI == EPI_GLU_SPLIT && TS && NC == 2;
+        glu_pending pd;
+        pd.tm = -1;
         for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
             float d[BN / 2];
 #pragma unroll
@@ -1042,6 +1131,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 wgmma_wait<1>();
                 if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
                 prev = s;
+                /* an eighth of the previous tile's activation while this k-block's wgmma runs,
+                 * after the previous k-block's stage went back to the producer */
+                if constexpr (defer)
+                    if (pd.tm >= 0)
+                        glu_defer_at<T, MM, 64 * NC>(a, &pd, kb, &st, &map_h0, &map_h1, &map_y);
 #else
                 wgmma_wait<0>();
                 if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
@@ -1052,7 +1146,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             wgmma_wait<0>();
             if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
-            if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
+            if constexpr (defer) {
+                /* a tile of fewer than eight k-blocks leaves steps of the previous one */
+                if (pd.tm >= 0)
+                    glu_defer_rest<T, MM, 64 * NC>(a, &pd, a.num_k_blocks, &st, &map_h0, &map_h1,
+                                                   &map_y);
+                glu_defer_pack<T, 64 * NC>(a, d, tm, tn, c, &pd);
+            } else if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
                 epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
                                                              &map_y, dw_sum);
             else if constexpr (TS)
@@ -1060,6 +1160,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             else
                 epilogue<T, EPI, BN>(a, d, tm, tn, c);
         }
+        if constexpr (defer) /* the block's last tile */
+            if (pd.tm >= 0)
+                glu_defer_rest<T, MM, 64 * NC>(a, &pd, 0, &st, &map_h0, &map_h1, &map_y);
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
     /* no block leaves while its peer may still write its stages or arrive on its barriers */

@@ -4,8 +4,13 @@
       (the library built with -DFASTGLU_GEMM_DEV_HOOKS, as scripts/device_gemm.sh does; --glu-lib:
       src/glu_cuda.cu + glu_common.c + common.c for sm_90, the standalone activation)
       [--out DIR] [--skip-correct] [--skip-time] [--group-m 8,16] [--tiles 0x0,192x192] [--cluster 0,2]
-      [--shapes 16384x2880x2880]
+      [--shapes 16384x2880x2880] [--rounds 4] [--fused-only] [--alt-lib NAME=PATH ...]
       [--dglu]
+
+The fused fc1 + GLU is timed with h stored (sm90_fused) and without (sm90_fused_y: y only, as
+fastglu.linear_glu(..., return_preact=False) and quack's fused fc1 run); --alt-lib times another
+build's fused kernel beside (NAME_fused, NAME_fused_y), e.g. one compiled with -DGEMM_GLU_DEFER=0.
+Each row keeps every round's time (rounds_ms); the summary prints each provider's spread.
 
 --cluster 0,2: also check and time the plain GEMM and the TMA-store fc1 + SPLIT GLU with clusters of
 two blocks sharing B by multicast (fastglu_gemm_sm90_set_cluster; providers *_cl2).
@@ -357,6 +362,34 @@ def check_all_once(lib, log, plain_only=False):
                     True,
                     (4096, 4096, 1416),
                 ),
+                # K of one and three k-blocks over more tiles than blocks: the deferred
+                # epilogue's steps left to after a short main loop and to the block's last tile
+                (
+                    dtype,
+                    layout,
+                    SILU,
+                    0.0,
+                    0.0,
+                    1.0,
+                    1.0,
+                    True,
+                    torch.float32,
+                    True,
+                    (4096, 64, 1024),
+                ),
+                (
+                    dtype,
+                    layout,
+                    GELU_TANH,
+                    0.0,
+                    0.0,
+                    1.0,
+                    1.0,
+                    False,
+                    None,
+                    False,
+                    (4100, 192, 1408),
+                ),
             ]
     for dtype, layout, act, clamp, off, gm, dm, with_bias, wdt, with_h, (M, K, F_) in cases:
         params = GluParams(act, layout, clamp, off, gm, dm)
@@ -444,19 +477,26 @@ SHAPES = [
 ]
 
 
-def time_rounds(provs, rounds=4):
+ROUNDS = 4
+LAST_ROUNDS = {}
+
+
+def time_rounds(provs, rounds=None):
     """Median over the rounds of each provider's do_bench median (ms). Round r starts at provider
-    r and runs backwards when r is odd: each provider follows different ones."""
+    r and runs backwards when r is odd: each provider follows different ones. Each round's values
+    stay in LAST_ROUNDS (the spread of a provider is read from them)."""
     import statistics
 
     import triton.testing as tt
 
     names = list(provs)
     meas = {n: [] for n in names}
-    for r in range(rounds):
+    for r in range(rounds or ROUNDS):
         order = names[r % len(names) :] + names[: r % len(names)]
         for n in order[::-1] if r % 2 else order:
             meas[n].append(tt.do_bench(provs[n], rep=100, quantiles=[0.5, 0.2, 0.8])[0])
+    LAST_ROUNDS.clear()
+    LAST_ROUNDS.update(meas)
     return {n: statistics.median(v) for n, v in meas.items()}
 
 
@@ -532,8 +572,12 @@ def time_all(lib, log, group_ms, alts=()):
             ),
             "torch_act": lambda: F.silu(hc[:, :F_]) * hc[:, F_:],
         }
+        # y only (fastglu.linear_glu(..., return_preact=False), quack's fused fc1 without h)
+        p_y = lib.problem(x, w, None, y=y, params=params, F_=F_)
+        provs["sm90_fused_y"] = lambda: lib.run(p_y, check=False)
         for vname, vlib in alts:
             provs[f"{vname}_fused"] = lambda vlib=vlib: vlib.run(p, check=False)
+            provs[f"{vname}_fused_y"] = lambda vlib=vlib: vlib.run(p_y, check=False)
         for cl in CLUSTERS:
             if cl:
                 provs[f"sm90_fused_cl{cl}"] = lambda cl=cl: (
@@ -548,6 +592,7 @@ def time_all(lib, log, group_ms, alts=()):
         row = {
             "shape": f"fc1+glu T={T} H={H} F={F_}",
             "ms": res,
+            "rounds_ms": dict(LAST_ROUNDS),
             "budget_ms": res["cublas_fc1"] + 0.2 * act,
             "act_used": "fastglu" if "fastglu_act" in res else "torch",
         }
@@ -885,6 +930,7 @@ def main():
         help="tiles to time, BMxBN: 0x0 (the library's choice), 128x256, 128x192, 192x192",
     )
     ap.add_argument("--fused-only", action="store_true", help="time the fused fc1 + GLU only")
+    ap.add_argument("--rounds", type=int, default=4, help="timing rounds (median of their medians)")
     ap.add_argument(
         "--shapes",
         help="the (T, H, F) to time, TxHxF comma-separated, e.g. 16384x2880x2880 (default: all five)",
@@ -929,7 +975,8 @@ def main():
         summary["correct"] = res
     if not args.skip_time:
         alts = alt_libs(args)
-        global TILES, FUSED_ONLY
+        global TILES, FUSED_ONLY, ROUNDS
+        ROUNDS = args.rounds
         TILES = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles.split(","))
         FUSED_ONLY = args.fused_only
         rows, fused = time_all(lib, log, [int(g) for g in args.group_m.split(",")], alts)
@@ -953,6 +1000,12 @@ def main():
                 f"{r['shape']:32s} "
                 + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items())
                 + f" budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f} ({r['act_used']})"
+            )
+            print(
+                "  spread (max - min) / median over the rounds: "
+                + " ".join(
+                    f"{n} {(max(v) - min(v)) / r['ms'][n]:.3f}" for n, v in r["rounds_ms"].items()
+                )
             )
     return 1 if fails else 0
 
