@@ -860,7 +860,8 @@ def time_dglu(lib, log, alts=()):
 
 
 def small(lib):
-    """A plain and a GLU problem with edges in every direction, for compute-sanitizer."""
+    """A plain and a GLU problem with edges in every direction, and a fused fc1 of several tiles a
+    block, for compute-sanitizer."""
     dt = torch.bfloat16
     x = torch.randn(130, 136, device="cuda", dtype=dt)
     w = torch.randn(264, 136, device="cuda", dtype=dt)
@@ -882,6 +883,17 @@ def small(lib):
                 )
             )
     lib.lib.fastglu_gemm_sm90_set_cluster(0)
+    # the TMA-store SPLIT fc1 + GLU over more tiles than blocks (9 x 16 row x column tiles): the
+    # deferred epilogue's steps inside the next tile's main loop (K = 576, 9 k-blocks) and after a
+    # short one (K = 136, 3 k-blocks)
+    for K in (576, 136):
+        params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
+        xs = torch.randn(1100, K, device="cuda", dtype=dt)
+        w1 = torch.randn(4096, K, device="cuda", dtype=dt) * K**-0.5
+        h = torch.empty(1100, 4096, device="cuda", dtype=dt)
+        y = torch.empty(1100, 2048, device="cuda", dtype=dt)
+        lib.run(lib.problem(xs, w1, h, y=y, params=params, F_=2048))
+        lib.run(lib.problem(xs, w1, None, y=y, params=params, F_=2048))
     # the dgrad + dGLU: TMA-store (aligned) and register (padded by 2) epilogues, with dweights
     # (row-owner order), the earlier epilogue, the MN-major dgrad alone
     params = GluParams(SILU, SPLIT, 7.0, 1.0, 1.0, 1.0)
