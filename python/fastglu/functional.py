@@ -88,7 +88,7 @@ class GLUFunction(torch.autograd.Function):
             layout_check and ctx.needs_input_grad[0] and (up is None or ctx.needs_input_grad[1])
         )
         scale_inv = None
-        if fp8:
+        if fp8 and isinstance(x, torch.Tensor):  # (not a tensor: the forward's TypeError)
             ops._fp8_clamp(
                 params, x.dtype, fp8, fn
             )  # a clamp the copy can mark, before anything runs
@@ -282,7 +282,8 @@ def glu_traced(x, up, bias, weights, params, fp8, cpu_offload_input, in_place, f
     if in_place and not fp8:  # refused as in eager mode, where the backward would overwrite them
         ops.refuse_leaves_in_place(x, up, fn)
     if fp8:
-        ops._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark (ValueError naming fn)
+        if isinstance(x, torch.Tensor):  # (not a tensor: GLUSavedFp8's TypeError)
+            ops._fp8_clamp(params, x.dtype, fp8, fn)  # a clamp the copy can mark (ValueError)
         return library.GLUSavedFp8.apply(x, up, bias, weights, tuple(params), fp8)
     return library.glu_fwd(x, up, bias, weights, *params)
 

@@ -1787,9 +1787,10 @@ FUSED_BLOCKWISE_STORE = True
 def _fwd_fp8_store_blockwise(p, x, up, bias, weights, fn):
     """``fp8_input_store="blockwise"``'s forward in one C call: (y, x8, up8, scale_inv), the bits of
     ``forward`` and then ``_fp8_store_blockwise`` (their layouts: x8 x's shape, up8 up's or None,
-    scale_inv [tokens, scale_blocks(layout, F)])."""
-    _check_fp8_store(x, up, p, fn)
+    scale_inv [tokens, scale_blocks(layout, F)]). The operands' checks first (TypeError for what is
+    not a tensor, as the two calls give), then the copy's."""
     op = _operands(x, up, p.layout, fn)
+    _check_fp8_store(x, up, p, fn)
     b, _ = _check_bias(bias, op, op.dtype, fn)
     w, w_code, w_stride, _ = _check_weights(weights, op, fn)
     F = op.F

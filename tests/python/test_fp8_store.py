@@ -786,6 +786,29 @@ def test_fused_forward_and_copy_are_the_two_calls(
     assert len(calls) == 2  # the one call, once per input, with the switch on
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["one-call", "two-calls"])
+@pytest.mark.parametrize("fp8", [True, "per_row", "blockwise"], ids=str)
+def test_fp8_store_refuses_what_is_not_a_tensor_by_name(fp8, fused, monkeypatch):
+    """With an fp8 copy asked for, a gate, input or up that is not a dense tensor (None, a list, a
+    numpy array, a nested tensor) gets the TypeError the call without the copy gives, naming it,
+    on the one-call and the two-call blockwise paths alike (the copy's clamp check reads the
+    input's dtype, so it runs after the type check)."""
+    import numpy as np
+
+    monkeypatch.setattr(fastglu.ops, "FUSED_BLOCKWISE_STORE", fused)
+    x = randn(4, 16, dtype=torch.float32, device="cpu")
+    for bad in (None, [1.0, 2.0], np.ones((4, 16), np.float32)):
+        with pytest.raises(TypeError, match=r"fastglu.glu: input must be a torch.Tensor"):
+            fastglu.glu(bad, fp8_input_store=fp8)
+        with pytest.raises(TypeError, match=r"fastglu.glu_mul: gate must be a torch.Tensor"):
+            fastglu.glu_mul(bad, x[:, :8], fp8_input_store=fp8)
+        with pytest.raises(TypeError, match=r"fastglu.glu_mul: up must be a torch.Tensor"):
+            fastglu.glu_mul(x[:, :8], bad, fp8_input_store=fp8)
+    nested = torch.nested.nested_tensor([torch.randn(2, 16), torch.randn(3, 16)])
+    with pytest.raises(TypeError, match=r"fastglu.glu: input is a nested tensor"):
+        fastglu.glu(nested, fp8_input_store=fp8)
+
+
 def test_fused_forward_and_copy_refuse_what_the_two_calls_refuse(monkeypatch):
     """Through the one call, bad input gets the errors the two calls give: a clamp e4m3 cannot
     mark, a bias of the wrong shape, weights of the wrong shape."""
