@@ -785,10 +785,9 @@ def _one_pass_from_copy(F):
     """Whether the backward from h's blockwise copy quantises dh in the pass that decodes the copy
     (fastglu_glu_bwd_fp8_saved_blockwise) rather than decoding it with the GLU backward and then
     quantising dh (the same bits, but for the order of the fp32 sums of dbias1 over the tokens and
-    of dweights over F). Not where
-    F % 128 == 64: there the decoding backward's shifted
-    pairs of 128-column tiles, which the one pass does not have, make the two passes faster (0.94x
-    the one pass's time at F = 2880 on the H200: benchmark fp8_store/bwd_blockwise)."""
+    of dweights over F). Not where F % 128 == 64: there the decoding backward's shifted pairs of
+    128-column tiles, which the one pass does not have, make the two passes faster (0.94x the one
+    pass's time at F = 2880 on the H200: benchmark fp8_store/bwd_blockwise)."""
     return F % 128 != 64
 
 

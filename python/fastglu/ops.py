@@ -1779,7 +1779,7 @@ def _fp8_store_blockwise(x, up, p, fn):
 # The forward and the blockwise copy in one C call (fastglu_glu_fwd_fp8_store_blockwise_*: one
 # kernel on CUDA with the split layout, each operand read once) instead of the forward's kernel and
 # the copy's: the same bits. On the H200 the one call takes the two calls' time at F = 2880 and
-# 0.87x of it at F = 8192 and 14336 (python -m fastglu.bench.fp8_store, benchmark
+# 0.87-0.88x of it at F = 8192 and 14336 (python -m fastglu.bench.fp8_store, benchmark
 # fp8_store/fwd_blockwise; docs/fp8.md). False: the two calls.
 FUSED_BLOCKWISE_STORE = True
 
