@@ -10,6 +10,7 @@
 #   STAGES="tune host" bash scripts/device_run.sh    only some stages (default: all of
 #                                                    build ctest pytest tune host bench;
 #                                                    also: variants cbench ab abswiglu ncu ncufwd llama sanitize fp8 fp8mlp
+#                                                    gemmab ($GEMM_AB_ARGS: scripts/device_gemm.sh's)
 #                                                    ctestbin (C test programs built elsewhere: $CTEST_BIN)
 #                                                    mlpbench ($MLP_ARGS: python -m fastglu.bench.mlp's);
 #                                                    sweep (the 13 widths in 4 rounds + the variants);
@@ -249,6 +250,20 @@ if want fp8mlp; then
       --out "$OUT/extra/fp8mlp/llama" 2>&1 | tail -6
     echo "train.py exit status ${PIPESTATUS[0]} (0: every check passed, the fp8 band included)"
   fi
+fi
+if want gemmab; then
+  # The sm_90a GEMM's development check and A/B (scripts/device_gemm.sh: bench/gemm/sm90_dev.py
+  # through ctypes, the library built here from the tree or carried as build-dev/libgemm_sm90-<hash>.so)
+  # with $GEMM_AB_ARGS (e.g. "--fused-only --rounds 8 --alt-lib base=build-dev/libbase.so", another
+  # build carried in build-dev/); the standalone activation for its budget from the installed
+  # package when there is one. Logs and sm90_dev.json in extra/gemm/ (the SASS dump left out).
+  step "sm_90a GEMM check and A/B (scripts/device_gemm.sh ${GEMM_AB_ARGS:-})"
+  mkdir -p "$OUT/extra/gemm"
+  glu=$(python3 -c 'import fastglu, os; print(os.path.join(os.path.dirname(fastglu.__file__), "libfastglu.so"))' 2>/dev/null)
+  # shellcheck disable=SC2086
+  OUT="$OUT/extra/gemm" GLU_LIB="$glu" timeout "${GEMM_AB_TIMEOUT:-400}" bash scripts/device_gemm.sh \
+    ${GEMM_AB_ARGS:-} 2>&1 | tail -16
+  rm -f "$OUT/extra/gemm/sass.txt"
 fi
 if want cbench; then
   step "the C benchmark program (fastglu-bench) at the seed shape"
