@@ -147,6 +147,25 @@ static fastglu_status check_fp8_data(const char *fn, fastglu_region *rg, const c
     return fastglu_check_tensor(fn, rg, name, d.data, rows, cols, d.row_stride, 1, 1, 1);
 }
 
+/* The blockwise copy's dtypes (the store's outputs, the saved backward's operands): gate_fp8 and,
+ * in the split layout, up_fp8 e4m3; scale_inv fp32. */
+static fastglu_status check_copy_dtypes(const char *fn, fastglu_dtype gate, fastglu_dtype up,
+                                        fastglu_dtype scale_inv, int interleaved) {
+    if (gate != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: gate_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                 (int)gate);
+    if (!interleaved && up != FASTGLU_DTYPE_FP8_E4M3)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: up_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
+                                 (int)up);
+    if (scale_inv != FASTGLU_DTYPE_FP32)
+        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
+                                 "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
+                                 (int)scale_inv);
+    return FASTGLU_SUCCESS;
+}
+
 fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
                                      const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
                                      fastglu_tensor gate, fastglu_tensor up,
@@ -211,20 +230,8 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
     TRY(fastglu_check_shape(fn, tokens, F, empty));
     TRY(check_reduction_descriptors(fn, call, bias, weights, dbias, dweights));
     const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    if (scale_inv != NULL) { /* the copy's dtypes, empty problem or not */
-        if (gate.dtype != FASTGLU_DTYPE_FP8_E4M3)
-            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                     "%s: gate_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
-                                     (int)gate.dtype);
-        if (!il && up.dtype != FASTGLU_DTYPE_FP8_E4M3)
-            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                     "%s: up_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
-                                     (int)up.dtype);
-        if (scale_inv->dtype != FASTGLU_DTYPE_FP32)
-            return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                     "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
-                                     (int)scale_inv->dtype);
-    }
+    if (scale_inv != NULL) /* the copy's dtypes, empty problem or not */
+        TRY(check_copy_dtypes(fn, gate.dtype, up.dtype, scale_inv->dtype, il));
     const int want_db = dbias != NULL && dbias->data != NULL,
               want_dw = dweights != NULL && dweights->data != NULL;
     if (*empty) { /* only the sums over nothing are written: against each other, and against
@@ -428,18 +435,7 @@ fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_par
                                  "%s: up.dtype = %d differs from gate.dtype = %d", fn,
                                  (int)up.dtype, (int)gate.dtype);
     /* the outputs' dtypes, empty problem or not (their pointers only when there is work) */
-    if (gate_fp8.dtype != FASTGLU_DTYPE_FP8_E4M3)
-        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: gate_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
-                                 (int)gate_fp8.dtype);
-    if (!il && up_fp8.dtype != FASTGLU_DTYPE_FP8_E4M3)
-        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: up_fp8.dtype = %d is not FASTGLU_DTYPE_FP8_E4M3", fn,
-                                 (int)up_fp8.dtype);
-    if (scale_inv.dtype != FASTGLU_DTYPE_FP32)
-        return fastglu_set_error(FASTGLU_ERROR_UNSUPPORTED_DTYPE,
-                                 "%s: scale_inv.dtype = %d is not FASTGLU_DTYPE_FP32", fn,
-                                 (int)scale_inv.dtype);
+    TRY(check_copy_dtypes(fn, gate_fp8.dtype, up_fp8.dtype, scale_inv.dtype, il));
     if (*empty) return FASTGLU_SUCCESS;
     const size_t es = fastglu_dtype_size(gate.dtype);
     const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
