@@ -4,7 +4,8 @@
  * host-bound), or launches each case once for Nsight Compute ("prof"). bf16, T = 8192, SPLIT
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
  * bias (the general kernels), the backward's sums (a bias and fp32 per-token weights, dbias and
- * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's). Prints each
+ * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's), the backward
+ * from h's blockwise copy (random codes and scales) with and without the column-wise copy. Prints each
  * case's time and its floor: the bytes read and written, scales included (the per-tensor cases
  * read the operands twice: two passes), over the bandwidth of a 1 GiB device-to-device copy
  * measured in the same process (bytes read and written over the median of 10 copies).
@@ -94,13 +95,44 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     fastglu_tensor none = {NULL, FASTGLU_DTYPE_BF16, 0}, tdy = {dy, FASTGLU_DTYPE_BF16, F};
     struct {
         const char *name;
-        int bwd, tensor, col, bias, sums, clamp;
-    } cases[] = {{"fwd block", 0, 0, 0, 0, 0},         {"fwd block+colwise", 0, 0, 1, 0, 0},
-                 {"fwd tensor", 0, 1, 0, 0, 0},        {"bwd block", 1, 0, 0, 0, 0},
-                 {"bwd block+colwise", 1, 0, 1, 0, 0}, {"bwd tensor", 1, 1, 0, 0, 0},
-                 {"fwd block bias", 0, 0, 0, 1, 0},    {"bwd block bias", 1, 0, 0, 1, 0},
-                 {"bwd block sums", 1, 0, 0, 1, 1},    {"fwd bias clamp", 0, 0, 0, 1, 0, 1},
-                 {"bwd sums clamp", 1, 0, 0, 1, 1, 1}};
+        int bwd, tensor, col, bias, sums, clamp, saved;
+    } cases[] = {{"fwd block", 0, 0, 0, 0, 0},
+                 {"fwd block+colwise", 0, 0, 1, 0, 0},
+                 {"fwd tensor", 0, 1, 0, 0, 0},
+                 {"bwd block", 1, 0, 0, 0, 0},
+                 {"bwd block+colwise", 1, 0, 1, 0, 0},
+                 {"bwd tensor", 1, 1, 0, 0, 0},
+                 {"fwd block bias", 0, 0, 0, 1, 0},
+                 {"bwd block bias", 1, 0, 0, 1, 0},
+                 {"bwd block sums", 1, 0, 0, 1, 1},
+                 {"fwd bias clamp", 0, 0, 0, 1, 0, 1},
+                 {"bwd sums clamp", 1, 0, 0, 1, 1, 1},
+                 {"bwd saved", 1, 0, 0, 0, 0, 0, 1},
+                 {"bwd saved+colwise", 1, 0, 1, 0, 0, 0, 1}};
+    /* saved: the backward from h's blockwise copy (fastglu_glu_bwd_fp8_saved_blockwise_cuda):
+     * random e4m3 codes (no NaN) [T, 2F], gate's then up's columns, and 1 x 128 scales in
+     * [0.01, 0.02) [T, 2 ceil(F / 128)] */
+    const int64_t nbF = (F + 127) / 128;
+    void *c8, *sc8;
+    cudaMalloc(&c8, T * 2 * F);
+    cudaMalloc(&sc8, T * 2 * nbF * 4);
+    {
+        unsigned char *hc = (unsigned char *)malloc(T * 2 * F);
+        float *hs = (float *)malloc(T * 2 * nbF * 4);
+        uint64_t rng = 0x2545F4914F6CDD1Dull;
+        for (int64_t i = 0; i < T * 2 * F; ++i) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            const unsigned char b = (unsigned char)(rng >> 56);
+            hc[i] = (b & 0x7f) == 0x7f ? (unsigned char)(b - 1) : b;
+        }
+        for (int64_t i = 0; i < T * 2 * nbF; ++i) hs[i] = 0.01f + 0.01f * (float)(i % 97) / 97.0f;
+        cudaMemcpy(c8, hc, T * 2 * F, cudaMemcpyHostToDevice);
+        cudaMemcpy(sc8, hs, T * 2 * nbF * 4, cudaMemcpyHostToDevice);
+        free(hc), free(hs);
+    }
+    const fastglu_tensor g8 = {c8, FASTGLU_DTYPE_FP8_E4M3, 2 * F},
+                         u8 = {(char *)c8 + F, FASTGLU_DTYPE_FP8_E4M3, 2 * F},
+                         s8 = {sc8, FASTGLU_DTYPE_FP32, 2 * nbF};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -131,7 +163,10 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
         const int iters = prof ? 1 : 30;
         for (int it = 0; it < (prof ? 1 : 3) + iters; ++it) {
             if (it == (prof ? 1 : 3)) cudaEventRecord(e0);
-            if (cases[c].bwd)
+            if (cases[c].saved)
+                CK(fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, tdy, g8, u8, s8, bt, twt, none,
+                                                            tdb, tdw, &o, T, F, 0));
+            else if (cases[c].bwd)
                 CK(fastglu_glu_bwd_fp8_cuda(&p, &r, tdy, gate, up, bt, twt, none, tdb, tdw, &o, T,
                                             F, 0));
             else
@@ -143,6 +178,8 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
         cudaEventElapsedTime(&ms, e0, e1);
         double bytes = (cases[c].bwd ? 3.0 : 2.0) * T * F * 2 * (cases[c].tensor ? 2 : 1) +
                        (double)T * X * (cases[c].col ? 2 : 1);
+        if (cases[c].saved) /* gate and up one byte an element (not two), and their scales */
+            bytes += -2.0 * T * F + 4.0 * (double)(T * 2 * nbF);
         if (cases[c].tensor)
             bytes += 4.0;
         else
@@ -152,7 +189,7 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     }
     cudaFree(x), cudaFree(dy), cudaFree(d), cudaFree(dt), cudaFree(s), cudaFree(st), cudaFree(ws);
     cudaFree(db), cudaFree(dw), cudaFree(wt);
-    cudaFree(bb);
+    cudaFree(bb), cudaFree(c8), cudaFree(sc8);
 }
 
 int main(int argc, char **argv) {

@@ -111,22 +111,22 @@ template <typename E, int FAST, int RED> static int find_pair(const void *f) {
                try_pair<E, MODE_TENSOR, FAST, RED, 1>(f);
     return 0;
 }
-/* the backward's shifted pairs (glu_fp8_bwd_shift_kernel: 2-byte dtypes) */
-static long shift_launches, shift_colwise_launches;
-template <typename E, int CW> static void run_shift(void **args) {
-    glu_fp8_bwd_shift_kernel<E, CW>(*(const fp8_args *)args[0]);
+/* the backward's shifted pairs (glu_fp8_bwd_shift_kernel: 2-byte dtypes; H8: from the blockwise
+ * copy, built here with FP8_SAVED_SHIFT) */
+static long shift_launches, shift_colwise_launches, shift_h8_launches;
+template <typename E, int CW, int H8> static void run_shift(void **args) {
+    glu_fp8_bwd_shift_kernel<E, CW, H8>(*(const fp8_args *)args[0]);
+}
+template <typename E, int CW, int H8> static int try_shift(const void *f) {
+    if (f != (const void *)glu_fp8_bwd_shift_kernel<E, CW, H8>) return 0;
+    body = run_shift<E, CW, H8>;
+    shift_launches++, shift_colwise_launches += CW, shift_h8_launches += H8;
+    return 1;
 }
 template <typename E> static int find_shift(const void *f) {
-    if constexpr (sizeof(E) == 2) {
-        if (f == (const void *)glu_fp8_bwd_shift_kernel<E, 0>)
-            body = run_shift<E, 0>;
-        else if (f == (const void *)glu_fp8_bwd_shift_kernel<E, 1>)
-            body = run_shift<E, 1>, shift_colwise_launches++;
-        else
-            return 0;
-        shift_launches++;
-        return 1;
-    }
+    if constexpr (sizeof(E) == 2)
+        return try_shift<E, 0, 0>(f) || try_shift<E, 1, 0>(f) ||
+               (FP8_SAVED_SHIFT && (try_shift<E, 0, 1>(f) || try_shift<E, 1, 1>(f)));
     return 0;
 }
 template <typename E> static void run_reduce(void **args) {
@@ -656,9 +656,9 @@ int main(void) {
                  1, VIEW, OFFSET, 1);
     }
     /* the backward from the blockwise copy (H8): the split tiles (F = 136, 200, 3: the 16-byte and
-     * element paths; INTERLEAVED), the paired tiles (F = 256, 128), F % 128 == 64 (192: the split
-     * tiles, as the shifted pairs take no copy); FAST and the general math, the sums, both
-     * recipes, the column-wise copy or not, each dtype, odd / dense / view strides */
+     * element paths; INTERLEAVED), the paired tiles (F = 256, 128), F % 128 == 64 (192: the
+     * shifted pairs with FAST, the split tiles with the sums); FAST and the general math, the
+     * sums, both recipes, the column-wise copy or not, each dtype, odd / dense / view strides */
     {
         const long h8_before = h8_launches, pair_before = h8_pair_launches;
         for (int strides = ODD; strides <= VIEW; ++strides) {
@@ -684,6 +684,29 @@ int main(void) {
         if (h8_launches == h8_before || h8_pair_launches == pair_before)
             FAIL("the backward from the blockwise copy was not emulated on split and paired tiles");
     }
+    /* the backward from the blockwise copy on the shifted pairs (F % 128 == 64, FAST, 1 x 128
+     * blocks, no sums): both 2-byte dtypes, F = 192 (block 1 is the mixed dh block's, block 2 has
+     * no d_gate block), 320, 2880; T = 1, 257, 300 (partial blocks of 128 and 256 rows); the
+     * column-wise copy or not; both scale layouts; odd / dense / view rows of the copy (odd: the
+     * split tiles' element path, which the shifted pairs do not take); the two FAST activations.
+     * Each against the recipe on its own dh, and dh against fastglu_glu_bwd_cpu's decoding of the
+     * same copy (run_case) */
+    {
+        const long before = shift_h8_launches;
+        static const int64_t Fs[] = {192, 320}, Ts[] = {1, 257, 300};
+        for (int fi = 0; fi < 2; ++fi)
+            for (int ti = 0; ti < 3; ++ti)
+                for (int cw = 0; cw < 2; ++cw) {
+                    run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, Ts[ti], Fs[fi], 1, 0,
+                             cw, 0, cw, ti == 1 ? VIEW : DENSE, PLAIN, 0, 1);
+                    run_case(FASTGLU_ACT_QUICK_GELU, 0, 0, 0, 0, FASTGLU_DTYPE_FP16, Ts[ti], Fs[fi],
+                             1, 0, 1 - cw, 1, cw, ti == 2 ? ODD : VIEW, PLAIN, 0, 1);
+                }
+        run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 2880, 1, 0, 0, 0, 1, DENSE,
+                 PLAIN, 0, 1);
+        if (FP8_SAVED_SHIFT && shift_h8_launches - before < 16)
+            FAIL("the backward from the blockwise copy was not emulated on the shifted pairs");
+    }
     if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");
     if (!pair_colwise_launches) FAIL("the column-wise copy on paired tiles was not emulated");
     printf("%ld launches (%ld with the backward's sums, %ld reductions, %ld of paired tiles), %ld "
@@ -691,9 +714,9 @@ int main(void) {
            launches, red_launches, reduce_launches, pair_launches, emu_blocks_run, emu_barriers,
            emu_shuffles, emu_misaligned);
     printf("%ld launches of the general kernels in math mode MM_K, %ld in MM_ANY, %ld of shifted "
-           "pairs, %ld from the blockwise copy (%ld of paired tiles)\n",
-           gk_launches, gany_launches, shift_launches, h8_launches + h8_pair_launches,
-           h8_pair_launches);
+           "pairs, %ld from the blockwise copy (%ld of paired tiles, %ld of shifted pairs)\n",
+           gk_launches, gany_launches, shift_launches,
+           h8_launches + h8_pair_launches + shift_h8_launches, h8_pair_launches, shift_h8_launches);
     if (!gk_launches || !gany_launches) FAIL("a math mode of the general kernels was not emulated");
     if (pair_launches < 30) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");
