@@ -182,6 +182,27 @@ typedef struct gemm_args {
  * targets compiles this file to empty kernels without unused-function warnings. */
 #if !defined(__CUDA_ARCH__) || defined(GEMM_SM90_DEVICE)
 
+/* Shared-memory matrix descriptor, K-major with the 128-byte swizzle: rows of 128 bytes, 8-row
+ * atoms 1024 bytes apart (stride byte offset), leading byte offset unused (1). */
+static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+/* The MN-major (transposed) B operand of the dgrad, w2 [K, N] row-major: TMA boxes of 64 k rows
+ * x 64 n (128 bytes, 128-byte swizzled), the BN / 64 boxes of a stage 8192 bytes apart. wgmma's
+ * canonical MN-major 128-byte-swizzle layout ((T,8,n),(8,k)):((1,T,LBO),(8T,SBO)): LBO = 8192
+ * (the next 64 columns of n), SBO = 1024 (the next 8 rows of k); a k16 step is 2048 bytes on. */
+static __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+#ifdef FASTGLU_HOST_EMULATION
+/* tests/emu/sm90_emu_ptx.h: the same helpers on the host (tests/emu/sm90_emu.cpp), where TMA,
+ * mbarriers and wgmma are emulated on the emulation's shared memory */
+#include "sm90_emu_ptx.h"
+#else
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -272,22 +293,6 @@ static __device__ __forceinline__ void wgmma_commit(void) {
 template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-/* Shared-memory matrix descriptor, K-major with the 128-byte swizzle: rows of 128 bytes, 8-row
- * atoms 1024 bytes apart (stride byte offset), leading byte offset unused (1). */
-static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
-
-/* The MN-major (transposed) B operand of the dgrad, w2 [K, N] row-major: TMA boxes of 64 k rows
- * x 64 n (128 bytes, 128-byte swizzled), the BN / 64 boxes of a stage 8192 bytes apart. wgmma's
- * canonical MN-major 128-byte-swizzle layout ((T,8,n),(8,k)):((1,T,LBO),(8T,SBO)): LBO = 8192
- * (the next 64 columns of n), SBO = 1024 (the next 8 rows of k); a k16 step is 2048 bytes on. */
-static __device__ __forceinline__ uint64_t smem_desc_mn(uint32_t addr) {
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) |
-           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
 template <int TB>
 static __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t da, uint64_t db) {
     asm volatile(
@@ -429,6 +434,25 @@ static __device__ __forceinline__ void wgmma_m64n192k16_f16(float *d, uint64_t d
           "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "l"(da), "l"(db), "n"(TB));
 }
+
+static __device__ __forceinline__ void fence_mbarrier_init(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/* the producer warpgroup's registers down to 40 a thread, the consumers' up to R */
+static __device__ __forceinline__ void setmaxnreg_dec40(void) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+}
+template <int R> static __device__ __forceinline__ void setmaxnreg_inc(void) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+static __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+static __device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+#endif /* FASTGLU_HOST_EMULATION */
 
 /* ---- epilogue helpers ---------------------------------------------------------------------- */
 
@@ -651,7 +675,7 @@ static __device__ __forceinline__ void put_chunk(out_stage *st, const CUtensorMa
         for (int e = 0; e < 2; e++) {
             const int r = warp * 16 + lane / 4 + 8 * e;
             const uint32_t addr = buf + r * 128 + ((i ^ (lane / 4)) << 4) + 4 * (lane % 4);
-            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v[2 * i + e]) : "memory");
+            st_shared_u32(addr, v[2 * i + e]);
         }
     fence_proxy_async();
     named_bar_sync(1 + st->c, 128);
@@ -874,9 +898,8 @@ static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm,
     const int64_t last = min(col0 + GEMM_BN, a.N) - 1;
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        if (col0 + 64 * k <= last)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + col0 + 64 * k));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + last)); /* the line of the block's end */
+        if (col0 + 64 * k <= last) prefetch_l2(p + col0 + 64 * k);
+    prefetch_l2(p + last); /* the line of the block's end */
 }
 
 /* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
@@ -1042,7 +1065,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
              * (a stage is refilled in all of them at once) */
             mbar_init(empty + 8 * s, 4 * NC * CL);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        fence_mbarrier_init();
     }
     if (CL == 1)
         __syncthreads();
@@ -1050,7 +1073,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         cluster_sync();
     if (wg == 0) { /* producer */
         /* its registers go to the consumers: 168 -> 40 a thread (NC 2), 128 -> 40 (NC 3) */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        setmaxnreg_dec40();
         if (threadIdx.x == 0) {
             int s = 0;
             uint32_t ph = 0;
@@ -1085,10 +1108,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         }
     } else { /* consumers: warpgroup c = wg - 1 takes rows [64c, 64c + 64) of the tile */
         /* 232 = 168 + 128 x 128 / 256; 152 <= 128 + 88 x 128 / 384 */
-        if constexpr (NC == 2)
-            asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        else
-            asm volatile("setmaxnreg.inc.sync.aligned.u32 152;");
+        setmaxnreg_inc<NC == 2 ? 232 : 152>();
         /* warp-uniform for the compiler (a shuffle of lane 0), so that the A operand's descriptor
          * is computed in uniform registers rather than converted from vector ones each k-step */
         const int c = __shfl_sync(0xffffffffu, wg - 1, 0);

@@ -11,6 +11,7 @@
 dim3 blockIdx, threadIdx, gridDim, blockDim;
 long emu_misaligned, emu_ldg, emu_ldcs, emu_stcs, emu_ldplain;
 int emu_order = 0;
+int emu_sm_count = 3;
 long emu_blocks_run, emu_barriers, emu_shuffles;
 
 static uint64_t shuf_state = 0x243F6A8885A308D3ull;
@@ -70,6 +71,7 @@ typedef struct barrier {
 } barrier;
 static barrier block_bar;                                     /* __syncthreads() */
 static std::map<std::pair<int, unsigned>, barrier> warp_bars; /* shuffles: (warp, mask) */
+static std::map<int, barrier> named_bars;                     /* bar.sync id, count */
 
 /* Waits until every thread of the group (count threads) has arrived at b (a map's element: its
  * address stays valid while the block runs). */
@@ -111,6 +113,44 @@ unsigned emu_shfl_xor_u32(unsigned mask, unsigned v, int o) {
     return r;
 }
 
+unsigned emu_shfl_idx_u32(unsigned mask, unsigned v, int src) {
+    const int t = cur, warp = t / 32, lane = t % 32;
+    if (!in_coroutines || src < 0 || src > 31 || !(mask >> lane & 1u) || !(mask >> src & 1u) ||
+        warp * 32 + 32 > nthreads) {
+        fprintf(stderr, "EMU: shuffle: lane %d or its source %d outside mask %08x (or no warp)\n",
+                lane, src, mask);
+        abort();
+    }
+    emu_shuffles++;
+    barrier &b = warp_bars[std::make_pair(warp, mask)];
+    const int count = __builtin_popcount(mask);
+    slots[t] = v;
+    arrive(b, count);
+    const unsigned r = slots[warp * 32 + src];
+    arrive(b, count);
+    return r;
+}
+
+void emu_named_barrier(int id, int count) {
+    if (count <= 0 || count > nthreads || count % 32) {
+        fprintf(stderr, "EMU: bar.sync %d, %d: not a multiple of a warp within the block\n", id,
+                count);
+        abort();
+    }
+    emu_barriers++;
+    arrive(named_bars[id], count);
+}
+
+void emu_yield(void) {
+    if (!in_coroutines) {
+        fprintf(stderr, "EMU: a wait on other threads in a kernel run without coroutines\n");
+        abort();
+    }
+    swapcontext(&th_ctx[cur], &sched_ctx);
+}
+
+void emu_progress(void) { progress++; }
+
 static const void *rows[1024];
 void emu_ldsm_x4_trans(unsigned r[4], const void *row) {
     const int t = cur, warp = t / 32, lane = t % 32;
@@ -150,7 +190,7 @@ void emu_run_blocks(emu_body body, void **args, dim3 grid, dim3 block, void (*bl
         emu_blocks_run++;
         if (block_start) block_start();
         block_bar.arrived = 0, block_bar.phase = 0;
-        warp_bars.clear();
+        warp_bars.clear(), named_bars.clear();
         for (int t = 0; t < nthreads; ++t) {
             stacks[t].resize(1 << 16); /* ASan clears a stack's shadow at each switch: kept small */
             getcontext(&th_ctx[t]);

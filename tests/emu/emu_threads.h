@@ -1,4 +1,5 @@
-/* tests/emu/emu_threads.h — how the host emulations (glue.cpp, fp8_emu.cpp, gemm_emu.cpp) run a
+/* tests/emu/emu_threads.h — how the host emulations (glue.cpp, fp8_emu.cpp, gemm_emu.cpp,
+ * sm90_emu.cpp) run a
  * kernel's grid: the definitions of blockIdx, threadIdx, gridDim, blockDim and the shim's access
  * counters, and two runners (emu_threads.cpp):
  *   emu_run_threads  every thread of the grid to its end, one after another, in the order emu_order
@@ -40,8 +41,26 @@ template <typename V> static inline V emu_shfl_xor(unsigned mask, V v, int lane_
  * the warp: each lane publishes its row address, then reads its elements from the rows of the
  * lanes that own them; a row address not on 16 bytes aborts */
 void emu_ldsm_x4_trans(unsigned r[4], const void *row);
+/* __shfl_sync: lane src_lane's value to every lane of mask (which holds the lane and src_lane) */
+unsigned emu_shfl_idx_u32(unsigned mask, unsigned v, int src_lane);
+template <typename V> static inline V emu_shfl_idx(unsigned mask, V v, int src_lane) {
+    static_assert(sizeof(V) == 4, "32-bit shuffles only");
+    unsigned u;
+    memcpy(&u, &v, 4);
+    u = emu_shfl_idx_u32(mask, u, src_lane);
+    memcpy(&v, &u, 4);
+    return v;
+}
+/* bar.sync id, count: waits until `count` threads of the block have arrived at barrier `id` */
+void emu_named_barrier(int id, int count);
+/* a thread that waits on state other threads change (an mbarrier's phase: tests/emu/
+ * sm90_emu_ptx.h) gives way to them; emu_progress marks such a change, so that a pass in which
+ * every live thread only gave way is reported as a deadlock */
+void emu_yield(void);
+void emu_progress(void);
 #define __syncthreads emu_syncthreads
 #define __shfl_xor_sync emu_shfl_xor
+#define __shfl_sync emu_shfl_idx
 
 /* coroutine blocks run, barriers passed (every thread's arrival), shuffles exchanged */
 extern long emu_blocks_run, emu_barriers, emu_shuffles;

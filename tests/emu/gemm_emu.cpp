@@ -4,7 +4,9 @@
  * shared-memory tiles, the barriers and every index are exercised on machines without a GPU (CI).
  * The entry points fastglu_linear_cuda / fastglu_linear_glu_fwd_cuda / fastglu_linear_dglu_bwd_cuda
  * (its gemm_dglu_kernel) run through it against the float64 reference of tests/c/gemm_reference.c
- * (host memory stands in for device memory). */
+ * (host memory stands in for device memory). Built with FASTGLU_HAVE_GEMM_SM90 and linked with
+ * tests/emu/sm90_emu.cpp (test_gemm_sm90_emulation), the entry points take the sm_90a kernel where
+ * it applies, emulated there, and main runs its own shapes and forced choices. */
 #include <vector>
 
 #define FASTGLU_HOST_EMULATION 1
@@ -80,22 +82,90 @@ static void host_copy(void *dst, const void *src, size_t n) {
 }
 static void host_sync(void) {}
 
+#ifdef FASTGLU_HAVE_GEMM_SM90
+extern "C" int sm90_emu_report(const char *const *required, int n_required);
+extern "C" long sm90_emu_launches(void);
+static void set_path(int k) { fastglu_debug_set_gemm_fallback(k == 1); }
+/* gemm_sm90.cu's development hooks (FASTGLU_GEMM_DEV_HOOKS): the launch's choices forced */
+extern "C" void fastglu_gemm_sm90_set_tma_store(int on);
+extern "C" void fastglu_gemm_sm90_set_math_mode(int mm);
+extern "C" void fastglu_gemm_sm90_set_bn(int bn);
+extern "C" void fastglu_gemm_sm90_set_bm(int bm);
+#endif
+
 int main(void) {
     /* no fastglu_glu_fwd to compare y with bit for bit: the GPU's math runs here with host
      * stand-ins for its special-function unit */
-    const gemm_backend b = {"cuda general kernel, host emulation",
-                            linear,
-                            linear_glu,
-                            NULL,
-                            host_alloc,
-                            free,
-                            host_copy,
-                            host_copy,
-                            host_sync,
-                            linear_dglu};
+    gemm_backend b = {"cuda general kernel, host emulation",
+                      linear,
+                      linear_glu,
+                      NULL,
+                      host_alloc,
+                      free,
+                      host_copy,
+                      host_copy,
+                      host_sync,
+                      linear_dglu};
     /* tiles cut at 64 tokens, 64 columns and 16 values of k: shapes on both sides of each */
     static const gemm_shape shapes[] = {
         {1, 8, 1}, {3, 17, 3}, {65, 37, 70}, {2, 0, 5}, {70, 33, 129}};
+#ifdef FASTGLU_HAVE_GEMM_SM90
+    /* with the sm_90a kernel (tests/emu/sm90_emu.cpp): shapes it takes (K and F multiples of 8)
+     * beside ones it leaves to the general kernel; tiles of 128 tokens and 256 columns (128 gate
+     * and 128 up columns with the GLU), k-blocks of 64: partial row and column tiles, one and
+     * several k-blocks, more tiles than the emulated grid's 3 blocks (the persistent order, the
+     * ring of stages wrapping, the deferred GLU epilogue carried from tile to tile: H = 576, nine
+     * k-blocks, takes its eight steps inside the next tile's main loop) */
+    static const gemm_shape sm90_shapes[] = {
+        {1, 8, 8}, {130, 72, 136}, {300, 200, 264}, {3, 64, 5}, {130, 576, 136}};
+    static const gemm_shape sm90_dglu[] = {{1, 8, 8}, {130, 72, 136}, {257, 136, 520}};
+    gemm_seed("test_gemm_sm90_emulation");
+    b.name = "sm_90a kernel, host emulation";
+    int failed = run_gemm_suite(&b, sm90_shapes, 5, 6, ~0u);
+    const long plain = sm90_emu_launches();
+    failed += run_dglu_suite(&b, sm90_dglu, 3, 6, ~0u);
+    failed += run_gemm_determinism(&b, sm90_shapes + 1, 1, set_path, 2);
+    failed += run_dglu_determinism(&b, sm90_dglu + 1, 1, set_path, 2);
+    /* the choices the suites' shapes do not reach: every output from registers and the general
+     * math mode (MM_ANY) in every epilogue, at one and nine k-blocks; the plain GEMM's 128 x 256
+     * and 192 x 192 (three consumer warpgroups) tiles */
+    b.name = "sm_90a kernel, host emulation (outputs from registers, MM_ANY)";
+    fastglu_gemm_sm90_set_tma_store(0);
+    fastglu_gemm_sm90_set_math_mode(0);
+    const gemm_shape regs[] = {sm90_shapes[1], sm90_shapes[4]};
+    failed += run_gemm_suite(&b, regs, 2, 4, ~0u);
+    failed += run_dglu_suite(&b, sm90_dglu + 1, 1, 4, ~0u);
+    fastglu_gemm_sm90_set_tma_store(1);
+    failed += run_gemm_suite(&b, regs, 1, 2, ~0u);
+    failed += run_dglu_suite(&b, sm90_dglu + 1, 1, 2, ~0u);
+    fastglu_gemm_sm90_set_math_mode(-1);
+    for (int k = 0; k < 2; k++) {
+        b.name = k ? "sm_90a kernel, host emulation (192 x 192 tiles)"
+                   : "sm_90a kernel, host emulation (128 x 256 tiles)";
+        fastglu_gemm_sm90_set_bn(k ? 0 : 256);
+        fastglu_gemm_sm90_set_bm(k ? 192 : 0);
+        failed += run_gemm_suite(&b, sm90_shapes + 2, 1, 6, 3u);
+    }
+    fastglu_gemm_sm90_set_bn(0);
+    fastglu_gemm_sm90_set_bm(0);
+    static const char *const required[] = {"plain TS 128x256",       "plain TS 128x192",
+                                           "plain TS 192x192",       "plain registers 128x192",
+                                           "GLU split TS MM_K",      "GLU split TS MM_KCLAMP",
+                                           "GLU split TS MM_GELU",   "GLU split TS MM_ANY",
+                                           "GLU split registers",    "GLU interleaved registers",
+                                           "dGLU TS MM_K",           "dGLU TS MM_ANY",
+                                           "dGLU registers",         "dGLU dweights TS",
+                                           "dGLU dweights registers"};
+    failed += sm90_emu_report(required, (int)(sizeof required / sizeof required[0]));
+    printf("%ld launches of the general kernel, %ld blocks emulated, %ld barriers\n", launches,
+           emu_blocks_run, emu_barriers);
+    if (plain == 0 || sm90_emu_launches() == plain) {
+        printf("FAIL: the sm_90a kernel was not run (GEMM %ld, dGLU %ld launches)\n", plain,
+               sm90_emu_launches() - plain);
+        failed++;
+    }
+    return failed ? 1 : 0;
+#else
     gemm_seed("test_gemm_emulation");
     int failed = run_gemm_suite(&b, shapes, 5, 7, ~0u);
     failed += run_gemm_errors(&b);
@@ -108,4 +178,5 @@ int main(void) {
     printf("%ld launches, %ld blocks emulated, %ld barriers\n", launches, emu_blocks_run,
            emu_barriers);
     return failed || launches == 0 ? 1 : 0;
+#endif
 }

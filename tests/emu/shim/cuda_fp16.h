@@ -1,5 +1,6 @@
 #pragma once
 #include "convert.h"
+#include "cuda_runtime.h"
 struct __half { uint16_t x; };
 static inline float __half2float(__half h) { return fp16_to_f32(h.x); }
 static inline __half __float2half_rn(float f) { __half h; h.x = f32_to_fp16(f); return h; }
@@ -10,3 +11,6 @@ struct __half_raw {
     unsigned short x;
     operator __half() const { __half h; h.x = x; return h; }
 };
+struct __half2 { __half x, y; };
+static inline __half2 __floats2half2_rn(float a, float b) { __half2 v = {__float2half_rn(a), __float2half_rn(b)}; return v; }
+static inline float2 __half22float2(__half2 v) { return make_float2(__half2float(v.x), __half2float(v.y)); }

@@ -11,6 +11,7 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 extern dim3 blockIdx, threadIdx, gridDim, blockDim;
@@ -51,20 +52,31 @@ static inline const char *cudaGetErrorString(cudaError_t) { return "emu"; }
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-enum cudaDeviceAttr { cudaDevAttrL2CacheSize = 89 };
-/* an H200's L2 (60 MiB): the launchers' evict-last choice for the partials */
-static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 60 << 20; return cudaSuccess; }
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76, cudaDevAttrL2CacheSize = 89 };
+/* an H200's L2 (60 MiB): the launchers' evict-last choice for the partials; compute capability
+ * 9.0; emu_sm_count multiprocessors (emu_threads.cpp: a few, so that a persistent grid's blocks
+ * take several tiles each) */
+extern int emu_sm_count;
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    *v = a == cudaDevAttrMultiProcessorCount ? emu_sm_count : a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrComputeCapabilityMinor ? 0 : 60 << 20;
+    return cudaSuccess;
+}
+/* the driver's entry points and cluster occupancy: tests/emu/sm90_emu.cpp */
+enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriverEntryPointSymbolNotFound = 1 };
+#define cudaEnableDefault 0ull
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version, unsigned long long flags, cudaDriverEntryPointQueryResult *status);
 struct cudaFuncAttributes { int ptxVersion, binaryVersion; };
 /* code for sm_90: the reduction is launched as a programmatic dependent */
 static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *) { a->ptxVersion = a->binaryVersion = 90; return cudaSuccess; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 static inline cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int v) { return v <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue; }
-enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
-union cudaLaunchAttributeValue { int programmaticStreamSerializationAllowed; char pad[64]; };
+enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4, cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue { int programmaticStreamSerializationAllowed; struct { unsigned x, y, z; } clusterDim; char pad[64]; };
 struct cudaLaunchAttribute { cudaLaunchAttributeID id; cudaLaunchAttributeValue val; };
 struct cudaLaunchConfig_t { dim3 gridDim, blockDim; size_t dynamicSmemBytes; cudaStream_t stream; cudaLaunchAttribute *attrs; unsigned numAttrs; };
 /* cudaLaunchKernel / cudaLaunchKernelExC: each emulation looks the kernel pointer up and runs the
  * grid (tests/emu/emu_threads.h runs it). */
 cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t stream);
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *cfg, const void *func, void **args);
+cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *func, const cudaLaunchConfig_t *cfg);
