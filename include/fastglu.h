@@ -477,8 +477,9 @@ FASTGLU_API fastglu_status fastglu_linear_glu_fwd_cpu(const fastglu_glu_params *
  * takes (dh.sum(0)); fc1's dgrad (dh @ w1) and both weight gradients are plain GEMMs (cuBLAS).
  *
  * Arithmetic: dY is summed in fp32 (the CPU: k = 0, 1, ..., H-1 in order, separate multiplies and
- * adds; CUDA: fused multiply-adds in a fixed order of its own) and used unrounded by the epilogue
- * (a separate GEMM would round it to dtype before fastglu_glu_bwd_* read it). dh and y are rounded
+ * adds; CUDA: fused multiply-adds in a fixed order of its own) and rounded to dtype before the
+ * epilogue reads it, as a separate GEMM's output would be before fastglu_glu_bwd_* read it: on the
+ * CPU dh and y are then fastglu_glu_bwd_cpu's bits on that dY. dh and y are rounded
  * to dtype when stored; y is the value fastglu_linear_glu_fwd_* computes from the same h (same
  * operations). dweights[t] adds its F terms in fp32 in a fixed order (the CPU: j in order; CUDA:
  * the general kernel's fixed tree), bitwise reproducible run to run, rounded to weights' dtype.

@@ -14,7 +14,7 @@
  * from them: y is by construction what fastglu_glu_fwd_cpu gives for the stored h.
  *
  * fc2 dgrad + dGLU (fastglu_linear_dglu_bwd_cpu): per row t and chunk of CHUNK columns j, dY[t, j] =
- * ((+0 + dO[t,0] w2[0,j]) + dO[t,1] w2[1,j]) + ... in fp32, k in order, kept unrounded; then the
+ * ((+0 + dO[t,0] w2[0,j]) + dO[t,1] w2[1,j]) + ... in fp32, k in order, rounded to dtype; then the
  * family's backward of each (gate, up) of h with no bias through glu_math.h (glu_cpu.c's math, the
  * same fp32 operations in the same order), y as the forward writes it, and dweights[t] summed over
  * j in order.
@@ -117,8 +117,9 @@ static fastglu_status linear_glu_cpu(const fastglu_gemm_problem *p) {
 
 /* ---- fc2 dgrad + dGLU ---------------------------------------------------------------------- */
 
-/* dY = dO @ w2 per row in CHUNK columns (fp32, k in order), then glu_math.h's backward per element:
- * glu_cpu.c's operations, so dh and y are fastglu_glu_bwd_cpu's bits on these dY. */
+/* dY = dO @ w2 per row in CHUNK columns (fp32, k in order, rounded to dtype), then glu_math.h's
+ * backward per element: glu_cpu.c's operations, so dh and y are fastglu_glu_bwd_cpu's bits on
+ * these dY. */
 static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
     const fastglu_glu_params *prm = p->glu;
     const int il = prm->layout == FASTGLU_LAYOUT_INTERLEAVED, has_w = p->weights != NULL;
@@ -137,6 +138,10 @@ static void linear_dglu_cpu(const fastglu_gemm_problem *p) {
                 load_f32(p->dtype, p->w, k * p->w_row_stride + j0, 1, n, 1.0f, wk);
                 for (int i = 0; i < n; ++i) acc[i] += xk * wk[i];
             }
+            /* dY rounded to dtype, as a separate GEMM's output (the unfused path) */
+            unsigned char rounded[CHUNK * sizeof(float)];
+            store_f32(p->dtype, rounded, 0, 1, n, acc);
+            load_f32(p->dtype, rounded, 0, 1, n, 1.0f, acc);
             const int64_t hb = t * p->h_row_stride + j0 * step;
             load_f32(p->dtype, p->h, hb, step, n, 1.0f, g);
             load_f32(p->dtype, p->h, hb + up_off, step, n, 1.0f, u);

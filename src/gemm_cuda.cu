@@ -17,7 +17,7 @@
  * fc2 dgrad + dGLU (gemm_dglu_kernel): the same tiling over dY[M, F] = dO[M, K] @ w2[K, F] (w2's
  * rows are k: its slice is read along F, coalesced), one accumulator set; the epilogue reads the
  * tile's gate and up from h, runs the family's backward (glu_backward<MM_ANY, 0, 1>: no bias, the
- * weight 1 when absent) on the unrounded fp32 dY, stores d_gate / d_up in h's layout and y
+ * weight 1 when absent) on dY rounded to T, stores d_gate / d_up in h's layout and y
  * (glu_forward<MM_ANY, 0, 1>, the same operations as the forward's epilogue). dweights: each
  * block then takes every column tile of its 64 tokens in order (grid of one column), each thread
  * adds its columns' terms in order, and the 16 threads of a token are added in order: a fixed
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
             __syncthreads();
         }
 
-        /* epilogue: h's gate and up, the backward on the fp32 dY, dh, y, the dweights terms */
+        /* epilogue: h's gate and up, the backward on dY rounded to T, dh, y, the dweights terms */
 #pragma unroll
         for (int i = 0; i < RM; ++i) {
             const int64_t gm = m0 + ty + 16 * i;
@@ -218,8 +218,10 @@ __global__ void __launch_bounds__(THREADS) gemm_dglu_kernel(const dglu_args a) {
                 if (gn >= a.N) continue;
                 const int64_t hi = gm * a.h_rs + gn * step, di = gm * a.dh_rs + gn * step;
                 const float g = to_f32(Hs[hi]), u = to_f32(Hs[hi + up_off]);
+                T dy; /* dY rounded to T, as a separate GEMM's output */
+                from_f32(&dy, acc[i][j]);
                 const glu_grads r =
-                    glu_backward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i], acc[i][j]);
+                    glu_backward<MM_ANY, 0, 1>(a.m, g, u, 0.0f, 0.0f, wt[i], to_f32(dy));
                 T dg, du;
                 from_f32(&dg, r.dg);
                 from_f32(&du, r.du);

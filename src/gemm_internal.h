@@ -17,7 +17,8 @@
  *   fc2 dgrad + dGLU (dglu != 0, glu != NULL):
  *                               dY[M, F] = x[M, K] @ w[K, F]   (x = dO, w = fc2's weight w2, row-major
  *                               [K rows of F]: the B operand is N-major, not K-major), fp32,
- *                               unrounded; h[M, 2F] (an input) the saved pre-activation, no bias;
+ *                               rounded to dtype; h[M, 2F] (an input) the saved pre-activation,
+ *                               no bias;
  *                               dh[M, 2F] = the family's backward in h's layout; y NULL or [M, F]
  *                               = glu(h); dweights NULL or [M] (weights_dtype) = the per-token sum.
  *

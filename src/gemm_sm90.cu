@@ -26,7 +26,8 @@
  * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for
  * INTERLEAVED) the pairs are stored from registers. The TMA-store SPLIT fc1 + GLU also defers the
  * activation into the next tile's first eight k-blocks (GEMM_GLU_DEFER, glu_defer_pack): the
- * tensor cores no longer wait for it (bench/gemm/NOTES.md, version 17).
+ * tensor cores no longer wait for it (bench/gemm/NOTES.md, version 17); the TMA-store fc2 dgrad +
+ * dGLU likewise (GEMM_DGLU_DEFER, dglu_defer_pack; version 18).
  *
  * Clusters of 2 (the kernel's template parameter CL: GEMM_CLUSTER=2 for the whole build, or per
  * launch in the development build, fastglu_gemm_sm90_set_cluster, for the plain GEMM and the
@@ -64,10 +65,12 @@
  * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
  * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
  * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
- * the general mode MM_ANY with fewer instructions) on the unrounded fp32 dY, which also gives y
- * from its own activation (glu_grads.y: the forward's operations on the same values, no second
- * sigmoid), then d_gate, d_up and y through the TMA-store staging (16-byte aligned outputs) or from
- * registers.
+ * the general mode MM_ANY with fewer instructions) on dY rounded to the dtype (a separate GEMM's
+ * output: the unfused path's value), which also gives y from its own activation (glu_grads.y: the
+ * forward's operations on the same values, no second sigmoid), then d_gate, d_up and y through the
+ * TMA-store staging (16-byte aligned outputs) or from registers. On the TMA-store path the
+ * epilogue runs in eight steps deferred into the next tile's main loop (GEMM_DGLU_DEFER,
+ * dglu_defer_step), with three staging buffers a consumer warpgroup.
  * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
  * block taking every column tile of its row tile in order (block_tile), each row's sum over the
  * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
@@ -107,6 +110,11 @@
 #ifndef GEMM_GLU_DEFER
 #define GEMM_GLU_DEFER 1
 #endif
+/* 1: the TMA-store fc2 dgrad + dGLU defers a tile's epilogue into the next tile's main loop
+ * (dglu_defer_pack / dglu_defer_step, GEMM_WAIT_DEPTH 1); 0: its steps after the tile's main loop */
+#ifndef GEMM_DGLU_DEFER
+#define GEMM_DGLU_DEFER 1
+#endif
 /* 2: the staging wait of the TMA-store epilogue left out (racy: for timing its cost only) */
 #ifndef GEMM_DEV_EPI
 #define GEMM_DEV_EPI 0
@@ -119,12 +127,15 @@
 #define GEMM_OUT_BUFS 2
 #endif
 #define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
+/* the TMA-store fc2 dgrad + dGLU stages a chunk's d_gate, d_up and y at once: three buffers */
+#define GEMM_DGLU_OUT_BUFS 3
 /* stages, output buffers (per consumer warpgroup), the full and empty barriers, the dweights
  * partial of the tile's tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte
  * swizzle); nc consumer warpgroups */
-#define GEMM_SMEM_BYTES(nc)                                                                        \
-    (GEMM_STAGES * GEMM_STAGE_BYTES + (nc) * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES + 1024 +           \
+#define GEMM_SMEM_BYTES_OB(nc, ob)                                                                 \
+    (GEMM_STAGES * GEMM_STAGE_BYTES + (nc) * (ob) * GEMM_OUT_BUF_BYTES + 1024 +                    \
      2 * GEMM_STAGES * 8 + 64 * (nc) * 4)
+#define GEMM_SMEM_BYTES(nc) GEMM_SMEM_BYTES_OB(nc, GEMM_OUT_BUFS)
 
 /* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
  * the dgrad's MN-major main loop with the plain epilogue (dY rounded into dh's gate half), and the
@@ -564,10 +575,10 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
                         float g0, g1, u0, u1;
                         load2(hr + col, &g0, &g1);
                         load2(hr + F + col, &u0, &u1);
-                        const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(a.m, g0, u0, 0.0f, 0.0f,
-                                                                         w[e], d[4 * i + 2 * e]);
+                        const glu_grads r0g = glu_backward<MM_ANY, 0, 1>(
+                            a.m, g0, u0, 0.0f, 0.0f, w[e], round_to<T>(d[4 * i + 2 * e]));
                         const glu_grads r1g = glu_backward<MM_ANY, 0, 1>(
-                            a.m, g1, u1, 0.0f, 0.0f, w[e], d[4 * i + 2 * e + 1]);
+                            a.m, g1, u1, 0.0f, 0.0f, w[e], round_to<T>(d[4 * i + 2 * e + 1]));
                         T *dr = dh + row * a.dh_row_stride;
                         store2(dr + col, r0g.dg, r1g.dg);
                         store2(dr + F + col, r0g.du, r1g.du);
@@ -902,9 +913,9 @@ static __device__ __forceinline__ void dglu_prefetch(const gemm_args &a, int tm,
     prefetch_l2(p + last); /* the line of the block's end */
 }
 
-/* chunk j: the backward of each pair on the unrounded dY; d_gate and d_up packed in place of the
- * gate and up words, y (when wanted) into vy; DW: the pairs' dweights terms added to dwp[e] (row
- * e) in order */
+/* chunk j: the backward of each pair on dY rounded to T (a separate GEMM's output); d_gate and
+ * d_up packed in place of the gate and up words, y (when wanted) into vy; DW: the pairs' dweights
+ * terms added to dwp[e] (row e) in order */
 template <typename T, int DW, int MM>
 static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const float *d, int j,
                                                   const float *w, uint32_t *hg, uint32_t *hu,
@@ -916,7 +927,8 @@ static __device__ __forceinline__ void dglu_chunk(const gemm_args &a, const floa
             float g0, g1, u0, u1;
             unpack2((T *)0, hg[2 * i + e], &g0, &g1);
             unpack2((T *)0, hu[2 * i + e], &u0, &u1);
-            const float dy0 = d[4 * (8 * j + i) + 2 * e], dy1 = d[4 * (8 * j + i) + 2 * e + 1];
+            const float dy0 = round_to<T>(d[4 * (8 * j + i) + 2 * e]),
+                        dy1 = round_to<T>(d[4 * (8 * j + i) + 2 * e + 1]);
             const glu_grads r0g = glu_backward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, w[e], dy0);
             const glu_grads r1g = glu_backward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, w[e], dy1);
             hg[2 * i + e] = pack2((T *)0, r0g.dg, r1g.dg);
@@ -999,6 +1011,157 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
     }
 }
 
+/* ---- the deferred fc2 dgrad + dGLU epilogue (GEMM_DGLU_DEFER) ------------------------------
+ * The TMA-store EPI_DGLU's epilogue (h's loads, the backward and y per pair, three 64 x 64 stores a
+ * chunk) is the heaviest of the kernel's, and in the cooperative schedule the tensor cores wait
+ * for it. As the fc1 + GLU epilogue (glu_defer_*), a tile's main loop ends with dY rounded to the
+ * dtype and packed, 64 words a thread (dglu_defer_pack), and the next tile's first eight k-blocks
+ * each run a half chunk after the previous k-block's stage went back to the producer
+ * (dglu_defer_at): step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns),
+ * loads their h words (in L2: the tile's rows were prefetched in its main loop), computes d_gate,
+ * d_up and y and writes them straight into the warpgroup's three staging buffers; the odd step
+ * stores the three (one bulk group). Before the even step writes, the chunk before's stores have
+ * read the buffers (bulk_wait_read<0>: they were issued a k-block earlier). A tile of fewer than
+ * eight k-blocks, and the block's last tile, finish the steps after the main loop; without the
+ * deferral the steps run right after the pack: the same operations, the same bits. */
+typedef struct dglu_pending {
+    uint32_t dy[64]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
+    float w[2];      /* the token weights of the thread's two rows */
+    int tm, tn;      /* the tile's coordinates; tm < 0: nothing pending */
+} dglu_pending;
+
+template <typename T>
+static __device__ __forceinline__ void dglu_defer_pack(const gemm_args &a, const float *d, int tm,
+                                                       int tn, int c, dglu_pending *pd) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int64_t r0 = (int64_t)tm * GEMM_BM + c * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        pd->w[e] =
+            a.weights && r0 + 8 * e < a.M
+                ? load_token_weight(a.weights, a.weights_dtype, (r0 + 8 * e) * a.weights_stride)
+                : 1.0f;
+#pragma unroll
+    for (int k = 0; k < 32; k++) /* k = 8 j + i */
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            pd->dy[2 * k + e] = pack2((T *)0, d[4 * k + 2 * e], d[4 * k + 2 * e + 1]);
+    pd->tm = tm, pd->tn = tn;
+}
+
+/* The 8 packed dY words of step S: n8 blocks 4 (S % 2) .. + 3 of chunk S / 2, rows 8 e, words
+ * 16 (S / 2) + 2 i + e = 8 S + k (k < 8), selected with constant indices (the pending words stay in
+ * registers) */
+static __device__ __forceinline__ void dglu_step_words(const dglu_pending *pd, int S, uint32_t *w) {
+#define DGLU_WORDS(C)                                                                              \
+    case C:                                                                                        \
+        for (int k = 0; k < 8; k++) w[k] = pd->dy[8 * (C) + k];                                    \
+        break;
+    switch (S) {
+        DGLU_WORDS(0)
+        DGLU_WORDS(1)
+        DGLU_WORDS(2)
+        DGLU_WORDS(3)
+        DGLU_WORDS(4)
+        DGLU_WORDS(5)
+        DGLU_WORDS(6)
+    default: DGLU_WORDS(7)
+    }
+#undef DGLU_WORDS
+}
+
+/* Step S (0..7, warp-uniform) of the pending tile with its dY words dyw: chunk j = S / 2, n8 blocks
+ * i0 = 4 (S % 2) .. i0 + 3. One body for every step (S at run time): the code of the deferred
+ * epilogue is a fraction of the kernel's (each step's copy would be ~1000 instructions more). */
+template <typename T, int MM>
+static __device__ __forceinline__ void
+dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_t *dyw,
+                const out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
+                const CUtensorMap *map_y) {
+    const int j = S >> 1, i0 = 4 * (S & 1);
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, lt = threadIdx.x % 128,
+              q = lane % 4;
+    const int row0 = pd->tm * GEMM_BM + st->c * 64, col0 = pd->tn * GEMM_BN + 64 * j;
+    if (col0 >= a.N) return; /* the same for the whole warpgroup */
+    const uint32_t bg = st->buf, bu = bg + GEMM_OUT_BUF_BYTES, by = bu + GEMM_OUT_BUF_BYTES;
+    if ((S & 1) == 0) { /* the chunk before's stores have read the three buffers */
+        if (lt == 0) bulk_wait_read<0>();
+        named_bar_sync(1 + st->c, 128);
+    }
+    /* h's gate and up words of the step's pairs (rows r0 + 8 e): dglu_load's, 0 outside [M, F] */
+    const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
+    const T *h = (const T *)a.h;
+    uint32_t hg[8], hu[8];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t row = r0 + 8 * e;
+        const T *hr = h + (row < a.M ? row : 0) * a.h_row_stride;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t col = (int64_t)col0 + 8 * (i0 + k) + 2 * q;
+            uint32_t g = 0, u = 0;
+            if (row < a.M && col < a.N) {
+                g = __ldg((const unsigned int *)(hr + col));
+                u = __ldg((const unsigned int *)(hr + a.N + col));
+            }
+            hg[2 * k + e] = g, hu[2 * k + e] = u;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float g0, g1, u0, u1, dy0, dy1;
+            unpack2((T *)0, hg[2 * k + e], &g0, &g1);
+            unpack2((T *)0, hu[2 * k + e], &u0, &u1);
+            unpack2((T *)0, dyw[2 * k + e], &dy0, &dy1);
+            const glu_grads r0g = glu_backward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, pd->w[e], dy0);
+            const glu_grads r1g = glu_backward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, pd->w[e], dy1);
+            /* put_chunk's swizzled place of the pair (n8 block i0 + k, row 8 e) */
+            const uint32_t o =
+                (warp * 16 + lane / 4 + 8 * e) * 128 + (((i0 + k) ^ (lane / 4)) << 4) + 4 * q;
+            st_shared_u32(bg + o, pack2((T *)0, r0g.dg, r1g.dg));
+            st_shared_u32(bu + o, pack2((T *)0, r0g.du, r1g.du));
+            if (a.y) st_shared_u32(by + o, pack2((T *)0, r0g.y, r1g.y));
+        }
+    if (S & 1) {
+        fence_proxy_async();
+        named_bar_sync(1 + st->c, 128);
+        if (lt == 0) {
+            tma_store_2d(map_h0, bg, col0, row0);
+            tma_store_2d(map_h1, bu, col0, row0);
+            if (a.y) tma_store_2d(map_y, by, col0, row0);
+            bulk_commit();
+        }
+    }
+}
+
+/* the pending tile's steps from `from` to 7 (from is warp-uniform) */
+template <typename T, int MM>
+static __device__ __forceinline__ void
+dglu_defer_rest(const gemm_args &a, dglu_pending *pd, int from, const out_stage *st,
+                const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+#pragma unroll 1
+    for (int S = from; S < 8; S++) {
+        uint32_t w[8];
+        dglu_step_words(pd, S, w);
+        dglu_defer_step<T, MM>(a, pd, S, w, st, map_h0, map_h1, map_y);
+    }
+    pd->tm = -1;
+}
+
+/* step kb of the pending tile, if kb < 8 (kb is warp-uniform) */
+template <typename T, int MM>
+static __device__ __forceinline__ void
+dglu_defer_at(const gemm_args &a, dglu_pending *pd, int kb, const out_stage *st,
+              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+    if (kb >= 8) return;
+    uint32_t w[8];
+    dglu_step_words(pd, kb, w);
+    dglu_defer_step<T, MM>(a, pd, kb, w, st, map_h0, map_h1, map_y);
+    if (kb == 7) pd->tm = -1;
+}
+
 /* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
 template <int TB>
 static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) {
@@ -1049,10 +1212,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                      const __grid_constant__ CUtensorMap map_y, const gemm_args a) {
 #ifdef GEMM_SM90_DEVICE
     extern __shared__ __align__(1024) unsigned char smem_raw[];
+    /* the TMA-store dGLU's epilogue in steps (dglu_defer_step), deferred or not; its staging
+     * buffers (OB a consumer warpgroup) */
+    constexpr bool dglu_steps = EPI == EPI_DGLU && TS;
+    constexpr int OB = dglu_steps ? GEMM_DGLU_OUT_BUFS : GEMM_OUT_BUFS;
     const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
-    const uint32_t full = outbuf + NC * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES,
-                   empty = full + 8 * GEMM_STAGES;
+    const uint32_t full = outbuf + NC * OB * GEMM_OUT_BUF_BYTES, empty = full + 8 * GEMM_STAGES;
     constexpr uint32_t a_bytes = NC * 64 * GEMM_BK * 2; /* a stage's A: BM = 64 NC rows */
     const int wg = threadIdx.x / 128;
     /* units (CL tiles, one per block of a cluster): this block takes tile rank (block_tile) */
@@ -1113,7 +1279,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
          * is computed in uniform registers rather than converted from vector ones each k-step */
         const int c = __shfl_sync(0xffffffffu, wg - 1, 0);
         out_stage st;
-        st.buf = outbuf + c * GEMM_OUT_BUFS * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
+        st.buf = outbuf + c * OB * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
         int s = 0;
         uint32_t ph = 0;
         int tm, tn;
@@ -1122,6 +1288,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             GEMM_GLU_DEFER && GEMM_WAIT_DEPTH == 1 && EPI == EPI_GLU_SPLIT && TS && NC == 2;
         glu_pending pd;
         pd.tm = -1;
+        /* the deferred dGLU epilogue (GEMM_DGLU_DEFER): the previous tile's packed dY */
+        constexpr bool defer_dglu = dglu_steps && GEMM_DGLU_DEFER && GEMM_WAIT_DEPTH == 1;
+        dglu_pending pq;
+        pq.tm = -1;
         for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
             float d[BN / 2];
 #pragma unroll
@@ -1156,6 +1326,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 if constexpr (defer)
                     if (pd.tm >= 0)
                         glu_defer_at<T, MM, 64 * NC>(a, &pd, kb, &st, &map_h0, &map_h1, &map_y);
+                if constexpr (defer_dglu)
+                    if (pq.tm >= 0) dglu_defer_at<T, MM>(a, &pq, kb, &st, &map_h0, &map_h1, &map_y);
 #else
                 wgmma_wait<0>();
                 if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
@@ -1172,6 +1344,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                     glu_defer_rest<T, MM, 64 * NC>(a, &pd, a.num_k_blocks, &st, &map_h0, &map_h1,
                                                    &map_y);
                 glu_defer_pack<T, 64 * NC>(a, d, tm, tn, c, &pd);
+            } else if constexpr (dglu_steps) {
+                /* a tile of fewer than eight k-blocks leaves steps of the previous one */
+                if (defer_dglu && pq.tm >= 0)
+                    dglu_defer_rest<T, MM>(a, &pq, a.num_k_blocks, &st, &map_h0, &map_h1, &map_y);
+                dglu_defer_pack<T>(a, d, tm, tn, c, &pq);
+                if (!defer_dglu) dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y);
             } else if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
                 epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
                                                              &map_y, dw_sum);
@@ -1183,6 +1361,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         if constexpr (defer) /* the block's last tile */
             if (pd.tm >= 0)
                 glu_defer_rest<T, MM, 64 * NC>(a, &pd, 0, &st, &map_h0, &map_h1, &map_y);
+        if constexpr (defer_dglu)
+            if (pq.tm >= 0) dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y);
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
     /* no block leaves while its peer may still write its stages or arrive on its barriers */
@@ -1527,7 +1707,9 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     const int ts = tma_store_epilogue(p);
     int bm, bn;
     choose_tile(p, sms, ts, &bm, &bn);
-    const int nc = bm / 64, threads = 128 * (nc + 1), smem = GEMM_SMEM_BYTES(nc);
+    const int nc = bm / 64, threads = 128 * (nc + 1);
+    const int smem = epi_of(p) == EPI_DGLU && ts ? GEMM_SMEM_BYTES_OB(nc, GEMM_DGLU_OUT_BUFS)
+                                                 : GEMM_SMEM_BYTES(nc);
     CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, bm);
     if (r == CUDA_SUCCESS) {
         if (p->dglu) {

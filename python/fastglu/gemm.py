@@ -632,8 +632,9 @@ def linear_dglu_bwd(
     return_y=True,
     return_dweights=False,
 ):
-    """fc2's dgrad with the GLU backward in the GEMM's epilogue: ``dY = d_out @ w2`` (fp32, unrounded)
-    and the family's backward of dY with respect to h.
+    """fc2's dgrad with the GLU backward in the GEMM's epilogue: ``dY = d_out @ w2`` (fp32 sums,
+    rounded to the dtype as a separate GEMM's output is) and the family's backward of dY with
+    respect to h.
 
     Args:
         d_out: fc2's upstream gradient ``[tokens, hidden]`` or ``[S, B, hidden]``, bfloat16 / float16 /

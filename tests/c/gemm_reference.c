@@ -179,6 +179,14 @@ static double subnormal_step(fastglu_dtype dt) {
                                       : ldexp(1.0, -149);
 }
 
+/* The rounding of an fp32 value to dtype: at most unit_roundoff |v| + half a subnormal step (dY
+ * is rounded to dtype before the dGLU epilogue reads it, as a separate GEMM's output). */
+static double unit_roundoff(fastglu_dtype dt) {
+    return dt == FASTGLU_DTYPE_BF16   ? ldexp(1.0, -8)
+           : dt == FASTGLU_DTYPE_FP16 ? ldexp(1.0, -11)
+                                      : 0;
+}
+
 /* ||got - ref|| <= tolerance ||ref|| + sqrt(count) * subnormal step, from the sums of squares e
  * (of the errors) and n (of the reference) over count elements. */
 static int within(double e, double n, double count, fastglu_dtype dt) {
@@ -187,8 +195,9 @@ static int within(double e, double n, double count, fastglu_dtype dt) {
 
 /* The same with acc2 more: the square of the error an fp32 sum of K products may carry where the
  * sum cancels (dY = dO @ w2 at T = 1, F = 1: a relative bound on dY alone is unbounded there), as
- * K 2^-24 sum |products| per dY, times the output's derivative in dY; for dh also the fp32
- * evaluation of the activation's derivative where that cancels (dglu_ref.dg_eval). */
+ * K 2^-24 sum |products| per dY, and dY's rounding to dtype (unit_roundoff |dY| + half a
+ * subnormal step), times the output's derivative in dY; for dh also the fp32 evaluation of the
+ * activation's derivative where that cancels (dglu_ref.dg_eval). */
 static int within_acc(double e, double n, double acc2, double count, fastglu_dtype dt) {
     return sqrt(e) <= tolerance(dt) * sqrt(n) + sqrt(acc2) + sqrt(count) * subnormal_step(dt);
 }
@@ -807,7 +816,8 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
                 const dglu_ref ref = dglu_ref_of(v, c, g, u, wtf[t], dy);
                 /* the outputs per unit dY (each is linear in dY) and dY's fp32 accumulation bound */
                 const dglu_ref unit = dglu_ref_of(v, c, g, u, wtf[t], 1.0);
-                const double acc = (double)H * 0x1p-24 * dy_abs;
+                const double acc = (double)H * 0x1p-24 * dy_abs + unit_roundoff(dt) * fabs(dy) +
+                                   0.5 * subnormal_step(dt);
                 a_dh +=
                     (unit.dg * unit.dg + unit.du * unit.du) * acc * acc + ref.dg_eval * ref.dg_eval;
                 dw_acc += fabs(unit.dw) * acc;

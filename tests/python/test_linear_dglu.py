@@ -3,8 +3,8 @@ float64 reference on CPU (CI) and CUDA (device): dY = d_out @ w2 exactly, then t
 sum(y(h) * dY) with respect to h and the per-token weights by float64 autograd through the family's
 formulas (include/fastglu.h; the clamp bound rounded to the dtype as torch.clamp rounds it, whose
 gradient passes at the bound), and y itself. Tolerance: the house bound of the dtype on relative
-Frobenius norms (dY is kept in fp32 unrounded, so dh and y carry one rounding to the dtype and fp32
-arithmetic). Also: y bitwise fastglu.glu(h) on the same device, 3D inputs, the torch.library op's
+Frobenius norms (dY is rounded to the dtype, as a separate GEMM's output, so dh carries two
+roundings to the dtype and fp32 arithmetic: within 2 u + fp32's, under the house bound). Also: y bitwise fastglu.glu(h) on the same device, 3D inputs, the torch.library op's
 fake implementation (opcheck), bad input named.
 """
 
