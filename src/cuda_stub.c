@@ -85,3 +85,4 @@ fastglu_status fastglu_glu_bwd_cuda(FASTGLU_GLU_BWD_ARGS, void *stream) {
 
 void fastglu_debug_set_max_blocks(int64_t max_blocks) { (void)max_blocks; }
 void fastglu_debug_set_generic_kernels(int on) { (void)on; }
+void fastglu_debug_set_fp8_saved_shift(int on) { (void)on; }

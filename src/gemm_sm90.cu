@@ -1620,6 +1620,9 @@ static int device_ok(int device);
  * 2^31. */
 static int dglu_supported(const fastglu_gemm_problem *p) {
     if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
+    /* (a build with more stages than the default may leave no room for the three staging buffers
+     * of the TMA-store epilogue) */
+    if (GEMM_SMEM_BYTES_OB(2, GEMM_DGLU_OUT_BUFS) > 227 * 1024) return 0;
     if (p->dweights && (GEMM_CLUSTER != 1 || !p->weights)) return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;

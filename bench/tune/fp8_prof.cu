@@ -5,8 +5,8 @@
  * layout, SiLU; the cases: forward / backward, block / tensor scaling, the column-wise copy, a
  * bias (the general kernels), the backward's sums (a bias and fp32 per-token weights, dbias and
  * dweights), both with clamp_value = 7 (the general math, not plain SwiGLU's), the backward
- * from h's blockwise copy (random codes and scales) with and without the column-wise copy. Prints each
- * case's time and its floor: the bytes read and written, scales included (the per-tensor cases
+ * from h's blockwise copy (random codes and scales) with and without the column-wise copy, also on
+ * the shifted pairs (fastglu_debug_set_fp8_saved_shift, F % 128 == 64). Prints each case's time and its floor: the bytes read and written, scales included (the per-tensor cases
  * read the operands twice: two passes), over the bandwidth of a 1 GiB device-to-device copy
  * measured in the same process (bytes read and written over the median of 10 copies).
  *
@@ -95,7 +95,7 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
     fastglu_tensor none = {NULL, FASTGLU_DTYPE_BF16, 0}, tdy = {dy, FASTGLU_DTYPE_BF16, F};
     struct {
         const char *name;
-        int bwd, tensor, col, bias, sums, clamp, saved;
+        int bwd, tensor, col, bias, sums, clamp, saved; /* saved 2: on the shifted pairs */
     } cases[] = {{"fwd block", 0, 0, 0, 0, 0},
                  {"fwd block+colwise", 0, 0, 1, 0, 0},
                  {"fwd tensor", 0, 1, 0, 0, 0},
@@ -108,7 +108,9 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
                  {"fwd bias clamp", 0, 0, 0, 1, 0, 1},
                  {"bwd sums clamp", 1, 0, 0, 1, 1, 1},
                  {"bwd saved", 1, 0, 0, 0, 0, 0, 1},
-                 {"bwd saved+colwise", 1, 0, 1, 0, 0, 0, 1}};
+                 {"bwd saved+colwise", 1, 0, 1, 0, 0, 0, 1},
+                 {"bwd saved shift", 1, 0, 0, 0, 0, 0, 2},
+                 {"bwd saved shift+cw", 1, 0, 1, 0, 0, 0, 2}};
     /* saved: the backward from h's blockwise copy (fastglu_glu_bwd_fp8_saved_blockwise_cuda):
      * random e4m3 codes (no NaN) [T, 2F], gate's then up's columns, and 1 x 128 scales in
      * [0.01, 0.02) [T, 2 ceil(F / 128)] */
@@ -160,6 +162,9 @@ static void run_width(int64_t F, int prof, double bw, const __nv_bfloat16 *hx) {
         fastglu_tensor twt = {sm ? wt : NULL, FASTGLU_DTYPE_FP32, 1},
                        tdb = {sm ? db : NULL, FASTGLU_DTYPE_BF16, 1},
                        tdw = {sm ? dw : NULL, FASTGLU_DTYPE_FP32, 1};
+        /* the shifted pairs where F % 128 == 64 (fastglu_debug_set_fp8_saved_shift); elsewhere the
+         * same kernels as "bwd saved" */
+        fastglu_debug_set_fp8_saved_shift(cases[c].saved == 2);
         const int iters = prof ? 1 : 30;
         for (int it = 0; it < (prof ? 1 : 3) + iters; ++it) {
             if (it == (prof ? 1 : 3)) cudaEventRecord(e0);

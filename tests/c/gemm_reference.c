@@ -179,12 +179,10 @@ static double subnormal_step(fastglu_dtype dt) {
                                       : ldexp(1.0, -149);
 }
 
-/* The rounding of an fp32 value to dtype: at most unit_roundoff |v| + half a subnormal step (dY
- * is rounded to dtype before the dGLU epilogue reads it, as a separate GEMM's output). */
-static double unit_roundoff(fastglu_dtype dt) {
-    return dt == FASTGLU_DTYPE_BF16   ? ldexp(1.0, -8)
-           : dt == FASTGLU_DTYPE_FP16 ? ldexp(1.0, -11)
-                                      : 0;
+/* v rounded to dt as the library rounds an fp32 value (through fp32) */
+static double rounded(fastglu_dtype dt, double v) {
+    uint32_t tmp;
+    return put(dt, &tmp, 0, v);
 }
 
 /* ||got - ref|| <= tolerance ||ref|| + sqrt(count) * subnormal step, from the sums of squares e
@@ -193,11 +191,13 @@ static int within(double e, double n, double count, fastglu_dtype dt) {
     return sqrt(e) <= tolerance(dt) * sqrt(n) + sqrt(count) * subnormal_step(dt);
 }
 
-/* The same with acc2 more: the square of the error an fp32 sum of K products may carry where the
- * sum cancels (dY = dO @ w2 at T = 1, F = 1: a relative bound on dY alone is unbounded there), as
- * K 2^-24 sum |products| per dY, and dY's rounding to dtype (unit_roundoff |dY| + half a
- * subnormal step), times the output's derivative in dY; for dh also the fp32 evaluation of the
- * activation's derivative where that cancels (dglu_ref.dg_eval). */
+/* The same with acc2 more: the square of the error dY may carry, times the output's derivative in
+ * dY (dY = dO @ w2 at T = 1, F = 1: a relative bound on dY alone is unbounded where the sum
+ * cancels); for dh also the fp32 evaluation of the activation's derivative where that cancels
+ * (dglu_ref.dg_eval). The library reads dY as its fp32 sum, within K 2^-24 sum |products| of the
+ * exact one, rounded to dtype; the reference takes the exact sum rounded to dtype, and dY's error
+ * is how far the rounding spreads over that interval (0 where both ends round alike: the
+ * contract's own rounding is not charged as error). */
 static int within_acc(double e, double n, double acc2, double count, fastglu_dtype dt) {
     return sqrt(e) <= tolerance(dt) * sqrt(n) + sqrt(acc2) + sqrt(count) * subnormal_step(dt);
 }
@@ -813,14 +813,16 @@ static int run_dglu_case(const gemm_backend *b, const variant *v, gemm_shape s, 
                 const int64_t gi = il ? 2 * j : j, ui = il ? 2 * j + 1 : F + j;
                 const double g = get(dt, h.host, off + t * h_rs + gi),
                              u = get(dt, h.host, off + t * h_rs + ui);
-                const dglu_ref ref = dglu_ref_of(v, c, g, u, wtf[t], dy);
-                /* the outputs per unit dY (each is linear in dY) and dY's fp32 accumulation bound */
+                /* dY as the contract defines it (rounded to dtype) and its error (within_acc) */
+                const double acc = (double)H * 0x1p-24 * dy_abs;
+                const double dy_r = rounded(dt, dy),
+                             dy_err = rounded(dt, dy + acc) - rounded(dt, dy - acc);
+                const dglu_ref ref = dglu_ref_of(v, c, g, u, wtf[t], dy_r);
+                /* the outputs per unit dY (each is linear in dY) */
                 const dglu_ref unit = dglu_ref_of(v, c, g, u, wtf[t], 1.0);
-                const double acc = (double)H * 0x1p-24 * dy_abs + unit_roundoff(dt) * fabs(dy) +
-                                   0.5 * subnormal_step(dt);
-                a_dh +=
-                    (unit.dg * unit.dg + unit.du * unit.du) * acc * acc + ref.dg_eval * ref.dg_eval;
-                dw_acc += fabs(unit.dw) * acc;
+                a_dh += (unit.dg * unit.dg + unit.du * unit.du) * dy_err * dy_err +
+                        ref.dg_eval * ref.dg_eval;
+                dw_acc += fabs(unit.dw) * dy_err;
                 const double gg = get(dt, dh.host, off + t * dh_rs + gi),
                              gu = get(dt, dh.host, off + t * dh_rs + ui);
                 const double gy = get(dt, y.host, off + t * y_rs + j);

@@ -112,7 +112,7 @@ template <typename E, int FAST, int RED> static int find_pair(const void *f) {
     return 0;
 }
 /* the backward's shifted pairs (glu_fp8_bwd_shift_kernel: 2-byte dtypes; H8: from the blockwise
- * copy, built here with FP8_SAVED_SHIFT) */
+ * copy, with fastglu_debug_set_fp8_saved_shift(1)) */
 static long shift_launches, shift_colwise_launches, shift_h8_launches;
 template <typename E, int CW, int H8> static void run_shift(void **args) {
     glu_fp8_bwd_shift_kernel<E, CW, H8>(*(const fp8_args *)args[0]);
@@ -125,8 +125,8 @@ template <typename E, int CW, int H8> static int try_shift(const void *f) {
 }
 template <typename E> static int find_shift(const void *f) {
     if constexpr (sizeof(E) == 2)
-        return try_shift<E, 0, 0>(f) || try_shift<E, 1, 0>(f) ||
-               (FP8_SAVED_SHIFT && (try_shift<E, 0, 1>(f) || try_shift<E, 1, 1>(f)));
+        return try_shift<E, 0, 0>(f) || try_shift<E, 1, 0>(f) || try_shift<E, 0, 1>(f) ||
+               try_shift<E, 1, 1>(f);
     return 0;
 }
 template <typename E> static void run_reduce(void **args) {
@@ -656,9 +656,9 @@ int main(void) {
                  1, VIEW, OFFSET, 1);
     }
     /* the backward from the blockwise copy (H8): the split tiles (F = 136, 200, 3: the 16-byte and
-     * element paths; INTERLEAVED), the paired tiles (F = 256, 128), F % 128 == 64 (192: the
-     * shifted pairs with FAST, the split tiles with the sums); FAST and the general math, the
-     * sums, both recipes, the column-wise copy or not, each dtype, odd / dense / view strides */
+     * element paths; INTERLEAVED), the paired tiles (F = 256, 128), F % 128 == 64 (192: the split
+     * tiles, the default there); FAST and the general math, the sums, both recipes, the
+     * column-wise copy or not, each dtype, odd / dense / view strides */
     {
         const long h8_before = h8_launches, pair_before = h8_pair_launches;
         for (int strides = ODD; strides <= VIEW; ++strides) {
@@ -690,8 +690,10 @@ int main(void) {
      * column-wise copy or not; both scale layouts; odd / dense / view rows of the copy (odd: the
      * split tiles' element path, which the shifted pairs do not take); the two FAST activations.
      * Each against the recipe on its own dh, and dh against fastglu_glu_bwd_cpu's decoding of the
-     * same copy (run_case) */
+     * same copy (run_case), which the split tiles' dh equals bit for bit */
     {
+        if (shift_h8_launches) FAIL("the shifted pairs took the backward from the copy by default");
+        fastglu_debug_set_fp8_saved_shift(1);
         const long before = shift_h8_launches;
         static const int64_t Fs[] = {192, 320}, Ts[] = {1, 257, 300};
         for (int fi = 0; fi < 2; ++fi)
@@ -704,7 +706,8 @@ int main(void) {
                 }
         run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 2880, 1, 0, 0, 0, 1, DENSE,
                  PLAIN, 0, 1);
-        if (FP8_SAVED_SHIFT && shift_h8_launches - before < 16)
+        fastglu_debug_set_fp8_saved_shift(0);
+        if (shift_h8_launches - before < 16)
             FAIL("the backward from the blockwise copy was not emulated on the shifted pairs");
     }
     if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");

@@ -115,8 +115,17 @@ static void run_sm90(void **args) {
                *(const gemm_args *)args[6]);
 }
 
-/* no operation left pending by a block that ended: its TMA stores and wgmma groups all waited for */
+/* no operation left pending by a block that ended: its TMA stores and wgmma groups all waited for;
+ * the shared memory past the launch's size still the junk the block started with (a plain store
+ * there, as the dweights sums' are, would have faulted on the GPU) */
 static void sm90_check_pending(void) {
+    for (size_t i = emu_smem_bytes; i < sizeof smem_raw; i++)
+        if (smem_raw[i] != 0x5a) {
+            fprintf(stderr,
+                    "EMU: a block wrote shared memory at %zu, past the launch's %zu bytes\n", i,
+                    emu_smem_bytes);
+            abort();
+        }
     for (int t = 0; t < 1024; t++)
         if (!emu_open_stores[t].empty() || !emu_store_groups[t].empty() ||
             !emu_open_mma[t].empty() || !emu_mma_groups[t].empty()) {
@@ -140,6 +149,8 @@ static cudaError_t sm90_launch(const void *f, dim3 grid, dim3 block, void **args
     if (smem > sizeof smem_raw - 1024 || smem > 227 * 1024 || block.x % 128 || block.x > 512)
         return cudaErrorInvalidValue;
     cur_kernel = (gemm_kernel_fn)f;
+    emu_smem_bytes = smem;
+    memset(smem_raw, 0x5a, sizeof smem_raw); /* (the junk sm90_check_pending looks for) */
     sm90_launches++;
     for (int i = 0; i < n_kernel_counts; i++)
         if (cur_kernel == kernel_counts[i].bf16 || cur_kernel == kernel_counts[i].f16)

@@ -7,7 +7,10 @@
  * What the hardware does, as far as the kernel relies on it:
  *   mbarrier   an expected arrival count and a transaction count; a phase completes when both
  *              reach zero (then the arrivals are expected again); try_wait.parity P returns once
- *              the current phase's parity differs from P. Over-arrival aborts.
+ *              the current phase's parity differs from P. More arrivals or bytes than a phase
+ *              still waits for abort (the bytes before their expect_tx too, which the hardware
+ *              allows; the kernel always expects first); an arrival after a phase completed counts
+ *              toward the next one, as on the hardware.
  *   TMA load   the box (inner dimension 128 bytes) written row by row, 128-byte swizzled (a
  *              16-byte chunk's address bits 4-6 XORed with bits 7-9), zeros outside the tensor;
  *              its bytes then complete on the mbarrier. It runs when issued: the data it reads
@@ -31,10 +34,13 @@
 static inline uint32_t smem_u32(const void *p) {
     return (uint32_t)((const unsigned char *)p - smem_raw);
 }
+/* the launch's dynamic shared memory (sm90_emu.cpp sets it): an access past it aborts, as a
+ * layout that outgrew the host's size would fault on the GPU */
+static size_t emu_smem_bytes = sizeof smem_raw;
 static inline unsigned char *emu_smem_at(uint32_t addr, size_t bytes) {
-    if ((size_t)addr + bytes > sizeof smem_raw) {
-        fprintf(stderr, "EMU: shared-memory access at %u (+%zu) past the block's memory\n", addr,
-                bytes);
+    if ((size_t)addr + bytes > emu_smem_bytes) {
+        fprintf(stderr, "EMU: shared-memory access at %u (+%zu) past the launch's %zu bytes\n",
+                addr, bytes, emu_smem_bytes);
         abort();
     }
     return smem_raw + addr;
@@ -68,6 +74,7 @@ static inline void emu_mbar_check(emu_mbar &m, uint32_t bar) {
     if (m.pending == 0 && m.tx == 0) m.phase++, m.pending = m.count, emu_progress();
 }
 static inline void mbar_init(uint32_t bar, uint32_t count) {
+    emu_smem_at(bar, 8); /* (within the launch's shared memory) */
     emu_mbar m = {(int)count, (int)count, 0, 0};
     emu_mbars[bar] = m;
 }

@@ -1,11 +1,11 @@
 """fastglu.linear_dglu_bwd (fc2's dgrad with the GLU backward in the GEMM's epilogue) against a
-float64 reference on CPU (CI) and CUDA (device): dY = d_out @ w2 exactly, then the gradient of
-sum(y(h) * dY) with respect to h and the per-token weights by float64 autograd through the family's
-formulas (include/fastglu.h; the clamp bound rounded to the dtype as torch.clamp rounds it, whose
-gradient passes at the bound), and y itself. Tolerance: the house bound of the dtype on relative
-Frobenius norms (dY is rounded to the dtype, as a separate GEMM's output, so dh carries two
-roundings to the dtype and fp32 arithmetic: within 2 u + fp32's, under the house bound). Also: y bitwise fastglu.glu(h) on the same device, 3D inputs, the torch.library op's
-fake implementation (opcheck), bad input named.
+float64 reference on CPU (CI) and CUDA (device): dY = d_out @ w2 exactly, rounded to the dtype as
+the contract says (a separate GEMM's output), then the gradient of sum(y(h) * dY) with respect to
+h and the per-token weights by float64 autograd through the family's formulas (include/fastglu.h;
+the clamp bound rounded to the dtype as torch.clamp rounds it, whose gradient passes at the bound),
+and y itself. Tolerance: the house bound of the dtype on relative Frobenius norms, plus the fp32
+sum's error carried through (gemm_bound). Also: y bitwise fastglu.glu(h) on the same device, 3D
+inputs, the torch.library op's fake implementation (opcheck), bad input named.
 """
 
 import pytest
@@ -68,11 +68,12 @@ def act(name, z):
 
 
 def reference(d_out, w2, h, weights, activation, opts, dtype, dy=None):
-    """float64 (dh, y, dweights) of the contract, by autograd through the forward formulas; dy:
-    fc2's data gradient to take instead of d_out @ w2 (gemm_bound's)."""
+    """float64 (dh, y, dweights) of the contract, by autograd through the forward formulas, on dY =
+    d_out @ w2 rounded to the dtype (through fp32, as the library rounds its fp32 sum); dy: fc2's
+    data gradient to take instead (gemm_bound's)."""
     F = w2.shape[1]
     if dy is None:
-        dy = d_out.double().reshape(-1, d_out.shape[-1]) @ w2.double()
+        dy = (d_out.double().reshape(-1, d_out.shape[-1]) @ w2.double()).float().to(dtype).double()
     h64 = h.double().reshape(-1, 2 * F).clone().requires_grad_(True)
     w64 = (
         weights.double().reshape(-1, 1)
@@ -100,16 +101,19 @@ def reference(d_out, w2, h, weights, activation, opts, dtype, dy=None):
 
 def gemm_bound(d_out, w2, h, weights, activation, opts, dtype):
     """How far dh and dweights may lie from the float64 reference because dY = dO @ w2 is a K-long
-    GEMM accumulated in fp32: |dY's error| <= (K + 2) u (|dO| @ |w2|) per element (u: fp32's unit
-    roundoff; dY's rounding to the dtype is relative to dY, inside the dtype's tolerance), and dh
-    depends on each dY element through one factor, so the same reference run on that bound gives
-    dh's (its absolute value); dweights sums such terms, so their absolute values bound it. Returns
-    the norms of (dh bound, dweights bound), added to the relative tolerance: with cancellation in
-    dO @ w2 (a small dY from terms of size 1) the relative error of dh is not bounded by the
-    dtype alone (T = 1, F = 1, fp32 failed about once in 100 draws without it)."""
+    GEMM accumulated in fp32: the fp32 sum lies within e = (K + 2) u (|dO| @ |w2|) of the exact one
+    (u: fp32's unit roundoff), so the dY the library reads (that sum rounded to the dtype) lies
+    within the rounding's spread over [dY - e, dY + e] of the reference's (0 where both ends round
+    alike). dh depends on each dY element through one factor, so the same reference run on that
+    spread gives dh's bound (its absolute value); dweights sums such terms, so their absolute values
+    bound it. Returns the norms of (dh bound, dweights bound), added to the relative tolerance: with
+    cancellation in dO @ w2 (a small dY from terms of size 1) the relative error of dh is not
+    bounded by the dtype alone (T = 1, F = 1, fp32 failed about once in 100 draws without it)."""
     K = d_out.shape[-1]
     u = torch.finfo(torch.float32).eps / 2
-    err = (K + 2) * u * (d_out.double().abs().reshape(-1, K) @ w2.double().abs())
+    exact = d_out.double().reshape(-1, K) @ w2.double()
+    e = (K + 2) * u * (d_out.double().abs().reshape(-1, K) @ w2.double().abs())
+    err = (exact + e).float().to(dtype).double() - (exact - e).float().to(dtype).double()
     dh_b, _, _ = reference(d_out, w2, h, weights, activation, opts, dtype, dy=err)
     _, y_b, _ = reference(d_out, w2, h, None, activation, opts, dtype, dy=err)
     dw_b = (y_b.abs().reshape(err.shape) * err).sum(-1)
