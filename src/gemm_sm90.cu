@@ -874,11 +874,12 @@ epilogue_tma(const gemm_args &a, const float *d, int tm, int tn, out_stage *st,
  * by pair between the stores (EPI_DGLU_OLD) made a chain of dependent DRAM round trips per tile
  * while the tensor cores waited. The arithmetic is the same, operation for operation. */
 
-/* the words of h's gate (hg) and up (hu) of this thread's pairs in the chunk at col0 (rows r0 +
- * {0, 8}); 0 outside [M, F] (those results are clipped or skipped) */
-template <typename T>
+/* the words of h's gate (hg) and up (hu) of this thread's pairs in n8 blocks i0 .. i0 + NB - 1 of
+ * the chunk at col0 (rows r0 + {0, 8}; block i0 + k, row 8 e at 2 k + e); 0 outside [M, F] (those
+ * results are clipped or skipped) */
+template <typename T, int NB>
 static __device__ __forceinline__ void dglu_load(const gemm_args &a, int64_t r0, int64_t col0,
-                                                 uint32_t *hg, uint32_t *hu) {
+                                                 int i0, uint32_t *hg, uint32_t *hu) {
     const int q = threadIdx.x % 4;
     const T *h = (const T *)a.h;
 #pragma unroll
@@ -886,14 +887,15 @@ static __device__ __forceinline__ void dglu_load(const gemm_args &a, int64_t r0,
         const int64_t row = r0 + 8 * e;
         const T *hr = h + (row < a.M ? row : 0) * a.h_row_stride;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int64_t col = col0 + 8 * i + 2 * q; /* F % 8 == 0: the pair is in or out */
+        for (int k = 0; k < NB; k++) {
+            /* F % 8 == 0: the pair is in or out */
+            const int64_t col = col0 + 8 * (i0 + k) + 2 * q;
             uint32_t g = 0, u = 0;
             if (row < a.M && col < a.N) {
                 g = __ldg((const unsigned int *)(hr + col));
                 u = __ldg((const unsigned int *)(hr + a.N + col));
             }
-            hg[2 * i + e] = g, hu[2 * i + e] = u;
+            hg[2 * k + e] = g, hu[2 * k + e] = u;
         }
     }
 }
@@ -960,7 +962,7 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
         const int col0 = tn * GEMM_BN + 64 * j;
         if (col0 >= a.N) break; /* the same for the whole warpgroup */
         uint32_t hg[16], hu[16], vy[16];
-        dglu_load<T>(a, r0, col0, hg, hu);
+        dglu_load<T, 8>(a, r0, col0, 0, hg, hu);
         dglu_chunk<T, DW, MM>(a, d, j, w, hg, hu, vy, y != NULL, dwp);
         if (TS) {
             put_chunk(st, map_h0, hg, col0, row0);
@@ -1088,25 +1090,10 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
         if (lt == 0) bulk_wait_read<0>();
         named_bar_sync(1 + st->c, 128);
     }
-    /* h's gate and up words of the step's pairs (rows r0 + 8 e): dglu_load's, 0 outside [M, F] */
+    /* h's gate and up words of the step's pairs (rows r0 + 8 e) */
     const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
-    const T *h = (const T *)a.h;
     uint32_t hg[8], hu[8];
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        const int64_t row = r0 + 8 * e;
-        const T *hr = h + (row < a.M ? row : 0) * a.h_row_stride;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int64_t col = (int64_t)col0 + 8 * (i0 + k) + 2 * q;
-            uint32_t g = 0, u = 0;
-            if (row < a.M && col < a.N) {
-                g = __ldg((const unsigned int *)(hr + col));
-                u = __ldg((const unsigned int *)(hr + a.N + col));
-            }
-            hg[2 * k + e] = g, hu[2 * k + e] = u;
-        }
-    }
+    dglu_load<T, 4>(a, r0, col0, i0, hg, hu);
 #pragma unroll
     for (int k = 0; k < 4; k++)
 #pragma unroll

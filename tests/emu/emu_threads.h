@@ -29,28 +29,29 @@ void emu_run_blocks(emu_body body, void **args, dim3 grid, dim3 block, void (*bl
 
 void emu_syncthreads(void);
 unsigned emu_shfl_xor_u32(unsigned mask, unsigned v, int lane_mask);
-template <typename V> static inline V emu_shfl_xor(unsigned mask, V v, int lane_mask) {
+/* __shfl_sync: lane src_lane's value to every lane of mask (which holds the lane and src_lane) */
+unsigned emu_shfl_idx_u32(unsigned mask, unsigned v, int src_lane);
+/* a 32-bit value of any type through one of the two */
+template <typename V>
+static inline V emu_shfl_as(unsigned (*shfl)(unsigned, unsigned, int), unsigned mask, V v,
+                            int arg) {
     static_assert(sizeof(V) == 4, "32-bit shuffles only");
     unsigned u;
     memcpy(&u, &v, 4);
-    u = emu_shfl_xor_u32(mask, u, lane_mask);
+    u = shfl(mask, u, arg);
     memcpy(&v, &u, 4);
     return v;
+}
+template <typename V> static inline V emu_shfl_xor(unsigned mask, V v, int lane_mask) {
+    return emu_shfl_as(emu_shfl_xor_u32, mask, v, lane_mask);
+}
+template <typename V> static inline V emu_shfl_idx(unsigned mask, V v, int src_lane) {
+    return emu_shfl_as(emu_shfl_idx_u32, mask, v, src_lane);
 }
 /* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (src/fp8_tile.cuh's ldsm_x4_trans), every lane of
  * the warp: each lane publishes its row address, then reads its elements from the rows of the
  * lanes that own them; a row address not on 16 bytes aborts */
 void emu_ldsm_x4_trans(unsigned r[4], const void *row);
-/* __shfl_sync: lane src_lane's value to every lane of mask (which holds the lane and src_lane) */
-unsigned emu_shfl_idx_u32(unsigned mask, unsigned v, int src_lane);
-template <typename V> static inline V emu_shfl_idx(unsigned mask, V v, int src_lane) {
-    static_assert(sizeof(V) == 4, "32-bit shuffles only");
-    unsigned u;
-    memcpy(&u, &v, 4);
-    u = emu_shfl_idx_u32(mask, u, src_lane);
-    memcpy(&v, &u, 4);
-    return v;
-}
 /* bar.sync id, count: waits until `count` threads of the block have arrived at barrier `id` */
 void emu_named_barrier(int id, int count);
 /* a thread that waits on state other threads change (an mbarrier's phase: tests/emu/
