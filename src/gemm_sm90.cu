@@ -149,6 +149,10 @@ enum {
     EPI_DGLU_OLD = 5,
     EPI_DGLU_DW = 6 /* EPI_DGLU with dweights: row-owner schedule, the sum kept in shared memory */
 };
+/* the TMA-store epilogue's staging buffers a consumer warpgroup (ts: outputs through TMA stores):
+ * the dGLU's steps stage d_gate, d_up and y at once; the kernel's layout and the launch's shared
+ * memory both take it from here */
+#define GEMM_OUT_BUFS_OF(e, ts) ((e) == EPI_DGLU && (ts) ? GEMM_DGLU_OUT_BUFS : GEMM_OUT_BUFS)
 /* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
 #define EPI_MN_MAJOR(e)                                                                            \
     ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD || (e) == EPI_DGLU_DW)
@@ -1202,7 +1206,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     /* the TMA-store dGLU's epilogue in steps (dglu_defer_step), deferred or not; its staging
      * buffers (OB a consumer warpgroup) */
     constexpr bool dglu_steps = EPI == EPI_DGLU && TS;
-    constexpr int OB = dglu_steps ? GEMM_DGLU_OUT_BUFS : GEMM_OUT_BUFS;
+    constexpr int OB = GEMM_OUT_BUFS_OF(EPI, TS);
     const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
     const uint32_t full = outbuf + NC * OB * GEMM_OUT_BUF_BYTES, empty = full + 8 * GEMM_STAGES;
@@ -1609,7 +1613,7 @@ static int dglu_supported(const fastglu_gemm_problem *p) {
     if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
     /* (a build with more stages than the default may leave no room for the three staging buffers
      * of the TMA-store epilogue) */
-    if (GEMM_SMEM_BYTES_OB(2, GEMM_DGLU_OUT_BUFS) > 227 * 1024) return 0;
+    if (GEMM_SMEM_BYTES_OB(2, GEMM_OUT_BUFS_OF(EPI_DGLU, 1)) > 227 * 1024) return 0;
     if (p->dweights && (GEMM_CLUSTER != 1 || !p->weights)) return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
     if (p->M < 1 || p->N < 1 || p->K < 1 || p->K % 8 || p->N % 8) return 0;
@@ -1698,8 +1702,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     int bm, bn;
     choose_tile(p, sms, ts, &bm, &bn);
     const int nc = bm / 64, threads = 128 * (nc + 1);
-    const int smem = epi_of(p) == EPI_DGLU && ts ? GEMM_SMEM_BYTES_OB(nc, GEMM_DGLU_OUT_BUFS)
-                                                 : GEMM_SMEM_BYTES(nc);
+    const int epi = epi_of(p), smem = GEMM_SMEM_BYTES_OB(nc, GEMM_OUT_BUFS_OF(epi, ts));
     CUresult r = make_map(&map_a, p->x, p->M, p->K, p->x_row_stride, dt, bm);
     if (r == CUDA_SUCCESS) {
         if (p->dglu) {
@@ -1743,7 +1746,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
 
     const int mm = !glu ? MM_ANY : mm_force >= 0 ? mm_force : math_mode_of(p->glu);
     int cl = GEMM_CLUSTER;
-    const gemm_kernel_fn kern = pick_kernel(epi_of(p), ts, bm, bn, mm, dt, &cl);
+    const gemm_kernel_fn kern = pick_kernel(epi, ts, bm, bn, mm, dt, &cl);
     err =
         cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return launch_status("gemm_sm90", err);
