@@ -569,10 +569,11 @@ FASTGLU_API void fastglu_debug_set_max_blocks(int64_t max_blocks);
  * thread-safe. */
 FASTGLU_API void fastglu_debug_set_generic_kernels(int on);
 
-/* Testing hook: 1 makes fastglu_glu_bwd_fp8_saved_blockwise_cuda take the backward's shifted pairs
- * where F % 128 == 64 (2-byte dtypes, plain SwiGLU / quick-GeGLU without bias or weights, 1 x 128
- * blocks, no sums), as fastglu_glu_bwd_fp8_cuda does there; 0 (the default) keeps its split tiles.
- * The same bits either way (tests/c/test_glu_fp8.c runs both). Not thread-safe. */
+/* Testing hook: 1 (the default) makes fastglu_glu_bwd_fp8_saved_blockwise_cuda take the
+ * backward's shifted pairs where F % 128 == 64 (2-byte dtypes, plain SwiGLU / quick-GeGLU without
+ * bias or weights, 1 x 128 blocks, no sums), as fastglu_glu_bwd_fp8_cuda does there; 0 keeps its
+ * split tiles there. The same bits either way (tests/c/test_glu_fp8.c runs both). Not
+ * thread-safe. */
 FASTGLU_API void fastglu_debug_set_fp8_saved_shift(int on);
 
 /* =============================================================================================

@@ -781,14 +781,12 @@ def _fwd_fake(
     )
 
 
-def _one_pass_from_copy(F):
-    """Whether the backward from h's blockwise copy quantises dh in the pass that decodes the copy
-    (fastglu_glu_bwd_fp8_saved_blockwise) rather than decoding it with the GLU backward and then
-    quantising dh (the same bits, but for the order of the fp32 sums of dbias1 over the tokens and
-    of dweights over F). Not where F % 128 == 64: there the decoding backward's shifted pairs of
-    128-column tiles, which the one pass does not have, make the two passes faster (0.94x the one
-    pass's time at F = 2880 on the H200: benchmark fp8_store/bwd_blockwise)."""
-    return F % 128 != 64
+# The backward from h's blockwise copy quantises dh in the pass that decodes the copy
+# (fastglu_glu_bwd_fp8_saved_blockwise) rather than decoding it with the GLU backward and then
+# quantising dh in a second pass: the same bits, but for the order of the fp32 sums of dbias1 over
+# the tokens and of dweights over F. Both passes have shifted-pair tiles where F % 128 == 64, so
+# the one pass is ahead at every F (benchmark fp8_store/bwd_blockwise). False: the two passes.
+ONE_PASS_FROM_COPY = True
 
 
 def _bwd_impl(
@@ -906,7 +904,7 @@ def _bwd_body(
     if h.dtype == FP8:
         # the forward's copy of the GLU's input (h + bias1 where the clamp needed it formed)
         b = None if bias1 is not None and p[2] > 0 else bias1
-        if h_grad is None and _one_pass_from_copy(F2 // 2):
+        if h_grad is None and ONE_PASS_FROM_COPY:
             # decoded in the pass that quantises dh and reduces dbias1 / dweights; dh itself only
             # where bias1 was formed into the copy (its gradient is then dh's sum over the tokens)
             formed = bias1 is not None and b is None

@@ -1043,7 +1043,8 @@ int main(void) {
     }
     /* the backward from the blockwise copy: every variant under the first two recipes, all recipes
      * on the plain SwiGLU and SwiGLU with a bias, each dtype, F = 1, 3, 1408, 2880 (the paired
-     * tiles at 1408, the split tiles at 2880), T = 1, 257, 130 (a last tile of 2), odd / dense /
+     * tiles at 1408; at 2880 the shifted pairs where they apply, else the split tiles), T = 1,
+     * 257, 130 (a last tile of 2), odd / dense /
      * view strides (the CUDA kernel's element and 8-byte paths), NaN / inf / zero rows */
     for (int vi = 0; vi < nv; ++vi)
         for (int ci = 0; ci < nc; ++ci) {
@@ -1061,11 +1062,11 @@ int main(void) {
                              2880, 0, BWD_SAVED, strides);
         }
 #ifdef FP8_TEST_CUDA
-    /* F % 128 == 64 on the shifted pairs (fastglu_debug_set_fp8_saved_shift): the FAST
-     * activations, 2-byte dtypes, T = 1, 130, 257 (partial blocks of 128 and 256 rows), the
-     * column-wise copy or not, both scale layouts, dense and view rows of the copy (odd rows take
-     * the split tiles' element path), F = 2880 and 192 */
-    fastglu_debug_set_fp8_saved_shift(1);
+    /* F % 128 == 64 on the split tiles (fastglu_debug_set_fp8_saved_shift(0); the default, the
+     * shifted pairs, ran above): the FAST activations, 2-byte dtypes, T = 1, 130, 257 (partial
+     * blocks of 128 and 256 rows), the column-wise copy or not, both scale layouts, dense and view
+     * rows of the copy (odd rows take the split tiles' element path), F = 2880 and 192 */
+    fastglu_debug_set_fp8_saved_shift(0);
     for (int k = 0; k < 2; ++k)
         for (int ci = 0; ci < 3; ++ci)
             for (int strides = STRIDES_DENSE; strides <= STRIDES_VIEW; ++strides) {
@@ -1074,7 +1075,7 @@ int main(void) {
                 run_case_strides(&variants[2 - 2 * k], &configs[ci], dts[k], 257, 192, 0, BWD_SAVED,
                                  strides);
             }
-    fastglu_debug_set_fp8_saved_shift(0);
+    fastglu_debug_set_fp8_saved_shift(1);
 #endif
     bad_inputs();
     if (failures) {

@@ -112,7 +112,7 @@ template <typename E, int FAST, int RED> static int find_pair(const void *f) {
     return 0;
 }
 /* the backward's shifted pairs (glu_fp8_bwd_shift_kernel: 2-byte dtypes; H8: from the blockwise
- * copy, with fastglu_debug_set_fp8_saved_shift(1)) */
+ * copy, unless fastglu_debug_set_fp8_saved_shift(0)) */
 static long shift_launches, shift_colwise_launches, shift_h8_launches;
 template <typename E, int CW, int H8> static void run_shift(void **args) {
     glu_fp8_bwd_shift_kernel<E, CW, H8>(*(const fp8_args *)args[0]);
@@ -692,8 +692,6 @@ int main(void) {
      * Each against the recipe on its own dh, and dh against fastglu_glu_bwd_cpu's decoding of the
      * same copy (run_case), which the split tiles' dh equals bit for bit */
     {
-        if (shift_h8_launches) FAIL("the shifted pairs took the backward from the copy by default");
-        fastglu_debug_set_fp8_saved_shift(1);
         const long before = shift_h8_launches;
         static const int64_t Fs[] = {192, 320}, Ts[] = {1, 257, 300};
         for (int fi = 0; fi < 2; ++fi)
@@ -706,9 +704,20 @@ int main(void) {
                 }
         run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 2880, 1, 0, 0, 0, 1, DENSE,
                  PLAIN, 0, 1);
-        fastglu_debug_set_fp8_saved_shift(0);
         if (shift_h8_launches - before < 16)
             FAIL("the backward from the blockwise copy was not emulated on the shifted pairs");
+        /* fastglu_debug_set_fp8_saved_shift(0): the split tiles there, the same checks */
+        fastglu_debug_set_fp8_saved_shift(0);
+        const long off = shift_h8_launches;
+        for (int cw = 0; cw < 2; ++cw) {
+            run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 130, 2880, 1, 0, cw, 0, cw,
+                     DENSE, PLAIN, 0, 1);
+            run_case(FASTGLU_ACT_QUICK_GELU, 0, 0, 0, 0, FASTGLU_DTYPE_FP16, 257, 192, 1, 0, cw, 1,
+                     cw, VIEW, PLAIN, 0, 1);
+        }
+        fastglu_debug_set_fp8_saved_shift(1);
+        if (shift_h8_launches != off)
+            FAIL("fastglu_debug_set_fp8_saved_shift(0) left the shifted pairs on");
     }
     if (!pair_red_launches) FAIL("the backward's sums on paired tiles were not emulated");
     if (!pair_colwise_launches) FAIL("the column-wise copy on paired tiles was not emulated");

@@ -1184,9 +1184,10 @@ def test_blockwise_h_keeps_no_h_and_takes_both_paths(device, monkeypatch):
 @pytest.mark.parametrize("F", [136, 192], ids=lambda f: f"F{f}")
 @pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
 def test_blockwise_h_one_pass_and_two_passes_same_bits(device, dtype, F, which, monkeypatch):
-    """The backward from h's copy quantises dh in the pass that decodes the copy, or (where F %
-    128 == 64, F = 192 here: fp8_mlp._one_pass_from_copy) decodes it with the GLU backward and then
-    quantises dh: every output is the same bits either way (with a bias, per-token weights and a
+    """The backward from h's copy quantises dh in the pass that decodes the copy (the default), or
+    (fp8_mlp.ONE_PASS_FROM_COPY = False) decodes it with the GLU backward and then quantises dh,
+    at F = 136 (split tiles) and 192 (F % 128 == 64: shifted pairs): every output is the same bits
+    either way (with a bias, per-token weights and a
     clamp that forms bias1 into the copy) but dbias1 without the clamp and dweights, fp32 sums
     over the tokens and over F that the two kernels take in different orders (within 1e-6 of each
     other; bf16's rounding of dbias1 may hide it)."""
@@ -1195,7 +1196,7 @@ def test_blockwise_h_one_pass_and_two_passes_same_bits(device, dtype, F, which, 
     extras = make_extras(T, H, F, dtype, device, which, seed=57)
     runs = []
     for one_pass in (True, False):
-        monkeypatch.setattr(fp8_mlp, "_one_pass_from_copy", lambda f, one_pass=one_pass: one_pass)
+        monkeypatch.setattr(fp8_mlp, "ONE_PASS_FROM_COPY", one_pass)
         for kw in ({}, {"clamp_value": 1.5}):
             runs.append(run_all(x, w1, w2, dout, extras, fp8_input_store="blockwise", **kw))
     for a, b in ((runs[0], runs[2]), (runs[1], runs[3])):
