@@ -70,7 +70,8 @@
  * forward's operations on the same values, no second sigmoid), then d_gate, d_up and y through the
  * TMA-store staging (16-byte aligned outputs) or from registers. On the TMA-store path the
  * epilogue runs in eight steps deferred into the next tile's main loop (GEMM_DGLU_DEFER,
- * dglu_defer_step), with three staging buffers a consumer warpgroup.
+ * dglu_defer_step), h coming by TMA into the staging buffers (five a consumer warpgroup) instead
+ * of the loads above.
  * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
  * block taking every column tile of its row tile in order (block_tile), each row's sum over the
  * tile's columns made by one thread in column order and by its four lanes in a fixed tree, the
@@ -127,14 +128,15 @@
 #define GEMM_OUT_BUFS 2
 #endif
 #define GEMM_OUT_BUF_BYTES (64 * 64 * 2)
-/* the TMA-store fc2 dgrad + dGLU stages a chunk's d_gate, d_up and y at once: three buffers */
-#define GEMM_DGLU_OUT_BUFS 3
+/* the TMA-store fc2 dgrad + dGLU's buffers a consumer warpgroup: h's gate and up of two chunks
+ * (loaded by TMA; a chunk's d_gate and d_up are written over them and stored from there) and y */
+#define GEMM_DGLU_OUT_BUFS 5
 /* stages, output buffers (per consumer warpgroup), the full and empty barriers, the dweights
- * partial of the tile's tokens (EPI_DGLU_DW), 1024 bytes of slack to align the ring (128-byte
- * swizzle); nc consumer warpgroups */
+ * partial of the tile's tokens (EPI_DGLU_DW), the dGLU's two h-load barriers a consumer
+ * warpgroup, 1024 bytes of slack to align the ring (128-byte swizzle); nc consumer warpgroups */
 #define GEMM_SMEM_BYTES_OB(nc, ob)                                                                 \
     (GEMM_STAGES * GEMM_STAGE_BYTES + (nc) * (ob) * GEMM_OUT_BUF_BYTES + 1024 +                    \
-     2 * GEMM_STAGES * 8 + 64 * (nc) * 4)
+     2 * GEMM_STAGES * 8 + 64 * (nc) * 4 + 16 * (nc))
 #define GEMM_SMEM_BYTES(nc) GEMM_SMEM_BYTES_OB(nc, GEMM_OUT_BUFS)
 
 /* EPI_DGRAD and EPI_DGLU_OLD exist for the development hooks only (bench/gemm/sm90_dev.py --dglu):
@@ -463,6 +465,11 @@ template <int R> static __device__ __forceinline__ void setmaxnreg_inc(void) {
 static __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
+static __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
 static __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
@@ -661,9 +668,11 @@ static __device__ __forceinline__ void epilogue(const gemm_args &a, const float 
  * warpgroup moves on while the copy engine drains it. A buffer is reused once the store issued two
  * chunks earlier has read it. */
 typedef struct out_stage {
-    uint32_t buf; /* the warpgroup's first buffer */
-    int c;        /* consumer warpgroup: named barrier 1 + c */
-    unsigned n;   /* chunks issued so far (buffer n % 2) */
+    uint32_t buf;  /* the warpgroup's first buffer */
+    int c;         /* consumer warpgroup: named barrier 1 + c */
+    unsigned n;    /* chunks issued so far (buffer n % 2) */
+    uint32_t hbar; /* the dGLU's steps: the h loads' barriers, one per chunk parity */
+    uint32_t hph;  /* the phase parity each of them waits for next (bit p: barrier p) */
 } out_stage;
 
 static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 *, float a, float b) {
@@ -1024,12 +1033,43 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
  * dtype and packed, 64 words a thread (dglu_defer_pack), and the next tile's first eight k-blocks
  * each run a half chunk after the previous k-block's stage went back to the producer
  * (dglu_defer_at): step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns),
- * loads their h words (in L2: the tile's rows were prefetched in its main loop), computes d_gate,
- * d_up and y and writes them straight into the warpgroup's three staging buffers; the odd step
- * stores the three (one bulk group). Before the even step writes, the chunk before's stores have
- * read the buffers (bulk_wait_read<0>: they were issued a k-block earlier). A tile of fewer than
- * eight k-blocks, and the block's last tile, finish the steps after the main loop; without the
- * deferral the steps run right after the pack: the same operations, the same bits. */
+ * reads their h words from shared memory, computes d_gate, d_up and y and writes d_gate and d_up
+ * over the h words they came from and y into its buffer; the odd step stores the three (one bulk
+ * group). h comes by TMA, a chunk's gate and up into one of two buffer pairs (chunk parity), so
+ * that no thread waits on a global load between the tile's wgmma: chunks 0 and 1 during the
+ * tile's own main loop (dglu_h_first, GEMM_DGLU_PREFETCH_KB k-blocks before its end, not before
+ * the previous tile's steps are done), chunk j + 1 at the even step of chunk j (j = 1, 2), once
+ * the chunk before's stores have read its pair and y's buffer (bulk_wait_read<0>: they were
+ * issued a k-block earlier). A tile of fewer than eight k-blocks, and the block's last tile,
+ * finish the steps after the main loop; without the deferral the steps run right after the pack:
+ * the same operations, the same bits. */
+
+/* chunk j of tile (tm, tn): this warpgroup's 64 rows of h's gate and up columns of the chunk by
+ * TMA into buffer pair j % 2, completing barrier j % 2; one thread, once the pair's last stores
+ * have read it. map_hin: h as one [M, 2F] tensor (a gate chunk's columns past F read up's, whose
+ * results are clipped; rows past M read zeros) */
+static __device__ __forceinline__ void dglu_h_load(const gemm_args &a, const out_stage *st,
+                                                   const CUtensorMap *map_hin, int tm, int tn,
+                                                   int j) {
+    const int col0 = tn * GEMM_BN + 64 * j, row0 = tm * GEMM_BM + st->c * 64;
+    if (col0 >= a.N) return; /* no step takes the chunk */
+    const uint32_t bar = st->hbar + 8 * (j & 1), buf = st->buf + (j & 1) * 2 * GEMM_OUT_BUF_BYTES;
+    mbar_expect_tx(bar, 2 * GEMM_OUT_BUF_BYTES);
+    tma_load_2d(buf, map_hin, bar, col0, row0);
+    tma_load_2d(buf + GEMM_OUT_BUF_BYTES, map_hin, bar, (int)a.N + col0, row0);
+}
+
+/* the tile's chunks 0 and 1 of h, once the previous tile's stores have read both pairs (its steps
+ * are done: every thread passed the barrier before its last store) */
+static __device__ __forceinline__ void dglu_h_first(const gemm_args &a, const out_stage *st,
+                                                    const CUtensorMap *map_hin, int tm, int tn) {
+    if (threadIdx.x % 128 == 0) {
+        bulk_wait_read<0>();
+        dglu_h_load(a, st, map_hin, tm, tn, 0);
+        dglu_h_load(a, st, map_hin, tm, tn, 1);
+    }
+}
+
 typedef struct dglu_pending {
     uint32_t dy[64]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
     float w[2];      /* the token weights of the thread's two rows */
@@ -1082,35 +1122,41 @@ static __device__ __forceinline__ void dglu_step_words(const dglu_pending *pd, i
 template <typename T, int MM>
 static __device__ __forceinline__ void
 dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_t *dyw,
-                const out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
-                const CUtensorMap *map_y) {
+                out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
+                const CUtensorMap *map_y, const CUtensorMap *map_hin) {
     const int j = S >> 1, i0 = 4 * (S & 1);
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, lt = threadIdx.x % 128,
               q = lane % 4;
     const int row0 = pd->tm * GEMM_BM + st->c * 64, col0 = pd->tn * GEMM_BN + 64 * j;
     if (col0 >= a.N) return; /* the same for the whole warpgroup */
-    const uint32_t bg = st->buf, bu = bg + GEMM_OUT_BUF_BYTES, by = bu + GEMM_OUT_BUF_BYTES;
-    if ((S & 1) == 0) { /* the chunk before's stores have read the three buffers */
-        if (lt == 0) bulk_wait_read<0>();
+    /* the chunk's pair: h's gate and up words, then d_gate and d_up in their places */
+    const uint32_t bg = st->buf + (j & 1) * 2 * GEMM_OUT_BUF_BYTES, bu = bg + GEMM_OUT_BUF_BYTES,
+                   by = st->buf + 4 * GEMM_OUT_BUF_BYTES;
+    if ((S & 1) == 0) {
+        /* the chunk before's stores have read the other pair and y's buffer: chunk j + 1's h
+         * goes into that pair (chunks 0 and 1 came with dglu_h_first) */
+        if (lt == 0) {
+            bulk_wait_read<0>();
+            if (j == 1 || j == 2) dglu_h_load(a, st, map_hin, pd->tm, pd->tn, j + 1);
+        }
         named_bar_sync(1 + st->c, 128);
+        mbar_wait(st->hbar + 8 * (j & 1), (st->hph >> (j & 1)) & 1u);
+        st->hph ^= 1u << (j & 1);
     }
-    /* h's gate and up words of the step's pairs (rows r0 + 8 e) */
-    const int64_t r0 = (int64_t)row0 + warp * 16 + lane / 4;
-    uint32_t hg[8], hu[8];
-    dglu_load<T, 4>(a, r0, col0, i0, hg, hu);
 #pragma unroll
     for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
+            /* the pair's place in the 128-byte swizzled chunk (n8 block i0 + k, row 8 e): TMA's
+             * for h, put_chunk's for the stores */
+            const uint32_t o =
+                (warp * 16 + lane / 4 + 8 * e) * 128 + (((i0 + k) ^ (lane / 4)) << 4) + 4 * q;
             float g0, g1, u0, u1, dy0, dy1;
-            unpack2((T *)0, hg[2 * k + e], &g0, &g1);
-            unpack2((T *)0, hu[2 * k + e], &u0, &u1);
+            unpack2((T *)0, ld_shared_u32(bg + o), &g0, &g1);
+            unpack2((T *)0, ld_shared_u32(bu + o), &u0, &u1);
             unpack2((T *)0, dyw[2 * k + e], &dy0, &dy1);
             const glu_grads r0g = glu_backward<MM, 0, 1>(a.m, g0, u0, 0.0f, 0.0f, pd->w[e], dy0);
             const glu_grads r1g = glu_backward<MM, 0, 1>(a.m, g1, u1, 0.0f, 0.0f, pd->w[e], dy1);
-            /* put_chunk's swizzled place of the pair (n8 block i0 + k, row 8 e) */
-            const uint32_t o =
-                (warp * 16 + lane / 4 + 8 * e) * 128 + (((i0 + k) ^ (lane / 4)) << 4) + 4 * q;
             st_shared_u32(bg + o, pack2((T *)0, r0g.dg, r1g.dg));
             st_shared_u32(bu + o, pack2((T *)0, r0g.du, r1g.du));
             if (a.y) st_shared_u32(by + o, pack2((T *)0, r0g.y, r1g.y));
@@ -1130,13 +1176,14 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
 /* the pending tile's steps from `from` to 7 (from is warp-uniform) */
 template <typename T, int MM>
 static __device__ __forceinline__ void
-dglu_defer_rest(const gemm_args &a, dglu_pending *pd, int from, const out_stage *st,
-                const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+dglu_defer_rest(const gemm_args &a, dglu_pending *pd, int from, out_stage *st,
+                const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
+                const CUtensorMap *map_hin) {
 #pragma unroll 1
     for (int S = from; S < 8; S++) {
         uint32_t w[8];
         dglu_step_words(pd, S, w);
-        dglu_defer_step<T, MM>(a, pd, S, w, st, map_h0, map_h1, map_y);
+        dglu_defer_step<T, MM>(a, pd, S, w, st, map_h0, map_h1, map_y, map_hin);
     }
     pd->tm = -1;
 }
@@ -1144,12 +1191,13 @@ dglu_defer_rest(const gemm_args &a, dglu_pending *pd, int from, const out_stage 
 /* step kb of the pending tile, if kb < 8 (kb is warp-uniform) */
 template <typename T, int MM>
 static __device__ __forceinline__ void
-dglu_defer_at(const gemm_args &a, dglu_pending *pd, int kb, const out_stage *st,
-              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y) {
+dglu_defer_at(const gemm_args &a, dglu_pending *pd, int kb, out_stage *st,
+              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
+              const CUtensorMap *map_hin) {
     if (kb >= 8) return;
     uint32_t w[8];
     dglu_step_words(pd, kb, w);
-    dglu_defer_step<T, MM>(a, pd, kb, w, st, map_h0, map_h1, map_y);
+    dglu_defer_step<T, MM>(a, pd, kb, w, st, map_h0, map_h1, map_y, map_hin);
     if (kb == 7) pd->tm = -1;
 }
 
@@ -1215,6 +1263,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     /* units (CL tiles, one per block of a cluster): this block takes tile rank (block_tile) */
     const int rank = CL == 1 ? 0 : (int)cluster_ctarank();
     float *dw_sum = (float *)(smem_raw + (empty + 8 * GEMM_STAGES - smem_u32(smem_raw)));
+    /* the dGLU's steps: the h loads' barriers, two a consumer warpgroup (after dw_sum's place) */
+    const uint32_t hbar = empty + 8 * GEMM_STAGES + 64 * NC * 4;
     if (threadIdx.x == 0) {
         for (int s = 0; s < GEMM_STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's expect_tx; TMA's bytes complete it */
@@ -1222,6 +1272,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
              * (a stage is refilled in all of them at once) */
             mbar_init(empty + 8 * s, 4 * NC * CL);
         }
+        if (dglu_steps) /* the loading thread's expect_tx; TMA's bytes complete it */
+            for (int i = 0; i < 2 * NC; i++) mbar_init(hbar + 8 * i, 1);
         fence_mbarrier_init();
     }
     if (CL == 1)
@@ -1271,6 +1323,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         const int c = __shfl_sync(0xffffffffu, wg - 1, 0);
         out_stage st;
         st.buf = outbuf + c * OB * GEMM_OUT_BUF_BYTES, st.c = c, st.n = 0;
+        st.hbar = hbar + 16 * c, st.hph = 0;
         int s = 0;
         uint32_t ph = 0;
         int tm, tn;
@@ -1289,6 +1342,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
             const int pf_kb = max(a.num_k_blocks - GEMM_DGLU_PREFETCH_KB, 0);
+            /* the dGLU's steps: the tile's first two chunks of h at this k-block, after the
+             * previous tile's steps (k-blocks 0 .. 7), else after the main loop */
+            const int h_kb = max(pf_kb, 8);
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
@@ -1318,11 +1374,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                     if (pd.tm >= 0)
                         glu_defer_at<T, MM, 64 * NC>(a, &pd, kb, &st, &map_h0, &map_h1, &map_y);
                 if constexpr (defer_dglu)
-                    if (pq.tm >= 0) dglu_defer_at<T, MM>(a, &pq, kb, &st, &map_h0, &map_h1, &map_y);
+                    if (pq.tm >= 0)
+                        dglu_defer_at<T, MM>(a, &pq, kb, &st, &map_h0, &map_h1, &map_y, &map_b1);
 #else
                 wgmma_wait<0>();
                 if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
 #endif
+                if constexpr (dglu_steps)
+                    if (kb == h_kb) dglu_h_first(a, &st, &map_b1, tm, tn);
                 if (++s == GEMM_STAGES) s = 0, ph ^= 1;
             }
 #if GEMM_WAIT_DEPTH == 1
@@ -1338,9 +1397,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             } else if constexpr (dglu_steps) {
                 /* a tile of fewer than eight k-blocks leaves steps of the previous one */
                 if (defer_dglu && pq.tm >= 0)
-                    dglu_defer_rest<T, MM>(a, &pq, a.num_k_blocks, &st, &map_h0, &map_h1, &map_y);
+                    dglu_defer_rest<T, MM>(a, &pq, a.num_k_blocks, &st, &map_h0, &map_h1, &map_y,
+                                           &map_b1);
+                if (h_kb >= a.num_k_blocks) dglu_h_first(a, &st, &map_b1, tm, tn);
                 dglu_defer_pack<T>(a, d, tm, tn, c, &pq);
-                if (!defer_dglu) dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y);
+                if (!defer_dglu)
+                    dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y, &map_b1);
             } else if constexpr (EPI == EPI_DGLU || EPI == EPI_DGLU_DW)
                 epilogue_dglu<T, TS, EPI == EPI_DGLU_DW, MM>(a, d, tm, tn, c, &st, &map_h0, &map_h1,
                                                              &map_y, dw_sum);
@@ -1353,7 +1415,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             if (pd.tm >= 0)
                 glu_defer_rest<T, MM, 64 * NC>(a, &pd, 0, &st, &map_h0, &map_h1, &map_y);
         if constexpr (defer_dglu)
-            if (pq.tm >= 0) dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y);
+            if (pq.tm >= 0)
+                dglu_defer_rest<T, MM>(a, &pq, 0, &st, &map_h0, &map_h1, &map_y, &map_b1);
         if (TS && threadIdx.x % 128 == 0) bulk_wait_all(); /* the stores have left shared memory */
     }
     /* no block leaves while its peer may still write its stages or arrive on its barriers */
@@ -1590,7 +1653,9 @@ static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     if (epi == EPI_DGRAD) return 1; /* development only: its callers pass aligned outputs */
     if (epi == EPI_GLU_INTERLEAVED || epi == EPI_DGLU_OLD || tma_store_off) return 0;
     if (epi == EPI_DGLU || epi == EPI_DGLU_DW) /* dh's up half: F elements on, F % 8 == 0 */
-        return out_tma_ok(p->dh, p->dh_row_stride, p->M) && out_tma_ok(p->y, p->y_row_stride, p->M);
+        return out_tma_ok(p->dh, p->dh_row_stride, p->M) &&
+               out_tma_ok(p->y, p->y_row_stride, p->M) &&
+               (epi == EPI_DGLU_DW || out_tma_ok(p->h, p->h_row_stride, p->M)); /* h's loads */
     return out_tma_ok(p->h, p->h_row_stride, p->M) &&
            (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
@@ -1611,8 +1676,8 @@ static int device_ok(int device);
  * 2^31. */
 static int dglu_supported(const fastglu_gemm_problem *p) {
     if (!GEMM_SM90_DGLU || !p->glu || p->glu->layout != FASTGLU_LAYOUT_SPLIT) return 0;
-    /* (a build with more stages than the default may leave no room for the three staging buffers
-     * of the TMA-store epilogue) */
+    /* (a build with more stages than the default may leave no room for the five buffers of the
+     * TMA-store epilogue) */
     if (GEMM_SMEM_BYTES_OB(2, GEMM_OUT_BUFS_OF(EPI_DGLU, 1)) > 227 * 1024) return 0;
     if (p->dweights && (GEMM_CLUSTER != 1 || !p->weights)) return 0;
     if (p->dtype != FASTGLU_DTYPE_BF16 && p->dtype != FASTGLU_DTYPE_FP16) return 0;
@@ -1707,7 +1772,11 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
     if (r == CUDA_SUCCESS) {
         if (p->dglu) {
             r = make_map_mn(&map_b0, p->w, p->K, p->N, p->w_row_stride, dt);
-            map_b1 = map_b0;
+            /* the TMA-store dGLU's steps load h through b1's place: one [M, 2F] tensor */
+            if (r == CUDA_SUCCESS && ts && epi == EPI_DGLU)
+                r = make_out_map(&map_b1, p->h, p->M, 2 * p->N, p->h_row_stride, dt);
+            else
+                map_b1 = map_b0;
         } else if (split) {
             r = make_map(&map_b0, p->w, p->N, p->K, p->w_row_stride, dt, bn / 2);
             if (r == CUDA_SUCCESS)

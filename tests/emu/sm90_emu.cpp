@@ -126,6 +126,11 @@ static void sm90_check_pending(void) {
                     emu_smem_bytes);
             abort();
         }
+    if (!emu_pending_loads.empty()) {
+        fprintf(stderr, "EMU: a block left %zu TMA loads no thread waited for\n",
+                emu_pending_loads.size());
+        abort();
+    }
     for (int t = 0; t < 1024; t++)
         if (!emu_open_stores[t].empty() || !emu_store_groups[t].empty() ||
             !emu_open_mma[t].empty() || !emu_mma_groups[t].empty()) {

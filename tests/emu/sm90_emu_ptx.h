@@ -13,8 +13,9 @@
  *              toward the next one, as on the hardware.
  *   TMA load   the box (inner dimension 128 bytes) written row by row, 128-byte swizzled (a
  *              16-byte chunk's address bits 4-6 XORed with bits 7-9), zeros outside the tensor;
- *              its bytes then complete on the mbarrier. It runs when issued: the data it reads
- *              (global memory) does not change under the kernel.
+ *              its bytes then complete on the mbarrier. It runs when a thread first waits on
+ *              that mbarrier, not when issued; until then its box holds 0xff bytes (NaN in both
+ *              16-bit dtypes), so that a read before the wait sees no data.
  *   TMA store  the box read from shared memory (swizzled) and written clipped to the tensor. It
  *              runs when the issuing thread's bulk group is waited for (wait_group.read N leaves
  *              the newest N), not when issued: a kernel that rewrote the staging buffer before
@@ -89,8 +90,13 @@ static inline void mbar_arrive(uint32_t bar) {
     emu_progress();
     emu_mbar_check(m, bar);
 }
+static inline void emu_run_loads(uint32_t bar);
 static inline void mbar_wait(uint32_t bar, uint32_t parity) {
-    while ((emu_mbar_at(bar).phase & 1u) == parity) emu_yield();
+    emu_run_loads(bar);
+    while ((emu_mbar_at(bar).phase & 1u) == parity) {
+        emu_yield();
+        emu_run_loads(bar);
+    }
     emu_progress();
 }
 static inline void fence_mbarrier_init(void) {}
@@ -112,14 +118,18 @@ static inline const emu_tmap *emu_tmap_of(const CUtensorMap *map) {
 
 static long emu_tma_loads, emu_tma_stores;
 
-static inline void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
-    const emu_tmap *t = emu_tmap_of(map);
-    const uint32_t pitch = t->box[0] * t->esize;
-    if (!t->swizzle128 || pitch != 128 || dst % 1024) {
-        fprintf(stderr, "EMU: TMA load: a box of %u bytes a row to %u (128-byte swizzle wanted)\n",
-                pitch, dst);
-        abort();
-    }
+/* a TMA load waiting for a thread's wait on its mbarrier */
+typedef struct emu_tma_load_op {
+    const emu_tmap *t;
+    uint32_t dst, bar;
+    int c0, c1;
+} emu_tma_load_op;
+static std::vector<emu_tma_load_op> emu_pending_loads; /* in issue order */
+
+static inline void emu_run_load(const emu_tma_load_op &l) {
+    const emu_tmap *t = l.t;
+    const uint32_t dst = l.dst, pitch = t->box[0] * t->esize;
+    const int c0 = l.c0, c1 = l.c1;
     for (uint32_t r = 0; r < t->box[1]; r++)
         for (uint32_t c = 0; c < t->box[0]; c++) {
             const int64_t g0 = (int64_t)c0 + c, g1 = (int64_t)c1 + r;
@@ -131,9 +141,35 @@ static inline void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t ba
                 memset(s, 0, t->esize);
         }
     emu_tma_loads++;
-    emu_mbar &m = emu_mbar_at(bar);
+    emu_mbar &m = emu_mbar_at(l.bar);
     m.tx -= (long)t->box[0] * t->box[1] * t->esize;
-    emu_mbar_check(m, bar);
+    emu_mbar_check(m, l.bar);
+}
+/* the loads pending on mbarrier bar, oldest first */
+static inline void emu_run_loads(uint32_t bar) {
+    for (size_t i = 0; i < emu_pending_loads.size();)
+        if (emu_pending_loads[i].bar == bar) {
+            const emu_tma_load_op l = emu_pending_loads[i];
+            emu_pending_loads.erase(emu_pending_loads.begin() + (long)i);
+            emu_run_load(l);
+        } else {
+            i++;
+        }
+}
+
+static inline void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
+    const emu_tmap *t = emu_tmap_of(map);
+    const uint32_t pitch = t->box[0] * t->esize;
+    if (!t->swizzle128 || pitch != 128 || dst % 1024) {
+        fprintf(stderr, "EMU: TMA load: a box of %u bytes a row to %u (128-byte swizzle wanted)\n",
+                pitch, dst);
+        abort();
+    }
+    emu_mbar_at(bar); /* (initialised) */
+    memset(emu_smem_at(dst, (size_t)pitch * t->box[1]), 0xff, (size_t)pitch * t->box[1]);
+    const emu_tma_load_op l = {t, dst, bar, c0, c1};
+    emu_pending_loads.push_back(l);
+    emu_progress();
 }
 
 /* a TMA store waiting for its bulk group's wait (per thread: the open group, then the committed
@@ -185,6 +221,11 @@ template <int N> static inline void bulk_wait_read(void) { emu_bulk_wait(N); }
 static inline void bulk_wait_all(void) { emu_bulk_wait(0); }
 static inline void fence_proxy_async(void) {}
 static inline void st_shared_u32(uint32_t addr, uint32_t v) { memcpy(emu_smem_at(addr, 4), &v, 4); }
+static inline uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    memcpy(&v, emu_smem_at(addr, 4), 4);
+    return v;
+}
 static inline void prefetch_l2(const void *) {}
 
 static inline void named_bar_sync(int id, int n) { emu_named_barrier(id, n); }
