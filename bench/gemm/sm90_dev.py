@@ -862,6 +862,7 @@ def time_dglu(lib, log, alts=()):
             "ms": res,
             "budget_ms": res["cublas"] + 0.2 * bwd,
             "unfused": un_name,
+            "rounds_ms": dict(LAST_ROUNDS),
         }
         row["fused_over_budget"] = res["fused"] / row["budget_ms"]
         row["fused_over_unfused"] = res["fused"] / res[un_name]
@@ -1060,7 +1061,7 @@ def main_dglu(lib, args, log):
             if "FAIL" in r:
                 print("  " + r)
     if not args.skip_time:
-        print("ms (median of 4 rounds); budget = cublas + 0.2 (unfused - cublas)")
+        print(f"ms (median of {ROUNDS} rounds); budget = cublas + 0.2 (unfused - cublas)")
         for r in summary["dglu"]:
             print(
                 f"{r['shape']:40s} "
@@ -1069,6 +1070,19 @@ def main_dglu(lib, args, log):
                 + f" fused/{r['unfused']} {r['fused_over_unfused']:.3f}"
                 + f" old/fused {r['old_over_fused']:.2f}"
             )
+            rm = r["rounds_ms"]
+            print(
+                "  spread (max - min) / median: "
+                + " ".join(f"{n} {(max(v) - min(v)) / r['ms'][n]:.3f}" for n, v in rm.items())
+            )
+            for n in rm:
+                if n.endswith(
+                    "_fused"
+                ):  # another build's kernel: its time over this one's, per round
+                    q = sorted(a / b for a, b in zip(rm[n], rm["fused"]))
+                    print(
+                        f"  {n} / fused per round: median {q[len(q) // 2]:.3f} [{q[0]:.3f}, {q[-1]:.3f}]"
+                    )
     return 1 if fails else 0
 
 
