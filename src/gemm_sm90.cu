@@ -62,7 +62,8 @@
  * swizzle) and the consumers multiply with wgmma's transposed-B mode (tnspB = 1) through an
  * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY. The consumers
  * prefetch the tile's h rows (gate and up) to L2 GEMM_DGLU_PREFETCH_KB k-blocks before the main loop
- * ends; the epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
+ * ends (on the TMA-store path below, for the chunks whose TMA loads come later); the epilogue
+ * (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
  * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
  * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
  * the general mode MM_ANY with fewer instructions) on dY rounded to the dtype (a separate GEMM's
@@ -1655,7 +1656,9 @@ static int tma_store_epilogue(const fastglu_gemm_problem *p) {
     if (epi == EPI_DGLU || epi == EPI_DGLU_DW) /* dh's up half: F elements on, F % 8 == 0 */
         return out_tma_ok(p->dh, p->dh_row_stride, p->M) &&
                out_tma_ok(p->y, p->y_row_stride, p->M) &&
-               (epi == EPI_DGLU_DW || out_tma_ok(p->h, p->h_row_stride, p->M)); /* h's loads */
+               /* h's loads: up's columns at F + col, a signed 32-bit TMA coordinate */
+               (epi == EPI_DGLU_DW ||
+                (out_tma_ok(p->h, p->h_row_stride, p->M) && 2 * p->N < ((int64_t)1 << 31)));
     return out_tma_ok(p->h, p->h_row_stride, p->M) &&
            (epi == EPI_PLAIN || out_tma_ok(p->y, p->y_row_stride, p->M));
 }
