@@ -146,6 +146,8 @@ static void sm90_block_start(void) {
     sm90_check_pending();
     memset(smem_raw, 0x5a, sizeof smem_raw);
     emu_mbars.clear();
+    emu_loaded.clear();
+    for (int t = 0; t < 1024; t++) emu_seen[t].clear();
     sm90_blocks++;
 }
 

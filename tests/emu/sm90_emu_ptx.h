@@ -15,7 +15,9 @@
  *              16-byte chunk's address bits 4-6 XORed with bits 7-9), zeros outside the tensor;
  *              its bytes then complete on the mbarrier. It runs when a thread first waits on
  *              that mbarrier, not when issued; until then its box holds 0xff bytes (NaN in both
- *              16-bit dtypes), so that a read before the wait sees no data.
+ *              16-bit dtypes), so that a read before the wait sees no data. A thread's 4-byte
+ *              shared-memory read (ld_shared_u32) of a loaded box aborts unless that thread
+ *              itself waited past the load's phase: another thread's wait does not order it.
  *   TMA store  the box read from shared memory (swizzled) and written clipped to the tensor. It
  *              runs when the issuing thread's bulk group is waited for (wait_group.read N leaves
  *              the newest N), not when issued: a kernel that rewrote the staging buffer before
@@ -91,12 +93,15 @@ static inline void mbar_arrive(uint32_t bar) {
     emu_mbar_check(m, bar);
 }
 static inline void emu_run_loads(uint32_t bar);
+/* the phases each thread has seen complete on each mbarrier, through its own waits */
+static std::map<uint32_t, unsigned> emu_seen[1024];
 static inline void mbar_wait(uint32_t bar, uint32_t parity) {
     emu_run_loads(bar);
     while ((emu_mbar_at(bar).phase & 1u) == parity) {
         emu_yield();
         emu_run_loads(bar);
     }
+    emu_seen[threadIdx.x][bar] = emu_mbar_at(bar).phase;
     emu_progress();
 }
 static inline void fence_mbarrier_init(void) {}
@@ -125,6 +130,13 @@ typedef struct emu_tma_load_op {
     int c0, c1;
 } emu_tma_load_op;
 static std::vector<emu_tma_load_op> emu_pending_loads; /* in issue order */
+/* the boxes loaded so far (the newest one at an address replaces the older): where, and the
+ * mbarrier phase a reader must have waited past */
+typedef struct emu_loaded_box {
+    uint32_t dst, bytes, bar;
+    unsigned phase;
+} emu_loaded_box;
+static std::vector<emu_loaded_box> emu_loaded;
 
 static inline void emu_run_load(const emu_tma_load_op &l) {
     const emu_tmap *t = l.t;
@@ -142,6 +154,13 @@ static inline void emu_run_load(const emu_tma_load_op &l) {
         }
     emu_tma_loads++;
     emu_mbar &m = emu_mbar_at(l.bar);
+    const emu_loaded_box b = {dst, pitch * t->box[1], l.bar, m.phase + 1};
+    size_t i = 0;
+    while (i < emu_loaded.size() && emu_loaded[i].dst != dst) i++;
+    if (i == emu_loaded.size())
+        emu_loaded.push_back(b);
+    else
+        emu_loaded[i] = b;
     m.tx -= (long)t->box[0] * t->box[1] * t->esize;
     emu_mbar_check(m, l.bar);
 }
@@ -222,6 +241,19 @@ static inline void bulk_wait_all(void) { emu_bulk_wait(0); }
 static inline void fence_proxy_async(void) {}
 static inline void st_shared_u32(uint32_t addr, uint32_t v) { memcpy(emu_smem_at(addr, 4), &v, 4); }
 static inline uint32_t ld_shared_u32(uint32_t addr) {
+    for (size_t i = 0; i < emu_loaded.size(); i++) {
+        const emu_loaded_box &b = emu_loaded[i];
+        if (addr >= b.dst && addr < b.dst + b.bytes) {
+            std::map<uint32_t, unsigned>::const_iterator it = emu_seen[threadIdx.x].find(b.bar);
+            if (it == emu_seen[threadIdx.x].end() || it->second < b.phase) {
+                fprintf(stderr,
+                        "EMU: thread %u read shared memory at %u, loaded by TMA, before its own "
+                        "wait on the load's mbarrier\n",
+                        threadIdx.x, addr);
+                abort();
+            }
+        }
+    }
     uint32_t v;
     memcpy(&v, emu_smem_at(addr, 4), 4);
     return v;
