@@ -784,8 +784,9 @@ def _fwd_fake(
 # The backward from h's blockwise copy quantises dh in the pass that decodes the copy
 # (fastglu_glu_bwd_fp8_saved_blockwise) rather than decoding it with the GLU backward and then
 # quantising dh in a second pass: the same bits, but for the order of the fp32 sums of dbias1 over
-# the tokens and of dweights over F. Both passes have shifted-pair tiles where F % 128 == 64, so
-# the one pass is ahead at every F (benchmark fp8_store/bwd_blockwise). False: the two passes.
+# the tokens and of dweights over F. The one pass is ahead where F is a multiple of 128 (benchmark
+# fp8_store/bwd_blockwise) and, since it has its own shifted-pair tiles, where F % 128 == 64 too
+# (bench/PERF_NOTES.md, "Open"). False: the two passes.
 ONE_PASS_FROM_COPY = True
 
 

@@ -1186,9 +1186,9 @@ def test_blockwise_h_keeps_no_h_and_takes_both_paths(device, monkeypatch):
 def test_blockwise_h_one_pass_and_two_passes_same_bits(device, dtype, F, which, monkeypatch):
     """The backward from h's copy quantises dh in the pass that decodes the copy (the default), or
     (fp8_mlp.ONE_PASS_FROM_COPY = False) decodes it with the GLU backward and then quantises dh,
-    at F = 136 (split tiles) and 192 (F % 128 == 64: shifted pairs): every output is the same bits
-    either way (with a bias, per-token weights and a
-    clamp that forms bias1 into the copy) but dbias1 without the clamp and dweights, fp32 sums
+    at F = 136 and 192 (F % 128 == 64: the CUDA shifted pairs where they apply): every output is
+    the same bits either way (with a bias, per-token weights and a clamp that forms bias1 into
+    the copy) but dbias1 without the clamp and dweights, fp32 sums
     over the tokens and over F that the two kernels take in different orders (within 1e-6 of each
     other; bf16's rounding of dbias1 may hide it)."""
     T, H = 130, 200
