@@ -152,10 +152,13 @@ enum {
     EPI_DGLU_OLD = 5,
     EPI_DGLU_DW = 6 /* EPI_DGLU with dweights: row-owner schedule, the sum kept in shared memory */
 };
+/* the dGLU's epilogue in steps with h by TMA (dglu_defer_step): EPI_DGLU through TMA stores (ts);
+ * the kernel, its shared-memory layout and the launch's maps all take it from here */
+#define GEMM_DGLU_STEPS(e, ts) ((e) == EPI_DGLU && (ts))
 /* the TMA-store epilogue's staging buffers a consumer warpgroup (ts: outputs through TMA stores):
- * the dGLU's steps stage d_gate, d_up and y at once; the kernel's layout and the launch's shared
- * memory both take it from here */
-#define GEMM_OUT_BUFS_OF(e, ts) ((e) == EPI_DGLU && (ts) ? GEMM_DGLU_OUT_BUFS : GEMM_OUT_BUFS)
+ * the dGLU's steps hold h's gate and up of two chunks and y; the kernel's layout and the launch's
+ * shared memory both take it from here */
+#define GEMM_OUT_BUFS_OF(e, ts) (GEMM_DGLU_STEPS(e, ts) ? GEMM_DGLU_OUT_BUFS : GEMM_OUT_BUFS)
 /* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
 #define EPI_MN_MAJOR(e)                                                                            \
     ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD || (e) == EPI_DGLU_DW)
@@ -1254,7 +1257,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     /* the TMA-store dGLU's epilogue in steps (dglu_defer_step), deferred or not; its staging
      * buffers (OB a consumer warpgroup) */
-    constexpr bool dglu_steps = EPI == EPI_DGLU && TS;
+    constexpr bool dglu_steps = GEMM_DGLU_STEPS(EPI, TS);
     constexpr int OB = GEMM_OUT_BUFS_OF(EPI, TS);
     const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t outbuf = ring + GEMM_STAGES * GEMM_STAGE_BYTES;
@@ -1571,7 +1574,7 @@ static gemm_kernel_fn pick_kernel(int epi, int ts, int bm, int bn, int mm, fastg
         return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 1, 256, MM_ANY>;                                 \
     }                                                                                              \
     if (epi == EPI_GLU_SPLIT) return gemm_sm90_kernel<T, EPI_GLU_SPLIT, 0, 256, MM_ANY>;           \
-    if (GEMM_SM90_DGLU && epi == EPI_DGLU && ts) {                                                 \
+    if (GEMM_SM90_DGLU && GEMM_DGLU_STEPS(epi, ts)) {                                              \
         if (mm == MM_K) return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_K>;         \
         if (mm == MM_KCLAMP)                                                                       \
             return gemm_sm90_kernel<T, GEMM_DGLU_EPI(EPI_DGLU), 1, 256, MM_KCLAMP>;                \
@@ -1776,7 +1779,7 @@ extern "C" fastglu_status fastglu_gemm_sm90_launch(const fastglu_gemm_problem *p
         if (p->dglu) {
             r = make_map_mn(&map_b0, p->w, p->K, p->N, p->w_row_stride, dt);
             /* the TMA-store dGLU's steps load h through b1's place: one [M, 2F] tensor */
-            if (r == CUDA_SUCCESS && ts && epi == EPI_DGLU)
+            if (r == CUDA_SUCCESS && GEMM_DGLU_STEPS(epi, ts))
                 r = make_out_map(&map_b1, p->h, p->M, 2 * p->N, p->h_row_stride, dt);
             else
                 map_b1 = map_b0;
