@@ -1036,13 +1036,22 @@ def main():
                 + " ".join(f"{n} {v:.3f}" for n, v in r["ms"].items())
                 + f" budget {r['budget_ms']:.3f} fused/budget {r['fused_over_budget']:.3f} ({r['act_used']})"
             )
-            print(
-                "  spread (max - min) / median over the rounds: "
-                + " ".join(
-                    f"{n} {(max(v) - min(v)) / r['ms'][n]:.3f}" for n, v in r["rounds_ms"].items()
-                )
-            )
+            print_rounds(r)
     return 1 if fails else 0
+
+
+def print_rounds(r):
+    """A timed row's spread over the rounds, per provider, and each other build's fused kernel
+    (an --alt-lib, "<name>_fused") over this build's, round by round."""
+    rm = r["rounds_ms"]
+    print(
+        "  spread (max - min) / median over the rounds: "
+        + " ".join(f"{n} {(max(v) - min(v)) / r['ms'][n]:.3f}" for n, v in rm.items())
+    )
+    for n in rm:
+        if n.endswith("_fused") and "fused" in rm:
+            q = sorted(a / b for a, b in zip(rm[n], rm["fused"]))
+            print(f"  {n} / fused per round: median {q[len(q) // 2]:.3f} [{q[0]:.3f}, {q[-1]:.3f}]")
 
 
 def main_dglu(lib, args, log):
@@ -1070,19 +1079,7 @@ def main_dglu(lib, args, log):
                 + f" fused/{r['unfused']} {r['fused_over_unfused']:.3f}"
                 + f" old/fused {r['old_over_fused']:.2f}"
             )
-            rm = r["rounds_ms"]
-            print(
-                "  spread (max - min) / median: "
-                + " ".join(f"{n} {(max(v) - min(v)) / r['ms'][n]:.3f}" for n, v in rm.items())
-            )
-            for n in rm:
-                if n.endswith(
-                    "_fused"
-                ):  # another build's kernel: its time over this one's, per round
-                    q = sorted(a / b for a, b in zip(rm[n], rm["fused"]))
-                    print(
-                        f"  {n} / fused per round: median {q[len(q) // 2]:.3f} [{q[0]:.3f}, {q[-1]:.3f}]"
-                    )
+            print_rounds(r)
     return 1 if fails else 0
 
 
