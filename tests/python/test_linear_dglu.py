@@ -10,6 +10,7 @@ inputs, the torch.library op's fake implementation (opcheck), bad input named.
 
 import pytest
 import torch
+from swiglu_reference import close
 
 import fastglu
 from fastglu import linear_dglu_bwd
@@ -124,15 +125,6 @@ def rel(a, b):
     a, b = a.double().cpu().reshape(-1), b.double().cpu().reshape(-1)
     n = b.norm()
     return ((a - b).norm() / n).item() if n > 0 else (a - b).norm().item()
-
-
-def close(got, ref, tol, extra=0.0):
-    """||got - ref|| <= tol ||ref|| + sqrt(n) * the dtype's subnormal spacing: the house's relative
-    bound, plus the absolute rounding of values stored below the dtype's normal range (a y of
-    -9.4e-6 in fp16 is a subnormal, rounded to a multiple of 2^-24)."""
-    step = torch.finfo(got.dtype).smallest_normal * torch.finfo(got.dtype).eps
-    a, b = got.double().cpu().reshape(-1), ref.double().cpu().reshape(-1)
-    return ((a - b).norm() <= tol * b.norm() + b.numel() ** 0.5 * step + extra).item()
 
 
 def make(lead, H, F, dtype, device, wdt=None):

@@ -12,13 +12,15 @@ elements) with tol = 2 u + 2 sqrt(K) 2^-24: 7.8e-3 (bf16), 9.8e-4 (fp16), 6.6e-6
 within the house bounds 1e-2 / 1e-3 / 1e-5 at every K used here. y is checked against the float64
 formulas applied to the stored h (y is defined from h rounded to the dtype, the clamp at clamp_value
 rounded to the dtype as torch.clamp): its fp32 arithmetic and one rounding, within the house bound
-of the dtype.
+of the dtype, plus the absolute rounding of values stored as subnormals (swiglu_reference.close: a
+one-element fp16 y near 1e-5 carries up to 2.4e-3 of its own in the rounding alone).
 """
 
 import math
 
 import pytest
 import torch
+from swiglu_reference import close
 
 import fastglu
 from fastglu import _C
@@ -150,7 +152,7 @@ def test_forward_against_float64(device, dtype, shape, vi):
     assert y.shape == (T, F) and h.shape == (T, 2 * F) and y.dtype == dtype and h.dtype == dtype
     y_ref, h_ref = reference(x, w1, bias, weights, v, h)
     assert gemm_err(h, h_ref, x, w1, bias) <= tolerance(dtype, H)
-    assert rel_err(y, y_ref) <= HOUSE[dtype]
+    assert close(y, y_ref, HOUSE[dtype])
     # y is the standalone forward of the stored h, bit for bit (fc1's bias is inside h)
     o = options(v)
     y_glu = fastglu.glu(
@@ -181,9 +183,7 @@ def test_3d_strided_and_deterministic(device, dtype):
     y, h = fastglu.linear_glu(x, w1, bias, "quick_gelu", clamp_value=0.7)
     y_ref, h_ref = reference(x, w1, bias, None, dict(activation="quick_gelu", clamp_value=0.7), h)
     assert y.shape == (S, B, F)
-    assert (
-        gemm_err(h, h_ref, x, w1, bias) <= tolerance(dtype, H) and rel_err(y, y_ref) <= HOUSE[dtype]
-    )
+    assert gemm_err(h, h_ref, x, w1, bias) <= tolerance(dtype, H) and close(y, y_ref, HOUSE[dtype])
     y2, h2 = fastglu.linear_glu(x, w1, bias, "quick_gelu", clamp_value=0.7)
     assert torch.equal(y, y2) and torch.equal(h, h2)
 
