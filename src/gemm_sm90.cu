@@ -25,7 +25,7 @@
  * copy engine drains a tile's output while the warpgroup starts the next tile (the stores leave
  * the consumers' critical path: bench/gemm/NOTES.md, version 2); otherwise (and for
  * INTERLEAVED) the pairs are stored from registers. The TMA-store SPLIT fc1 + GLU also defers the
- * activation into the next tile's first eight k-blocks (GEMM_GLU_DEFER, glu_defer_pack): the
+ * activation into the next tile's main loop (GEMM_GLU_DEFER, glu_defer_pack): the
  * tensor cores no longer wait for it (bench/gemm/NOTES.md, version 17); the TMA-store fc2 dgrad +
  * dGLU likewise (GEMM_DGLU_DEFER, dglu_defer_pack; version 18).
  *
@@ -62,15 +62,15 @@
  * swizzle) and the consumers multiply with wgmma's transposed-B mode (tnspB = 1) through an
  * MN-major descriptor (smem_desc_mn). The tile is 128 tokens x 256 columns of dY. The consumers
  * prefetch the tile's h rows (gate and up) to L2 GEMM_DGLU_PREFETCH_KB k-blocks before the main loop
- * ends (on the TMA-store path below, for the chunks whose TMA loads come later); the epilogue
- * (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h
- * (SPLIT) loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
+ * ends (not on the TMA-store path below, whose TMA loads come early: GEMM_DGLU_STEPS_PREFETCH); the
+ * epilogue (epilogue_dglu) takes 64 columns at a time: the chunk's gate and up pairs of h (SPLIT)
+ * loaded as one batch, the family's backward (glu_backward<MM, 0, 1>, no bias: fc1's is
  * inside h; on the TMA-store path MM is the math mode of the standalone kernels, the same bits as
  * the general mode MM_ANY with fewer instructions) on dY rounded to the dtype (a separate GEMM's
  * output: the unfused path's value), which also gives y from its own activation (glu_grads.y: the
  * forward's operations on the same values, no second sigmoid), then d_gate, d_up and y through the
  * TMA-store staging (16-byte aligned outputs) or from registers. On the TMA-store path the
- * epilogue runs in eight steps deferred into the next tile's main loop (GEMM_DGLU_DEFER,
+ * epilogue runs in steps deferred into the next tile's main loop (GEMM_DGLU_DEFER,
  * dglu_defer_step), h coming by TMA into the staging buffers (five a consumer warpgroup) instead
  * of the loads above.
  * dweights (EPI_DGLU_DW) needs each token's sum over all F columns: the grid walks row tiles, a
@@ -116,6 +116,32 @@
  * (dglu_defer_pack / dglu_defer_step, GEMM_WAIT_DEPTH 1); 0: its steps after the tile's main loop */
 #ifndef GEMM_DGLU_DEFER
 #define GEMM_DGLU_DEFER 1
+#endif
+/* 1: the deferred epilogues' steps spread over the next tile's main loop, one every
+ * GEMM_DEFER_EVERY(num_k_blocks, events) k-blocks, so that their stores (and the dGLU's h loads)
+ * reach DRAM as a steady stream beside the main loop's instead of one burst in every block at once
+ * in the first k-blocks; 0: a step every k-block from the first */
+#ifndef GEMM_DEFER_SPREAD
+#define GEMM_DEFER_SPREAD 1
+#endif
+/* the k-blocks between two steps: the fc1 + GLU has 8 events a tile (its steps), the dGLU
+ * GEMM_DGLU_NSTEPS + 1 (its steps, then the next tile's first h loads, dglu_h_first); 1 when the
+ * main loop has fewer than two k-blocks an event */
+#define GEMM_DEFER_EVERY(nkb, events)                                                              \
+    (GEMM_DEFER_SPREAD && (nkb) >= 2 * (events) ? (nkb) / (events) : 1)
+/* the dGLU's steps: n8 blocks (8 columns) a step, 4, 2 or 1, so GEMM_DGLU_NSTEPS = 32 / that
+ * steps a tile (a warpgroup's 64 rows x 256 columns: 4 chunks of 8 n8 blocks). Smaller steps
+ * leave the tensor cores less time idle when a step outlasts the one k-block of wgmma in flight */
+#ifndef GEMM_DGLU_STEP_BLOCKS
+#define GEMM_DGLU_STEP_BLOCKS 4
+#endif
+#define GEMM_DGLU_NSTEPS (32 / GEMM_DGLU_STEP_BLOCKS)
+#define GEMM_DGLU_CHUNK_STEPS (8 / GEMM_DGLU_STEP_BLOCKS)
+/* 1: the dGLU's steps (h by TMA) also prefetch the tile's h rows to L2 (dglu_prefetch); 0: not,
+ * since each chunk's TMA load is issued steps ahead of its use and the prefetch's burst of a tile's
+ * h only competed with them (2-4 % slower with it, bench/gemm/NOTES.md version 20) */
+#ifndef GEMM_DGLU_STEPS_PREFETCH
+#define GEMM_DGLU_STEPS_PREFETCH 0
 #endif
 /* 2: the staging wait of the TMA-store epilogue left out (racy: for timing its cost only) */
 #ifndef GEMM_DEV_EPI
@@ -733,14 +759,15 @@ static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, f
  * product per element, ~2 us of a ~36 us tile at T = 8192, H = 4096), and in the cooperative
  * schedule the tensor cores wait for it: both consumer warpgroups run it between two tiles. Here a
  * tile's main loop ends with h (+ bias) rounded to the dtype and packed, 64 words a thread
- * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time in its
- * first eight k-blocks, each after the previous k-block's stage went back to the producer and
- * while this k-block's wgmma runs (glu_defer_at), so the tensor cores work meanwhile. Steps 0 and
- * 4 first store h's chunk (gate and up, 64 columns) from the packed words, then the y pairs
- * overwrite the gate words, and steps 3 and 7 store y's chunk. A tile with fewer than eight
- * k-blocks, and the block's last tile, finish the steps after their main loop. Without the
- * deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs all eight steps right
- * after the pack: the same operations, so the same bits. */
+ * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time, one
+ * step every GEMM_DEFER_EVERY(num_k_blocks, 8) k-blocks from its first (GEMM_DEFER_SPREAD: the
+ * stores spread over the loop), each after the previous k-block's stage went back to the producer
+ * and while this k-block's wgmma runs (glu_defer_at), so the tensor cores work meanwhile. Steps 0
+ * and 4 first store h's chunk (gate and up, 64 columns) from the packed words, then the y pairs
+ * overwrite the gate words, and steps 3 and 7 store y's chunk. A tile whose main loop ends before
+ * the eight steps, and the block's last tile, finish them after their main loop. Without the
+ * deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs all eight steps right after
+ * the pack: the same operations, so the same bits. */
 typedef struct glu_pending {
     uint32_t g[32], u[32]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
     float w[2];            /* the token weights of the thread's two rows */
@@ -829,12 +856,12 @@ glu_defer_rest(const gemm_args &a, glu_pending *pd, int from, out_stage *st,
     pd->tm = -1;
 }
 
-/* step kb of the pending tile, if kb < 8 (kb is warp-uniform) */
+/* step S of the pending tile, if S < 8 (S is warp-uniform) */
 template <typename T, int MM, int BM>
 static __device__ __forceinline__ void
-glu_defer_at(const gemm_args &a, glu_pending *pd, int kb, out_stage *st, const CUtensorMap *map_h0,
+glu_defer_at(const gemm_args &a, glu_pending *pd, int S, out_stage *st, const CUtensorMap *map_h0,
              const CUtensorMap *map_h1, const CUtensorMap *map_y) {
-    switch (kb) {
+    switch (S) {
     case 0: glu_defer_step<T, MM, BM, 0>(a, pd, st, map_h0, map_h1, map_y); break;
     case 1: glu_defer_step<T, MM, BM, 1>(a, pd, st, map_h0, map_h1, map_y); break;
     case 2: glu_defer_step<T, MM, BM, 2>(a, pd, st, map_h0, map_h1, map_y); break;
@@ -1032,21 +1059,23 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
 
 /* ---- the deferred fc2 dgrad + dGLU epilogue (GEMM_DGLU_DEFER) ------------------------------
  * The TMA-store EPI_DGLU's epilogue (h's loads, the backward and y per pair, three 64 x 64 stores a
- * chunk) is the heaviest of the kernel's, and in the cooperative schedule the tensor cores wait
- * for it. As the fc1 + GLU epilogue (glu_defer_*), a tile's main loop ends with dY rounded to the
- * dtype and packed, 64 words a thread (dglu_defer_pack), and the next tile's first eight k-blocks
- * each run a half chunk after the previous k-block's stage went back to the producer
- * (dglu_defer_at): step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns),
- * reads their h words from shared memory, computes d_gate, d_up and y and writes d_gate and d_up
- * over the h words they came from and y into its buffer; the odd step stores the three (one bulk
- * group). h comes by TMA, a chunk's gate and up into one of two buffer pairs (chunk parity), so
- * that no thread waits on a global load between the tile's wgmma: chunks 0 and 1 during the
- * tile's own main loop (dglu_h_first, GEMM_DGLU_PREFETCH_KB k-blocks before its end, not before
- * the previous tile's steps are done), chunk j + 1 at the even step of chunk j (j = 1, 2), once
- * the chunk before's stores have read its pair and y's buffer (bulk_wait_read<0>: they were
- * issued a k-block earlier). A tile of fewer than eight k-blocks, and the block's last tile,
- * finish the steps after the main loop; without the deferral the steps run right after the pack:
- * the same operations, the same bits. */
+ * chunk) is the heaviest of the kernel's, and in the cooperative schedule the tensor cores wait for
+ * it. As the fc1 + GLU epilogue (glu_defer_*), a tile's main loop ends with dY rounded to the dtype
+ * and packed, 64 words a thread (dglu_defer_pack), and the next tile's main loop runs a step (a
+ * half chunk by default, GEMM_DGLU_STEP_BLOCKS) every GEMM_DEFER_EVERY(num_k_blocks,
+ * GEMM_DGLU_NSTEPS + 1) k-blocks from its first (GEMM_DEFER_SPREAD: h's loads and the stores spread
+ * over the loop), after the previous k-block's stage went back to the producer (dglu_defer_at):
+ * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns; B blocks a step in
+ * general, dglu_defer_step), reads their h words from shared memory, computes d_gate, d_up and y
+ * and writes d_gate and d_up over the h words they came from and y into its buffer; the chunk's
+ * last step stores the three (one bulk group). h comes by TMA, a chunk's gate and up into one of
+ * two buffer pairs (chunk parity), so that no thread waits on a global load between the tile's
+ * wgmma: chunks 0 and 1 during the tile's own main loop (dglu_h_first, at the event after the
+ * steps: the previous tile's steps are done), chunk j + 1 at the first step of chunk j (j = 1, 2),
+ * once the chunk before's stores have read its pair and y's buffer (bulk_wait_read<0>: they were
+ * issued a step earlier). A tile whose main loop ends before the steps, and the block's last tile,
+ * finish them after the main loop; without the deferral the steps run right after the pack: the
+ * same operations, the same bits. */
 
 /* chunk j of tile (tm, tn): this warpgroup's 64 rows of h's gate and up columns of the chunk by
  * TMA into buffer pair j % 2, completing barrier j % 2; one thread, once the pair's last stores
@@ -1099,36 +1128,46 @@ static __device__ __forceinline__ void dglu_defer_pack(const gemm_args &a, const
     pd->tm = tm, pd->tn = tn;
 }
 
-/* The 8 packed dY words of step S: n8 blocks 4 (S % 2) .. + 3 of chunk S / 2, rows 8 e, words
- * 16 (S / 2) + 2 i + e = 8 S + k (k < 8), selected with constant indices (the pending words stay in
- * registers) */
+/* The 2 B packed dY words of step S (B = GEMM_DGLU_STEP_BLOCKS, C = GEMM_DGLU_CHUNK_STEPS): n8
+ * blocks B (S % C) .. + B - 1 of chunk S / C, rows 8 e, words 16 (S / C) + 2 i + e = 2 B S + k
+ * (k < 2 B), selected with constant indices (the pending words stay in registers) */
 static __device__ __forceinline__ void dglu_step_words(const dglu_pending *pd, int S, uint32_t *w) {
+    constexpr int NW = 2 * GEMM_DGLU_STEP_BLOCKS;
 #define DGLU_WORDS(C)                                                                              \
-    case C:                                                                                        \
-        for (int k = 0; k < 8; k++) w[k] = pd->dy[8 * (C) + k];                                    \
-        break;
-    switch (S) {
-        DGLU_WORDS(0)
-        DGLU_WORDS(1)
-        DGLU_WORDS(2)
-        DGLU_WORDS(3)
-        DGLU_WORDS(4)
-        DGLU_WORDS(5)
-        DGLU_WORDS(6)
-    default: DGLU_WORDS(7)
+    for (int k = 0; k < NW; k++) w[k] = pd->dy[NW * (C) + k];
+#define DGLU_CASE(C)                                                                               \
+    case C: DGLU_WORDS(C) break;
+    /* clang-format off */
+    switch (S) { /* the last step is the default */
+        DGLU_CASE(0) DGLU_CASE(1) DGLU_CASE(2) DGLU_CASE(3) DGLU_CASE(4) DGLU_CASE(5) DGLU_CASE(6)
+#if GEMM_DGLU_NSTEPS > 8
+        DGLU_CASE(7) DGLU_CASE(8) DGLU_CASE(9) DGLU_CASE(10) DGLU_CASE(11) DGLU_CASE(12)
+        DGLU_CASE(13) DGLU_CASE(14)
+#endif
+#if GEMM_DGLU_NSTEPS > 16
+        DGLU_CASE(15) DGLU_CASE(16) DGLU_CASE(17) DGLU_CASE(18) DGLU_CASE(19) DGLU_CASE(20)
+        DGLU_CASE(21) DGLU_CASE(22) DGLU_CASE(23) DGLU_CASE(24) DGLU_CASE(25) DGLU_CASE(26)
+        DGLU_CASE(27) DGLU_CASE(28) DGLU_CASE(29) DGLU_CASE(30)
+#endif
+    default: DGLU_WORDS(GEMM_DGLU_NSTEPS - 1)
     }
+    /* clang-format on */
+#undef DGLU_CASE
 #undef DGLU_WORDS
 }
 
-/* Step S (0..7, warp-uniform) of the pending tile with its dY words dyw: chunk j = S / 2, n8 blocks
- * i0 = 4 (S % 2) .. i0 + 3. One body for every step (S at run time): the code of the deferred
- * epilogue is a fraction of the kernel's (each step's copy would be ~1000 instructions more). */
+/* Step S (0 .. GEMM_DGLU_NSTEPS - 1, warp-uniform) of the pending tile with its dY words dyw: chunk
+ * j = S / C, n8 blocks i0 = B (S % C) .. i0 + B - 1 (B = GEMM_DGLU_STEP_BLOCKS, C =
+ * GEMM_DGLU_CHUNK_STEPS); a chunk's first step waits for its h, its last stores it. One body for
+ * every step (S at run time): the code of the deferred epilogue is a fraction of the kernel's (each
+ * step's copy would be ~1000 instructions more). */
 template <typename T, int MM>
 static __device__ __forceinline__ void
 dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_t *dyw,
                 out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
                 const CUtensorMap *map_y, const CUtensorMap *map_hin) {
-    const int j = S >> 1, i0 = 4 * (S & 1);
+    constexpr unsigned B = GEMM_DGLU_STEP_BLOCKS, C = GEMM_DGLU_CHUNK_STEPS;
+    const int j = (unsigned)S / C, i0 = B * ((unsigned)S % C); /* S >= 0: unsigned, shifts */
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, lt = threadIdx.x % 128,
               q = lane % 4;
     const int row0 = pd->tm * GEMM_BM + st->c * 64, col0 = pd->tn * GEMM_BN + 64 * j;
@@ -1136,7 +1175,7 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
     /* the chunk's pair: h's gate and up words, then d_gate and d_up in their places */
     const uint32_t bg = st->buf + (j & 1) * 2 * GEMM_OUT_BUF_BYTES, bu = bg + GEMM_OUT_BUF_BYTES,
                    by = st->buf + 4 * GEMM_OUT_BUF_BYTES;
-    if ((S & 1) == 0) {
+    if ((unsigned)S % C == 0) {
         /* the chunk before's stores have read the other pair and y's buffer: chunk j + 1's h
          * goes into that pair (chunks 0 and 1 came with dglu_h_first) */
         if (lt == 0) {
@@ -1148,7 +1187,7 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
         st->hph ^= 1u << (j & 1);
     }
 #pragma unroll
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < (int)B; k++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             /* the pair's place in the 128-byte swizzled chunk (n8 block i0 + k, row 8 e): TMA's
@@ -1165,7 +1204,7 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
             st_shared_u32(bu + o, pack2((T *)0, r0g.du, r1g.du));
             if (a.y) st_shared_u32(by + o, pack2((T *)0, r0g.y, r1g.y));
         }
-    if (S & 1) {
+    if ((unsigned)S % C == C - 1) {
         fence_proxy_async();
         named_bar_sync(1 + st->c, 128);
         if (lt == 0) {
@@ -1177,32 +1216,31 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
     }
 }
 
-/* the pending tile's steps from `from` to 7 (from is warp-uniform) */
+/* the pending tile's steps from `from` to the last (from is warp-uniform) */
 template <typename T, int MM>
 static __device__ __forceinline__ void
 dglu_defer_rest(const gemm_args &a, dglu_pending *pd, int from, out_stage *st,
                 const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
                 const CUtensorMap *map_hin) {
 #pragma unroll 1
-    for (int S = from; S < 8; S++) {
-        uint32_t w[8];
+    for (int S = from; S < GEMM_DGLU_NSTEPS; S++) {
+        uint32_t w[2 * GEMM_DGLU_STEP_BLOCKS];
         dglu_step_words(pd, S, w);
         dglu_defer_step<T, MM>(a, pd, S, w, st, map_h0, map_h1, map_y, map_hin);
     }
     pd->tm = -1;
 }
 
-/* step kb of the pending tile, if kb < 8 (kb is warp-uniform) */
+/* step S of the pending tile, if S < GEMM_DGLU_NSTEPS (S is warp-uniform) */
 template <typename T, int MM>
 static __device__ __forceinline__ void
-dglu_defer_at(const gemm_args &a, dglu_pending *pd, int kb, out_stage *st,
-              const CUtensorMap *map_h0, const CUtensorMap *map_h1, const CUtensorMap *map_y,
-              const CUtensorMap *map_hin) {
-    if (kb >= 8) return;
-    uint32_t w[8];
-    dglu_step_words(pd, kb, w);
-    dglu_defer_step<T, MM>(a, pd, kb, w, st, map_h0, map_h1, map_y, map_hin);
-    if (kb == 7) pd->tm = -1;
+dglu_defer_at(const gemm_args &a, dglu_pending *pd, int S, out_stage *st, const CUtensorMap *map_h0,
+              const CUtensorMap *map_h1, const CUtensorMap *map_y, const CUtensorMap *map_hin) {
+    if (S >= GEMM_DGLU_NSTEPS) return;
+    uint32_t w[2 * GEMM_DGLU_STEP_BLOCKS];
+    dglu_step_words(pd, S, w);
+    dglu_defer_step<T, MM>(a, pd, S, w, st, map_h0, map_h1, map_y, map_hin);
+    if (S == GEMM_DGLU_NSTEPS - 1) pd->tm = -1;
 }
 
 /* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
@@ -1340,15 +1378,23 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         constexpr bool defer_dglu = dglu_steps && GEMM_DGLU_DEFER && GEMM_WAIT_DEPTH == 1;
         dglu_pending pq;
         pq.tm = -1;
+        const int every = GEMM_DEFER_EVERY(a.num_k_blocks, defer_dglu ? GEMM_DGLU_NSTEPS + 1 : 8);
         for (int u = 0; block_tile<EPI, CL>(a, u, rank, &tm, &tn); u++) {
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
             int prev = -1; /* the stage whose k-block is still in flight (GEMM_WAIT_DEPTH 1) */
-            const int pf_kb = max(a.num_k_blocks - GEMM_DGLU_PREFETCH_KB, 0);
+            const int pf_kb =
+                (EPI == EPI_DGLU || EPI == EPI_DGLU_DW) && (!dglu_steps || GEMM_DGLU_STEPS_PREFETCH)
+                    ? max(a.num_k_blocks - GEMM_DGLU_PREFETCH_KB, 0)
+                    : -1;
+            /* the previous tile's deferred steps: step `step` at k-block step_kb, then every
+             * `every` k-blocks (the rest after the main loop when it has fewer) */
+            int step = 0, step_kb = 0;
             /* the dGLU's steps: the tile's first two chunks of h at this k-block, after the
-             * previous tile's steps (k-blocks 0 .. 7), else after the main loop */
-            const int h_kb = max(pf_kb, 8);
+             * previous tile's steps, else after the main loop */
+            const int h_kb =
+                GEMM_DEFER_SPREAD ? GEMM_DGLU_NSTEPS * every : max(pf_kb, GEMM_DGLU_NSTEPS);
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
@@ -1365,8 +1411,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                         wgmma_tile<T, BN, 0>(d, smem_desc(sa + 32 * k), smem_desc(sb + 32 * k));
                 }
                 wgmma_commit();
-                if ((EPI == EPI_DGLU || EPI == EPI_DGLU_DW) && kb == pf_kb)
-                    dglu_prefetch<T>(a, tm, tn, c);
+                if (kb == pf_kb) dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
@@ -1374,12 +1419,18 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 prev = s;
                 /* an eighth of the previous tile's activation while this k-block's wgmma runs,
                  * after the previous k-block's stage went back to the producer */
-                if constexpr (defer)
-                    if (pd.tm >= 0)
-                        glu_defer_at<T, MM, 64 * NC>(a, &pd, kb, &st, &map_h0, &map_h1, &map_y);
-                if constexpr (defer_dglu)
-                    if (pq.tm >= 0)
-                        dglu_defer_at<T, MM>(a, &pq, kb, &st, &map_h0, &map_h1, &map_y, &map_b1);
+                if constexpr (defer || defer_dglu)
+                    if (kb == step_kb) {
+                        if constexpr (defer)
+                            if (pd.tm >= 0)
+                                glu_defer_at<T, MM, 64 * NC>(a, &pd, step, &st, &map_h0, &map_h1,
+                                                             &map_y);
+                        if constexpr (defer_dglu)
+                            if (pq.tm >= 0)
+                                dglu_defer_at<T, MM>(a, &pq, step, &st, &map_h0, &map_h1, &map_y,
+                                                     &map_b1);
+                        step++, step_kb += every;
+                    }
 #else
                 wgmma_wait<0>();
                 if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
@@ -1393,16 +1444,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
 #endif
             if constexpr (defer) {
-                /* a tile of fewer than eight k-blocks leaves steps of the previous one */
+                /* a main loop shorter than the steps leaves steps of the previous tile */
                 if (pd.tm >= 0)
-                    glu_defer_rest<T, MM, 64 * NC>(a, &pd, a.num_k_blocks, &st, &map_h0, &map_h1,
-                                                   &map_y);
+                    glu_defer_rest<T, MM, 64 * NC>(a, &pd, step, &st, &map_h0, &map_h1, &map_y);
                 glu_defer_pack<T, 64 * NC>(a, d, tm, tn, c, &pd);
             } else if constexpr (dglu_steps) {
-                /* a tile of fewer than eight k-blocks leaves steps of the previous one */
+                /* a main loop shorter than the steps leaves steps of the previous tile */
                 if (defer_dglu && pq.tm >= 0)
-                    dglu_defer_rest<T, MM>(a, &pq, a.num_k_blocks, &st, &map_h0, &map_h1, &map_y,
-                                           &map_b1);
+                    dglu_defer_rest<T, MM>(a, &pq, step, &st, &map_h0, &map_h1, &map_y, &map_b1);
                 if (h_kb >= a.num_k_blocks) dglu_h_first(a, &st, &map_b1, tm, tn);
                 dglu_defer_pack<T>(a, d, tm, tn, c, &pq);
                 if (!defer_dglu)

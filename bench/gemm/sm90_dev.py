@@ -898,9 +898,9 @@ def small(lib):
             )
     lib.lib.fastglu_gemm_sm90_set_cluster(0)
     # the TMA-store SPLIT fc1 + GLU over more tiles than blocks (9 x 16 row x column tiles): the
-    # deferred epilogue's steps inside the next tile's main loop (K = 576, 9 k-blocks) and after a
-    # short one (K = 136, 3 k-blocks)
-    for K in (576, 136):
+    # deferred epilogue's steps inside the next tile's main loop (K = 576, 9 k-blocks: one a
+    # k-block; K = 1216, 19: one every two) and after a short one (K = 136, 3 k-blocks)
+    for K in (576, 1216, 136):
         params = GluParams(SILU, SPLIT, 0.0, 0.0, 1.0, 1.0)
         xs = torch.randn(1100, K, device="cuda", dtype=dt)
         w1 = torch.randn(4096, K, device="cuda", dtype=dt) * K**-0.5
@@ -926,9 +926,9 @@ def small(lib):
         dw = torch.empty(130, device="cuda") if with_dw else None
         dglu_run(lib, dglu_problem(lib, x, w2, h, dh, y, params, wts, dw), variant)
     # the TMA-store dgrad + dGLU over more tiles than blocks (9 x 16 row x column tiles): the
-    # deferred epilogue's steps inside the next tile's main loop (K = 576) and after a short one
-    # (K = 136)
-    for K in (576, 136):
+    # deferred epilogue's steps inside the next tile's main loop (K = 576: one a k-block; K = 1216:
+    # one every two) and after a short one (K = 136)
+    for K in (576, 1216, 136):
         d_out = torch.randn(1100, K, device="cuda", dtype=dt)
         w2 = torch.randn(K, 4096, device="cuda", dtype=dt) * K**-0.5
         h = torch.randn(1100, 8192, device="cuda", dtype=dt)
@@ -1002,6 +1002,8 @@ def main():
     if args.shapes:
         global SHAPES
         SHAPES = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    global ROUNDS
+    ROUNDS = args.rounds
     if args.dglu:
         return main_dglu(lib, args, log)
     if not args.skip_correct:
@@ -1010,8 +1012,7 @@ def main():
         summary["correct"] = res
     if not args.skip_time:
         alts = alt_libs(args)
-        global TILES, FUSED_ONLY, ROUNDS
-        ROUNDS = args.rounds
+        global TILES, FUSED_ONLY
         TILES = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles.split(","))
         FUSED_ONLY = args.fused_only
         rows, fused = time_all(lib, log, [int(g) for g in args.group_m.split(",")], alts)

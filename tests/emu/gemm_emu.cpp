@@ -115,16 +115,17 @@ int main(void) {
      * and 128 up columns with the GLU), k-blocks of 64: partial row and column tiles, one and
      * several k-blocks, more tiles than the emulated grid's 3 blocks (the persistent order, the
      * ring of stages wrapping, the deferred GLU and dGLU epilogues carried from tile to tile: at
-     * H = 576, nine k-blocks, their eight steps run inside the next tile's main loop) */
-    static const gemm_shape sm90_shapes[] = {
-        {1, 8, 8}, {130, 72, 136}, {300, 200, 264}, {3, 64, 5}, {130, 576, 136}};
+     * H = 576, nine k-blocks, their eight steps run in the next tile's first eight k-blocks; at
+     * H = 1216, nineteen, one every two k-blocks, GEMM_DEFER_EVERY) */
+    static const gemm_shape sm90_shapes[] = {{1, 8, 8},  {130, 72, 136},  {300, 200, 264},
+                                             {3, 64, 5}, {130, 576, 136}, {130, 1216, 136}};
     static const gemm_shape sm90_dglu[] = {
-        {1, 8, 8}, {130, 72, 136}, {257, 136, 520}, {130, 576, 264}};
+        {1, 8, 8}, {130, 72, 136}, {257, 136, 520}, {130, 576, 264}, {130, 1216, 264}};
     gemm_seed("test_gemm_sm90_emulation");
     b.name = "sm_90a kernel, host emulation";
-    int failed = run_gemm_suite(&b, sm90_shapes, 5, 6, ~0u);
+    int failed = run_gemm_suite(&b, sm90_shapes, 6, 6, ~0u);
     const long plain = sm90_emu_launches();
-    failed += run_dglu_suite(&b, sm90_dglu, 4, 6, ~0u);
+    failed += run_dglu_suite(&b, sm90_dglu, 5, 6, ~0u);
     failed += run_gemm_determinism(&b, sm90_shapes + 1, 1, set_path, 2);
     failed += run_dglu_determinism(&b, sm90_dglu + 1, 1, set_path, 2);
     /* the choices the suites' shapes do not reach: every output from registers and the general
