@@ -129,6 +129,12 @@
  * main loop has fewer than two k-blocks an event */
 #define GEMM_DEFER_EVERY(nkb, events)                                                              \
     (GEMM_DEFER_SPREAD && (nkb) >= 2 * (events) ? (nkb) / (events) : 1)
+/* 1: a deferred step runs before the previous k-block's wgmma wait, so that two k-blocks of wgmma
+ * are queued while it runs (its stage goes back to the producer after the step); 0: after the
+ * wait and the release, with this k-block's wgmma alone queued */
+#ifndef GEMM_STEP_BEFORE_WAIT
+#define GEMM_STEP_BEFORE_WAIT 0
+#endif
 /* the dGLU's steps: n8 blocks (8 columns) a step, 4, 2 or 1, so GEMM_DGLU_NSTEPS = 32 / that
  * steps a tile (a warpgroup's 64 rows x 256 columns: 4 chunks of 8 n8 blocks). Smaller steps
  * leave the tensor cores less time idle when a step outlasts the one k-block of wgmma in flight */
@@ -1243,6 +1249,20 @@ dglu_defer_at(const gemm_args &a, dglu_pending *pd, int S, out_stage *st, const 
     if (S == GEMM_DGLU_NSTEPS - 1) pd->tm = -1;
 }
 
+/* the deferred step due at this k-block: the fc1 + GLU's (DEFER) or the dGLU's (DEFER_DGLU) step
+ * *step of the pending tile, if any; then the next one's k-block, every k-blocks on */
+template <typename T, int MM, int NC, bool DEFER, bool DEFER_DGLU>
+static __device__ __forceinline__ void
+defer_step(const gemm_args &a, glu_pending *pd, dglu_pending *pq, int *step, int *step_kb,
+           int every, out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
+           const CUtensorMap *map_y, const CUtensorMap *map_hin) {
+    if constexpr (DEFER)
+        if (pd->tm >= 0) glu_defer_at<T, MM, 64 * NC>(a, pd, *step, st, map_h0, map_h1, map_y);
+    if constexpr (DEFER_DGLU)
+        if (pq->tm >= 0) dglu_defer_at<T, MM>(a, pq, *step, st, map_h0, map_h1, map_y, map_hin);
+    ++*step, *step_kb += every;
+}
+
 /* TB: B's transpose immediate, 0 K-major (w [N, K]), 1 MN-major (w2 [K, N]: the dgrad) */
 template <int TB>
 static __device__ __forceinline__ void mma256(float *d, uint64_t a, uint64_t b, __nv_bfloat16 *) {
@@ -1413,24 +1433,22 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 wgmma_commit();
                 if (kb == pf_kb) dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
+                /* a step of the previous tile's epilogue while this k-block's wgmma runs (and the
+                 * previous k-block's, GEMM_STEP_BEFORE_WAIT) */
+                if constexpr ((defer || defer_dglu) && GEMM_STEP_BEFORE_WAIT)
+                    if (kb == step_kb)
+                        defer_step<T, MM, NC, defer, defer_dglu>(a, &pd, &pq, &step, &step_kb,
+                                                                 every, &st, &map_h0, &map_h1,
+                                                                 &map_y, &map_b1);
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
                 if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
                 prev = s;
-                /* an eighth of the previous tile's activation while this k-block's wgmma runs,
-                 * after the previous k-block's stage went back to the producer */
-                if constexpr (defer || defer_dglu)
-                    if (kb == step_kb) {
-                        if constexpr (defer)
-                            if (pd.tm >= 0)
-                                glu_defer_at<T, MM, 64 * NC>(a, &pd, step, &st, &map_h0, &map_h1,
-                                                             &map_y);
-                        if constexpr (defer_dglu)
-                            if (pq.tm >= 0)
-                                dglu_defer_at<T, MM>(a, &pq, step, &st, &map_h0, &map_h1, &map_y,
-                                                     &map_b1);
-                        step++, step_kb += every;
-                    }
+                if constexpr ((defer || defer_dglu) && !GEMM_STEP_BEFORE_WAIT)
+                    if (kb == step_kb)
+                        defer_step<T, MM, NC, defer, defer_dglu>(a, &pd, &pq, &step, &step_kb,
+                                                                 every, &st, &map_h0, &map_h1,
+                                                                 &map_y, &map_b1);
 #else
                 wgmma_wait<0>();
                 if (threadIdx.x % 32 == 0) release<CL>(empty + 8 * s, rank);
