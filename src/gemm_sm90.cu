@@ -143,6 +143,9 @@
 #endif
 #define GEMM_DGLU_NSTEPS (32 / GEMM_DGLU_STEP_BLOCKS)
 #define GEMM_DGLU_CHUNK_STEPS (8 / GEMM_DGLU_STEP_BLOCKS)
+#if GEMM_DGLU_STEP_BLOCKS != 1 && GEMM_DGLU_STEP_BLOCKS != 2 && GEMM_DGLU_STEP_BLOCKS != 4
+#error "GEMM_DGLU_STEP_BLOCKS must be 1, 2 or 4 (steps of whole n8 blocks dividing a chunk's 8)"
+#endif
 /* 1: the dGLU's steps (h by TMA) also prefetch the tile's h rows to L2 (dglu_prefetch); 0: not,
  * since each chunk's TMA load is issued steps ahead of its use and the prefetch's burst of a tile's
  * h only competed with them (2-4 % slower with it, bench/gemm/NOTES.md version 20) */
@@ -194,7 +197,9 @@ enum {
 /* B is w2 [K, N], MN-major: the fc2 dgrad's main loop */
 #define EPI_MN_MAJOR(e)                                                                            \
     ((e) == EPI_DGLU || (e) == EPI_DGRAD || (e) == EPI_DGLU_OLD || (e) == EPI_DGLU_DW)
-/* EPI_DGLU: the tile's h rows are prefetched to L2 this many k-blocks before the main loop ends */
+/* EPI_DGLU and EPI_DGLU_DW: the tile's h rows are prefetched to L2 this many k-blocks before
+ * the main loop ends (the register epilogues; the TMA-store steps only with
+ * GEMM_DGLU_STEPS_PREFETCH) */
 #ifndef GEMM_DGLU_PREFETCH_KB
 #define GEMM_DGLU_PREFETCH_KB 16
 #endif
@@ -768,12 +773,12 @@ static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, f
  * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time, one
  * step every GEMM_DEFER_EVERY(num_k_blocks, 8) k-blocks from its first (GEMM_DEFER_SPREAD: the
  * stores spread over the loop), each after the previous k-block's stage went back to the producer
- * and while this k-block's wgmma runs (glu_defer_at), so the tensor cores work meanwhile. Steps 0
- * and 4 first store h's chunk (gate and up, 64 columns) from the packed words, then the y pairs
- * overwrite the gate words, and steps 3 and 7 store y's chunk. A tile whose main loop ends before
- * the eight steps, and the block's last tile, finish them after their main loop. Without the
- * deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs all eight steps right after
- * the pack: the same operations, so the same bits. */
+ * (before it with GEMM_STEP_BEFORE_WAIT) and while this k-block's wgmma runs (glu_defer_at), so the
+ * tensor cores work meanwhile. Steps 0 and 4 first store h's chunk (gate and up, 64 columns) from
+ * the packed words, then the y pairs overwrite the gate words, and steps 3 and 7 store y's chunk. A
+ * tile whose main loop ends before the eight steps, and the block's last tile, finish them after
+ * their main loop. Without the deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs
+ * all eight steps right after the pack: the same operations, so the same bits. */
 typedef struct glu_pending {
     uint32_t g[32], u[32]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
     float w[2];            /* the token weights of the thread's two rows */
@@ -1070,7 +1075,8 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
  * and packed, 64 words a thread (dglu_defer_pack), and the next tile's main loop runs a step (a
  * half chunk by default, GEMM_DGLU_STEP_BLOCKS) every GEMM_DEFER_EVERY(num_k_blocks,
  * GEMM_DGLU_NSTEPS + 1) k-blocks from its first (GEMM_DEFER_SPREAD: h's loads and the stores spread
- * over the loop), after the previous k-block's stage went back to the producer (dglu_defer_at):
+ * over the loop), after the previous k-block's stage went back to the producer (before it with
+ * GEMM_STEP_BEFORE_WAIT; dglu_defer_at):
  * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns; B blocks a step in
  * general, dglu_defer_step), reads their h words from shared memory, computes d_gate, d_up and y
  * and writes d_gate and d_up over the h words they came from and y into its buffer; the chunk's
@@ -1413,8 +1419,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             int step = 0, step_kb = 0;
             /* the dGLU's steps: the tile's first two chunks of h at this k-block, after the
              * previous tile's steps, else after the main loop */
-            const int h_kb =
-                GEMM_DEFER_SPREAD ? GEMM_DGLU_NSTEPS * every : max(pf_kb, GEMM_DGLU_NSTEPS);
+            const int h_kb = defer_dglu && GEMM_DEFER_SPREAD ? GEMM_DGLU_NSTEPS * every
+                                                             : max(pf_kb, GEMM_DGLU_NSTEPS);
             for (int kb = 0; kb < a.num_k_blocks; kb++) {
                 mbar_wait(full + 8 * s, ph);
                 const uint32_t sa = ring + s * GEMM_STAGE_BYTES + c * (64 * GEMM_BK * 2);
