@@ -1179,7 +1179,8 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
                 out_stage *st, const CUtensorMap *map_h0, const CUtensorMap *map_h1,
                 const CUtensorMap *map_y, const CUtensorMap *map_hin) {
     constexpr unsigned B = GEMM_DGLU_STEP_BLOCKS, C = GEMM_DGLU_CHUNK_STEPS;
-    const int j = (unsigned)S / C, i0 = B * ((unsigned)S % C); /* S >= 0: unsigned, shifts */
+    /* S >= 0: unsigned, so that / and % are shifts and masks */
+    const int j = (unsigned)S / C, sc = (unsigned)S % C, i0 = B * sc;
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, lt = threadIdx.x % 128,
               q = lane % 4;
     const int row0 = pd->tm * GEMM_BM + st->c * 64, col0 = pd->tn * GEMM_BN + 64 * j;
@@ -1187,7 +1188,7 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
     /* the chunk's pair: h's gate and up words, then d_gate and d_up in their places */
     const uint32_t bg = st->buf + (j & 1) * 2 * GEMM_OUT_BUF_BYTES, bu = bg + GEMM_OUT_BUF_BYTES,
                    by = st->buf + 4 * GEMM_OUT_BUF_BYTES;
-    if ((unsigned)S % C == 0) {
+    if (sc == 0) {
         /* the chunk before's stores have read the other pair and y's buffer: chunk j + 1's h
          * goes into that pair (chunks 0 and 1 came with dglu_h_first) */
         if (lt == 0) {
@@ -1216,7 +1217,7 @@ dglu_defer_step(const gemm_args &a, const dglu_pending *pd, int S, const uint32_
             st_shared_u32(bu + o, pack2((T *)0, r0g.du, r1g.du));
             if (a.y) st_shared_u32(by + o, pack2((T *)0, r0g.y, r1g.y));
         }
-    if ((unsigned)S % C == C - 1) {
+    if (sc == (int)C - 1) {
         fence_proxy_async();
         named_bar_sync(1 + st->c, 128);
         if (lt == 0) {
