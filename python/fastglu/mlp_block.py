@@ -13,7 +13,7 @@ so the op is CUDA-graph capturable):
   (``torch.ops.fastglu.glu_fwd``), fc2 by ``F.linear``.
 
 ``fused=None`` picks the fused path where the H200 measurements put the block's forward ahead or even
-(``docs/mlp.md``: the sm_90a kernel, F >= 3584), the unfused one
+(``docs/mlp.md``: the sm_90a kernel, F >= 2880), the unfused one
 elsewhere (other GPUs run a general fused kernel, the CPU a reference loop: cuBLAS / MKL win there).
 
 Memory: the forward saves x, w1, w2 and h (not y: the backward recomputes y from h for fc2's weight
@@ -75,10 +75,10 @@ PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
 _PATH_CODES = {PATH_AUTO: "auto", PATH_FUSED: "fused", PATH_UNFUSED: "unfused"}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _WEIGHT_DTYPES = _DTYPES
-# F from which the MLP forward with the sm_90a fused fc1 + GLU is ahead of or even with cuBLAS fc1 +
-# the standalone GLU on the H200 (docs/mlp.md has the measurements): below it the fused fc1 alone can
-# be ahead while the block's forward is behind.
-FUSED_MIN_F = 3584
+# The smallest F at which the MLP forward with the sm_90a fused fc1 + GLU was measured ahead of
+# cuBLAS fc1 + the standalone GLU on the H200 (docs/mlp.md has the measurements); a smaller F is
+# unmeasured and stays on the unfused path.
+FUSED_MIN_F = 2880
 # The fused fc2 dgrad + dGLU (fastglu::linear_dglu_bwd) in the backward wherever the fused forward
 # runs: 0.90-0.97x the time of cuBLAS + the standalone backward at the five MLP shapes on an H100
 # (docs/mlp.md). False keeps the unfused backward under fused=None; fused=True forces the fused one.
