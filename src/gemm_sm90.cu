@@ -129,23 +129,12 @@
  * main loop has fewer than two k-blocks an event */
 #define GEMM_DEFER_EVERY(nkb, events)                                                              \
     (GEMM_DEFER_SPREAD && (nkb) >= 2 * (events) ? (nkb) / (events) : 1)
-/* 1: a deferred step runs before the previous k-block's wgmma wait, so that two k-blocks of wgmma
- * are queued while it runs (its stage goes back to the producer after the step); 0: after the
- * wait and the release, with this k-block's wgmma alone queued */
-#ifndef GEMM_STEP_BEFORE_WAIT
-#define GEMM_STEP_BEFORE_WAIT 0
-#endif
-/* the dGLU's steps: n8 blocks (8 columns) a step, 4, 2 or 1, so GEMM_DGLU_NSTEPS = 32 / that
- * steps a tile (a warpgroup's 64 rows x 256 columns: 4 chunks of 8 n8 blocks). Smaller steps
- * leave the tensor cores less time idle when a step outlasts the one k-block of wgmma in flight */
-#ifndef GEMM_DGLU_STEP_BLOCKS
+/* the dGLU's steps: 4 n8 blocks (32 columns, half a 64-column chunk) a step, so 8 steps a tile (a
+ * warpgroup's 64 rows x 256 columns: 4 chunks of 8 n8 blocks). Steps of 2 or 1 n8 blocks, or a
+ * step before the previous k-block's wgmma wait, were slower (bench/gemm/NOTES.md, versions 21-22) */
 #define GEMM_DGLU_STEP_BLOCKS 4
-#endif
 #define GEMM_DGLU_NSTEPS (32 / GEMM_DGLU_STEP_BLOCKS)
 #define GEMM_DGLU_CHUNK_STEPS (8 / GEMM_DGLU_STEP_BLOCKS)
-#if GEMM_DGLU_STEP_BLOCKS != 1 && GEMM_DGLU_STEP_BLOCKS != 2 && GEMM_DGLU_STEP_BLOCKS != 4
-#error "GEMM_DGLU_STEP_BLOCKS must be 1, 2 or 4 (steps of whole n8 blocks dividing a chunk's 8)"
-#endif
 /* 1: the dGLU's steps (h by TMA) also prefetch the tile's h rows to L2 (dglu_prefetch); 0: not,
  * since each chunk's TMA load is issued steps ahead of its use and the prefetch's burst of a tile's
  * h only competed with them (2-4 % slower with it, bench/gemm/NOTES.md version 20) */
@@ -773,7 +762,7 @@ static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, f
  * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time, one
  * step every GEMM_DEFER_EVERY(num_k_blocks, 8) k-blocks from its first (GEMM_DEFER_SPREAD: the
  * stores spread over the loop), each after the previous k-block's stage went back to the producer
- * (before it with GEMM_STEP_BEFORE_WAIT) and while this k-block's wgmma runs (glu_defer_at), so the
+ * and while this k-block's wgmma runs (glu_defer_at), so the
  * tensor cores work meanwhile. Steps 0 and 4 first store h's chunk (gate and up, 64 columns) from
  * the packed words, then the y pairs overwrite the gate words, and steps 3 and 7 store y's chunk. A
  * tile whose main loop ends before the eight steps, and the block's last tile, finish them after
@@ -1073,12 +1062,10 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
  * chunk) is the heaviest of the kernel's, and in the cooperative schedule the tensor cores wait for
  * it. As the fc1 + GLU epilogue (glu_defer_*), a tile's main loop ends with dY rounded to the dtype
  * and packed, 64 words a thread (dglu_defer_pack), and the next tile's main loop runs a step (a
- * half chunk by default, GEMM_DGLU_STEP_BLOCKS) every GEMM_DEFER_EVERY(num_k_blocks,
- * GEMM_DGLU_NSTEPS + 1) k-blocks from its first (GEMM_DEFER_SPREAD: h's loads and the stores spread
- * over the loop), after the previous k-block's stage went back to the producer (before it with
- * GEMM_STEP_BEFORE_WAIT; dglu_defer_at):
- * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns; B blocks a step in
- * general, dglu_defer_step), reads their h words from shared memory, computes d_gate, d_up and y
+ * half chunk, GEMM_DGLU_STEP_BLOCKS) every GEMM_DEFER_EVERY(num_k_blocks, GEMM_DGLU_NSTEPS + 1)
+ * k-blocks from its first (GEMM_DEFER_SPREAD: h's loads and the stores spread over the loop), after
+ * the previous k-block's stage went back to the producer (dglu_defer_at):
+ * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns, dglu_defer_step), reads their h words from shared memory, computes d_gate, d_up and y
  * and writes d_gate and d_up over the h words they came from and y into its buffer; the chunk's
  * last step stores the three (one bulk group). h comes by TMA, a chunk's gate and up into one of
  * two buffer pairs (chunk parity), so that no thread waits on a global load between the tile's
@@ -1152,15 +1139,6 @@ static __device__ __forceinline__ void dglu_step_words(const dglu_pending *pd, i
     /* clang-format off */
     switch (S) { /* the last step is the default */
         DGLU_CASE(0) DGLU_CASE(1) DGLU_CASE(2) DGLU_CASE(3) DGLU_CASE(4) DGLU_CASE(5) DGLU_CASE(6)
-#if GEMM_DGLU_NSTEPS > 8
-        DGLU_CASE(7) DGLU_CASE(8) DGLU_CASE(9) DGLU_CASE(10) DGLU_CASE(11) DGLU_CASE(12)
-        DGLU_CASE(13) DGLU_CASE(14)
-#endif
-#if GEMM_DGLU_NSTEPS > 16
-        DGLU_CASE(15) DGLU_CASE(16) DGLU_CASE(17) DGLU_CASE(18) DGLU_CASE(19) DGLU_CASE(20)
-        DGLU_CASE(21) DGLU_CASE(22) DGLU_CASE(23) DGLU_CASE(24) DGLU_CASE(25) DGLU_CASE(26)
-        DGLU_CASE(27) DGLU_CASE(28) DGLU_CASE(29) DGLU_CASE(30)
-#endif
     default: DGLU_WORDS(GEMM_DGLU_NSTEPS - 1)
     }
     /* clang-format on */
@@ -1440,18 +1418,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 wgmma_commit();
                 if (kb == pf_kb) dglu_prefetch<T>(a, tm, tn, c);
 #if GEMM_WAIT_DEPTH == 1
-                /* a step of the previous tile's epilogue while this k-block's wgmma runs (and the
-                 * previous k-block's, GEMM_STEP_BEFORE_WAIT) */
-                if constexpr ((defer || defer_dglu) && GEMM_STEP_BEFORE_WAIT)
-                    if (kb == step_kb)
-                        defer_step<T, MM, NC, defer, defer_dglu>(a, &pd, &pq, &step, &step_kb,
-                                                                 every, &st, &map_h0, &map_h1,
-                                                                 &map_y, &map_b1);
                 /* the previous k-block's group is done: its stage goes back to the producer */
                 wgmma_wait<1>();
                 if (prev >= 0 && threadIdx.x % 32 == 0) release<CL>(empty + 8 * prev, rank);
                 prev = s;
-                if constexpr ((defer || defer_dglu) && !GEMM_STEP_BEFORE_WAIT)
+                /* a step of the previous tile's epilogue while this k-block's wgmma runs */
+                if constexpr (defer || defer_dglu)
                     if (kb == step_kb)
                         defer_step<T, MM, NC, defer, defer_dglu>(a, &pd, &pq, &step, &step_kb,
                                                                  every, &st, &map_h0, &map_h1,
