@@ -583,6 +583,59 @@ def test_bench_fwd_bwd_smoke(tmp_path):
     rec = json.loads((tmp_path / rows[0]["record"]).read_text())
     assert rec["run"]["spec"]["sourceNative"]["benchmark"] == "mlp_glu/fwd_bwd"
     assert rec["run"]["apiVersion"] == "kernelindex.dev/v1alpha1"
+    ratios = (tmp_path / "ratios.txt").read_text().splitlines()
+    assert ratios[0].split()[:5] == ["benchmark", "pass", "workload", "provider", "over"]
+    pairs = {tuple(line.split()[3:5]) for line in ratios[1:]}
+    assert ("fastglu_fused", "cublas_fastglu") in pairs and ("fastglu", "cublas_gemm_only") in pairs
+    assert all(line.split()[8] == "2" for line in ratios[1:])  # --smoke: 2 rounds
+
+
+def _timed(provider, rnd, ms, status="passed", workload="t8-h4-ffn4-bf16"):
+    return {
+        "benchmark": "mlp_glu/fwd_bwd",
+        "pass": "mlp",
+        "workload": workload,
+        "provider": provider,
+        "round": rnd,
+        "ms": ms,
+        "status": status,
+    }
+
+
+def test_round_ratios_pair_the_providers_of_a_round():
+    """fastglu's ms over each peer's in the same round; a failed round of either is left out."""
+    from fastglu.bench import mlp as bench
+
+    rows = [
+        _timed("fastglu_fused", 0, 1.0),
+        _timed("fastglu_fused", 1, 3.0),
+        _timed("fastglu_fused", 2, 2.0),
+        _timed("quack", 0, 2.0),
+        _timed("quack", 1, 2.0),
+        _timed("quack", 2, 9.0, status="failed"),
+        _timed("cublas_fastglu", 1, 4.0, workload="t16-h4-ffn4-bf16"),
+    ]
+    got = bench.round_ratios(rows)
+    assert got == {
+        ("mlp_glu/fwd_bwd", "mlp", "t8-h4-ffn4-bf16", "fastglu_fused", "quack"): [0.5, 1.5]
+    }
+    line = bench.ratio_table(rows).splitlines()[1].split()
+    assert line[3:] == ["fastglu_fused", "quack", "1.000", "0.500", "1.500", "2"]
+
+
+def test_bench_ratios_of_a_finished_run(tmp_path):
+    """--ratios DIR times nothing and writes DIR/ratios.txt from DIR/mlp.jsonl."""
+    import json
+
+    from fastglu.bench import mlp as bench
+
+    rows = [_timed("fastglu", r, 1.0 + r) for r in range(3)]
+    rows += [_timed("cublas_fastglu", r, 2.0) for r in range(3)]
+    (tmp_path / "mlp.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench.main(["--ratios", str(tmp_path)]) == []
+    assert (tmp_path / "ratios.txt").read_text() == bench.ratio_table(rows)
+    line = (tmp_path / "ratios.txt").read_text().splitlines()[1].split()
+    assert line[3:] == ["fastglu", "cublas_fastglu", "1.000", "0.500", "1.500", "3"]
 
 
 # ---- the C entry point (include/fastglu.h: fastglu_mlp_fwd_*), through ctypes ----------------------

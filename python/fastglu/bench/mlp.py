@@ -44,6 +44,11 @@ provider in one process, 3 rounds per workload with the provider order rotated e
 provider's output checked first against an fp32 torch reference (relative norm <= 1e-2 for bf16:
 status "failed" otherwise). Without a GPU (or with --smoke) the CPU backend runs on tiny shapes with
 a host timer, so that the harness itself is exercised in CI.
+
+Beside the records: mlp.jsonl (one line per record), table.txt (per provider the median over the
+rounds and its ratio to the baseline), ratios.txt (each fastglu provider's time over every other
+provider's in the same round: median, min and max over the rounds) and summary.json.
+``--ratios DIR`` rewrites DIR/ratios.txt from a finished run's mlp.jsonl.
 """
 
 from __future__ import annotations
@@ -155,6 +160,13 @@ def parse_args(argv=None):
         help="the MLP benchmarks to run: mlp_glu/forward, mlp_glu/fwd_bwd (default both)",
     )
     p.add_argument("--no-gemm", action="store_true", help="skip the gemm/forward benchmark")
+    p.add_argument(
+        "--ratios",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="times nothing: writes DIR/ratios.txt from a finished run's DIR/mlp.jsonl, each DIR",
+    )
     p.add_argument(
         "--quack-tuned",
         action="store_true",
@@ -510,6 +522,13 @@ def rel_err(got, ref):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.ratios:
+        for d in args.ratios:
+            with open(d / "mlp.jsonl") as f:
+                done = [json.loads(line) for line in f if line.strip()]
+            (d / "ratios.txt").write_text(ratio_table(done))
+            print(f"wrote {d / 'ratios.txt'}")
+        return []
     on_gpu = torch.cuda.is_available() and not args.smoke
     if args.smoke:
         args.rep, args.rounds = 5, 2
@@ -751,6 +770,7 @@ def main(argv=None):
             f.write(json.dumps(r) + "\n")
     table = summary_table(rows)
     (out / "table.txt").write_text(table)
+    (out / "ratios.txt").write_text(ratio_table(rows))
     (out / "summary.json").write_text(
         json.dumps(
             {
@@ -769,7 +789,7 @@ def main(argv=None):
     for note in notes:
         print("note:", note)
     print(table)
-    print(f"wrote {len(rows)} records, mlp.jsonl, summary.json and table.txt to {out}")
+    print(f"wrote {len(rows)} records, mlp.jsonl, summary.json, table.txt and ratios.txt to {out}")
     return rows
 
 
@@ -821,6 +841,41 @@ def summary_table(rows):
                 "n/a" if v[0].get("peak_mib") is None else f"{v[0]['peak_mib']:.0f}",
             ]
         )
+    return records.text_table(head, lines)
+
+
+def round_ratios(rows):
+    """{(benchmark, pass, workload, provider, peer): [ratio per round]}: a fastglu provider's median
+    ms over a peer's median ms in the same round, for every fastglu provider (its name starts with
+    "fastglu") and every other provider of the workload that passed in that round; < 1 is faster.
+
+    Why per round: the providers of a round run back to back in a rotated order, so a pair shares
+    the machine's state (clocks under the power cap, L2, the allocator), which drifts between rounds
+    by more than the differences measured here; a ratio of two medians over all rounds mixes them."""
+    ms = {}  # (benchmark, pass, workload) -> provider -> round -> ms
+    for r in rows:
+        if r.get("status") == "passed" and r.get("ms") is not None:
+            key = (r["benchmark"], r["pass"], r["workload"])
+            ms.setdefault(key, {}).setdefault(r["provider"], {})[r["round"]] = r["ms"]
+    out = {}
+    for key, provs in ms.items():
+        for prov, mine in provs.items():
+            if not prov.startswith("fastglu"):
+                continue
+            for peer, theirs in provs.items():
+                both = sorted(set(mine) & set(theirs))
+                if peer != prov and both:
+                    out[key + (prov, peer)] = [mine[i] / theirs[i] for i in both]
+    return out
+
+
+def ratio_table(rows):
+    """round_ratios as text: the median over the rounds, the smallest and largest, the rounds."""
+    head = ["benchmark", "pass", "workload", "provider", "over", "median", "min", "max", "rounds"]
+    lines = [
+        [*key, f"{statistics.median(v):.3f}", f"{min(v):.3f}", f"{max(v):.3f}", len(v)]
+        for key, v in round_ratios(rows).items()
+    ]
     return records.text_table(head, lines)
 
 
