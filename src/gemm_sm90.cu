@@ -762,12 +762,12 @@ static __device__ __forceinline__ void unpack2(__half *, uint32_t v, float *a, f
  * (glu_defer_pack); the next tile's main loop then runs the activation an eighth at a time, one
  * step every GEMM_DEFER_EVERY(num_k_blocks, 8) k-blocks from its first (GEMM_DEFER_SPREAD: the
  * stores spread over the loop), each after the previous k-block's stage went back to the producer
- * and while this k-block's wgmma runs (glu_defer_at), so the
- * tensor cores work meanwhile. Steps 0 and 4 first store h's chunk (gate and up, 64 columns) from
- * the packed words, then the y pairs overwrite the gate words, and steps 3 and 7 store y's chunk. A
- * tile whose main loop ends before the eight steps, and the block's last tile, finish them after
- * their main loop. Without the deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs
- * all eight steps right after the pack: the same operations, so the same bits. */
+ * and while this k-block's wgmma runs (glu_defer_at), so the tensor cores work meanwhile. Steps 0
+ * and 4 first store h's chunk (gate and up, 64 columns) from the packed words, then the y pairs
+ * overwrite the gate words, and steps 3 and 7 store y's chunk. A tile whose main loop ends before
+ * the eight steps, and the block's last tile, finish them after their main loop. Without the
+ * deferral (GEMM_GLU_DEFER 0 or GEMM_WAIT_DEPTH 0) epilogue_tma runs all eight steps right after
+ * the pack: the same operations, so the same bits. */
 typedef struct glu_pending {
     uint32_t g[32], u[32]; /* chunk j, n8 block i, row 8 e: word 16 j + 2 i + e */
     float w[2];            /* the token weights of the thread's two rows */
@@ -1065,16 +1065,17 @@ epilogue_dglu(const gemm_args &a, const float *d, int tm, int tn, int c, out_sta
  * half chunk, GEMM_DGLU_STEP_BLOCKS) every GEMM_DEFER_EVERY(num_k_blocks, GEMM_DGLU_NSTEPS + 1)
  * k-blocks from its first (GEMM_DEFER_SPREAD: h's loads and the stores spread over the loop), after
  * the previous k-block's stage went back to the producer (dglu_defer_at):
- * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns, dglu_defer_step), reads their h words from shared memory, computes d_gate, d_up and y
- * and writes d_gate and d_up over the h words they came from and y into its buffer; the chunk's
- * last step stores the three (one bulk group). h comes by TMA, a chunk's gate and up into one of
- * two buffer pairs (chunk parity), so that no thread waits on a global load between the tile's
- * wgmma: chunks 0 and 1 during the tile's own main loop (dglu_h_first, at the event after the
- * steps: the previous tile's steps are done), chunk j + 1 at the first step of chunk j (j = 1, 2),
- * once the chunk before's stores have read its pair and y's buffer (bulk_wait_read<0>: they were
- * issued a step earlier). A tile whose main loop ends before the steps, and the block's last tile,
- * finish them after the main loop; without the deferral the steps run right after the pack: the
- * same operations, the same bits. */
+ * step S = 2 j + hh takes n8 blocks 4 hh .. 4 hh + 3 of chunk j (32 columns, dglu_defer_step),
+ * reads their h words from shared memory, computes d_gate, d_up and y and writes d_gate and d_up
+ * over the h words they came from and y into its buffer; the chunk's last step stores the three
+ * (one bulk group). h comes by TMA, a chunk's gate and up into one of two buffer pairs (chunk
+ * parity), so that no thread waits on a global load between the tile's wgmma: chunks 0 and 1
+ * during the tile's own main loop (dglu_h_first, at the event after the steps: the previous
+ * tile's steps are done), chunk j + 1 at the first step of chunk j (j = 1, 2), once the chunk
+ * before's stores have read its pair and y's buffer (bulk_wait_read<0>: they were issued a step
+ * earlier). A tile whose main loop ends before the steps, and the block's last tile, finish them
+ * after the main loop; without the deferral the steps run right after the pack: the same
+ * operations, the same bits. */
 
 /* chunk j of tile (tm, tn): this warpgroup's 64 rows of h's gate and up columns of the chunk by
  * TMA into buffer pair j % 2, completing barrier j % 2; one thread, once the pair's last stores

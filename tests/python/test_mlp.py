@@ -638,6 +638,16 @@ def test_bench_ratios_of_a_finished_run(tmp_path):
     assert line[3:] == ["fastglu", "cublas_fastglu", "1.000", "0.500", "1.500", "3"]
 
 
+def test_bench_ratios_without_a_run_is_refused(tmp_path, capsys):
+    """--ratios on a folder without mlp.jsonl: argparse's error naming it, nothing written."""
+    from fastglu.bench import mlp as bench
+
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--ratios", str(tmp_path)])
+    assert e.value.code == 2 and f"--ratios {tmp_path}: no mlp.jsonl" in capsys.readouterr().err
+    assert not (tmp_path / "ratios.txt").exists()
+
+
 # ---- the C entry point (include/fastglu.h: fastglu_mlp_fwd_*), through ctypes ----------------------
 
 

@@ -174,7 +174,11 @@ def parse_args(argv=None):
         "minutes for the five shapes on 16 cores; QUACK_CACHE_AUTOTUNING=1 keeps the choices on "
         "disk for a later process); default tuned=False",
     )
-    return parse_block_args(p, argv)
+    args = parse_block_args(p, argv)
+    for d in args.ratios or ():
+        if not (d / "mlp.jsonl").is_file():
+            p.error(f"--ratios {d}: no mlp.jsonl there (a finished run's output directory)")
+    return args
 
 
 def slug_of(T, H, F, dtype, suffix=""):
