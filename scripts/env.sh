@@ -21,14 +21,14 @@ build_python_package() {
   rm -rf build/py build/wheel
   echo "-- building the wheel (libfastglu and the Python package) and installing it into build/py"
   local cuda_opt=()
-  [ "${FASTGLU_CUDA:-}" = OFF ] && cuda_opt=(-C cmake.define.FASTGLU_CUDA=OFF)
+  [ -n "${FASTGLU_CUDA:-}" ] && cuda_opt=(-C "cmake.define.FASTGLU_CUDA=${FASTGLU_CUDA}")
   # a build folder kept between runs (one per FASTGLU_CUDA setting): a second build recompiles
   # only what changed
   "$PY" -m pip wheel -q --no-build-isolation --no-deps ${cuda_opt[@]+"${cuda_opt[@]}"} \
     -C build-dir="build/skbuild-${FASTGLU_CUDA:-auto}" -w build/wheel . >/dev/null
   "$PY" -m pip install -q --no-deps --target build/py build/wheel/fastglu-*.whl >/dev/null
   export PYTHONPATH="$PWD/build/py${PYTHONPATH:+:$PYTHONPATH}"
-  local why="no nvcc found"
+  local why="CMake found no CUDA compiler"
   [ "${FASTGLU_CUDA:-}" = OFF ] && why="FASTGLU_CUDA=OFF"
   "$PY" -c "import fastglu as f, sys; print('-- fastglu', f.__version__, 'built with', 'CUDA;' if f.cuda_built() else f'the CPU backend only ({sys.argv[1]});', 'GPU usable:', f.cuda_available())" "$why"
 }

@@ -646,6 +646,9 @@ def test_bench_ratios_without_a_run_is_refused(tmp_path, capsys):
         bench.main(["--ratios", str(tmp_path)])
     assert e.value.code == 2 and f"--ratios {tmp_path}: no mlp.jsonl" in capsys.readouterr().err
     assert not (tmp_path / "ratios.txt").exists()
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--ratios", str(tmp_path / "absent")])
+    assert e.value.code == 2 and "absent: not a directory" in capsys.readouterr().err
 
 
 # ---- the C entry point (include/fastglu.h: fastglu_mlp_fwd_*), through ctypes ----------------------

@@ -176,6 +176,8 @@ def parse_args(argv=None):
     )
     args = parse_block_args(p, argv)
     for d in args.ratios or ():
+        if not d.is_dir():
+            p.error(f"--ratios {d}: not a directory")
         if not (d / "mlp.jsonl").is_file():
             p.error(f"--ratios {d}: no mlp.jsonl there (a finished run's output directory)")
     return args
@@ -552,6 +554,11 @@ def main(argv=None):
         "cuda_version": torch.version.cuda,
     }
     notes = []
+    if not on_gpu:
+        notes.append(
+            "the CPU backend on tiny shapes with a host timer, to exercise the harness: these times "
+            "and ratios say nothing of speed (the cublas_* providers run torch's CPU matmul)"
+        )
     providers = mlp_providers(args.providers, on_gpu, notes, args.quack_tuned)
     timer = "cuda_events" if on_gpu else "perf_counter"
     repository = git_remote()
