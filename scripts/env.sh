@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
+case "${FASTGLU_CUDA:-}" in
+  "" | OFF | AUTO | ON) ;;
+  *) echo "FASTGLU_CUDA=${FASTGLU_CUDA}: use OFF, AUTO or ON (unset: AUTO)" >&2; exit 2 ;;
+esac
 
 need() { (cd / && "$PY" -c "import $1" 2>/dev/null); }  # from /, so that ./cmake is not taken for a module
 install() { echo "-- installing $* (missing)"; "$PY" -m pip install -q "$@"; }
