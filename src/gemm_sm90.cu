@@ -1132,6 +1132,7 @@ static __device__ __forceinline__ void dglu_defer_pack(const gemm_args &a, const
  * blocks B (S % C) .. + B - 1 of chunk S / C, rows 8 e, words 16 (S / C) + 2 i + e = 2 B S + k
  * (k < 2 B), selected with constant indices (the pending words stay in registers) */
 static __device__ __forceinline__ void dglu_step_words(const dglu_pending *pd, int S, uint32_t *w) {
+    static_assert(GEMM_DGLU_NSTEPS == 8, "the cases below are steps 0 .. 6, the default step 7");
     constexpr int NW = 2 * GEMM_DGLU_STEP_BLOCKS;
 #define DGLU_WORDS(C)                                                                              \
     for (int k = 0; k < NW; k++) w[k] = pd->dy[NW * (C) + k];
@@ -1235,8 +1236,8 @@ dglu_defer_at(const gemm_args &a, dglu_pending *pd, int S, out_stage *st, const 
     if (S == GEMM_DGLU_NSTEPS - 1) pd->tm = -1;
 }
 
-/* the deferred step due at this k-block: the fc1 + GLU's (DEFER) or the dGLU's (DEFER_DGLU) step
- * *step of the pending tile, if any; then the next one's k-block, every k-blocks on */
+/* the deferred step due at this k-block: step *step of the pending tile of the fc1 + GLU (DEFER)
+ * or the dGLU (DEFER_DGLU), if any; then the next step, due `every` k-blocks later */
 template <typename T, int MM, int NC, bool DEFER, bool DEFER_DGLU>
 static __device__ __forceinline__ void
 defer_step(const gemm_args &a, glu_pending *pd, dglu_pending *pq, int *step, int *step_kb,
