@@ -859,6 +859,37 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cpu(
     int64_t ffn_hidden_size);
 
 /* ---------------------------------------------------------------------------------------------
+ * The forward quantised to FP8 and the blockwise copy of its operands in one pass
+ * (fp8_input_store="blockwise" in an FP8 MLP block): fastglu_glu_fwd_fp8_*'s outputs and
+ * fastglu_glu_fp8_store_blockwise_*'s codes and scales, each operand read once.
+ *
+ *   params, recipe, gate, up, bias, weights, y, out   as fastglu_glu_fwd_fp8_*
+ *   gate_fp8, up_fp8, scale_inv                        as fastglu_glu_fp8_store_blockwise_* for
+ *                                                      gate and up
+ *   tokens, ffn_hidden_size, stream (CUDA only)
+ * The results are the bits of fastglu_glu_fwd_fp8_* and then fastglu_glu_fp8_store_blockwise_* on
+ * the same backend and operands. Every argument of both is checked before anything is written, and
+ * the copy's outputs against the forward's (no overlap); errors are theirs
+ * (FASTGLU_ERROR_INVALID_VALUE, _UNSUPPORTED_DTYPE, _NO_CUDA, _CUDA). On CUDA one kernel where
+ * recipe->scaling is FASTGLU_FP8_SCALING_BLOCK_1X128, the layout SPLIT, F % 8 == 0, no clamp, and
+ * the operands' rows start on 16 bytes (base and row stride), y's too, and the codes' rows on 8:
+ * fastglu_glu_fwd_fp8_cuda's kernel, whose lanes also quantise the gate and up chunks they hold (a
+ * 1 x 128 block of each per row); elsewhere the two calls' kernels one after the other. No
+ * allocation, no synchronisation. tokens == 0 or F == 0: nothing is written.
+ * ------------------------------------------------------------------------------------------- */
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t ffn_hidden_size, void *stream);
+
+FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t ffn_hidden_size);
+
+/* ---------------------------------------------------------------------------------------------
  * The backward quantised to FP8 (fastglu_glu_bwd_fp8_*) reading the forward's operands from their
  * blockwise FP8 copy (fastglu_glu_fp8_store_blockwise_* or fastglu_glu_fwd_fp8_store_blockwise_*),
  * in one pass: dy and the codes read once, dh quantised row-wise and column-wise, dbias and

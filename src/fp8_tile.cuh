@@ -187,6 +187,21 @@ static __device__ __forceinline__ unsigned amax_bits(unsigned am, const __half *
     return fastglu_abs_bits(to_f32(__ushort_as_half((unsigned short)max(am & 0xffffu, am >> 16))));
 }
 
+/* a chunk's largest |x| as fp32 |bits| (fastglu_abs_bits; the 2-byte dtypes' |bits| two at a
+ * time, their order that of the values, NaN above inf) */
+static __device__ __forceinline__ unsigned chunk_amax(const vec8<float> &v) {
+    unsigned am = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) am = max(am, v.w[e] & 0x7fffffffu);
+    return am;
+}
+template <typename E> static __device__ __forceinline__ unsigned chunk_amax(const vec8<E> &v) {
+    unsigned am = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) am = max_u16x2(am, v.w[k] & 0x7fff7fffu);
+    return amax_bits(am, (const E *)0);
+}
+
 template <typename E> static __device__ __forceinline__ vec8<E> pack8(const E *e) {
     vec8<E> v;
 #pragma unroll

@@ -53,6 +53,15 @@ fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu
                                                fastglu_tensor up_fp8, fastglu_tensor scale_inv,
                                                int64_t tokens, int64_t F, int *empty);
 
+/* Validates every argument of fastglu_glu_fwd_fp8_copy_blockwise_*: the forward's
+ * (fastglu_check_glu_fp8), the copy's (fastglu_check_glu_fp8_store) and each of the copy's outputs
+ * against every region the forward reads or writes. *empty as those. */
+fastglu_status fastglu_check_glu_fwd_fp8_copy(
+    const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor y, const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F, int need_workspace, int *empty);
+
 static inline int64_t fastglu_fp8_blocks(int64_t n) { return (n + 127) / 128; }
 
 /* The backward's workspace (fastglu_glu_bwd_fp8_workspace_bytes), each part 16-byte aligned:

@@ -166,14 +166,15 @@ static fastglu_status check_copy_dtypes(const char *fn, fastglu_dtype gate, fast
     return FASTGLU_SUCCESS;
 }
 
-fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
-                                     const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
-                                     fastglu_tensor gate, fastglu_tensor up,
-                                     const fastglu_tensor *scale_inv, fastglu_tensor bias,
-                                     fastglu_tensor weights, fastglu_tensor y,
-                                     const fastglu_tensor *dbias, const fastglu_tensor *dweights,
-                                     const fastglu_fp8_out *out, int64_t tokens, int64_t F,
-                                     int need_workspace, int *empty) {
+/* fastglu_check_glu_fp8, and where the call has work, every region it reads or writes (at most
+ * 14) into seen[*n_seen] when seen is not NULL */
+static fastglu_status
+check_glu_fp8(const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+              const fastglu_tensor *dy, fastglu_tensor gate, fastglu_tensor up,
+              const fastglu_tensor *scale_inv, fastglu_tensor bias, fastglu_tensor weights,
+              fastglu_tensor y, const fastglu_tensor *dbias, const fastglu_tensor *dweights,
+              const fastglu_fp8_out *out, int64_t tokens, int64_t F, int need_workspace, int *empty,
+              fastglu_region *seen, int *n_seen) {
     fastglu_region in[6], o[8];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
@@ -331,7 +332,48 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
         o[n_out].rows = 1, o[n_out].row_bytes = 0, o[n_out].width_bytes = (int64_t)need;
         n_out++;
     }
-    return check_outputs_disjoint(fn, o, n_out, in, n_in);
+    TRY(check_outputs_disjoint(fn, o, n_out, in, n_in));
+    if (seen != NULL) {
+        *n_seen = 0;
+        for (int i = 0; i < n_in; ++i) seen[(*n_seen)++] = in[i];
+        for (int i = 0; i < n_out; ++i) seen[(*n_seen)++] = o[i];
+    }
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *params,
+                                     const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
+                                     fastglu_tensor gate, fastglu_tensor up,
+                                     const fastglu_tensor *scale_inv, fastglu_tensor bias,
+                                     fastglu_tensor weights, fastglu_tensor y,
+                                     const fastglu_tensor *dbias, const fastglu_tensor *dweights,
+                                     const fastglu_fp8_out *out, int64_t tokens, int64_t F,
+                                     int need_workspace, int *empty) {
+    return check_glu_fp8(fn, params, recipe, dy, gate, up, scale_inv, bias, weights, y, dbias,
+                         dweights, out, tokens, F, need_workspace, empty, NULL, NULL);
+}
+
+fastglu_status fastglu_check_glu_fwd_fp8_copy(
+    const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor y, const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F, int need_workspace, int *empty) {
+    fastglu_region seen[14], copy[3];
+    int n_seen = 0, n = 0;
+    TRY(check_glu_fp8(fn, params, recipe, NULL, gate, up, NULL, bias, weights, y, NULL, NULL, out,
+                      tokens, F, need_workspace, empty, seen, &n_seen));
+    TRY(fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F,
+                                    empty));
+    if (*empty) return FASTGLU_SUCCESS;
+    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
+    const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
+    TRY(check_fp8_data(fn, &copy[n++], "gate_fp8", gate_fp8, tokens, W));
+    if (!il) TRY(check_fp8_data(fn, &copy[n++], "up_fp8", up_fp8, tokens, W));
+    TRY(fastglu_check_tensor(fn, &copy[n++], "scale_inv", scale_inv.data, tokens, nb,
+                             scale_inv.row_stride, 1, 4, 1));
+    for (int i = 0; i < n; ++i)
+        for (int k = 0; k < n_seen; ++k) TRY(fastglu_check_disjoint(fn, &copy[i], &seen[k]));
+    return FASTGLU_SUCCESS;
 }
 
 fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_recipe *recipe,
@@ -569,6 +611,18 @@ fastglu_status fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *pa
     return empty ? FASTGLU_SUCCESS : no_cuda(fn);
 }
 
+fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F, void *stream) {
+    const char *fn = "fastglu_glu_fwd_fp8_copy_blockwise_cuda";
+    int empty;
+    (void)stream;
+    TRY(fastglu_check_glu_fwd_fp8_copy(fn, params, recipe, gate, up, bias, weights, y, out,
+                                       gate_fp8, up_fp8, scale_inv, tokens, F, 1, &empty));
+    return empty ? FASTGLU_SUCCESS : no_cuda(fn);
+}
 fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cuda(
     const fastglu_glu_params *params, const fastglu_glu_operands *operands, fastglu_tensor output,
     fastglu_tensor gate_fp8, fastglu_tensor up_fp8, fastglu_tensor scale_inv, int64_t tokens,

@@ -131,6 +131,9 @@ typedef struct fp8_args {
     int64_t nwt;            /* the column tiles with dweights partials (fastglu_fp8_dw_tiles) */
     const float *sc;        /* H8: the blockwise copy's scales [T][sc_rs], gate's block b at b, */
     int64_t sc_rs, nbu;     /* up's at nbu + b (SPLIT; INTERLEAVED: glu_scale_block's) */
+    unsigned char *cg, *cu; /* H8 in the forward: the copy it writes, gate's and up's codes */
+    int64_t cg_rs, cu_rs;   /* [T][F] (rows on 8 bytes), */
+    float *cs;              /* and their scales, laid out as sc's */
 } fp8_args;
 
 /* The backward's operands from the blockwise copy (H8, fastglu_glu_bwd_fp8_saved_blockwise_cuda):
@@ -163,6 +166,16 @@ static __device__ __forceinline__ float h8_element(const fp8_args &a, const void
                                                    int64_t t, int64_t j, int is_up) {
     const float s = a.sc[t * a.sc_rs + glu_scale_block(a.step == 2, a.F, j, is_up)];
     return __fmul_rn(e4m3_value(((const unsigned char *)base)[t * rs + j * a.step]), s);
+}
+
+/* The blockwise copy's codes of a block without a scale (fp8_recipe.h: all zeros, a subnormal
+ * amax, inf or NaN in it): the plain cast in saved_fp8's overflow mode; out of line (cold). */
+template <typename E> static __device__ __noinline__ uint2 cast8(const vec8<E> v, int sat) {
+    unsigned w[2] = {0u, 0u};
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        w[e >> 2] |= (unsigned)fastglu_f32_to_e4m3(vget(v, e), sat) << (8 * (e & 3));
+    return make_uint2(w[0], w[1]);
 }
 
 /* Per dtype and direction: the 8-column chunks a lane holds (2 in the 2-byte forward: a lane's
@@ -318,11 +331,16 @@ template <int MODE, int P> struct colwise<float, MODE, P> {
  * loads spilled. */
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED = 0, int GM = MM_ANY,
           int H8 = 0>
-__global__ void
-__launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RED>::min_blocks))
+__global__ void __launch_bounds__(THREADS, H8 && !BWD ? 2
+                                           : BWD && !FAST && sizeof(E) == 2
+                                               ? 3
+                                               : geom<E, BWD, RED>::min_blocks)
     glu_fp8_kernel(const fp8_args a) {
-    static_assert(!H8 || BWD, "H8: the backward's operands");
     enum {
+        /* H8: the backward reads its operands from the blockwise copy (HR); the forward writes
+         * the copy (CP: 1 x 128 blocks, the SPLIT layout, whole 8-column chunks, no clamp) */
+        HR = H8 && BWD,
+        CP = H8 && !BWD && MODE == MODE_BLOCK,
         /* RED: the backward's sums, in the kernels that write codes (not MODE_AMAX's first pass) */
         R = RED_IN(MODE, BWD, FAST, RED),
         P = geom<E, BWD>::pitch,
@@ -420,7 +438,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
     for (int s0 = 0; s0 < nsteps; s0 += U) {
         /* the loads of U steps, before any of them is used (the stores below could alias the
          * operands as far as the compiler knows: it would not move a load above them) */
-        typename opnd<E, H8>::t rg[U][NCH], ru[U][NCH];
+        typename opnd<E, HR>::t rg[U][NCH], ru[U][NCH];
         vec8<E> rd[U][NCH];
 #pragma unroll
         for (int q = 0; q < U; ++q) {
@@ -432,7 +450,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                     if (!(vmask >> k & 1)) continue;
                     /* chunk k's offset from chunk 0: a constant in the forward */
                     const int64_t o = BWD ? jv[k] - jv[0] : 8 * LPR * k;
-                    if constexpr (H8) {
+                    if constexpr (HR) {
                         const float *sr = a.sc + t * a.sc_rs;
                         const int64_t b = jv[k] >> 7;
                         ld_h8(rg[q][k], (const unsigned char *)a.gate + t * a.g_rs + jv[k], sr[b]);
@@ -457,7 +475,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
             const int valid = r < nt; /* uniform across the row's lanes */
             const int64_t t = t0 + r;
             vec8<E> yv[NCH];
-            unsigned am = 0;
+            unsigned am = 0, amg = 0, amu = 0; /* CP: the lane's max |gate|, |up| bits */
             float dwp = 0.0f; /* R: the lane's dweights sum over its d_gate columns of this row */
             if (valid) {
                 const float w = !FAST && a.weights
@@ -508,6 +526,13 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                     if (COLWISE) st8_tile(tile_at<P>(tile, r, 8 * (lr + LPR * k)), yv[k]);
                 }
                 am = amax_bits(pm, (const E *)NULL);
+                if constexpr (CP) {
+#pragma unroll
+                    for (int k = 0; k < NCH; ++k)
+                        if (vmask >> k & 1)
+                            amg = max(amg, chunk_amax(rg[q][k])),
+                            amu = max(amu, chunk_amax(ru[q][k]));
+                }
                 if (emask) {
                     /* element by element, a loop (cold: ragged chunks, unaligned operands); the
                      * codes below compute each element again (the same bits) */
@@ -521,7 +546,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                             if (R) {
                                 int is_up;
                                 const glu_grads gr =
-                                    element_grads<E, BWD, H8>(a, t, j0 + c + e, w, &is_up);
+                                    element_grads<E, BWD, HR>(a, t, j0 + c + e, w, &is_up);
                                 from_f32(&ve, is_up ? gr.du : gr.dg);
                                 const float db = is_up ? gr.dbu : gr.dbg;
 #pragma unroll
@@ -529,7 +554,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                                     if (i == e) cb[i] = __fadd_rn(cb[i], db);
                                 if (!is_up) dwp = __fadd_rn(dwp, gr.dw);
                             } else {
-                                from_f32(&ve, element<E, BWD, H8>(a, t, j0 + c + e, w));
+                                from_f32(&ve, element<E, BWD, HR>(a, t, j0 + c + e, w));
                             }
                             am = max(am, fastglu_abs_bits(to_f32(ve)));
                             if (MODE != MODE_TENSOR && a.y)
@@ -553,6 +578,28 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
                 if (valid && lr == 0) sp[q * s_st] = s;
                 d = make_divisor(s);
             }
+            if constexpr (CP) { /* the copy's two blocks of the row: gate's and up's columns */
+                amg = group_max<LPR>(amg), amu = group_max<LPR>(amu);
+                if (valid) {
+                    const float sg = fastglu_fp8_store_scale(amg, 0),
+                                su = fastglu_fp8_store_scale(amu, 0);
+                    if (lr == 0) {
+                        float *cs = a.cs + t * a.sc_rs;
+                        cs[by] = sg, cs[a.nbu + by] = su;
+                    }
+                    const int scg = fastglu_fp8_store_scaled(amg),
+                              scu = fastglu_fp8_store_scaled(amu);
+                    const fp8_divisor dg = make_divisor(sg), du = make_divisor(su);
+#pragma unroll
+                    for (int k = 0; k < NCH; ++k)
+                        if (vmask >> k & 1) {
+                            *(uint2 *)(a.cg + t * a.cg_rs + jv[k]) =
+                                scg ? quantise8(dg, rg[q][k]) : cast8(rg[q][k], a.m.fp8_sat);
+                            *(uint2 *)(a.cu + t * a.cu_rs + jv[k]) =
+                                scu ? quantise8(du, ru[q][k]) : cast8(ru[q][k], a.m.fp8_sat);
+                        }
+                }
+            }
             if (!valid) continue;
             unsigned char *drow = INC ? dp + q * d_st : a.d + t * a.d_rs + j0 + 8 * lr;
 #pragma unroll
@@ -568,7 +615,7 @@ __launch_bounds__(THREADS, (BWD && !FAST && sizeof(E) == 2 ? 3 : geom<E, BWD, RE
 #pragma unroll 1
                     for (int e = 0; e < 8 && c + e < nj; ++e) {
                         E ve;
-                        from_f32(&ve, element<E, BWD, H8>(a, t, j0 + c + e, w));
+                        from_f32(&ve, element<E, BWD, HR>(a, t, j0 + c + e, w));
                         a.d[t * a.d_rs + j0 + c + e] = fastglu_fp8_quantise(to_f32(ve), d.s);
                     }
                 }
@@ -1134,30 +1181,41 @@ static cudaError_t run(const fp8_args &a, int tensor, int colwise, cudaStream_t 
                             dim3(THREADS), args, WARPS * 32 * sizeof(float), s);
 }
 
+/* the forward writing the blockwise copy (H8): 1 x 128 blocks, no sums (the host's choice) */
+template <typename E, int FAST, int GM>
+static cudaError_t run_copy(const fp8_args &a, int colwise, cudaStream_t s) {
+    return colwise ? launch<E, MODE_BLOCK, 1, 0, FAST, 0, GM, 1>(a, s)
+                   : launch<E, MODE_BLOCK, 0, 0, FAST, 0, GM, 1>(a, s);
+}
+
 template <typename E, int BWD, int H8>
 static cudaError_t run_fast(const fp8_args &a, int fast, int red, int tensor, int colwise,
                             cudaStream_t s) {
-    if (fast == 1) return run<E, BWD, 1, 0, MM_K, H8>(a, tensor, colwise, s);
-    /* RED only in the backward (BWD as RED: the forward's red is 0) */
-    if (fast == 2)
-        return red ? run<E, BWD, 0, BWD, MM_K, H8>(a, tensor, colwise, s)
-                   : run<E, BWD, 0, 0, MM_K, H8>(a, tensor, colwise, s);
-    return red ? run<E, BWD, 0, BWD, MM_ANY, H8>(a, tensor, colwise, s)
-               : run<E, BWD, 0, 0, MM_ANY, H8>(a, tensor, colwise, s);
+    if constexpr (!BWD && H8) {
+        if (fast == 1) return run_copy<E, 1, MM_K>(a, colwise, s);
+        return fast == 2 ? run_copy<E, 0, MM_K>(a, colwise, s)
+                         : run_copy<E, 0, MM_ANY>(a, colwise, s);
+    } else {
+        if (fast == 1) return run<E, BWD, 1, 0, MM_K, H8>(a, tensor, colwise, s);
+        /* RED only in the backward (BWD as RED: the forward's red is 0) */
+        if (fast == 2)
+            return red ? run<E, BWD, 0, BWD, MM_K, H8>(a, tensor, colwise, s)
+                       : run<E, BWD, 0, 0, MM_K, H8>(a, tensor, colwise, s);
+        return red ? run<E, BWD, 0, BWD, MM_ANY, H8>(a, tensor, colwise, s)
+                   : run<E, BWD, 0, 0, MM_ANY, H8>(a, tensor, colwise, s);
+    }
 }
 
-/* h8: the backward's operands from the blockwise copy (a.sc) */
+/* h8: the backward's operands from the blockwise copy (a.sc); the forward writes it (a.cg, a.cu,
+ * a.cs) */
 template <int BWD>
 static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int red, int tensor,
                              int colwise, int h8, cudaStream_t s) {
-    if constexpr (BWD) {
-        if (h8) {
-            switch (dt) {
-            case FASTGLU_DTYPE_FP32: return run_fast<float, 1, 1>(a, fast, red, tensor, colwise, s);
-            case FASTGLU_DTYPE_FP16:
-                return run_fast<__half, 1, 1>(a, fast, red, tensor, colwise, s);
-            default: return run_fast<__nv_bfloat16, 1, 1>(a, fast, red, tensor, colwise, s);
-            }
+    if (h8) {
+        switch (dt) {
+        case FASTGLU_DTYPE_FP32: return run_fast<float, BWD, 1>(a, fast, red, tensor, colwise, s);
+        case FASTGLU_DTYPE_FP16: return run_fast<__half, BWD, 1>(a, fast, red, tensor, colwise, s);
+        default: return run_fast<__nv_bfloat16, BWD, 1>(a, fast, red, tensor, colwise, s);
         }
     }
     switch (dt) {
@@ -1168,18 +1226,22 @@ static cudaError_t run_dtype(const fp8_args &a, fastglu_dtype dt, int fast, int 
 }
 
 /* The entry points: validate, fill the kernel's arguments, launch. dy NULL: the forward.
- * scale_inv (the backward): gate and up are the blockwise copy's codes with these scales. */
+ * scale_inv (the backward): gate and up are the blockwise copy's codes with these scales. copy
+ * (the forward; NULL: none): gate_fp8, up_fp8 and scale_inv of the blockwise copy it also writes
+ * (fastglu_glu_fwd_fp8_copy_blockwise_cuda). */
 static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
                               const fastglu_fp8_recipe *recipe, const fastglu_tensor *dy,
                               fastglu_tensor gate, fastglu_tensor up,
                               const fastglu_tensor *scale_inv, fastglu_tensor bias,
                               fastglu_tensor weights, fastglu_tensor y, const fastglu_tensor *dbias,
                               const fastglu_tensor *dweights, const fastglu_fp8_out *out,
-                              int64_t tokens, int64_t F, void *stream) {
+                              int64_t tokens, int64_t F, void *stream, const fastglu_tensor *copy) {
     int empty;
     fastglu_status st =
-        fastglu_check_glu_fp8(fn, params, recipe, dy, gate, up, scale_inv, bias, weights, y, dbias,
-                              dweights, out, tokens, F, 1, &empty);
+        copy ? fastglu_check_glu_fwd_fp8_copy(fn, params, recipe, gate, up, bias, weights, y, out,
+                                              copy[0], copy[1], copy[2], tokens, F, 1, &empty)
+             : fastglu_check_glu_fp8(fn, params, recipe, dy, gate, up, scale_inv, bias, weights, y,
+                                     dbias, dweights, out, tokens, F, 1, &empty);
     if (st != FASTGLU_SUCCESS) return st;
     const fastglu_dtype cdt = scale_inv ? dy->dtype : gate.dtype; /* the call's dtype */
     cudaStream_t s = (cudaStream_t)stream;
@@ -1248,10 +1310,34 @@ static fastglu_status glu_fp8(const char *fn, const fastglu_glu_params *params,
      * per-token weights); 0: the general kernels in MM_ANY */
     const int fast = math_mode_of(params) != MM_K ? 0 : !a.bias && !a.weights ? 1 : 2;
     const int red = db != NULL || dw != NULL;
-    const int h8 = scale_inv != NULL;
+    /* the copy in this kernel (its lanes hold whole 8-column chunks of gate and up: F % 8 == 0,
+     * the 16-byte path; the codes' rows on 8 bytes), else the copy's own kernel after it */
+    const int fused_copy = copy && !il && !tensor && !fastglu_clamps(params) && a.vec &&
+                           F % 8 == 0 &&
+                           access_width_cap(copy[0].data, copy[0].row_stride, tokens, 1, 8) == 8 &&
+                           access_width_cap(copy[1].data, copy[1].row_stride, tokens, 1, 8) == 8;
+    a.cg = a.cu = NULL, a.cs = NULL, a.cg_rs = a.cu_rs = 0;
+    if (fused_copy) {
+        a.cg = (unsigned char *)copy[0].data, a.cg_rs = copy[0].row_stride;
+        a.cu = (unsigned char *)copy[1].data, a.cu_rs = copy[1].row_stride;
+        a.cs = (float *)copy[2].data, a.sc_rs = copy[2].row_stride;
+    }
+    const int h8 = scale_inv != NULL || fused_copy;
     const cudaError_t err = dy ? run_dtype<1>(a, cdt, fast, red, tensor, colwise, h8, s)
-                               : run_dtype<0>(a, cdt, fast, 0, tensor, colwise, 0, s);
-    return launch_status(fn, err);
+                               : run_dtype<0>(a, cdt, fast, 0, tensor, colwise, h8, s);
+    if (err != cudaSuccess || !copy || fused_copy) return launch_status(fn, err);
+    return fastglu_glu_fp8_store_blockwise_cuda(params, gate, up, copy[0], copy[1], copy[2], tokens,
+                                                F, stream);
+}
+
+extern "C" fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cuda(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F, void *stream) {
+    const fastglu_tensor copy[3] = {gate_fp8, up_fp8, scale_inv};
+    return glu_fp8("fastglu_glu_fwd_fp8_copy_blockwise_cuda", params, recipe, NULL, gate, up, NULL,
+                   bias, weights, y, NULL, NULL, out, tokens, F, stream, copy);
 }
 
 extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *params,
@@ -1261,7 +1347,7 @@ extern "C" fastglu_status fastglu_glu_fwd_fp8_cuda(const fastglu_glu_params *par
                                                    fastglu_tensor y, const fastglu_fp8_out *out,
                                                    int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_fwd_fp8_cuda", params, recipe, NULL, gate, up, NULL, bias, weights,
-                   y, NULL, NULL, out, tokens, F, stream);
+                   y, NULL, NULL, out, tokens, F, stream, NULL);
 }
 
 extern "C" fastglu_status
@@ -1271,7 +1357,7 @@ fastglu_glu_bwd_fp8_cuda(const fastglu_glu_params *params, const fastglu_fp8_rec
                          fastglu_tensor dbias, fastglu_tensor dweights, const fastglu_fp8_out *out,
                          int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_bwd_fp8_cuda", params, recipe, &dy, gate, up, NULL, bias, weights,
-                   dh, &dbias, &dweights, out, tokens, F, stream);
+                   dh, &dbias, &dweights, out, tokens, F, stream, NULL);
 }
 
 extern "C" fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cuda(
@@ -1280,6 +1366,6 @@ extern "C" fastglu_status fastglu_glu_bwd_fp8_saved_blockwise_cuda(
     fastglu_tensor weights, fastglu_tensor dh, fastglu_tensor dbias, fastglu_tensor dweights,
     const fastglu_fp8_out *out, int64_t tokens, int64_t F, void *stream) {
     return glu_fp8("fastglu_glu_bwd_fp8_saved_blockwise_cuda", params, recipe, &dy, gate_fp8,
-                   up_fp8, &scale_inv, bias, weights, dh, &dbias, &dweights, out, tokens, F,
-                   stream);
+                   up_fp8, &scale_inv, bias, weights, dh, &dbias, &dweights, out, tokens, F, stream,
+                   NULL);
 }

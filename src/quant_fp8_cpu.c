@@ -158,3 +158,21 @@ fastglu_glu_fwd_fp8_store_blockwise_cpu(const fastglu_glu_params *params,
     return fastglu_glu_fp8_store_blockwise_cpu(params, operands->gate, operands->up, gate_fp8,
                                                up_fp8, scale_inv, tokens, F);
 }
+
+/* fastglu_glu_fwd_fp8_copy_blockwise_cpu: the FP8 forward, then the copy (every argument of both
+ * checked first): fastglu_glu_fwd_fp8_cpu's and fastglu_glu_fp8_store_blockwise_cpu's bits. */
+fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cpu(
+    const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,
+    fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights, fastglu_tensor y,
+    const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F) {
+    int empty;
+    fastglu_status st = fastglu_check_glu_fwd_fp8_copy(
+        "fastglu_glu_fwd_fp8_copy_blockwise_cpu", params, recipe, gate, up, bias, weights, y, out,
+        gate_fp8, up_fp8, scale_inv, tokens, F, 0, &empty);
+    if (st != FASTGLU_SUCCESS || empty) return st;
+    st = fastglu_glu_fwd_fp8_cpu(params, recipe, gate, up, bias, weights, y, out, tokens, F);
+    if (st != FASTGLU_SUCCESS) return st;
+    return fastglu_glu_fp8_store_blockwise_cpu(params, gate, up, gate_fp8, up_fp8, scale_inv,
+                                               tokens, F);
+}

@@ -64,21 +64,6 @@ template <typename E> struct qgeom {
     };
 };
 
-/* a chunk's largest |x| as fp32 |bits| (fastglu_abs_bits; the 2-byte dtypes' |bits| two at a
- * time, their order that of the values, NaN above inf) */
-static __device__ __forceinline__ unsigned chunk_amax(const vec8<float> &v) {
-    unsigned am = 0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) am = max(am, v.w[e] & 0x7fffffffu);
-    return am;
-}
-template <typename E> static __device__ __forceinline__ unsigned chunk_amax(const vec8<E> &v) {
-    unsigned am = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) am = max_u16x2(am, v.w[k] & 0x7fff7fffu);
-    return amax_bits(am, (const E *)0);
-}
-
 /* element e of chunk v set to x's bits (the chunk's words zero before: +0 elsewhere) */
 template <typename E> static __device__ __forceinline__ void vset(vec8<E> &v, int e, E x) {
     if (sizeof(E) == 4)

@@ -475,9 +475,11 @@ PyMODINIT_FUNC PyInit__C(void) {
 /* The 34 arguments of glu_fwd_fp8 from args (see there) and the call; dy NULL: the forward, else
  * the backward with its sums db / dw (data NULL: not asked; dw's dtype is set to the weights'),
  * and with sc (not NULL) the backward from the blockwise copy: gate and up are its codes, dtype
- * the call's. */
+ * the call's. copy (the forward; NULL: none): gate_fp8, up_fp8 and scale_inv of the blockwise
+ * copy it also writes. */
 static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, fastglu_tensor db,
-                              fastglu_tensor dw, const fastglu_tensor *sc) {
+                              fastglu_tensor dw, const fastglu_tensor *sc,
+                              const fastglu_tensor *copy) {
     int64_t on_cuda, scaling, scale_layout, pow2, dtype, g_rs, u_rs, wdt, w_st, y_rs, d_rs, s_ld,
         dt_rs, st_ld, tokens, F;
     void *gate, *up, *bias, *weights, *y, *d, *s, *dt, *st, *ws, *stream;
@@ -518,13 +520,19 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, f
                                                                db, dw, &o, tokens, F, stream)
                  : dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o,
                                                  tokens, F, stream)
-                      : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+                 : copy
+                     ? fastglu_glu_fwd_fp8_copy_blockwise_cuda(&p, &r, tg, tu, tb, tw, ty, &o,
+                                                               copy[0], copy[1], copy[2], tokens,
+                                                               F, stream)
+                     : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS status =
             sc   ? fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, *dy, tg, tu, *sc, tb, tw, ty, db,
                                                            dw, &o, tokens, F)
-            : dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
-                 : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
+            : dy   ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
+            : copy ? fastglu_glu_fwd_fp8_copy_blockwise_cpu(&p, &r, tg, tu, tb, tw, ty, &o, copy[0],
+                                                            copy[1], copy[2], tokens, F)
+                   : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
         Py_END_ALLOW_THREADS
     }
     return status_result(status);
@@ -540,7 +548,27 @@ static PyObject *py_glu_fwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_
     (void)self;
     CHECK_NARGS("glu_fwd_fp8", 34);
     const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 1};
-    return glu_fp8_call(args, NULL, none, none, NULL);
+    return glu_fp8_call(args, NULL, none, none, NULL, NULL);
+}
+
+/* glu_fwd_fp8_copy_blockwise(gate_fp8, gate_fp8_row_stride, up_fp8, up_fp8_row_stride, scale_inv,
+ * scale_inv_row_stride, <glu_fwd_fp8's 34 arguments>): fastglu_glu_fwd_fp8_copy_blockwise_{cpu,
+ * cuda}; the copy's codes (row strides in bytes; up_fp8 0 with the interleaved layout) and its
+ * fp32 scales [tokens, blocks]. */
+static PyObject *py_glu_fwd_fp8_copy_blockwise(PyObject *self, PyObject *const *args,
+                                               Py_ssize_t nargs) {
+    int64_t g8_rs, u8_rs, s_rs;
+    void *g8, *u8, *sc;
+    (void)self;
+    CHECK_NARGS("glu_fwd_fp8_copy_blockwise", 40);
+    if (!get_ptr(args[0], &g8) || !get_i64(args[1], &g8_rs) || !get_ptr(args[2], &u8) ||
+        !get_i64(args[3], &u8_rs) || !get_ptr(args[4], &sc) || !get_i64(args[5], &s_rs))
+        return NULL;
+    const fastglu_tensor none = {NULL, FASTGLU_DTYPE_FP32, 1};
+    const fastglu_tensor copy[3] = {{g8, FASTGLU_DTYPE_FP8_E4M3, g8_rs},
+                                    {u8, FASTGLU_DTYPE_FP8_E4M3, u8_rs},
+                                    {sc, FASTGLU_DTYPE_FP32, s_rs}};
+    return glu_fp8_call(args + 6, NULL, none, none, NULL, copy);
 }
 
 /* glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's 34 arguments, y standing for
@@ -557,7 +585,7 @@ static PyObject *py_glu_bwd_fp8(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
     const fastglu_tensor tdb = {db, (fastglu_dtype)dtype, 1}, tdw = {dw, FASTGLU_DTYPE_FP32, 1};
-    return glu_fp8_call(args + 4, &tdy, tdb, tdw, NULL);
+    return glu_fp8_call(args + 4, &tdy, tdb, tdw, NULL, NULL);
 }
 
 /* glu_bwd_fp8_saved_blockwise(scale_inv, scale_inv_row_stride, <glu_bwd_fp8's 38 arguments>):
@@ -576,7 +604,7 @@ static PyObject *py_glu_bwd_fp8_saved_blockwise(PyObject *self, PyObject *const 
     const fastglu_tensor tsc = {sc, FASTGLU_DTYPE_FP32, sc_rs};
     const fastglu_tensor tdy = {dy, (fastglu_dtype)dtype, dy_rs};
     const fastglu_tensor tdb = {db, (fastglu_dtype)dtype, 1}, tdw = {dw, FASTGLU_DTYPE_FP32, 1};
-    return glu_fp8_call(args + 6, &tdy, tdb, tdw, &tsc);
+    return glu_fp8_call(args + 6, &tdy, tdb, tdw, &tsc, NULL);
 }
 
 /* glu_bwd_fp8_workspace_bytes(scaling, tokens, F, want_dbias, want_dweights):
@@ -718,6 +746,11 @@ static PyMethodDef fp8_methods[] = {
      "up_row_stride, bias, weights, weights_dtype, weights_stride, y, y_row_stride, data, "
      "data_row_stride, scale, scale_ld, data_t, data_t_row_stride, scale_t, scale_t_ld, workspace, "
      "workspace_bytes, tokens, F, stream): fastglu_glu_fwd_fp8_{cpu,cuda}; 0 for NULL."},
+    {"glu_fwd_fp8_copy_blockwise", (PyCFunction)(void (*)(void))py_glu_fwd_fp8_copy_blockwise,
+     METH_FASTCALL,
+     "glu_fwd_fp8_copy_blockwise(gate_fp8, gate_fp8_row_stride, up_fp8, up_fp8_row_stride, "
+     "scale_inv, scale_inv_row_stride, <glu_fwd_fp8's arguments>): "
+     "fastglu_glu_fwd_fp8_copy_blockwise_{cpu,cuda}."},
     {"glu_bwd_fp8", (PyCFunction)(void (*)(void))py_glu_bwd_fp8, METH_FASTCALL,
      "glu_bwd_fp8(dy, dy_row_stride, dbias, dweights, <glu_fwd_fp8's arguments, y standing for "
      "dh>): fastglu_glu_bwd_fp8_{cpu,cuda}."},

@@ -169,11 +169,15 @@ def _run(
     columnwise,
     want_y,
     scale_inv=None,
+    copy=False,
 ):
     """The kernels on checked operands. scale_inv (the backward): x (and up) are the blockwise copy
     of the operands (float8_e4m3fn codes, fastglu.ops' fp8_store_blockwise) with these [T, blocks]
     fp32 scales, decoded in the kernel's pass (fastglu_glu_bwd_fp8_saved_blockwise); dy's dtype is
-    then the call's."""
+    then the call's. copy (the forward, x holding gate and up, no up given): the call also writes
+    that blockwise copy of x (fastglu_glu_fwd_fp8_copy_blockwise: in the forward's kernel where
+    its conditions hold, else the copy's own after it), returned after the outputs as (x8,
+    scale_inv), fp8_store_blockwise's."""
     il = layout == _C.LAYOUT_INTERLEAVED
     cdt = dy.dtype if scale_inv is not None else x.dtype  # the call's dtype
     F = x.shape[-1] // 2 if (up is None) else x.shape[-1]
@@ -209,6 +213,19 @@ def _run(
         return _scale_ld(s, scale_layout)
 
     kernel = _C.glu_fwd_fp8
+    if copy:
+        x8, _, x8s, g8_ptr, u8_ptr, g8_rs = _ops._store_outputs(
+            (T, 2 * F), False, layout, F, T, x.device
+        )
+        kernel = functools.partial(
+            _C.glu_fwd_fp8_copy_blockwise,
+            g8_ptr,
+            g8_rs,
+            u8_ptr,
+            g8_rs,
+            x8s.data_ptr(),
+            x8s.stride(0),
+        )
     if dy is not None:
         # glu_bwd_fp8 takes dy's pointer and row stride, dbias and dweights (0: not asked) before
         # glu_fwd_fp8's arguments
@@ -257,6 +274,8 @@ def _run(
     # on x's device and its current stream, under a device guard where x's device is not the
     # current one (the op layer's launch)
     _ops._launch(kernel, x.get_device(), args)
+    if copy:
+        return data, scale, data_t, scale_t, y, x8, x8s
     if dy is None:
         return data, scale, data_t, scale_t, y
     return data, scale, data_t, scale_t, y, db, dw

@@ -642,11 +642,14 @@ def _quantize_both(t, transposed):
     return (d, s, *quantize_1x128_torch(t.t()))
 
 
-def _glu_run(dy, h, bias, weights, p, columnwise, want_y):
+def _glu_run(dy, h, bias, weights, p, columnwise, want_y, copy=False):
     """fastglu.fp8's GLU kernels (glu_fwd_fp8 without dy, glu_bwd_fp8 with it) on the block's
     checked operands, 1 x 128 blocks, MN-major scales: (data, scale, data_t, scale_t, y) and in the
-    backward (dbias, dweights) after them (empty where not asked)."""
-    return _fp8._run(dy, h, None, bias, weights, *p, _B1X128, _MN_MAJOR, False, columnwise, want_y)
+    backward (dbias, dweights) after them (empty where not asked); copy (the forward): h's
+    blockwise copy (h8, its scales) after them, written in the same call."""
+    return _fp8._run(
+        dy, h, None, bias, weights, *p, _B1X128, _MN_MAJOR, False, columnwise, want_y, copy=copy
+    )
 
 
 def _fwd_impl(
@@ -688,6 +691,14 @@ def _fwd_impl(
     return out, h, xtq, xts, ytq, yts, h8, h8s
 
 
+# fp8_input_store="blockwise": True, the FP8 GLU forward's call also writes h's blockwise copy
+# (fastglu_glu_fwd_fp8_copy_blockwise: on CUDA from its kernel's own read of h where the split
+# layout, F % 8 == 0, no clamp and aligned rows allow); False, the copy's own call after it (h read
+# twice). The same bits either way; the default is the path that GPU measurements support
+# (docs/fp8.md, "The FP8 forward with the copy").
+COPY_IN_FP8_FORWARD = False
+
+
 def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None, h_fp8=False):
     """The forward on checked operands (the op's implementation and the eager Function): out, and
     with ``save`` h, x^T's and y^T's quantised copies (None without it), and with ``save`` and
@@ -704,10 +715,16 @@ def _fwd_body(x, w1, w2, p, gemm, save, bias1, bias2, weights, quantized=None, h
     h = _mm(xq, xs, w1q, w1s, x.dtype, scaled)
     del xq, xs
     g, b = _glu_input(h, bias1, p[2])
-    yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
     h8 = h8s = None
-    if save and h_fp8:  # the GLU's input (h + bias1 where the clamp needs it formed) in e4m3
-        h8, _, h8s = _ops._fp8_store_blockwise(g, None, _ops.GLUParams(*p), _FN)
+    if save and h_fp8 and COPY_IN_FP8_FORWARD:  # the GLU's input (h + bias1 where the clamp
+        # needs it formed) in e4m3, written by the GLU's call (fastglu_glu_fwd_fp8_copy_blockwise)
+        yq, ys, ytq, yts, _, h8, h8s = _glu_run(
+            None, g, b, _token_weights(weights, T), p, save, False, copy=True
+        )
+    else:
+        yq, ys, ytq, yts, _ = _glu_run(None, g, b, _token_weights(weights, T), p, save, False)
+        if save and h_fp8:  # the copy's own call
+            h8, _, h8s = _ops._fp8_store_blockwise(g, None, _ops.GLUParams(*p), _FN)
     del g
     w2q, w2s = _q128x128(w2) if quantized is None else _gemm_operand(*quantized[4:6])
     out = _mm(yq, ys, w2q, w2s, x.dtype, scaled)
@@ -1264,8 +1281,9 @@ def mlp_fp8(
             (``fastglu.glu``'s ``fp8_input_store="blockwise"``, DeepSeek-V3's cache of the SwiGLU
             input) instead of h, half its bytes between the forward and the backward; the
             backward's FP8 GLU kernel decodes it in the pass that quantises dh
-            (fastglu_glu_bwd_fp8_saved_blockwise). Costs a pass over h in the forward (the
-            copy); the gradients carry the copy's rounding (docs/fp8.md).
+            (fastglu_glu_bwd_fp8_saved_blockwise). The forward writes the copy in a call of its
+            own after the FP8 GLU's (``COPY_IN_FP8_FORWARD``: in that call); the gradients carry
+            the copy's rounding (docs/fp8.md).
 
     Returns:
         ``out`` ``[..., hidden]`` in x's dtype.

@@ -551,6 +551,172 @@ static void bad_fused_inputs(void) {
     dev_free(x[0]), dev_free(x[1]), dev_free(y), dev_free(d), dev_free(s);
 }
 
+/* fastglu_glu_fwd_fp8_copy_blockwise_* (the FP8 forward and the copy in one pass) against
+ * fastglu_glu_fwd_fp8_* and then fastglu_glu_fp8_store_blockwise_* on the same backend: every output
+ * buffer bit for bit, their padding and a margin after each left as the sentinel. h is one
+ * [T, 2F] buffer (gate | up) with row stride in_rs; the codes one [T, 2F] buffer. */
+static fastglu_status fwd_fp8(fastglu_glu_params *p, const fastglu_fp8_recipe *r, fastglu_tensor g,
+                              fastglu_tensor u, fastglu_tensor b, fastglu_tensor w,
+                              fastglu_tensor y, const fastglu_fp8_out *o, fastglu_tensor *copy,
+                              int64_t T, int64_t F) {
+    fastglu_status st;
+#ifdef FP8_TEST_CUDA
+    st = copy ? fastglu_glu_fwd_fp8_copy_blockwise_cuda(p, r, g, u, b, w, y, o, copy[0], copy[1],
+                                                        copy[2], T, F, stream)
+              : fastglu_glu_fwd_fp8_cuda(p, r, g, u, b, w, y, o, T, F, stream);
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+#else
+    st = copy ? fastglu_glu_fwd_fp8_copy_blockwise_cpu(p, r, g, u, b, w, y, o, copy[0], copy[1],
+                                                       copy[2], T, F)
+              : fastglu_glu_fwd_fp8_cpu(p, r, g, u, b, w, y, o, T, F);
+#endif
+    return st;
+}
+
+enum { CP_Y, CP_D, CP_S, CP_DT, CP_ST, CP_C, CP_CS, CP_N }; /* the outputs, in one buffer each */
+
+static void copy_case(fastglu_dtype dt, int il, int64_t T, int64_t F, int colwise, int bias,
+                      int weights, float clamp, int tensor, int pad) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "fwd_fp8_copy dt=%d il=%d T=%lld F=%lld colwise=%d bias=%d w=%d clamp=%g tensor=%d "
+             "pad=%d",
+             (int)dt, il, (long long)T, (long long)F, colwise, bias, weights, (double)clamp, tensor,
+             pad);
+    cases++;
+    const size_t es = fastglu_dtype_size(dt);
+    const int64_t in_rs = 2 * F + pad, y_rs = F + pad, d_rs = F + 8 * pad, dt_rs = T + 8 * pad,
+                  c_rs = 2 * F + 8 * pad, nb = (F + 127) / 128, nbt = (T + 127) / 128,
+                  nbs = il ? (2 * F + 127) / 128 : 2 * nb, cs_rs = nbs + pad;
+    /* the outputs' sizes in bytes (MARGIN more each for the sentinel after them) */
+    const size_t sz[CP_N] = {
+        (size_t)(T * y_rs) * es, (size_t)(T * d_rs),    tensor ? 4 : (size_t)(T * nb) * 4,
+        (size_t)(F * dt_rs),     (size_t)(F * nbt) * 4, (size_t)(T * c_rs),
+        (size_t)(T * cs_rs) * 4};
+    unsigned char *hx = malloc((size_t)(T * in_rs) * es), *hb = malloc((size_t)(2 * F) * es);
+    float *hw = malloc((size_t)T * 4);
+    for (int64_t i = 0; i < T * in_rs; ++i) put(dt, hx, i, (float)(urand() * 8.0 - 4.0));
+    if (T >= 3) /* a row of zeros and one of tiny values: blocks without a scale */
+        for (int64_t j = 0; j < 2 * F; ++j)
+            put(dt, hx, in_rs + j, 0.0f), put(dt, hx, 2 * in_rs + j, 1e-39f);
+    for (int64_t i = 0; i < 2 * F; ++i) put(dt, hb, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < T; ++i) hw[i] = (float)urand();
+    void *x = dev_alloc((size_t)(T * in_rs) * es), *b = dev_alloc((size_t)(2 * F) * es),
+         *w = dev_alloc((size_t)T * 4), *ws = dev_alloc(64);
+    to_dev(x, hx, (size_t)(T * in_rs) * es), to_dev(b, hb, (size_t)(2 * F) * es);
+    to_dev(w, hw, (size_t)T * 4);
+    unsigned char *out[2][CP_N], *host[2][CP_N];
+    for (int k = 0; k < 2; ++k)
+        for (int i = 0; i < CP_N; ++i) {
+            const size_t n = sz[i] + MARGIN * 4;
+            host[k][i] = malloc(n);
+            memset(host[k][i], SENT8, n);
+            out[k][i] = dev_alloc(n);
+            to_dev(out[k][i], host[k][i], n);
+        }
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT, p.clamp_value = clamp;
+    const fastglu_fp8_recipe r = {tensor ? FASTGLU_FP8_SCALING_TENSOR
+                                         : FASTGLU_FP8_SCALING_BLOCK_1X128,
+                                  FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
+    const fastglu_tensor g = {x, dt, in_rs},
+                         u = {il ? NULL : (char *)x + (size_t)F * es, dt, in_rs},
+                         bt = {bias ? b : NULL, dt, 1},
+                         wt = {weights ? w : NULL, FASTGLU_DTYPE_FP32, 1};
+    for (int k = 0; k < 2; ++k) { /* 0: the one call; 1: the two calls */
+        fastglu_fp8_out o;
+        memset(&o, 0, sizeof o);
+        o.data = (fastglu_tensor){out[k][CP_D], FASTGLU_DTYPE_FP8_E4M3, d_rs};
+        o.scale = (fastglu_tensor){out[k][CP_S], FASTGLU_DTYPE_FP32, tensor ? 1 : nb};
+        if (colwise) {
+            o.data_t = (fastglu_tensor){out[k][CP_DT], FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+            if (!tensor) o.scale_t = (fastglu_tensor){out[k][CP_ST], FASTGLU_DTYPE_FP32, nbt};
+        }
+        o.workspace = ws, o.workspace_bytes = 64;
+        fastglu_tensor copy[3] = {{out[k][CP_C], FASTGLU_DTYPE_FP8_E4M3, c_rs},
+                                  {il ? NULL : out[k][CP_C] + F, FASTGLU_DTYPE_FP8_E4M3, c_rs},
+                                  {out[k][CP_CS], FASTGLU_DTYPE_FP32, cs_rs}};
+        const fastglu_tensor yt = {out[k][CP_Y], dt, y_rs};
+        fastglu_status st = fwd_fp8(&p, &r, g, u, bt, wt, yt, &o, k ? NULL : copy, T, F);
+        if (st == FASTGLU_SUCCESS && k) st = store(&p, g, u, copy[0], copy[1], copy[2], T, F);
+        if (st != FASTGLU_SUCCESS) {
+            FAIL("%s (%s): status %d: %s", what, k ? "two calls" : "one call", (int)st,
+                 fastglu_last_error_message());
+            break;
+        }
+        for (int i = 0; i < CP_N; ++i) to_host(host[k][i], out[k][i], sz[i] + MARGIN * 4);
+    }
+    static const char *const names[CP_N] = {"y",       "data",      "scale",    "data_t",
+                                            "scale_t", "the codes", "scale_inv"};
+    for (int i = 0; i < CP_N; ++i)
+        if (memcmp(host[0][i], host[1][i], sz[i] + MARGIN * 4)) {
+            FAIL("%s: %s differs from the two calls'", what, names[i]);
+            break;
+        }
+    for (int k = 0; k < 2; ++k)
+        for (int i = 0; i < CP_N; ++i) free(host[k][i]), dev_free(out[k][i]);
+    free(hx), free(hb), free(hw);
+    dev_free(x), dev_free(b), dev_free(w), dev_free(ws);
+}
+
+/* fastglu_glu_fwd_fp8_copy_blockwise_*'s errors: the forward's, the copy's, and the copy's outputs
+ * over the forward's outputs; no output written */
+static void bad_copy_inputs(void) {
+    enum { T = 4, F = 64 };
+    uint16_t hx[T * 2 * F];
+    for (int i = 0; i < T * 2 * F; ++i) hx[i] = f32_to_bf16((float)(i % 13) - 6.0f);
+    void *x = dev_alloc(sizeof hx);
+    to_dev(x, hx, sizeof hx);
+    enum { N = 4096 };
+    unsigned char hbuf[N], abuf[N];
+    memset(hbuf, SENT8, N);
+    unsigned char *buf =
+        dev_alloc(N); /* every output in one buffer, apart unless a case moves one */
+    fastglu_glu_params p = fastglu_glu_params_default(FASTGLU_ACT_SILU);
+    const fastglu_fp8_recipe r = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_ROW_MAJOR, 0};
+    const fastglu_tensor g = {x, FASTGLU_DTYPE_BF16, 2 * F},
+                         u = {(char *)x + 2 * F, FASTGLU_DTYPE_BF16, 2 * F},
+                         none = {NULL, FASTGLU_DTYPE_BF16, 1},
+                         yt = {buf, FASTGLU_DTYPE_BF16, F}; /* [0, 512) */
+    fastglu_fp8_out o;
+    memset(&o, 0, sizeof o);
+    o.data = (fastglu_tensor){buf + 512, FASTGLU_DTYPE_FP8_E4M3, F};    /* [512, 768) */
+    o.scale = (fastglu_tensor){buf + 1024, FASTGLU_DTYPE_FP32, 1};      /* [1024, 1040) */
+    fastglu_tensor c[3] = {{buf + 2048, FASTGLU_DTYPE_FP8_E4M3, 2 * F}, /* [2048, 2560) */
+                           {buf + 2048 + F, FASTGLU_DTYPE_FP8_E4M3, 2 * F},
+                           {buf + 3072, FASTGLU_DTYPE_FP32, 2}}; /* [3072, 3104) */
+#define EXPECT(what, want, P, R, Y, O, C)                                                          \
+    do {                                                                                           \
+        to_dev(buf, hbuf, N);                                                                      \
+        const fastglu_status st_ = fwd_fp8(P, R, g, u, none, none, Y, O, C, T, F);                 \
+        to_host(abuf, buf, N);                                                                     \
+        cases++;                                                                                   \
+        if (st_ != (want)) FAIL("%s: status %d, want %d", what, (int)st_, (int)(want));            \
+        if (memcmp(abuf, hbuf, N)) FAIL("%s: an output was written", what);                        \
+        if (strlen(fastglu_last_error_message()) == 0) FAIL("%s: no message", what);               \
+    } while (0)
+    fastglu_tensor cc[3];
+    fastglu_fp8_out oo = o;
+    fastglu_glu_params pq = p;
+    EXPECT("copy: NULL recipe", FASTGLU_ERROR_INVALID_VALUE, &p, NULL, yt, &o, c);
+    pq.clamp_value = 448.0f; /* the copy's refusal: a clamp it cannot mark */
+    EXPECT("copy: clamp 448", FASTGLU_ERROR_INVALID_VALUE, &pq, &r, yt, &o, c);
+    memcpy(cc, c, sizeof cc), cc[0].data = buf + 512; /* the codes over data */
+    EXPECT("copy: gate_fp8 over data", FASTGLU_ERROR_INVALID_VALUE, &p, &r, yt, &o, cc);
+    memcpy(cc, c, sizeof cc), cc[2].data = buf + 1024; /* scale_inv over the scales */
+    EXPECT("copy: scale_inv over scale", FASTGLU_ERROR_INVALID_VALUE, &p, &r, yt, &o, cc);
+    memcpy(cc, c, sizeof cc), cc[1].data = buf + 100; /* up_fp8 over y */
+    EXPECT("copy: up_fp8 over y", FASTGLU_ERROR_INVALID_VALUE, &p, &r, yt, &o, cc);
+    memcpy(cc, c, sizeof cc), cc[0].dtype = FASTGLU_DTYPE_BF16;
+    EXPECT("copy: bf16 codes", FASTGLU_ERROR_UNSUPPORTED_DTYPE, &p, &r, yt, &o, cc);
+    oo = o, oo.data.data = buf + 3072; /* data over scale_inv */
+    EXPECT("copy: data over scale_inv", FASTGLU_ERROR_INVALID_VALUE, &p, &r, yt, &oo, c);
+    memcpy(cc, c, sizeof cc), cc[0].data = x; /* the codes over gate */
+    EXPECT("copy: gate_fp8 over gate", FASTGLU_ERROR_INVALID_VALUE, &p, &r, yt, &o, cc);
+#undef EXPECT
+    dev_free(x), dev_free(buf);
+}
+
 int main(void) {
 #ifdef FP8_TEST_CUDA
     int n = 0;
@@ -579,9 +745,25 @@ int main(void) {
         run_case(FASTGLU_DTYPE_BF16, HALVES, 8193, 5632, 0.0f, DENSE, 1, 1);
         run_case(FASTGLU_DTYPE_BF16, INTERLEAVED, 8193, 1408, 7.0f, PADDED, 1, 0);
     }
+    /* the FP8 forward with the copy: the one kernel (SPLIT, F % 8 == 0, 1 x 128, no clamp, rows
+     * on 16 bytes) and the two calls' kernels elsewhere, against the two calls */
+    static const int64_t Fc[] = {3, 136, 1408, 2880}, Tc[] = {1, 257, 300};
+    for (int di = 0; di < 3; ++di)
+        for (int fi = 0; fi < 4; ++fi)
+            for (int ti = 0; ti < 3; ++ti) {
+                const int v = (di + fi + ti) % 4;
+                copy_case(dts[di], 0, Tc[ti], Fc[fi], ti != 1, v == 1, v == 2, 0.0f, 0,
+                          v == 3 ? 3 : 8);
+            }
+    copy_case(FASTGLU_DTYPE_BF16, 1, 257, 136, 1, 1, 1, 0.0f, 0, 8); /* interleaved */
+    copy_case(FASTGLU_DTYPE_BF16, 0, 257, 136, 1, 0, 0, 7.0f, 0, 8); /* a clamp */
+    copy_case(FASTGLU_DTYPE_FP16, 0, 257, 136, 1, 0, 1, 0.0f, 1, 8); /* per-tensor */
+    fastglu_set_fp8_saturate(0);
+    copy_case(FASTGLU_DTYPE_FP32, 0, 300, 256, 0, 1, 0, 0.0f, 0, 0);
     fastglu_set_fp8_saturate(1);
     bad_inputs();
     bad_fused_inputs();
+    bad_copy_inputs();
     printf("blocks with a subnormal amax: %ld, with amax 2^-126: %ld\n", blocks_subnormal,
            blocks_at_boundary);
     if (!blocks_subnormal || !blocks_at_boundary) FAIL("no block on or below 2^-126 was made");

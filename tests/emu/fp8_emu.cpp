@@ -38,8 +38,9 @@ static long red_launches, reduce_launches; /* kernels with the backward's sums; 
 /* the general kernels in math mode MM_K (plain SwiGLU / quick-GeGLU with a bias or weights) and in
  * MM_ANY (the rest) */
 static long gk_launches, gany_launches;
-/* the backward's kernels reading the blockwise copy (H8: split and paired tiles) */
-static long h8_launches, h8_pair_launches;
+/* the backward's kernels reading the blockwise copy (H8: split and paired tiles); the forward's
+ * writing it (cp) */
+static long h8_launches, h8_pair_launches, cp_launches;
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM, int H8>
 static void run_k(void **args) {
     glu_fp8_kernel<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>(*(const fp8_args *)args[0]);
@@ -50,12 +51,12 @@ static int try_k_h8(const void *f) {
     body = run_k<E, MODE, COLWISE, BWD, FAST, RED, GM, H8>;
     red_launches += RED;
     gk_launches += !FAST && GM == MM_K, gany_launches += !FAST && GM == MM_ANY;
-    h8_launches += H8;
+    h8_launches += H8 && BWD, cp_launches += H8 && !BWD;
     return 1;
 }
 template <typename E, int MODE, int COLWISE, int BWD, int FAST, int RED, int GM>
 static int try_k(const void *f) {
-    if constexpr (BWD)
+    if constexpr (BWD || (MODE == MODE_BLOCK && !RED))
         if (try_k_h8<E, MODE, COLWISE, BWD, FAST, RED, GM, 1>(f)) return 1;
     return try_k_h8<E, MODE, COLWISE, BWD, FAST, RED, GM, 0>(f);
 }
@@ -162,6 +163,18 @@ cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args, 
 }
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **) {
     return cudaErrorInvalidValue; /* not used by glu_fp8_cuda.cu */
+}
+/* The copy's own kernel (quant_fp8_cuda.cu, emulated in quant_emu.cpp) after the forward's, where
+ * the forward's kernel does not write the copy: here its CPU twin, the same bits. */
+static long copy_fallbacks;
+extern "C" fastglu_status
+fastglu_glu_fp8_store_blockwise_cuda(const fastglu_glu_params *params, fastglu_tensor gate,
+                                     fastglu_tensor up, fastglu_tensor gate_fp8,
+                                     fastglu_tensor up_fp8, fastglu_tensor scale_inv,
+                                     int64_t tokens, int64_t F, void *) {
+    copy_fallbacks++;
+    return fastglu_glu_fp8_store_blockwise_cpu(params, gate, up, gate_fp8, up_fp8, scale_inv,
+                                               tokens, F);
 }
 
 /* ---- the check ------------------------------------------------------------------------------- */
@@ -426,6 +439,94 @@ static void run_case(fastglu_activation act, int il, int bias, int weights, floa
         }
 }
 
+/* ---- the FP8 forward with the blockwise copy (fastglu_glu_fwd_fp8_copy_blockwise_cuda) ------------
+ * The emulated entry point against fastglu_glu_fwd_fp8_copy_blockwise_cpu (the FP8 forward, then
+ * the copy): every output buffer bit for bit, with its padding and a margin of sentinels. Rows of
+ * zeros, of tiny values (blocks without a scale: the plain cast) and one with an inf (bf16, fp32: a
+ * block of the copy with an inf keeps it as the cast's; y's block then has an infinite scale) take
+ * the copy's cold paths. */
+static void run_copy_case(fastglu_activation act, int bias, int weights, int tweak,
+                          fastglu_dtype dt, int64_t T, int64_t F, int colwise, int strides,
+                          float clamp = 0.0f, int il = 0) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "fwd copy act=%d bias=%d w=%d tweak=%d dt=%d T=%lld F=%lld colwise=%d strides=%d "
+             "clamp=%g il=%d",
+             (int)act, bias, weights, tweak, (int)dt, (long long)T, (long long)F, colwise, strides,
+             (double)clamp, il);
+    const size_t es = fastglu_dtype_size(dt);
+    const int64_t p16 = 16 / (int64_t)es;
+    int64_t in_rs = 2 * F + 3, y_rs = F + 2, d_rs = F + 5, dt_rs = T + 7, c_rs = 2 * F + 3;
+    if (strides == DENSE) in_rs = 2 * F, y_rs = F, d_rs = F, dt_rs = T, c_rs = 2 * F;
+    if (strides == VIEW)
+        in_rs = 2 * F + 2 * p16, y_rs = F + p16, d_rs = F + 16, dt_rs = (T + 15) / 16 * 16 + 16,
+        c_rs = 2 * F + 8;
+    const int64_t nb = (F + 127) / 128, nbt = (T + 127) / 128,
+                  nbs = il ? (2 * F + 127) / 128 : 2 * nb, cs_rs = nbs + 1;
+    std::vector<uint4> hbuf((size_t)(T * in_rs) * es / 16 + 2), bbuf((size_t)(2 * F) * es / 16 + 2);
+    unsigned char *h = (unsigned char *)hbuf.data(), *b = (unsigned char *)bbuf.data();
+    std::vector<float> w((size_t)T);
+    for (int64_t i = 0; i < T * in_rs; ++i) put(dt, h, i, (float)(urand() * 8.0 - 4.0));
+    for (int64_t i = 0; i < 2 * F; ++i) put(dt, b, i, (float)(urand() * 2.0 - 1.0));
+    for (int64_t i = 0; i < T; ++i) w[(size_t)i] = (float)urand();
+    if (T >= 4)
+        for (int64_t j = 0; j < 2 * F; ++j)
+            put(dt, h, in_rs + j, 0.0f), put(dt, h, 2 * in_rs + j, 1e-39f);
+    if (T >= 4 && dt != FASTGLU_DTYPE_FP16) put(dt, h, 3 * in_rs + F / 2, INFINITY);
+    fastglu_glu_params p = fastglu_glu_params_default(act);
+    p.layout = il ? FASTGLU_LAYOUT_INTERLEAVED : FASTGLU_LAYOUT_SPLIT, p.clamp_value = clamp;
+    if (tweak == GATE_MULT) p.gate_multiplier = 0.75f;
+    if (tweak == OFFSET) p.glu_linear_offset = 1.0f;
+    const fastglu_fp8_recipe r = {FASTGLU_FP8_SCALING_BLOCK_1X128, FASTGLU_FP8_SCALES_MN_MAJOR, 0};
+    const int64_t s_ld = T + 1, st_ld = F + 1;
+    std::vector<unsigned char> y[2], d[2], dtb[2], c[2];
+    std::vector<float> sc[2], st[2], cs[2];
+    const long fused0 = cp_launches, fall0 = copy_fallbacks;
+    for (int k = 0; k < 2; ++k) { /* 0: the emulated kernels; 1: the CPU backend */
+        y[k].assign((size_t)(T * y_rs) * es + 64, 0xa5), d[k].assign((size_t)(T * d_rs) + 64, 0xa5);
+        dtb[k].assign((size_t)(F * dt_rs) + 64, 0xa5), c[k].assign((size_t)(T * c_rs) + 64, 0xa5);
+        sc[k].assign((size_t)(nb * s_ld) + 16, -1234.5f),
+            st[k].assign((size_t)(nbt * st_ld) + 16, -1234.5f);
+        cs[k].assign((size_t)(T * cs_rs) + 16, -1234.5f);
+        const fastglu_tensor gate = {h, dt, in_rs}, upt = {il ? NULL : h + F * es, dt, in_rs},
+                             bt = {bias ? b : NULL, dt, 1},
+                             wt = {weights ? w.data() : NULL, FASTGLU_DTYPE_FP32, 1},
+                             yt = {y[k].data(), dt, y_rs};
+        fastglu_fp8_out out;
+        memset(&out, 0, sizeof out);
+        out.data = (fastglu_tensor){d[k].data(), FASTGLU_DTYPE_FP8_E4M3, d_rs};
+        out.scale = (fastglu_tensor){sc[k].data(), FASTGLU_DTYPE_FP32, s_ld};
+        if (colwise) {
+            out.data_t = (fastglu_tensor){dtb[k].data(), FASTGLU_DTYPE_FP8_E4M3, dt_rs};
+            out.scale_t = (fastglu_tensor){st[k].data(), FASTGLU_DTYPE_FP32, st_ld};
+        }
+        const fastglu_tensor g8 = {c[k].data(), FASTGLU_DTYPE_FP8_E4M3, c_rs},
+                             u8 = {il ? NULL : c[k].data() + F, FASTGLU_DTYPE_FP8_E4M3, c_rs},
+                             s8 = {cs[k].data(), FASTGLU_DTYPE_FP32, cs_rs};
+        const fastglu_status stt =
+            k ? fastglu_glu_fwd_fp8_copy_blockwise_cpu(&p, &r, gate, upt, bt, wt, yt, &out, g8, u8,
+                                                       s8, T, F)
+              : fastglu_glu_fwd_fp8_copy_blockwise_cuda(&p, &r, gate, upt, bt, wt, yt, &out, g8, u8,
+                                                        s8, T, F, NULL);
+        if (stt != FASTGLU_SUCCESS) {
+            FAIL("%s (%s): status %d: %s", what, k ? "cpu" : "emulated", (int)stt,
+                 fastglu_last_error_message());
+            return;
+        }
+    }
+    if (y[0] != y[1]) FAIL("%s: y differs from the CPU backend's", what);
+    if (d[0] != d[1] || sc[0] != sc[1])
+        FAIL("%s: data / scale differ from the CPU backend's", what);
+    if (dtb[0] != dtb[1] || st[0] != st[1])
+        FAIL("%s: data_t / scale_t differ from the CPU backend's", what);
+    if (c[0] != c[1]) FAIL("%s: the copy's codes differ from the CPU backend's", what);
+    if (cs[0] != cs[1]) FAIL("%s: the copy's scales differ from the CPU backend's", what);
+    /* the one kernel exactly where the contract says */
+    const int want_fused = !il && clamp == 0.0f && F % 8 == 0 && strides != ODD;
+    if ((cp_launches > fused0) != want_fused || (copy_fallbacks > fall0) == want_fused)
+        FAIL("%s: the copy %s the forward's kernel", what, want_fused ? "not in" : "in");
+}
+
 /* ---- the reciprocal route of the codes (quantise2, quantise8) --------------------------------- */
 
 /* quantise2 and quantise8 against the recipe's division (fastglu_fp8_quantise), code for code,
@@ -603,6 +704,26 @@ int main(void) {
         run_case(FASTGLU_ACT_SILU, 0, 0, 0, 0, FASTGLU_DTYPE_BF16, 257, Fs[fi], 1, 1, 1, 0, 1,
                  DENSE);
     }
+    /* the FP8 forward with the blockwise copy: FAST, a bias, weights, the general math (a gate
+     * multiplier, an offset, GELU), both 2-byte dtypes and fp32, ragged tiles (F = 136, 200), F %
+     * 128 == 64 (320), the column-wise copy or not, T = 1, 4 (the cold rows), 130; then what
+     * takes the two kernels (odd strides, F % 8 != 0, a clamp, interleaved) */
+    for (int cw = 0; cw < 2; ++cw) {
+        run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_BF16, 130, 136, cw, DENSE);
+        run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_BF16, 4, 320, cw, VIEW);
+        run_copy_case(FASTGLU_ACT_QUICK_GELU, 1, 0, PLAIN, FASTGLU_DTYPE_FP16, 130, 200, cw, VIEW);
+        run_copy_case(FASTGLU_ACT_SILU, 0, 1, PLAIN, FASTGLU_DTYPE_BF16, 4, 136, cw, DENSE);
+        run_copy_case(FASTGLU_ACT_GELU_TANH, 1, 1, GATE_MULT, FASTGLU_DTYPE_FP32, 130, 136, cw,
+                      DENSE);
+        run_copy_case(FASTGLU_ACT_SILU, 0, 0, OFFSET, FASTGLU_DTYPE_FP16, 1, 256, cw, VIEW);
+        run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_FP32, 4, 320, cw, VIEW);
+    }
+    run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_BF16, 130, 136, 1, ODD);
+    run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_BF16, 17, 260, 1, DENSE);
+    run_copy_case(FASTGLU_ACT_SILU, 1, 0, PLAIN, FASTGLU_DTYPE_BF16, 17, 136, 1, DENSE, 7.0f);
+    run_copy_case(FASTGLU_ACT_SILU, 0, 0, PLAIN, FASTGLU_DTYPE_BF16, 17, 136, 1, DENSE, 0.0f, 1);
+    if (!cp_launches || !copy_fallbacks)
+        FAIL("the forward with the copy: no fused launch or no fallback was emulated");
     if (!shift_launches || !shift_colwise_launches)
         FAIL("the backward's shifted pairs were not emulated with and without the column-wise "
              "copy");
@@ -729,6 +850,9 @@ int main(void) {
            "pairs, %ld from the blockwise copy (%ld of paired tiles, %ld of shifted pairs)\n",
            gk_launches, gany_launches, shift_launches,
            h8_launches + h8_pair_launches + shift_h8_launches, h8_pair_launches, shift_h8_launches);
+    printf("the forward with the blockwise copy: %ld launches writing it, %ld calls taking the "
+           "copy's own kernel\n",
+           cp_launches, copy_fallbacks);
     if (!gk_launches || !gany_launches) FAIL("a math mode of the general kernels was not emulated");
     if (pair_launches < 30) FAIL("the backward's paired tiles were not emulated in every case");
     if (emu_misaligned) FAIL("misaligned loads");

@@ -1207,6 +1207,36 @@ def test_blockwise_h_one_pass_and_two_passes_same_bits(device, dtype, F, which, 
                 assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("F", [136, 192], ids=lambda f: f"F{f}")
+@pytest.mark.parametrize("which", [(), "all"], ids=["plain", "bias-weights"])
+def test_blockwise_h_copy_in_the_fp8_forward_same_bits(device, dtype, F, which, monkeypatch):
+    """fp8_input_store="blockwise" with the copy written by the FP8 GLU forward's own call
+    (fp8_mlp.COPY_IN_FP8_FORWARD: fastglu_glu_fwd_fp8_copy_blockwise) or by the copy's call after
+    it: out and every gradient the same bits, with a bias, per-token weights and a clamp (which
+    forms bias1 into the copy and takes the two kernels on CUDA)."""
+    T, H = 130, 200
+    x, w1, w2, dout = make(T, H, F, dtype, device, seed=58)
+    extras = make_extras(T, H, F, dtype, device, which, seed=59)
+    calls = []
+    real = fastglu.fp8._run
+    monkeypatch.setattr(
+        fastglu.fp8, "_run", lambda *a, **k: calls.append(k.get("copy")) or real(*a, **k)
+    )
+    runs = []
+    for in_forward in (True, False):
+        monkeypatch.setattr(fp8_mlp, "COPY_IN_FP8_FORWARD", in_forward)
+        for kw in ({}, {"clamp_value": 1.5}):
+            runs.append(run_all(x, w1, w2, dout, extras, fp8_input_store="blockwise", **kw))
+    assert (
+        calls.count(True) == 2
+    )  # the forward's call with the copy, once per run with the switch on
+    for a, b in ((runs[0], runs[2]), (runs[1], runs[3])):
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+
+
 def test_blockwise_h_bad_arguments():
     """fp8_input_store takes False or "blockwise" (ValueError otherwise); a clamp the copy cannot
     mark (>= 448) is refused by name; the raw backward op refuses h in e4m3 without its scales and

@@ -850,3 +850,52 @@ def test_fused_forward_and_copy_refuse_what_the_two_calls_refuse(monkeypatch):
             0,
         )
     assert (x8 == 0).all() and (s == -1.0).all() and (y == 7.0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "activation, clamp, extras",
+    [
+        ("silu", None, ()),
+        ("silu", None, ("bias", "weights")),
+        ("gelu_tanh", None, ("weights",)),
+        ("quick_gelu", 0.3, ("bias",)),
+    ],
+    ids=["silu", "silu-bias-weights", "geglu-weights", "quick-clamp-bias"],
+)
+@pytest.mark.parametrize("columnwise", [False, True], ids=["rowwise", "colwise"])
+@pytest.mark.parametrize("F", [3, 136, 1408, 2880])
+@pytest.mark.parametrize("layout", ["split", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_fp8_forward_with_the_copy_is_the_two_calls(
+    dtype, layout, F, columnwise, activation, clamp, extras, device
+):
+    """The FP8 GLU forward that also writes the operands' blockwise copy
+    (fastglu_glu_fwd_fp8_copy_blockwise: the copy from the forward kernel's own read of h on CUDA
+    where its conditions hold, the copy's kernel after it elsewhere) gives the FP8 forward's codes
+    and scales (both copies) and fp8_store_blockwise's codes and scales bit for bit: every kind of
+    block (zeros, subnormal, inf, NaN), a clamp, a bias, per-token weights, F not a multiple of 8
+    and of 128, T = 257 (a partial row tile) and a column-sliced input."""
+    from fastglu import fp8 as _fp8
+    from fastglu import ops
+
+    il = layout == "interleaved"
+    c = 0.0 if clamp is None else torch.tensor(clamp).to(dtype).item()
+    tokens = 257
+    x = blockwise_inputs(dtype, tokens, 2 * F, device, c)
+    wide = torch.cat([x, x[:, :5]], -1)[:, : 2 * F]  # rows of 2F + 5
+    bias = randn(2 * F, dtype=dtype, device=device) * 0.5 if "bias" in extras else None
+    weights = torch.rand(tokens, device=device) + 0.25 if "weights" in extras else None
+    act = {"silu": _C.ACT_SILU, "gelu_tanh": _C.ACT_GELU_TANH, "quick_gelu": _C.ACT_QUICK_GELU}
+    lay = _C.LAYOUT_INTERLEAVED if il else _C.LAYOUT_SPLIT
+    p = (act[activation], lay, c, 0.0, 1.0, 1.0)
+    recipe = (_C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALES_MN_MAJOR, False)
+    for inp in (x, wide):
+        one = _fp8._run(None, inp, None, bias, weights, *p, *recipe, columnwise, True, copy=True)
+        two = _fp8._run(None, inp, None, bias, weights, *p, *recipe, columnwise, True)
+        x8, _, x8s = ops._fp8_store_blockwise(inp, None, ops.GLUParams(*p), "test")
+        two = (*two, x8, x8s)
+        assert len(one) == len(two) == 7
+        for a, b in zip(one, two):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert torch.equal(bits(a), bits(b))

@@ -16,8 +16,13 @@ backward from the copy (dy and the codes in; dh quantised 1 x 128 along 2F and a
 for fc1's dgrad and wgrad) in one call (fastglu_fused: fastglu_glu_bwd_fp8_saved_blockwise)
 against the GLU backward decoding the copy into dh (bf16), then the quantiser on dh with its
 transposed copy (fastglu_two_calls), checked bit for bit first; floor: dy, the codes and the
-scales read, both quantised copies and their scales written. The harness (rounds, records,
-summary.json, table.txt; the CPU without a GPU): fastglu.bench.kernels.
+scales read, both quantised copies and their scales written. Fourth, benchmark
+fp8_store/fwd_fp8_blockwise: the FP8 forward (y quantised 1 x 128 along F and along the tokens,
+fc2's input and its wgrad's) with the copy in one call (fastglu_fused:
+fastglu_glu_fwd_fp8_copy_blockwise, one kernel) against the FP8 forward's call then the copy's
+(fastglu_two_calls), checked bit for bit first; floor: h read once, both quantised copies of y, the
+codes of h and all their scales written. The harness (rounds, records, summary.json, table.txt; the
+CPU without a GPU): fastglu.bench.kernels.
 
     python -m fastglu.bench.fp8_store [--tokens 8192] [--ffn 2880 8192 14336] [--rounds 3]
                                       [--rep 100] [--smoke] [--out DIR]
@@ -72,6 +77,12 @@ def bwd_floor_bytes(T, F, in_bytes=2):
         + 2 * T * 2 * F
         + 4 * (T * (-(-2 * F // 128)) + 2 * F * (-(-T // 128)))
     )
+
+
+def fwd_fp8_floor_bytes(T, F, in_bytes=2):
+    """The FP8 forward and the copy in one pass: h read once; y's row-wise and column-wise codes
+    and scales, h's codes and scales written."""
+    return floor_bytes(T, F, in_bytes) + 2 * T * F + 4 * (T * (-(-F // 128)) + F * (-(-T // 128)))
 
 
 def same_bits(xs, ys):
@@ -149,6 +160,29 @@ def cases(T, ffns, device):
         dy = torch.randn(T, F, device=device, dtype=torch.bfloat16)
         block, mn = _C.FP8_SCALING_BLOCK_1X128, _C.FP8_SCALES_MN_MAJOR
 
+        def fp8_one(h=h):
+            return _fp8._run(
+                None, h, None, None, None, *p, block, mn, False, True, False, copy=True
+            )
+
+        def fp8_two(h=h):
+            out = _fp8._run(None, h, None, None, None, *p, block, mn, False, True, False)
+            x8, _, x8s = ops._fp8_store_blockwise(h, None, p, "bench")
+            return (*out, x8, x8s)
+
+        yield fused_case(
+            "fp8_store/fwd_fp8_blockwise",
+            T,
+            F,
+            f"y8 + y8^T + copy of h [{T}, 2x{F}]",
+            f"The GLU's FP8 forward with its saved input in FP8, 1 x 128 scales (T={T}, F={F})",
+            "glu_fwd_fp8_copy_blockwise",
+            fp8_one,
+            fp8_two,
+            fwd_fp8_floor_bytes(T, F),
+            "codes and scales",
+        )
+
         def bwd_one(dy=dy, h8=h8, h8s=h8s):
             return _fp8._run(
                 dy, h8, None, None, None, *p, block, mn, False, True, False, scale_inv=h8s
@@ -189,6 +223,10 @@ def main(argv=None):
             "fp8_store/fwd_blockwise": "the GLU's forward y = silu(gate) * up and its input's "
             "blockwise copy (fastglu_fused: fastglu_glu_fwd_fp8_store_blockwise, one kernel; "
             "fastglu_two_calls: fastglu_glu_fwd's kernel, then the copy's)",
+            "fp8_store/fwd_fp8_blockwise": "the GLU's FP8 forward (y quantised 1 x 128 along F "
+            "and along the tokens) and its input's blockwise copy (fastglu_fused: "
+            "fastglu_glu_fwd_fp8_copy_blockwise, one kernel; fastglu_two_calls: "
+            "fastglu_glu_fwd_fp8's kernel, then the copy's)",
             "fp8_store/bwd_blockwise": "the GLU's FP8 backward from its input's blockwise copy: dh "
             "quantised 1 x 128 along 2F and along the tokens (fastglu_fused: "
             "fastglu_glu_bwd_fp8_saved_blockwise, one kernel; fastglu_two_calls: fastglu_glu_bwd "
