@@ -872,10 +872,11 @@ FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_store_blockwise_cpu(
  * the copy's outputs against the forward's (no overlap); errors are theirs
  * (FASTGLU_ERROR_INVALID_VALUE, _UNSUPPORTED_DTYPE, _NO_CUDA, _CUDA). On CUDA one kernel where
  * recipe->scaling is FASTGLU_FP8_SCALING_BLOCK_1X128, the layout SPLIT, F % 8 == 0, no clamp, and
- * the operands' rows start on 16 bytes (base and row stride), y's too, and the codes' rows on 8:
- * fastglu_glu_fwd_fp8_cuda's kernel, whose lanes also quantise the gate and up chunks they hold (a
- * 1 x 128 block of each per row); elsewhere the two calls' kernels one after the other. No
- * allocation, no synchronisation. tokens == 0 or F == 0: nothing is written.
+ * the operands' rows start on 16 bytes (base and row stride), y's too, and the rows of out->data
+ * and of the copy's codes on 8: fastglu_glu_fwd_fp8_cuda's kernel, whose lanes also quantise the
+ * gate and up chunks they hold (a 1 x 128 block of each per row); elsewhere the two calls' kernels
+ * one after the other. No allocation, no synchronisation. tokens == 0 or F == 0: nothing is
+ * written.
  * ------------------------------------------------------------------------------------------- */
 FASTGLU_API fastglu_status fastglu_glu_fwd_fp8_copy_blockwise_cuda(
     const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe, fastglu_tensor gate,

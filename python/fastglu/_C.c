@@ -516,20 +516,20 @@ static PyObject *glu_fp8_call(PyObject *const *args, const fastglu_tensor *dy, f
     o.workspace = ws, o.workspace_bytes = ws_bytes;
     fastglu_status status;
     if (on_cuda) {
-        status = sc ? fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, *dy, tg, tu, *sc, tb, tw, ty,
-                                                               db, dw, &o, tokens, F, stream)
-                 : dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o,
-                                                 tokens, F, stream)
-                 : copy
-                     ? fastglu_glu_fwd_fp8_copy_blockwise_cuda(&p, &r, tg, tu, tb, tw, ty, &o,
-                                                               copy[0], copy[1], copy[2], tokens,
-                                                               F, stream)
-                     : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
+        status =
+            sc ? fastglu_glu_bwd_fp8_saved_blockwise_cuda(&p, &r, *dy, tg, tu, *sc, tb, tw, ty, db,
+                                                          dw, &o, tokens, F, stream)
+            : dy ? fastglu_glu_bwd_fp8_cuda(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F,
+                                            stream)
+            : copy
+                ? fastglu_glu_fwd_fp8_copy_blockwise_cuda(&p, &r, tg, tu, tb, tw, ty, &o, copy[0],
+                                                          copy[1], copy[2], tokens, F, stream)
+                : fastglu_glu_fwd_fp8_cuda(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F, stream);
     } else {
         Py_BEGIN_ALLOW_THREADS status =
             sc   ? fastglu_glu_bwd_fp8_saved_blockwise_cpu(&p, &r, *dy, tg, tu, *sc, tb, tw, ty, db,
                                                            dw, &o, tokens, F)
-            : dy   ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
+            : dy ? fastglu_glu_bwd_fp8_cpu(&p, &r, *dy, tg, tu, tb, tw, ty, db, dw, &o, tokens, F)
             : copy ? fastglu_glu_fwd_fp8_copy_blockwise_cpu(&p, &r, tg, tu, tb, tw, ty, &o, copy[0],
                                                             copy[1], copy[2], tokens, F)
                    : fastglu_glu_fwd_fp8_cpu(&p, &r, tg, tu, tb, tw, ty, &o, tokens, F);
