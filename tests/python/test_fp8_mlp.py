@@ -1460,10 +1460,11 @@ def test_bench_smoke(tmp_path):
         assert d["speedup_qw"] == d["bf16_block_ms"] / d["fp8_block_qw_ms"]
         assert all(v == 0.0 for k, v in d["checks"].items() if "qw vs" in k)
         assert d["checks"]["out h8 vs fp8 block"] == 0.0
+        assert all(v == 0.0 for k, v in d["checks"].items() if "h8c vs" in k)
         assert d["pass"] == "forward" or 0 < d["checks"]["dx h8 vs fp8 block"] < 0.1
         assert 0.02 < d["checks"]["out vs bf16 block"] < 0.1  # the recipe's error, not a bug's
     records = sorted(p.name for p in tmp_path.glob("mlp_fp8_*.json"))
-    assert len(records) == 2 * 5 * 2  # passes x providers x rounds
+    assert len(records) == 2 * 6 * 2  # passes x providers x rounds
     rec = json.loads((tmp_path / records[0]).read_text())
     assert rec["run"]["spec"]["status"] in ("passed", "failed")
     assert rec["protocol"]["spec"]["harness"]["name"] == bench.HARNESS

@@ -15,6 +15,8 @@ Providers, per pass:
                optimizer steps (the weights quantised once a step)
   fp8_block_h8 fastglu.mlp_fp8(x, w1, w2, fp8_input_store="blockwise"): h kept as e4m3 with
                1 x 128 scales between the forward and the backward (half its bytes)
+  fp8_block_h8c the same with fastglu.fp8_mlp.COPY_IN_FP8_FORWARD on: h's copy written by the FP8
+               GLU forward's call (fastglu_glu_fwd_fp8_copy_blockwise) instead of a call of its own
   fp8_gemms    the FP8 block's _scaled_mm calls alone on ready operands (2 in the forward, 6 in
                the forward + backward): the block's GEMM time
 Passes:
@@ -30,7 +32,8 @@ Checks before timing: the FP8 block's out (and in fwd_bwd dx, dw1, dw2) against 
 (the same quantised operands dequantised, fp32 matmuls): relative norm <= 1e-2, status "failed"
 otherwise; against the bf16 block (the recipe's quantisation error, reported: about 0.06); and
 fp8_block_qw's against fp8_block's, bit for bit, and fp8_block_h8's out bit for bit, its gradients
-within 0.1 (the copy's rounding) (their records "failed" otherwise).
+within 0.1 (the copy's rounding), fp8_block_h8c's against fp8_block_h8's bit for bit (their
+records "failed" otherwise).
 
 Protocol (the seed's): triton.testing.do_bench(rep) with quantiles 0.5/0.2/0.8, every provider in
 one process, --rounds rounds per workload with the provider order rotated each round, one record
@@ -66,7 +69,14 @@ from .swiglu import (
 )
 
 SMOKE_SHAPES = [(32, 64, 48), (16, 128, 128)]
-PROVIDERS = ("bf16_block", "fp8_block", "fp8_block_qw", "fp8_block_h8", "fp8_gemms")
+PROVIDERS = (
+    "bf16_block",
+    "fp8_block",
+    "fp8_block_qw",
+    "fp8_block_h8",
+    "fp8_block_h8c",
+    "fp8_gemms",
+)
 PASSES = ("forward", "fwd_bwd")
 TOLERANCE = 1e-2  # fp8_block against its own reference path (the same quantised operands)
 HARNESS = "fastglu python -m fastglu.bench.fp8_mlp"
@@ -248,6 +258,14 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
     def bf16(x, w1, w2):
         return fastglu.mlp(x, w1, w2, fused=False)
 
+    def h8c(x, w1, w2):  # h's copy written by the FP8 GLU forward's call
+        old = fp8_mlp.COPY_IN_FP8_FORWARD
+        fp8_mlp.COPY_IN_FP8_FORWARD = True
+        try:
+            return fastglu.mlp_fp8(x, w1, w2, fp8_input_store="blockwise")
+        finally:
+            fp8_mlp.COPY_IN_FP8_FORWARD = old
+
     def run(block):
         if pass_ == "forward":
             with torch.no_grad():
@@ -264,6 +282,7 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
     base = run(bf16)
     got_qw = run(fp8(quantized=q))
     got_h8 = run(fp8(store="blockwise"))
+    got_h8c = run(h8c)
     names = ("out", "dx", "dw1", "dw2")
     checks = {f"{n} vs reference path": rel_err(a, b) for n, a, b in zip(names, got, want)}
     checks.update({f"{n} vs bf16 block": rel_err(a, b) for n, a, b in zip(names, got, base)})
@@ -276,13 +295,18 @@ def block_cells(x, w1, w2, dout, pass_, scaled):
     )
     # h kept in e4m3: the same out, gradients within the copy's rounding of the fp8 block's
     checks.update({f"{n} h8 vs fp8 block": rel_err(a, b) for n, a, b in zip(names, got_h8, got)})
-    del got, want, base, got_qw, got_h8
+    # the copy in the FP8 forward's call: the same bits as in a call of its own
+    checks.update(
+        {f"{n} h8c vs h8": float(not torch.equal(a, b)) for n, a, b in zip(names, got_h8c, got_h8)}
+    )
+    del got, want, base, got_qw, got_h8, got_h8c
     grads = leaves if pass_ == "fwd_bwd" else None
     cells = {
         "bf16_block": (lambda: run(bf16), grads),
         "fp8_block": (lambda: run(fp8()), grads),
         "fp8_block_qw": (lambda: run(fp8(quantized=q)), grads),
         "fp8_block_h8": (lambda: run(fp8(store="blockwise")), grads),
+        "fp8_block_h8c": (lambda: run(h8c), grads),
         "fp8_gemms": (gemm_only(x, w1, w2, dout, pass_, scaled), None),
     }
     return cells, checks
@@ -346,10 +370,12 @@ def main(argv=None):
             h8_ok = checks["out h8 vs fp8 block"] == 0.0 and all(
                 v < 0.1 for k, v in checks.items() if "h8 vs" in k
             )
+            h8c_same = not any(v for k, v in checks.items() if "h8c vs" in k)
             statuses = {
                 "bf16_block": "passed",
                 "fp8_block_qw": status if qw_same else "failed",
                 "fp8_block_h8": status if h8_ok else "failed",
+                "fp8_block_h8c": status if h8_ok and h8c_same else "failed",
             }
             workload = {"op": "mlp_fp8", "pass": pass_, "T": T, "H": H, "F": F, "dtype": "bf16"}
             names = list(cells)
@@ -393,6 +419,7 @@ def main(argv=None):
                 "fp8_block_ms": med["fp8_block"],
                 "fp8_block_qw_ms": med["fp8_block_qw"],
                 "fp8_block_h8_ms": med["fp8_block_h8"],
+                "fp8_block_h8c_ms": med["fp8_block_h8c"],
                 "fp8_gemms_ms": med["fp8_gemms"],
                 "speedup": med["bf16_block"] / med["fp8_block"],
                 "speedup_qw": med["bf16_block"] / med["fp8_block_qw"],
@@ -401,7 +428,7 @@ def main(argv=None):
                 "non_gemm_x_floor": non_gemm / floor_ms if floor_ms else None,
                 "floor_bytes": steps,
                 "checks": checks,
-                "status": status if qw_same and h8_ok else "failed",
+                "status": status if qw_same and h8_ok and h8c_same else "failed",
             }
             derived.append(d)
             print(
@@ -455,6 +482,7 @@ def summary_table(derived):
         "fp8 qw ms",
         "speedup qw",
         "fp8 h8 ms",
+        "fp8 h8c ms",
         "fp8 GEMMs ms",
         "non-GEMM ms",
         "floor ms",
@@ -473,6 +501,7 @@ def summary_table(derived):
             f"{d['fp8_block_qw_ms']:.3f}",
             f"{d['speedup_qw']:.2f}",
             f"{d['fp8_block_h8_ms']:.3f}",
+            f"{d['fp8_block_h8c_ms']:.3f}",
             f"{d['fp8_gemms_ms']:.3f}",
             f"{d['non_gemm_ms']:.3f}",
             f"{d['non_gemm_floor_ms']:.3f}" if d["non_gemm_floor_ms"] else "n/a",
