@@ -131,7 +131,7 @@ if want ctest; then
   # in the background, beside pytest (correctness only: the two share the GPU), and tests.log holds
   # both.
   ( (cd build-device && ${CTEST_QUICK:+env FASTGLU_TEST_QUICK=1} ctest --output-on-failure -j 4 \
-       -R "^glu_cuda$|^gemm_cuda$|^glu_fp8_cuda$|bench" \
+       -R "^glu_cuda$|^gemm_cuda$|^glu_fp8_cuda$|^fp8_store_cuda$|bench" \
      && FASTGLU_TEST_QUICK=1 ctest --output-on-failure -R "^swiglu_cuda$") > /tmp/ctest.log 2>&1
     echo "ctest exit status $?" >> /tmp/ctest.log ) &
   CTEST_PID=$!
@@ -217,10 +217,12 @@ if want fp8; then
   # against the float64 recipe and the fp32 recipe bit for bit), the Python tests, their ptxas
   # report, then the three kernel benchmarks at the shapes (fused vs floor vs unfused, with
   # the check; records, summary.json and table.txt under extra/fp8/{glu,quant,store})
-  step "the GLU quantised to FP8: CTest glu_fp8_cuda, tests/python/test_glu_fp8.py, benchmarks"
+  step "the GLU quantised to FP8: CTest glu_fp8_cuda, fp8_store_cuda, their pytest files, benchmarks"
   { grep "glu_fp8_kernel" "$OUT/kernels.txt" | head -40
-    if ! want ctest; then (cd build-device && ctest --output-on-failure -R "^glu_fp8_cuda$"); fi
-    if ! want pytest; then python3 -m pytest -q -rs tests/python/test_glu_fp8.py 2>&1 | tail -8; fi
+    if ! want ctest; then (cd build-device && ctest --output-on-failure -R "^(glu_fp8|fp8_store)_cuda$"); fi
+    if ! want pytest; then
+      python3 -m pytest -q -rs tests/python/test_glu_fp8.py tests/python/test_fp8_store.py 2>&1 | tail -8
+    fi
     python3 -m fastglu.bench.fp8 --sums --out "$OUT/extra/fp8/glu"
     python3 -m fastglu.bench.quant_fp8 --out "$OUT/extra/fp8/quant"
     python3 -m fastglu.bench.fp8_store --out "$OUT/extra/fp8/store"
