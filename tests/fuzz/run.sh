@@ -19,8 +19,8 @@ mkdir -p "$out"
 common="src/common.c src/glu_common.c src/cuda_stub.c"
 declare -A libs=(
   [glu]="$common src/swiglu.c src/glu_cpu.c"
-  [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_cpu.c"
-  [fp8_store]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_cpu.c"
+  [quant_fp8]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_fp8_cpu.c src/glu_cpu.c"
+  [fp8_store]="$common src/glu_fp8_common.c src/quant_fp8_cpu.c src/glu_fp8_cpu.c src/glu_cpu.c"
   [glu_fp8_saved]="$common src/glu_fp8_common.c src/glu_fp8_cpu.c src/glu_cpu.c"
 )
 declare -A share=([glu]=$((secs / 2)) [quant_fp8]=$((secs / 6)) [fp8_store]=$((secs / 6))
