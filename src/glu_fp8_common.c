@@ -353,29 +353,6 @@ fastglu_status fastglu_check_glu_fp8(const char *fn, const fastglu_glu_params *p
                          dweights, out, tokens, F, need_workspace, empty, NULL, NULL);
 }
 
-fastglu_status fastglu_check_glu_fwd_fp8_copy(
-    const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
-    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
-    fastglu_tensor y, const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
-    fastglu_tensor scale_inv, int64_t tokens, int64_t F, int need_workspace, int *empty) {
-    fastglu_region seen[14], copy[3];
-    int n_seen = 0, n = 0;
-    TRY(check_glu_fp8(fn, params, recipe, NULL, gate, up, NULL, bias, weights, y, NULL, NULL, out,
-                      tokens, F, need_workspace, empty, seen, &n_seen));
-    TRY(fastglu_check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F,
-                                    empty));
-    if (*empty) return FASTGLU_SUCCESS;
-    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
-    TRY(check_fp8_data(fn, &copy[n++], "gate_fp8", gate_fp8, tokens, W));
-    if (!il) TRY(check_fp8_data(fn, &copy[n++], "up_fp8", up_fp8, tokens, W));
-    TRY(fastglu_check_tensor(fn, &copy[n++], "scale_inv", scale_inv.data, tokens, nb,
-                             scale_inv.row_stride, 1, 4, 1));
-    for (int i = 0; i < n; ++i)
-        for (int k = 0; k < n_seen; ++k) TRY(fastglu_check_disjoint(fn, &copy[i], &seen[k]));
-    return FASTGLU_SUCCESS;
-}
-
 fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_recipe *recipe,
                                           fastglu_tensor x, const fastglu_fp8_out *out,
                                           int64_t rows, int64_t cols, int *empty) {
@@ -434,11 +411,13 @@ fastglu_status fastglu_check_quantize_fp8(const char *fn, const fastglu_fp8_reci
     return check_outputs_disjoint(fn, o, n_out, &in, 1);
 }
 
-fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_params *params,
-                                           fastglu_tensor gate, fastglu_tensor up,
-                                           fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
-                                           fastglu_tensor scale_inv, int64_t tokens, int64_t F,
-                                           int *empty) {
+/* fastglu_check_glu_fp8_store, and where the call has work, the copy's output regions (gate_fp8,
+ * up_fp8 unless interleaved, scale_inv) into copy[*n_copy] when copy is not NULL */
+static fastglu_status check_glu_fp8_store(const char *fn, const fastglu_glu_params *params,
+                                          fastglu_tensor gate, fastglu_tensor up,
+                                          fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                          fastglu_tensor scale_inv, int64_t tokens, int64_t F,
+                                          int *empty, fastglu_region *copy, int *n_copy) {
     fastglu_region in[2], o[3];
     int n_in = 0, n_out = 0;
     float scratch = 0.0f;
@@ -491,7 +470,21 @@ fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_par
     }
     TRY(fastglu_check_tensor(fn, &o[n_out++], "scale_inv", scale_inv.data, tokens, nb,
                              scale_inv.row_stride, 1, 4, 1));
-    return check_outputs_disjoint(fn, o, n_out, in, n_in);
+    TRY(check_outputs_disjoint(fn, o, n_out, in, n_in));
+    if (copy != NULL) {
+        *n_copy = n_out;
+        for (int i = 0; i < n_out; ++i) copy[i] = o[i];
+    }
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_check_glu_fp8_store(const char *fn, const fastglu_glu_params *params,
+                                           fastglu_tensor gate, fastglu_tensor up,
+                                           fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+                                           fastglu_tensor scale_inv, int64_t tokens, int64_t F,
+                                           int *empty) {
+    return check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F, empty,
+                               NULL, NULL);
 }
 
 fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu_params *params,
@@ -509,17 +502,11 @@ fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu
     TRY(fastglu_check_glu_fwd_descriptors(fn, operands, &output, &none));
     TRY(fastglu_check_glu_fwd(fn, params, FASTGLU_GLU_FWD_FIELDS(operands, output, none, tokens, F),
                               empty));
-    TRY(fastglu_check_glu_fp8_store(fn, params, operands->gate, operands->up, gate_fp8, up_fp8,
-                                    scale_inv, tokens, F, empty));
+    TRY(check_glu_fp8_store(fn, params, operands->gate, operands->up, gate_fp8, up_fp8, scale_inv,
+                            tokens, F, empty, copy, &n));
     if (*empty) return FASTGLU_SUCCESS;
-    const int il = params->layout == FASTGLU_LAYOUT_INTERLEAVED;
-    const int64_t W = il ? 2 * F : F, nb = fastglu_glu_scale_blocks(params->layout, F);
     TRY(fastglu_check_tensor(fn, &out, "output", output.data, tokens, F, output.row_stride, 1,
                              fastglu_dtype_size(output.dtype), 1));
-    TRY(check_fp8_data(fn, &copy[n++], "gate_fp8", gate_fp8, tokens, W));
-    if (!il) TRY(check_fp8_data(fn, &copy[n++], "up_fp8", up_fp8, tokens, W));
-    TRY(fastglu_check_tensor(fn, &copy[n++], "scale_inv", scale_inv.data, tokens, nb,
-                             scale_inv.row_stride, 1, 4, 1));
     /* the forward's other inputs, which the copy's check does not see */
     if (operands->bias.data != NULL)
         TRY(fastglu_check_tensor(fn, &in[n_in++], "bias", operands->bias.data, 1, 2 * F, 2 * F, 1,
@@ -532,6 +519,23 @@ fastglu_status fastglu_check_glu_fwd_fp8_store(const char *fn, const fastglu_glu
         TRY(fastglu_check_disjoint(fn, &copy[i], &out));
         for (int k = 0; k < n_in; ++k) TRY(fastglu_check_disjoint(fn, &copy[i], &in[k]));
     }
+    return FASTGLU_SUCCESS;
+}
+
+fastglu_status fastglu_check_glu_fwd_fp8_copy(
+    const char *fn, const fastglu_glu_params *params, const fastglu_fp8_recipe *recipe,
+    fastglu_tensor gate, fastglu_tensor up, fastglu_tensor bias, fastglu_tensor weights,
+    fastglu_tensor y, const fastglu_fp8_out *out, fastglu_tensor gate_fp8, fastglu_tensor up_fp8,
+    fastglu_tensor scale_inv, int64_t tokens, int64_t F, int need_workspace, int *empty) {
+    fastglu_region seen[14], copy[3];
+    int n_seen = 0, n = 0;
+    TRY(check_glu_fp8(fn, params, recipe, NULL, gate, up, NULL, bias, weights, y, NULL, NULL, out,
+                      tokens, F, need_workspace, empty, seen, &n_seen));
+    TRY(check_glu_fp8_store(fn, params, gate, up, gate_fp8, up_fp8, scale_inv, tokens, F, empty,
+                            copy, &n));
+    if (*empty) return FASTGLU_SUCCESS;
+    for (int i = 0; i < n; ++i)
+        for (int k = 0; k < n_seen; ++k) TRY(fastglu_check_disjoint(fn, &copy[i], &seen[k]));
     return FASTGLU_SUCCESS;
 }
 
